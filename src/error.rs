@@ -1,0 +1,174 @@
+//! The one error type of the crate.
+
+use std::time::Duration;
+
+/// Everything that can go wrong in Introspect, with variants that say what went wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A name (app, interface, group, version, protocol, host, revision) that would break
+    /// the key layout or the match key.
+    #[error("invalid {kind} {value:?}: {reason}")]
+    InvalidName {
+        /// What kind of name it is: "app", "interface", "host", ...
+        kind: &'static str,
+        /// The offending value, shortened when very long.
+        value: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+
+    /// A port outside `1..=65535` where a real port is required.
+    #[error("invalid port {0}: expected 1..=65535")]
+    InvalidPort(i64),
+
+    /// A record read from the store or the network that does not parse.
+    #[error("malformed {what}: {reason}")]
+    Malformed {
+        /// What was being parsed: "instance record", "metadata info", ...
+        what: &'static str,
+        /// The parser's complaint.
+        reason: String,
+    },
+
+    /// A value over one of the configured size limits.
+    #[error("{what} too large: {size} over the limit of {limit}")]
+    TooLarge {
+        /// What was measured.
+        what: &'static str,
+        /// Its size (bytes or count).
+        size: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+
+    /// Metadata whose content does not hash to the revision it was fetched for.
+    #[error(
+        "metadata of app {app:?} claims revision {claimed} but its content hashes to {computed}"
+    )]
+    RevisionMismatch {
+        /// The app the metadata belongs to.
+        app: String,
+        /// The revision it was fetched for.
+        claimed: String,
+        /// The revision its content hashes to.
+        computed: String,
+    },
+
+    /// The store refused or failed a request.
+    #[error("store error: {0}")]
+    Store(String),
+
+    /// The store could not be reached.
+    #[error("store unavailable: {0}")]
+    StoreUnavailable(String),
+
+    /// A lease that the store does not know (expired or revoked).
+    #[error("lease {0} not found (expired or revoked)")]
+    LeaseNotFound(i64),
+
+    /// A watch asked for history that the store has compacted away; re-list and watch again.
+    #[error("store revision {requested} is compacted (oldest kept: {compacted})")]
+    Compacted {
+        /// The revision the watch asked to start from.
+        requested: i64,
+        /// The oldest revision the store still holds.
+        compacted: i64,
+    },
+
+    /// A watch stream ended: canceled by the store, dropped for lagging, or its connection lost.
+    #[error("watch ended: {0}")]
+    WatchEnded(String),
+
+    /// A compare-and-swap kept losing to concurrent writers.
+    #[error("compare-and-swap on {key} still conflicting after {attempts} attempts")]
+    Contended {
+        /// The key being written.
+        key: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+
+    /// A call did not finish within its deadline.
+    #[error("{what} timed out after {after:?}")]
+    Timeout {
+        /// The call that timed out.
+        what: String,
+        /// The deadline.
+        after: Duration,
+    },
+
+    /// A MetadataService call failed.
+    #[error("metadata service at {address}: {status}")]
+    Rpc {
+        /// The address that was called.
+        address: String,
+        /// What the server or the transport said.
+        status: tonic::Status,
+    },
+
+    /// A MetadataService could not be reached.
+    #[error("cannot connect to metadata service at {address}: {reason}")]
+    Connect {
+        /// The address that was dialled.
+        address: String,
+        /// The transport's complaint.
+        reason: String,
+    },
+
+    /// The metadata of a revision could not be had from any instance or report.
+    #[error("metadata of app {app:?} revision {revision} unavailable: {reason}")]
+    MetadataUnavailable {
+        /// The app.
+        app: String,
+        /// The revision.
+        revision: String,
+        /// The last failure seen.
+        reason: String,
+    },
+
+    /// A local I/O error (snapshot file, server socket).
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+
+    /// A gRPC server failed to start or stopped with an error.
+    #[error("server error: {0}")]
+    Server(String),
+
+    /// A builder was given an inconsistent or missing setting.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+
+    /// The component was shut down.
+    #[error("shut down")]
+    Shutdown,
+}
+
+/// The result type of the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A short form of a possibly huge, hostile value for an error message.
+    pub(crate) fn shorten(value: &str) -> String {
+        const MAX: usize = 64;
+        if value.chars().count() <= MAX {
+            value.to_owned()
+        } else {
+            let head: String = value.chars().take(MAX).collect();
+            format!("{head}… ({} bytes)", value.len())
+        }
+    }
+
+    /// Whether retrying the same call later might succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::StoreUnavailable(_)
+                | Error::Timeout { .. }
+                | Error::Connect { .. }
+                | Error::WatchEnded(_)
+                | Error::Contended { .. }
+                | Error::MetadataUnavailable { .. }
+        ) || matches!(self, Error::Rpc { status, .. } if status.code() == tonic::Code::Unavailable)
+    }
+}

@@ -1,0 +1,229 @@
+//! A service instance: one running process of an app, in Dubbo's `DefaultServiceInstance`
+//! JSON form.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::limits::Limits;
+use crate::model::revision::EMPTY_REVISION;
+use crate::model::{keys, names};
+
+/// Where a consumer reads an instance's metadata from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum StorageType {
+    /// From the instance's own MetadataService (the default).
+    #[default]
+    Local,
+    /// From the metadata report in the store, with the MetadataService as fallback.
+    Remote,
+}
+
+impl StorageType {
+    /// The value written under [`keys::STORAGE_TYPE`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StorageType::Local => "local",
+            StorageType::Remote => "remote",
+        }
+    }
+}
+
+/// One protocol port of an instance, as listed under [`keys::ENDPOINTS`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProtocolPort {
+    /// The port.
+    pub port: u16,
+    /// The protocol served on it.
+    pub protocol: String,
+}
+
+/// One running process of an app: where it listens and its metadata map.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceInstance {
+    /// The app name.
+    pub service_name: String,
+    /// Host name or IP address.
+    pub host: String,
+    /// The instance's main port.
+    pub port: u16,
+    /// `false` while the instance drains before a graceful stop: route no new calls to it.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The instance's own view of its health.
+    #[serde(default = "yes")]
+    pub healthy: bool,
+    /// The metadata map; see [`keys`] for the well-known entries.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl ServiceInstance {
+    /// An enabled, healthy instance with an empty metadata map.
+    pub fn new(app: impl Into<String>, host: impl Into<String>, port: u16) -> Self {
+        ServiceInstance {
+            service_name: app.into(),
+            host: host.into(),
+            port,
+            enabled: true,
+            healthy: true,
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    /// Checks the names that go into the instance's key.
+    pub fn validate(&self) -> Result<()> {
+        names::validate_app(&self.service_name)?;
+        names::validate_host(&self.host)?;
+        names::validate_port(i64::from(self.port))?;
+        names::validate_revision(self.revision())?;
+        Ok(())
+    }
+
+    /// `{host}:{port}`, the last segment of the instance's key.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// The revision; `0` when missing.
+    pub fn revision(&self) -> &str {
+        self.metadata
+            .get(keys::REVISION)
+            .map_or(EMPTY_REVISION, String::as_str)
+    }
+
+    /// The storage type; `local` unless the metadata says `remote`.
+    pub fn storage_type(&self) -> StorageType {
+        match self.metadata.get(keys::STORAGE_TYPE).map(String::as_str) {
+            Some("remote") => StorageType::Remote,
+            _ => StorageType::Local,
+        }
+    }
+
+    /// Whether the instance declares that its revision follows the `sha256-v1` rule.
+    pub fn declares_sha256_v1(&self) -> bool {
+        self.metadata.get(keys::REVISION_RULE).map(String::as_str)
+            == Some(crate::model::revision::REVISION_RULE_SHA256_V1)
+    }
+
+    /// The protocol ports under [`keys::ENDPOINTS`]; a malformed value counts as none.
+    pub fn protocol_ports(&self) -> Vec<ProtocolPort> {
+        self.metadata
+            .get(keys::ENDPOINTS)
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default()
+    }
+
+    /// The port of the instance's MetadataService: the `port` of
+    /// [`keys::METADATA_SERVICE_URL_PARAMS`], else the instance port.
+    pub fn metadata_service_port(&self) -> u16 {
+        self.metadata
+            .get(keys::METADATA_SERVICE_URL_PARAMS)
+            .and_then(|json| serde_json::from_str::<BTreeMap<String, serde_json::Value>>(json).ok())
+            .and_then(|params| match params.get("port")? {
+                serde_json::Value::String(s) => s.parse::<u16>().ok(),
+                serde_json::Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
+                _ => None,
+            })
+            .filter(|port| *port > 0)
+            .unwrap_or(self.port)
+    }
+
+    /// The port serving `protocol` for a service that has no port of its own:
+    /// [`keys::ENDPOINTS`] for the protocol, else the instance port.
+    pub fn port_for_protocol(&self, protocol: &str) -> u16 {
+        if !self.metadata.contains_key(keys::ENDPOINTS) {
+            return self.port;
+        }
+        self.protocol_ports()
+            .into_iter()
+            .find(|p| p.protocol == protocol && p.port > 0)
+            .map_or(self.port, |p| p.port)
+    }
+
+    /// The JSON form stored under the instance's key.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("instance always serializes")
+    }
+
+    /// Parses and validates the JSON form; unknown fields (Dubbo writes several) are ignored.
+    pub fn from_json(bytes: &[u8], limits: &Limits) -> Result<Self> {
+        limits.check_size("instance record", bytes.len(), limits.max_instance_bytes)?;
+        let instance: ServiceInstance =
+            serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
+                what: "instance record",
+                reason: e.to_string(),
+            })?;
+        if instance.metadata.len() > limits.max_params {
+            return Err(Error::TooLarge {
+                what: "instance metadata entries",
+                size: instance.metadata.len(),
+                limit: limits.max_params,
+            });
+        }
+        instance.validate()?;
+        Ok(instance)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trip() {
+        let mut i = ServiceInstance::new("shop-orders", "10.0.0.7", 50051);
+        i.metadata.insert(keys::REVISION.into(), "abc".into());
+        let back = ServiceInstance::from_json(&i.to_json(), &Limits::default()).unwrap();
+        assert_eq!(back, i);
+        let text = String::from_utf8(i.to_json()).unwrap();
+        assert!(text.contains(r#""serviceName":"shop-orders""#), "{text}");
+    }
+
+    #[test]
+    fn parses_dubbo_form_with_unknown_fields() {
+        let json = r#"{"name":"shop-orders","id":"10.0.0.7:20880","serviceName":"shop-orders",
+            "host":"10.0.0.7","port":20880,"enabled":true,"healthy":true,
+            "registryCluster":"default","address":"10.0.0.7:20880",
+            "metadata":{"dubbo.metadata.revision":"f00d","dubbo.metadata.storage-type":"remote",
+            "dubbo.endpoints":"[{\"port\":50052,\"protocol\":\"tri\"}]",
+            "dubbo.metadata-service.url-params":"{\"port\":\"20881\",\"protocol\":\"tri\",\"version\":\"2.0.0\"}"}}"#;
+        let i = ServiceInstance::from_json(json.as_bytes(), &Limits::default()).unwrap();
+        assert_eq!(i.revision(), "f00d");
+        assert_eq!(i.storage_type(), StorageType::Remote);
+        assert_eq!(i.metadata_service_port(), 20881);
+        assert_eq!(i.port_for_protocol("tri"), 50052);
+        assert_eq!(i.port_for_protocol("grpc"), 20880);
+    }
+
+    #[test]
+    fn missing_flags_default_to_true_and_bad_records_fail() {
+        let i = ServiceInstance::from_json(
+            br#"{"serviceName":"a","host":"h","port":1}"#,
+            &Limits::default(),
+        )
+        .unwrap();
+        assert!(i.enabled && i.healthy);
+        assert_eq!(i.revision(), "0");
+        for bad in [
+            &b"{"[..],
+            b"[]",
+            br#"{"serviceName":"a/b","host":"h","port":1}"#,
+            br#"{"serviceName":"a","host":"h","port":70000}"#,
+            br#"{"serviceName":"a","host":"h","port":0}"#,
+        ] {
+            assert!(ServiceInstance::from_json(bad, &Limits::default()).is_err());
+        }
+        let huge = vec![b' '; 100_000];
+        assert!(matches!(
+            ServiceInstance::from_json(&huge, &Limits::default()),
+            Err(Error::TooLarge { .. })
+        ));
+    }
+}

@@ -1,0 +1,17 @@
+//! Well-known keys of an instance's metadata map (Dubbo 3 compatible).
+
+/// The instance's revision; `0` when it exports nothing.
+pub const REVISION: &str = "dubbo.metadata.revision";
+/// Where consumers read the metadata: `local` (the instance) or `remote` (the report).
+pub const STORAGE_TYPE: &str = "dubbo.metadata.storage-type";
+/// JSON array `[{"port":50051,"protocol":"tri"}]`, one entry per protocol port.
+pub const ENDPOINTS: &str = "dubbo.endpoints";
+/// JSON object of strings with at least `port`, `protocol` and `version` of the
+/// MetadataService.
+pub const METADATA_SERVICE_URL_PARAMS: &str = "dubbo.metadata-service.url-params";
+/// The MetadataService contract version the instance serves.
+pub const META_V: &str = "meta-v";
+/// Value of [`META_V`]: MetadataServiceV2.
+pub const META_V_2: &str = "2.0.0";
+/// The revision rule the instance follows, so that consumers can verify its revision.
+pub const REVISION_RULE: &str = "introspect.revision-rule";

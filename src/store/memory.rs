@@ -1,0 +1,412 @@
+//! The embedded in-memory store: one process, zero setup, etcd semantics.
+//!
+//! A store-wide revision counter, a bounded history of changes for watches that start in
+//! the past, and leases whose expiry is driven by tokio's clock (so tests can pause and
+//! advance it). Every operation first expires the leases that are due, so results never
+//! depend on when the background reaper last ran; the reaper only makes expiry visible to
+//! watchers when nothing else happens.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+
+use super::{CasOutcome, KeyValue, LeaseId, Range, Store, Watch, WatchEvent};
+use crate::error::{Error, Result};
+
+/// Store revisions of history kept for watches by default.
+const DEFAULT_HISTORY: usize = 100_000;
+
+/// The embedded in-memory [`Store`]. Cheap to create; lives as long as its handle.
+pub struct MemoryStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the reaper when a lease deadline moves earlier or the store is dropped.
+    reaper_wake: Notify,
+    reaper_started: AtomicBool,
+    closed: AtomicBool,
+}
+
+struct Lease {
+    ttl: Duration,
+    deadline: Instant,
+    keys: BTreeSet<String>,
+}
+
+struct Watcher {
+    prefix: String,
+    events: mpsc::Sender<Result<Vec<WatchEvent>>>,
+}
+
+struct State {
+    revision: i64,
+    /// Revisions up to this one are gone from `history`.
+    compacted: i64,
+    kvs: BTreeMap<String, KeyValue>,
+    leases: HashMap<LeaseId, Lease>,
+    next_lease: LeaseId,
+    /// Changes by revision, oldest first.
+    history: VecDeque<(i64, Vec<WatchEvent>)>,
+    history_limit: usize,
+    watchers: Vec<Watcher>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store keeping the default amount of watch history.
+    pub fn new() -> Self {
+        Self::with_history(DEFAULT_HISTORY)
+    }
+
+    /// An empty store keeping `revisions` revisions of watch history (at least one).
+    pub fn with_history(revisions: usize) -> Self {
+        MemoryStore {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    revision: 1,
+                    compacted: 0,
+                    kvs: BTreeMap::new(),
+                    leases: HashMap::new(),
+                    next_lease: 1,
+                    history: VecDeque::new(),
+                    history_limit: revisions.max(1),
+                    watchers: Vec::new(),
+                }),
+                reaper_wake: Notify::new(),
+                reaper_started: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The current store revision.
+    pub fn revision(&self) -> i64 {
+        self.shared.lock().revision
+    }
+
+    fn start_reaper(&self) {
+        if !self.shared.reaper_started.swap(true, Ordering::SeqCst) {
+            tokio::spawn(reap(Arc::downgrade(&self.shared)));
+        }
+    }
+}
+
+impl Drop for MemoryStore {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.reaper_wake.notify_one();
+    }
+}
+
+impl Shared {
+    /// Locks the state and expires the leases that are due.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.expire_due(Instant::now());
+        state
+    }
+}
+
+/// Expires leases as their deadlines pass, so watchers see the deletions.
+async fn reap(shared: Weak<Shared>) {
+    loop {
+        let (next, wake) = {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            if shared.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            let next = shared.lock().leases.values().map(|l| l.deadline).min();
+            (next, async move { shared.reaper_wake.notified().await })
+        };
+        match next {
+            Some(deadline) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => {}
+                    _ = wake => {}
+                }
+            }
+            None => wake.await,
+        }
+    }
+}
+
+impl State {
+    fn expire_due(&mut self, now: Instant) {
+        let due: Vec<LeaseId> = self
+            .leases
+            .iter()
+            .filter(|(_, l)| l.deadline <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.remove_lease(id);
+        }
+    }
+
+    /// Removes a lease and deletes its keys in one revision, as etcd does.
+    fn remove_lease(&mut self, id: LeaseId) -> bool {
+        let Some(lease) = self.leases.remove(&id) else {
+            return false;
+        };
+        let keys: Vec<String> = lease
+            .keys
+            .into_iter()
+            .filter(|k| self.kvs.contains_key(k))
+            .collect();
+        if !keys.is_empty() {
+            self.revision += 1;
+            let revision = self.revision;
+            let events = keys
+                .into_iter()
+                .map(|key| {
+                    self.kvs.remove(&key);
+                    WatchEvent::Delete {
+                        key,
+                        mod_revision: revision,
+                    }
+                })
+                .collect();
+            self.publish(revision, events);
+        }
+        true
+    }
+
+    fn check_lease(&self, lease: Option<LeaseId>) -> Result<()> {
+        match lease {
+            Some(id) if !self.leases.contains_key(&id) => Err(Error::LeaseNotFound(id)),
+            _ => Ok(()),
+        }
+    }
+
+    fn put(&mut self, key: &str, value: Vec<u8>, lease: Option<LeaseId>) -> i64 {
+        self.revision += 1;
+        let revision = self.revision;
+        let lease = lease.unwrap_or(0);
+        let previous = self.kvs.get(key);
+        let create_revision = previous.map_or(revision, |kv| kv.create_revision);
+        let previous_lease = previous.map_or(0, |kv| kv.lease);
+        if previous_lease != 0 && previous_lease != lease {
+            if let Some(l) = self.leases.get_mut(&previous_lease) {
+                l.keys.remove(key);
+            }
+        }
+        if let Some(l) = self.leases.get_mut(&lease) {
+            l.keys.insert(key.to_owned());
+        }
+        let kv = KeyValue {
+            key: key.to_owned(),
+            value,
+            create_revision,
+            mod_revision: revision,
+            lease,
+        };
+        self.kvs.insert(key.to_owned(), kv.clone());
+        self.publish(revision, vec![WatchEvent::Put(kv)]);
+        revision
+    }
+
+    fn delete(&mut self, key: &str) -> bool {
+        let Some(kv) = self.kvs.remove(key) else {
+            return false;
+        };
+        if let Some(l) = self.leases.get_mut(&kv.lease) {
+            l.keys.remove(key);
+        }
+        self.revision += 1;
+        let revision = self.revision;
+        self.publish(
+            revision,
+            vec![WatchEvent::Delete {
+                key: key.to_owned(),
+                mod_revision: revision,
+            }],
+        );
+        true
+    }
+
+    /// Records a revision's events and sends each watcher those under its prefix.
+    fn publish(&mut self, revision: i64, events: Vec<WatchEvent>) {
+        self.watchers.retain(|w| {
+            let mine: Vec<WatchEvent> = events
+                .iter()
+                .filter(|e| e.key().starts_with(&w.prefix))
+                .cloned()
+                .collect();
+            // A full buffer or a dropped receiver ends the watch; the watcher re-lists.
+            mine.is_empty() || w.events.try_send(Ok(mine)).is_ok()
+        });
+        self.history.push_back((revision, events));
+        while self.history.len() > self.history_limit {
+            if let Some((old, _)) = self.history.pop_front() {
+                self.compacted = old;
+            }
+        }
+    }
+
+    fn compact(&mut self, revision: i64) {
+        while self.history.front().is_some_and(|(r, _)| *r <= revision) {
+            self.history.pop_front();
+        }
+        self.compacted = self.compacted.max(revision);
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        Ok(self.shared.lock().kvs.get(key).cloned())
+    }
+
+    async fn get_prefix(&self, prefix: &str) -> Result<Range> {
+        let state = self.shared.lock();
+        let kvs = state
+            .kvs
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(_, kv)| kv.clone())
+            .collect();
+        Ok(Range {
+            kvs,
+            revision: state.revision,
+        })
+    }
+
+    async fn put(&self, key: &str, value: Vec<u8>, lease: Option<LeaseId>) -> Result<i64> {
+        let mut state = self.shared.lock();
+        state.check_lease(lease)?;
+        Ok(state.put(key, value, lease))
+    }
+
+    async fn delete(&self, key: &str) -> Result<bool> {
+        Ok(self.shared.lock().delete(key))
+    }
+
+    async fn compare_and_swap(
+        &self,
+        key: &str,
+        expected_mod_revision: i64,
+        value: Vec<u8>,
+        lease: Option<LeaseId>,
+    ) -> Result<CasOutcome> {
+        let mut state = self.shared.lock();
+        let current = state.kvs.get(key);
+        if current.map_or(0, |kv| kv.mod_revision) != expected_mod_revision {
+            return Ok(CasOutcome::Conflict {
+                current: current.cloned(),
+            });
+        }
+        state.check_lease(lease)?;
+        Ok(CasOutcome::Written {
+            revision: state.put(key, value, lease),
+        })
+    }
+
+    async fn watch_prefix(&self, prefix: &str, from_revision: i64) -> Result<Watch> {
+        let mut state = self.shared.lock();
+        let (tx, rx) = mpsc::channel(Watch::BUFFER);
+        if from_revision > 0 && from_revision <= state.revision {
+            if from_revision <= state.compacted {
+                return Err(Error::Compacted {
+                    requested: from_revision,
+                    compacted: state.compacted,
+                });
+            }
+            for (revision, events) in &state.history {
+                if *revision < from_revision {
+                    continue;
+                }
+                let mine: Vec<WatchEvent> = events
+                    .iter()
+                    .filter(|e| e.key().starts_with(prefix))
+                    .cloned()
+                    .collect();
+                if !mine.is_empty() && tx.try_send(Ok(mine)).is_err() {
+                    return Err(Error::WatchEnded(
+                        "history to replay exceeds the watch buffer".into(),
+                    ));
+                }
+            }
+        }
+        state.watchers.push(Watcher {
+            prefix: prefix.to_owned(),
+            events: tx,
+        });
+        Ok(Watch::new(rx))
+    }
+
+    async fn grant_lease(&self, ttl: Duration) -> Result<LeaseId> {
+        if ttl.is_zero() {
+            return Err(Error::Config("lease TTL must be positive".into()));
+        }
+        self.start_reaper();
+        let id = {
+            let mut state = self.shared.lock();
+            let id = state.next_lease;
+            state.next_lease += 1;
+            state.leases.insert(
+                id,
+                Lease {
+                    ttl,
+                    deadline: Instant::now() + ttl,
+                    keys: BTreeSet::new(),
+                },
+            );
+            id
+        };
+        self.shared.reaper_wake.notify_one();
+        Ok(id)
+    }
+
+    async fn keep_alive(&self, lease: LeaseId) -> Result<Duration> {
+        let mut state = self.shared.lock();
+        let l = state
+            .leases
+            .get_mut(&lease)
+            .ok_or(Error::LeaseNotFound(lease))?;
+        l.deadline = Instant::now() + l.ttl;
+        Ok(l.ttl)
+    }
+
+    async fn revoke_lease(&self, lease: LeaseId) -> Result<()> {
+        if self.shared.lock().remove_lease(lease) {
+            Ok(())
+        } else {
+            Err(Error::LeaseNotFound(lease))
+        }
+    }
+
+    async fn compact(&self, revision: i64) -> Result<()> {
+        let mut state = self.shared.lock();
+        if revision > state.revision {
+            return Err(Error::Store(format!(
+                "cannot compact to future revision {revision}"
+            )));
+        }
+        state.compact(revision);
+        Ok(())
+    }
+
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+}

@@ -1,0 +1,194 @@
+//! The store: the one seam to the outside.
+//!
+//! An etcd-shaped key-value interface: range by prefix, put (optionally bound to a lease),
+//! delete, compare-and-swap on a key's modification revision, watch a prefix from a store
+//! revision, and leases whose expiry deletes the keys bound to them. [`MemoryStore`] and
+//! [`EtcdStore`] implement it with the same semantics, checked by one conformance suite;
+//! nothing above this module knows which one it talks to.
+
+mod etcd;
+mod memory;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use crate::error::Result;
+
+pub use etcd::{EtcdOptions, EtcdStore};
+pub use memory::MemoryStore;
+
+/// A lease id; liveness of the keys bound to it.
+pub type LeaseId = i64;
+
+/// One key and its value with the store revisions that wrote it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    /// The key.
+    pub key: String,
+    /// The value bytes.
+    pub value: Vec<u8>,
+    /// Store revision at which the key was created.
+    pub create_revision: i64,
+    /// Store revision of the key's last modification; the compare-and-swap token.
+    pub mod_revision: i64,
+    /// The lease the key is bound to; `0` for none.
+    pub lease: LeaseId,
+}
+
+impl fmt::Debug for KeyValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyValue")
+            .field("key", &self.key)
+            .field("value", &String::from_utf8_lossy(&self.value))
+            .field("mod_revision", &self.mod_revision)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+/// The keys under a prefix, read at one store revision.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Range {
+    /// The keys in ascending order.
+    pub kvs: Vec<KeyValue>,
+    /// The store revision the read saw; watch from `revision + 1` to miss nothing.
+    pub revision: i64,
+}
+
+/// A change seen by a watch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchEvent {
+    /// A key was created or modified.
+    Put(KeyValue),
+    /// A key was deleted (explicitly or by lease expiry).
+    Delete {
+        /// The key.
+        key: String,
+        /// The store revision of the deletion.
+        mod_revision: i64,
+    },
+}
+
+impl WatchEvent {
+    /// The key the event is about.
+    pub fn key(&self) -> &str {
+        match self {
+            WatchEvent::Put(kv) => &kv.key,
+            WatchEvent::Delete { key, .. } => key,
+        }
+    }
+
+    /// The store revision of the change.
+    pub fn mod_revision(&self) -> i64 {
+        match self {
+            WatchEvent::Put(kv) => kv.mod_revision,
+            WatchEvent::Delete { mod_revision, .. } => *mod_revision,
+        }
+    }
+}
+
+/// What a compare-and-swap did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CasOutcome {
+    /// The value was written at this store revision.
+    Written {
+        /// The store revision of the write.
+        revision: i64,
+    },
+    /// The key had another modification revision; nothing was written.
+    Conflict {
+        /// The key as it is now (`None`: absent).
+        current: Option<KeyValue>,
+    },
+}
+
+/// A stream of changes under a prefix. Dropping it cancels the watch.
+#[derive(Debug)]
+pub struct Watch {
+    events: mpsc::Receiver<Result<Vec<WatchEvent>>>,
+}
+
+impl Watch {
+    /// Batches buffered between a store and a slow watcher before the store ends the watch
+    /// (the watcher then re-lists). Tokio allocates channel blocks lazily, so a large bound
+    /// costs nothing until used.
+    pub(crate) const BUFFER: usize = 65_536;
+
+    /// A watch fed by a store's task through `events`.
+    pub(crate) fn new(events: mpsc::Receiver<Result<Vec<WatchEvent>>>) -> Self {
+        Watch { events }
+    }
+
+    /// The next batch of events, of one or more store revisions, in order. An `Err` is
+    /// final (compaction, cancellation, lagging, lost connection): re-list and watch again.
+    pub async fn next(&mut self) -> Result<Vec<WatchEvent>> {
+        match self.events.recv().await {
+            Some(batch) => batch,
+            None => Err(crate::Error::WatchEnded("closed by the store".into())),
+        }
+    }
+}
+
+/// An etcd-shaped key-value store. See the module docs.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The key's current value, if any.
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>>;
+
+    /// Every key starting with `prefix`, in key order, read at one store revision.
+    async fn get_prefix(&self, prefix: &str) -> Result<Range>;
+
+    /// Writes a key, bound to `lease` when given (the lease must be alive); returns the
+    /// store revision of the write.
+    async fn put(&self, key: &str, value: Vec<u8>, lease: Option<LeaseId>) -> Result<i64>;
+
+    /// Deletes a key; returns whether it existed.
+    async fn delete(&self, key: &str) -> Result<bool>;
+
+    /// Writes a key only if its modification revision is `expected_mod_revision`
+    /// (`0`: the key must be absent).
+    async fn compare_and_swap(
+        &self,
+        key: &str,
+        expected_mod_revision: i64,
+        value: Vec<u8>,
+        lease: Option<LeaseId>,
+    ) -> Result<CasOutcome>;
+
+    /// Watches every key starting with `prefix`, from store revision `from_revision`
+    /// (`0`: changes after now). Fails with [`crate::Error::Compacted`] when that history is
+    /// gone.
+    async fn watch_prefix(&self, prefix: &str, from_revision: i64) -> Result<Watch>;
+
+    /// Grants a lease that expires `ttl` after its last keep-alive.
+    async fn grant_lease(&self, ttl: Duration) -> Result<LeaseId>;
+
+    /// Renews a lease; returns its TTL. Fails with [`crate::Error::LeaseNotFound`] when it
+    /// expired or was revoked.
+    async fn keep_alive(&self, lease: LeaseId) -> Result<Duration>;
+
+    /// Revokes a lease, deleting the keys bound to it.
+    async fn revoke_lease(&self, lease: LeaseId) -> Result<()>;
+
+    /// Drops history up to `revision`: watches from before it fail with
+    /// [`crate::Error::Compacted`].
+    async fn compact(&self, revision: i64) -> Result<()>;
+
+    /// The backend's name, for logs: `memory` or `etcd`.
+    fn backend(&self) -> &'static str;
+}
+
+/// The end of a prefix range: the smallest key greater than every key with the prefix.
+pub(crate) fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
