@@ -1,0 +1,253 @@
+//! The demo: a hundred instances, two revisions, two metadata fetches.
+//!
+//! Starts providers of `shop-orders` in two configuration groups (so two revisions) and a
+//! second app, `shop-payments`, each instance serving MetadataService on its own loopback
+//! port; a consumer resolves their interfaces and the demo prints what it saw and how many
+//! MetadataService calls it made. Then one group changes its exports and the consumer picks
+//! up the third revision with one more fetch.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::consumer::{Resolver, Subscription};
+use crate::error::Result;
+use crate::model::ServiceInfo;
+use crate::provider::Provider;
+use crate::registry::Registry;
+use crate::store::Store;
+use crate::{Layout, Limits};
+
+/// The sizes of the demo fleet.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    /// Instances of `shop-orders` in the first configuration group.
+    pub blue: usize,
+    /// Instances of `shop-orders` in the second configuration group.
+    pub green: usize,
+    /// Instances of `shop-payments`.
+    pub payments: usize,
+    /// Host the providers register (they listen on loopback).
+    pub host: String,
+}
+
+impl Default for DemoOptions {
+    fn default() -> Self {
+        DemoOptions {
+            blue: 60,
+            green: 40,
+            payments: 5,
+            host: "127.0.0.1".into(),
+        }
+    }
+}
+
+/// What the demo measured.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DemoReport {
+    /// Instances registered.
+    pub instances: usize,
+    /// Distinct (app, revision) pairs the consumer resolved before the export change.
+    pub revisions: usize,
+    /// Endpoints resolved before the export change.
+    pub endpoints: usize,
+    /// MetadataService calls the consumer made before the export change.
+    pub fetches: u64,
+    /// MetadataService calls the providers answered before the export change.
+    pub served: u64,
+    /// Distinct revisions after the export change.
+    pub revisions_after_change: usize,
+    /// MetadataService calls made in all, after the export change.
+    pub fetches_after_change: u64,
+}
+
+fn blue_services() -> Vec<ServiceInfo> {
+    vec![
+        ServiceInfo::new("shop.OrderService")
+            .with_version("1.0")
+            .with_param("timeout", "3000"),
+        ServiceInfo::new("shop.CartService").with_version("1.0"),
+    ]
+}
+
+fn green_services() -> Vec<ServiceInfo> {
+    vec![
+        ServiceInfo::new("shop.OrderService")
+            .with_version("1.0")
+            .with_param("timeout", "1500"),
+        ServiceInfo::new("shop.CartService").with_version("1.0"),
+    ]
+}
+
+fn payment_services() -> Vec<ServiceInfo> {
+    vec![ServiceInfo::new("shop.PaymentService").with_version("2.0")]
+}
+
+async fn start(
+    store: &Arc<dyn Store>,
+    app: &str,
+    host: &str,
+    services: Vec<ServiceInfo>,
+) -> Result<Provider> {
+    let mut builder = Provider::builder(app, store.clone())
+        .host(host)
+        .serve_metadata_on(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .drain_period(Duration::from_millis(10));
+    for s in services {
+        builder = builder.export(s);
+    }
+    builder.start().await
+}
+
+/// Runs the demo against `store`, writing a human-readable account to `out`.
+pub async fn run(
+    store: Arc<dyn Store>,
+    options: &DemoOptions,
+    out: &mut (dyn Write + Send),
+) -> Result<DemoReport> {
+    let mut report = DemoReport::default();
+    writeln!(
+        out,
+        "Starting providers on loopback ({} store)...",
+        store.backend()
+    )?;
+    let mut blue = Vec::new();
+    for _ in 0..options.blue {
+        blue.push(start(&store, "shop-orders", &options.host, blue_services()).await?);
+    }
+    let mut green = Vec::new();
+    for _ in 0..options.green {
+        green.push(start(&store, "shop-orders", &options.host, green_services()).await?);
+    }
+    let mut payments = Vec::new();
+    for _ in 0..options.payments {
+        payments.push(start(&store, "shop-payments", &options.host, payment_services()).await?);
+    }
+    let providers: Vec<&Provider> = blue.iter().chain(&green).chain(&payments).collect();
+    report.instances = providers.len();
+
+    let registry = Registry::new(store.clone(), Layout::default(), Limits::default());
+    writeln!(out, "\nRegistered apps:")?;
+    writeln!(out, "  {:<16} {:>9}  revisions", "APP", "INSTANCES")?;
+    for (app, instances) in registry.list_apps().await? {
+        let mut revisions: BTreeMap<&str, usize> = BTreeMap::new();
+        for i in instances.values() {
+            *revisions.entry(i.revision()).or_default() += 1;
+        }
+        let revisions: Vec<String> = revisions
+            .iter()
+            .map(|(r, n)| format!("{}…×{n}", short(r)))
+            .collect();
+        writeln!(
+            out,
+            "  {:<16} {:>9}  {}",
+            app,
+            instances.len(),
+            revisions.join(", ")
+        )?;
+    }
+
+    let resolver = Resolver::new(store.clone());
+    let subscriptions = [
+        Subscription::new("shop.OrderService"),
+        Subscription::new("shop.PaymentService"),
+    ];
+    writeln!(
+        out,
+        "\nConsumer resolves {} interfaces:",
+        subscriptions.len()
+    )?;
+    let mut revisions = std::collections::BTreeSet::new();
+    for subscription in &subscriptions {
+        let endpoints = resolver.resolve(subscription).await?;
+        report.endpoints += endpoints.len();
+        for e in &endpoints {
+            revisions.insert((e.app.clone(), e.revision.clone()));
+        }
+        writeln!(
+            out,
+            "  {:<22} {:>4} endpoints, e.g.",
+            subscription.interface,
+            endpoints.len()
+        )?;
+        for e in endpoints.iter().take(2) {
+            writeln!(
+                out,
+                "    {} {}://{} rev {}… params {:?}",
+                e.app,
+                e.protocol,
+                e.address(),
+                short(&e.revision),
+                e.params()
+            )?;
+        }
+    }
+    let stats = resolver.stats().await;
+    report.revisions = revisions.len();
+    report.fetches = stats.metadata_fetches;
+    report.served = providers.iter().map(|p| p.exported().served()).sum();
+    writeln!(out, "\n  instances:              {}", report.instances)?;
+    writeln!(out, "  distinct revisions:     {}", report.revisions)?;
+    writeln!(
+        out,
+        "  MetadataService calls:  {} (one per revision, not per instance)",
+        report.fetches
+    )?;
+    writeln!(out, "  calls providers served: {}", report.served)?;
+
+    writeln!(
+        out,
+        "\nThe green group adds shop.RefundService (a new revision)..."
+    )?;
+    let mut changed = green_services();
+    changed.push(ServiceInfo::new("shop.RefundService").with_version("1.0"));
+    for p in &green {
+        p.set_services(changed.clone()).await?;
+    }
+    let endpoints = resolver.resolve(&subscriptions[0]).await?;
+    let mut after: std::collections::BTreeSet<(String, String)> = endpoints
+        .iter()
+        .map(|e| (e.app.clone(), e.revision.clone()))
+        .collect();
+    after.extend(
+        resolver
+            .resolve(&subscriptions[1])
+            .await?
+            .into_iter()
+            .map(|e| (e.app, e.revision)),
+    );
+    report.revisions_after_change = after.len();
+    report.fetches_after_change = resolver.stats().await.metadata_fetches;
+    writeln!(
+        out,
+        "  shop.OrderService:      {} endpoints",
+        endpoints.len()
+    )?;
+    writeln!(
+        out,
+        "  live revisions now:     {}",
+        report.revisions_after_change
+    )?;
+    writeln!(
+        out,
+        "  revisions fetched:      {}",
+        resolver.stats().await.revisions_known
+    )?;
+    writeln!(
+        out,
+        "  MetadataService calls:  {} (+{} for the new revision)",
+        report.fetches_after_change,
+        report.fetches_after_change - report.fetches
+    )?;
+
+    writeln!(out, "\nStopping providers...")?;
+    for p in blue.into_iter().chain(green).chain(payments) {
+        p.abort();
+    }
+    Ok(report)
+}
+
+fn short(revision: &str) -> &str {
+    revision.get(..12).unwrap_or(revision)
+}

@@ -1,0 +1,191 @@
+//! The registry: one instance record per running process, under `/services/{app}/`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::layout::Layout;
+use crate::limits::Limits;
+use crate::model::{ServiceInstance, names};
+use crate::store::{KeyValue, LeaseId, Store, Watch, WatchEvent};
+
+/// An app's instances by `{host}:{port}`.
+pub type Instances = BTreeMap<String, Arc<ServiceInstance>>;
+
+/// The instances of one app read at one store revision.
+#[derive(Clone, Debug, Default)]
+pub struct InstanceList {
+    /// Instances by `{host}:{port}`.
+    pub instances: Instances,
+    /// Records under the app's prefix that were skipped: key and reason.
+    pub skipped: Vec<(String, String)>,
+    /// The store revision of the read; watch from `revision + 1`.
+    pub revision: i64,
+}
+
+/// One change to an app's instances.
+#[derive(Clone, Debug)]
+pub enum InstanceChange {
+    /// An instance was registered or its record changed.
+    Upsert(Arc<ServiceInstance>),
+    /// The instance at this `{host}:{port}` is gone (deregistered or its lease expired).
+    Removed(String),
+    /// A record that could not be used; it is treated as absent.
+    Skipped {
+        /// The `{host}:{port}` part of its key.
+        address: String,
+        /// Why it was skipped.
+        reason: String,
+    },
+}
+
+/// Registers, lists and watches instances.
+#[derive(Clone)]
+pub struct Registry {
+    store: Arc<dyn Store>,
+    layout: Layout,
+    limits: Limits,
+}
+
+impl Registry {
+    /// A registry over `store`.
+    pub fn new(store: Arc<dyn Store>, layout: Layout, limits: Limits) -> Self {
+        Registry {
+            store,
+            layout,
+            limits,
+        }
+    }
+
+    /// Writes an instance's record, bound to `lease` when given.
+    pub async fn register(
+        &self,
+        instance: &ServiceInstance,
+        lease: Option<LeaseId>,
+    ) -> Result<i64> {
+        instance.validate()?;
+        let json = instance.to_json();
+        self.limits.check_size(
+            "instance record",
+            json.len(),
+            self.limits.max_instance_bytes,
+        )?;
+        let key = self
+            .layout
+            .instance_key(&instance.service_name, &instance.host, instance.port);
+        self.store.put(&key, json, lease).await
+    }
+
+    /// Deletes an instance's record; returns whether it existed.
+    pub async fn deregister(&self, app: &str, host: &str, port: u16) -> Result<bool> {
+        names::validate_app(app)?;
+        names::validate_host(host)?;
+        self.store
+            .delete(&self.layout.instance_key(app, host, port))
+            .await
+    }
+
+    /// Every instance of `app`, skipping (and reporting) records that do not parse.
+    pub async fn list(&self, app: &str) -> Result<InstanceList> {
+        names::validate_app(app)?;
+        let prefix = self.layout.app_prefix(app);
+        let range = self.store.get_prefix(&prefix).await?;
+        let mut list = InstanceList {
+            revision: range.revision,
+            ..Default::default()
+        };
+        for kv in &range.kvs {
+            match self.parse(app, &prefix, kv) {
+                Ok((address, instance)) => {
+                    list.instances.insert(address, Arc::new(instance));
+                }
+                Err((address, reason)) => list.skipped.push((address, reason)),
+            }
+        }
+        Ok(list)
+    }
+
+    /// Every app with at least one instance key, with its instances (records that do not
+    /// parse are left out).
+    pub async fn list_apps(&self) -> Result<BTreeMap<String, Instances>> {
+        let range = self
+            .store
+            .get_prefix(&self.layout.services_prefix())
+            .await?;
+        let mut apps: BTreeMap<String, Instances> = BTreeMap::new();
+        for kv in &range.kvs {
+            let Some(app) = self.layout.app_of_instance_key(&kv.key) else {
+                continue;
+            };
+            let prefix = self.layout.app_prefix(app);
+            let entry = apps.entry(app.to_owned()).or_default();
+            if let Ok((address, instance)) = self.parse(app, &prefix, kv) {
+                entry.insert(address, Arc::new(instance));
+            }
+        }
+        Ok(apps)
+    }
+
+    /// Watches `app`'s instances from store revision `from_revision`.
+    pub async fn watch(&self, app: &str, from_revision: i64) -> Result<InstanceWatch> {
+        names::validate_app(app)?;
+        let prefix = self.layout.app_prefix(app);
+        let watch = self.store.watch_prefix(&prefix, from_revision).await?;
+        Ok(InstanceWatch {
+            registry: self.clone(),
+            app: app.to_owned(),
+            prefix,
+            watch,
+        })
+    }
+
+    /// Parses one record; the key must be exactly the record's own key.
+    fn parse(
+        &self,
+        app: &str,
+        prefix: &str,
+        kv: &KeyValue,
+    ) -> Result<(String, ServiceInstance), (String, String)> {
+        let address = kv.key.strip_prefix(prefix).unwrap_or(&kv.key).to_owned();
+        let instance = ServiceInstance::from_json(&kv.value, &self.limits)
+            .map_err(|e| (address.clone(), e.to_string()))?;
+        if instance.service_name != app || instance.address() != address {
+            let reason = format!(
+                "record of {}/{} stored under another key",
+                instance.service_name,
+                instance.address()
+            );
+            return Err((address, reason));
+        }
+        Ok((address, instance))
+    }
+}
+
+/// A stream of changes to one app's instances. Dropping it cancels the watch.
+pub struct InstanceWatch {
+    registry: Registry,
+    app: String,
+    prefix: String,
+    watch: Watch,
+}
+
+impl InstanceWatch {
+    /// The next batch of changes. An `Err` is final: re-list and watch again.
+    pub async fn next(&mut self) -> Result<Vec<InstanceChange>> {
+        let events = self.watch.next().await?;
+        Ok(events
+            .into_iter()
+            .filter_map(|event| match event {
+                WatchEvent::Put(kv) => {
+                    Some(match self.registry.parse(&self.app, &self.prefix, &kv) {
+                        Ok((_, instance)) => InstanceChange::Upsert(Arc::new(instance)),
+                        Err((address, reason)) => InstanceChange::Skipped { address, reason },
+                    })
+                }
+                WatchEvent::Delete { key, .. } => key
+                    .strip_prefix(&self.prefix)
+                    .map(|address| InstanceChange::Removed(address.to_owned())),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,89 @@
+//! The metadata report: metadata info stored under `/dubbo/metadata/{app}/{revision}`, for
+//! instances with storage type `remote`.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::limits::Limits;
+use crate::model::{MetadataInfo, names};
+use crate::store::{CasOutcome, Store};
+
+/// Publishes and reads metadata reports.
+#[derive(Clone)]
+pub struct MetadataReport {
+    store: Arc<dyn Store>,
+    layout: Layout,
+    limits: Limits,
+}
+
+impl MetadataReport {
+    /// A metadata report over `store`.
+    pub fn new(store: Arc<dyn Store>, layout: Layout, limits: Limits) -> Self {
+        MetadataReport {
+            store,
+            layout,
+            limits,
+        }
+    }
+
+    /// Stores `info` unless its revision is there already (a revision's content never
+    /// changes). Returns whether it was written.
+    pub async fn publish(&self, info: &MetadataInfo) -> Result<bool> {
+        info.validate(&self.limits)?;
+        let json = info.to_json();
+        self.limits
+            .check_size("metadata info", json.len(), self.limits.max_metadata_bytes)?;
+        let key = self.layout.report_key(&info.app, &info.revision);
+        Ok(matches!(
+            self.store.compare_and_swap(&key, 0, json, None).await?,
+            CasOutcome::Written { .. }
+        ))
+    }
+
+    /// The reported metadata of `app` at `revision`, if any. A report whose content does not
+    /// belong to the key it is stored under is an error.
+    pub async fn get(&self, app: &str, revision: &str) -> Result<Option<MetadataInfo>> {
+        names::validate_app(app)?;
+        names::validate_revision(revision)?;
+        let Some(kv) = self
+            .store
+            .get(&self.layout.report_key(app, revision))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let info = MetadataInfo::from_json(&kv.value, &self.limits)?;
+        if info.app != app || info.revision != revision {
+            return Err(Error::Malformed {
+                what: "metadata report",
+                reason: format!(
+                    "report under {app}/{revision} holds {}/{}",
+                    info.app, info.revision
+                ),
+            });
+        }
+        Ok(Some(info))
+    }
+
+    /// The revisions reported for `app`.
+    pub async fn revisions(&self, app: &str) -> Result<Vec<String>> {
+        names::validate_app(app)?;
+        let prefix = self.layout.report_prefix(app);
+        let range = self.store.get_prefix(&prefix).await?;
+        Ok(range
+            .kvs
+            .iter()
+            .filter_map(|kv| kv.key.strip_prefix(&prefix).map(str::to_owned))
+            .collect())
+    }
+
+    /// Removes the report of `app` at `revision`; returns whether it existed.
+    pub async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
+        names::validate_app(app)?;
+        names::validate_revision(revision)?;
+        self.store
+            .delete(&self.layout.report_key(app, revision))
+            .await
+    }
+}

@@ -1,0 +1,309 @@
+//! MetadataService (Dubbo's `MetadataServiceV2`): the server every provider runs and the
+//! client consumers call it with.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tonic::transport::{Channel, Endpoint as TonicEndpoint};
+use tonic::{Request, Response, Status};
+
+use crate::error::{Error, Result};
+use crate::limits::Limits;
+use crate::model::{MetadataInfo, ServiceInfo};
+
+/// Code generated from `proto/metadata_service_v2.proto`.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod pb {
+    tonic::include_proto!("org.apache.dubbo.metadata");
+
+    /// The encoded file descriptor set of the contract, for gRPC server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/metadata_descriptor.bin"));
+}
+
+pub use pb::metadata_service_v2_server::MetadataServiceV2Server;
+
+/// The gRPC path of `GetMetadataInfo`.
+pub const GET_METADATA_INFO_PATH: &str =
+    "/org.apache.dubbo.metadata.MetadataServiceV2/GetMetadataInfo";
+
+/// The metadata a provider answers with: its current revision and, for a grace period, the
+/// revisions it exported before.
+pub struct ExportedMetadata {
+    current: RwLock<Arc<MetadataInfo>>,
+    previous: Mutex<VecDeque<(Arc<MetadataInfo>, Instant)>>,
+    grace: Duration,
+    served: AtomicU64,
+}
+
+impl ExportedMetadata {
+    /// How many earlier revisions are kept answerable at most.
+    const MAX_PREVIOUS: usize = 16;
+
+    /// Answers with `current`; revisions replaced later stay answerable for `grace`.
+    pub fn new(current: MetadataInfo, grace: Duration) -> Self {
+        ExportedMetadata {
+            current: RwLock::new(Arc::new(current)),
+            previous: Mutex::new(VecDeque::new()),
+            grace,
+            served: AtomicU64::new(0),
+        }
+    }
+
+    /// The current metadata.
+    pub fn current(&self) -> Arc<MetadataInfo> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the current metadata, keeping the old one answerable for the grace period.
+    pub fn replace(&self, next: MetadataInfo) {
+        let old = std::mem::replace(
+            &mut *self.current.write().unwrap_or_else(|p| p.into_inner()),
+            Arc::new(next),
+        );
+        let mut previous = self.previous.lock().unwrap_or_else(|p| p.into_inner());
+        previous.push_back((old, Instant::now() + self.grace));
+        while previous.len() > Self::MAX_PREVIOUS {
+            previous.pop_front();
+        }
+    }
+
+    /// The metadata of `revision` (empty: current), if still held.
+    pub fn lookup(&self, revision: &str) -> Option<Arc<MetadataInfo>> {
+        let current = self.current();
+        if revision.is_empty() || current.revision == revision {
+            return Some(current);
+        }
+        let now = Instant::now();
+        let mut previous = self.previous.lock().unwrap_or_else(|p| p.into_inner());
+        previous.retain(|(_, until)| *until > now);
+        previous
+            .iter()
+            .rev()
+            .find(|(info, _)| info.revision == revision)
+            .map(|(info, _)| info.clone())
+    }
+
+    /// How many `GetMetadataInfo` requests were answered (found or not).
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
+    }
+}
+
+/// The tonic service answering `GetMetadataInfo` from an [`ExportedMetadata`].
+#[derive(Clone)]
+pub struct MetadataServer {
+    exported: Arc<ExportedMetadata>,
+}
+
+impl MetadataServer {
+    /// A server answering from `exported`.
+    pub fn new(exported: Arc<ExportedMetadata>) -> Self {
+        MetadataServer { exported }
+    }
+
+    /// The service to add to a tonic router, with message size limits.
+    pub fn into_service(self, limits: &Limits) -> MetadataServiceV2Server<Self> {
+        MetadataServiceV2Server::new(self)
+            .max_decoding_message_size(64 * 1024)
+            .max_encoding_message_size(limits.max_metadata_bytes)
+    }
+}
+
+#[tonic::async_trait]
+impl pb::metadata_service_v2_server::MetadataServiceV2 for MetadataServer {
+    async fn get_metadata_info(
+        &self,
+        request: Request<pb::MetadataRequest>,
+    ) -> std::result::Result<Response<pb::MetadataInfoV2>, Status> {
+        self.exported.served.fetch_add(1, Ordering::Relaxed);
+        let revision = request.into_inner().revision;
+        match self.exported.lookup(&revision) {
+            Some(info) => Ok(Response::new(to_wire(&info))),
+            None => Err(Status::not_found(format!(
+                "revision {} is not held here",
+                Error::shorten(&revision)
+            ))),
+        }
+    }
+}
+
+/// Converts metadata info to its wire form (`version` carries the revision).
+pub fn to_wire(info: &MetadataInfo) -> pb::MetadataInfoV2 {
+    pb::MetadataInfoV2 {
+        app: info.app.clone(),
+        version: info.revision.clone(),
+        services: info
+            .services
+            .iter()
+            .map(|(key, s)| {
+                let wire = pb::ServiceInfoV2 {
+                    name: s.name.clone(),
+                    group: s.group.clone(),
+                    version: s.version.clone(),
+                    protocol: s.protocol.clone(),
+                    port: i32::from(s.port),
+                    path: s.path.clone(),
+                    params: s.params.clone().into_iter().collect(),
+                };
+                (key.clone(), wire)
+            })
+            .collect(),
+    }
+}
+
+/// Converts and validates metadata info received from the wire.
+pub fn from_wire(wire: pb::MetadataInfoV2, limits: &Limits) -> Result<MetadataInfo> {
+    if wire.services.len() > limits.max_services {
+        return Err(Error::TooLarge {
+            what: "metadata info service count",
+            size: wire.services.len(),
+            limit: limits.max_services,
+        });
+    }
+    let mut services = std::collections::BTreeMap::new();
+    for (key, s) in wire.services {
+        let port = u16::try_from(s.port).map_err(|_| Error::Malformed {
+            what: "metadata info",
+            reason: format!("service port {} out of range", s.port),
+        })?;
+        if s.params.len() > limits.max_params {
+            return Err(Error::TooLarge {
+                what: "service parameter count",
+                size: s.params.len(),
+                limit: limits.max_params,
+            });
+        }
+        let info = ServiceInfo {
+            name: s.name,
+            group: s.group,
+            version: s.version,
+            protocol: s.protocol,
+            port,
+            path: s.path,
+            params: s.params.into_iter().collect(),
+        };
+        services.insert(key, Arc::new(info));
+    }
+    let info = MetadataInfo {
+        app: wire.app,
+        revision: wire.version,
+        services,
+    };
+    info.validate(limits)?;
+    Ok(info)
+}
+
+/// Calls providers' MetadataService with deadlines and size limits.
+#[derive(Clone, Debug)]
+pub struct MetadataClient {
+    timeout: Duration,
+    connect_timeout: Duration,
+    limits: Limits,
+    tls: Option<tonic::transport::ClientTlsConfig>,
+}
+
+impl MetadataClient {
+    /// A plaintext client whose calls each take at most `timeout`.
+    pub fn new(timeout: Duration, limits: Limits) -> Self {
+        MetadataClient {
+            timeout,
+            connect_timeout: timeout,
+            limits,
+            tls: None,
+        }
+    }
+
+    /// Speaks TLS with this configuration (CA, optional client identity, domain name).
+    pub fn with_tls(mut self, tls: tonic::transport::ClientTlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Fetches the metadata of `revision` (empty: current) from the MetadataService at
+    /// `host:port`, checking that the answer is the revision asked for.
+    pub async fn fetch(&self, host: &str, port: u16, revision: &str) -> Result<MetadataInfo> {
+        let address = authority(host, port);
+        let channel = self.connect(&address).await?;
+        let mut client = pb::metadata_service_v2_client::MetadataServiceV2Client::new(channel)
+            .max_decoding_message_size(self.limits.max_metadata_bytes);
+        let mut request = Request::new(pb::MetadataRequest {
+            revision: revision.to_owned(),
+        });
+        request.set_timeout(self.timeout);
+        let call = client.get_metadata_info(request);
+        let answer = match tokio::time::timeout(self.timeout, call).await {
+            Err(_) => {
+                return Err(Error::Timeout {
+                    what: format!("GetMetadataInfo at {address}"),
+                    after: self.timeout,
+                });
+            }
+            Ok(Err(status)) => return Err(Error::Rpc { address, status }),
+            Ok(Ok(answer)) => answer.into_inner(),
+        };
+        let info = from_wire(answer, &self.limits)?;
+        if !revision.is_empty() && info.revision != revision {
+            return Err(Error::Malformed {
+                what: "metadata answer",
+                reason: format!(
+                    "asked for revision {revision}, got {}",
+                    Error::shorten(&info.revision)
+                ),
+            });
+        }
+        Ok(info)
+    }
+
+    async fn connect(&self, address: &str) -> Result<Channel> {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let connect_error = |reason: String| Error::Connect {
+            address: address.to_owned(),
+            reason,
+        };
+        let mut endpoint = TonicEndpoint::from_shared(format!("{scheme}://{address}"))
+            .map_err(|e| connect_error(e.to_string()))?
+            .connect_timeout(self.connect_timeout)
+            .timeout(self.timeout);
+        if let Some(tls) = &self.tls {
+            endpoint = endpoint
+                .tls_config(tls.clone())
+                .map_err(|e| connect_error(e.to_string()))?;
+        }
+        match tokio::time::timeout(self.connect_timeout, endpoint.connect()).await {
+            Err(_) => Err(Error::Timeout {
+                what: format!("connect to {address}"),
+                after: self.connect_timeout,
+            }),
+            Ok(Err(e)) => Err(connect_error(error_chain(&e))),
+            Ok(Ok(channel)) => Ok(channel),
+        }
+    }
+}
+
+/// `host:port`, with IPv6 literals in brackets.
+pub fn authority(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// An error with its sources, on one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
