@@ -1,28 +1,99 @@
 //! Introspect: application-level service discovery ("service introspection") for Rust RPC
-//! services.
+//! services, compatible with Apache Dubbo 3.
+//!
+//! Interface-level discovery registers one URL per exported interface per instance, so the
+//! registry and every consumer pay for instances × interfaces. Here each running instance
+//! registers **one record** for its app carrying a **revision** (a SHA-256 hash of what it
+//! exports); consumers fetch the list of exported services from a provider's gRPC
+//! **MetadataService** once per distinct revision, not once per instance. Cost grows with the
+//! number of configurations, not with the size of the fleet.
+//!
+//! # Quickstart
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use introspect::{MemoryStore, Provider, Resolver, ServiceInfo, Store, Subscription};
+//!
+//! # async fn demo() -> introspect::Result<()> {
+//! // One store for the whole process (use `EtcdStore` across machines).
+//! let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+//!
+//! // Provider: serve MetadataService on a port of its own and register one instance.
+//! let provider = Provider::builder("shop-orders", store.clone())
+//!     .serve_metadata_on("127.0.0.1:0".parse().unwrap())
+//!     .export(ServiceInfo::new("shop.OrderService").with_version("1.0"))
+//!     .start()
+//!     .await?;
+//!
+//! // Consumer: interface -> apps -> instances -> metadata (once per revision) -> endpoints.
+//! let resolver = Resolver::new(store);
+//! let endpoints = resolver.resolve(&Subscription::new("shop.OrderService")).await?;
+//! for e in &endpoints {
+//!     println!("{} {}://{}", e.app, e.protocol, e.address());
+//! }
+//! provider.shutdown().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A provider inside an existing tonic server adds [`Provider::metadata_service`] to its
+//! router and registers its own RPC port instead of calling `serve_metadata_on`.
+//!
+//! # Layout
+//!
+//! * [`model`]: service info and match key, metadata info, the revision rule, instances and
+//!   endpoints. Pure: no I/O.
+//! * [`store`]: the [`Store`] trait, the one seam to the outside, with the embedded
+//!   [`MemoryStore`] and [`store::EtcdStore`], which share one conformance suite.
+//! * [`layout`]: the Dubbo 3 key layout; [`registry`], [`mapping`] and [`report`] are the
+//!   typed layers over the store that alone know it and the JSON formats.
+//! * [`rpc`]: the `MetadataServiceV2` contract (`proto/metadata_service_v2.proto`), its server
+//!   and client.
+//! * [`provider`]: what a Rust RPC server embeds.
+//! * [`consumer`]: what a Rust RPC client embeds: the [`Resolver`].
+//! * [`limits`]: size limits on everything read from the store or the network.
+//! * [`demo`]: the demo run by `introspect demo`.
+//!
+//! # Store keys
+//!
+//! | key | value |
+//! |---|---|
+//! | `/services/{app}/{host}:{port}` | instance JSON in Dubbo's `DefaultServiceInstance` form, bound to a lease |
+//! | `/dubbo/mapping/{interface}` | app names joined by `,` |
+//! | `/dubbo/metadata/{app}/{revision}` | metadata info JSON (storage type `remote`) |
+//!
+//! # Revision rule `sha256-v1`
+//!
+//! Lowercase hex SHA-256 of the app name followed, for each service in ascending match-key
+//! order, by `matchKey + port + path + {k1=v1, k2=v2}`; `0` for no services. Run-to-run
+//! parameters (`pid`, `timestamp`, ...) never enter it. See [`model::revision`].
 
 #![warn(missing_docs)]
 
 pub mod consumer;
 pub mod demo;
 pub mod error;
-pub mod limits;
-pub mod model;
-pub mod store;
-
-pub use error::{Error, Result};
-pub use layout::Layout;
-pub use limits::Limits;
 pub mod layout;
+pub mod limits;
 pub mod mapping;
+pub mod model;
 pub mod provider;
 pub mod registry;
 pub mod report;
 pub mod rpc;
+pub mod store;
 
 mod backoff;
 
 pub use consumer::{Resolver, ResolverStats, Subscription};
+pub use error::{Error, Result};
+pub use layout::Layout;
+pub use limits::Limits;
 pub use model::{Endpoint, MetadataInfo, ServiceInfo, ServiceInstance};
 pub use provider::Provider;
 pub use store::{MemoryStore, Store};
+
+/// The README's code examples, compiled as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;

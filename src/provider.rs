@@ -58,6 +58,7 @@ pub struct ProviderBuilder {
     revision_grace: Duration,
     storage_type: StorageType,
     serving: MetadataServing,
+    tls: Option<tonic::transport::ServerTlsConfig>,
 }
 
 impl ProviderBuilder {
@@ -136,6 +137,13 @@ impl ProviderBuilder {
         self
     }
 
+    /// Serves the provider's own MetadataService listener over TLS (see
+    /// [`Self::serve_metadata_on`]). Inside the user's server, TLS is the user's setting.
+    pub fn tls(mut self, tls: tonic::transport::ServerTlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// Validates the settings and builds the provider, without I/O.
     pub fn build(self) -> Result<Provider> {
         names::validate_host(&self.host)?;
@@ -174,6 +182,7 @@ impl ProviderBuilder {
                 cancel: CancellationToken::new(),
             }),
             serving: self.serving,
+            tls: self.tls,
             tasks: std::sync::Mutex::new(Vec::new()),
         })
     }
@@ -190,6 +199,7 @@ impl ProviderBuilder {
 pub struct Provider {
     shared: Arc<Shared>,
     serving: MetadataServing,
+    tls: Option<tonic::transport::ServerTlsConfig>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -232,6 +242,7 @@ impl Provider {
             revision_grace: DEFAULT_REVISION_GRACE,
             storage_type: StorageType::Local,
             serving: MetadataServing::InUserServer,
+            tls: None,
         }
     }
 
@@ -278,9 +289,17 @@ impl Provider {
             let service = self.metadata_service();
             let cancel = self.shared.cancel.clone();
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            let mut server = tonic::transport::Server::builder();
+            if let Some(tls) = self.tls.clone() {
+                server = server
+                    .tls_config(tls)
+                    .map_err(|e| Error::Server(format!("TLS: {e}")))?;
+            }
+            let reflection = crate::rpc::reflection_service()?;
             self.spawn(async move {
-                let served = tonic::transport::Server::builder()
+                let served = server
                     .add_service(service)
+                    .add_service(reflection)
                     .serve_with_incoming_shutdown(incoming, cancel.cancelled_owned())
                     .await;
                 if let Err(e) = served {

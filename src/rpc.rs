@@ -26,6 +26,19 @@ pub mod pb {
 
 pub use pb::metadata_service_v2_server::MetadataServiceV2Server;
 
+/// A gRPC server reflection service describing MetadataServiceV2, so generic gRPC tools can
+/// list and call it without the proto file.
+pub fn reflection_service() -> Result<
+    tonic_reflection::server::v1::ServerReflectionServer<
+        impl tonic_reflection::server::v1::ServerReflection,
+    >,
+> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| Error::Server(format!("reflection: {e}")))
+}
+
 /// The gRPC path of `GetMetadataInfo`.
 pub const GET_METADATA_INFO_PATH: &str =
     "/org.apache.dubbo.metadata.MetadataServiceV2/GetMetadataInfo";
@@ -281,6 +294,10 @@ impl MetadataClient {
                 what: format!("connect to {address}"),
                 after: self.connect_timeout,
             }),
+            Ok(Err(e)) if self.tls.is_some() => Err(connect_error(format!(
+                "TLS handshake failed (does the provider serve TLS with a certificate of the configured CA?): {}",
+                error_chain(&e)
+            ))),
             Ok(Err(e)) => Err(connect_error(error_chain(&e))),
             Ok(Ok(channel)) => Ok(channel),
         }
@@ -301,8 +318,11 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
+        let more = e.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
         source = e.source();
     }
     text

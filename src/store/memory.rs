@@ -202,10 +202,11 @@ impl State {
         let previous = self.kvs.get(key);
         let create_revision = previous.map_or(revision, |kv| kv.create_revision);
         let previous_lease = previous.map_or(0, |kv| kv.lease);
-        if previous_lease != 0 && previous_lease != lease {
-            if let Some(l) = self.leases.get_mut(&previous_lease) {
-                l.keys.remove(key);
-            }
+        if previous_lease != 0
+            && previous_lease != lease
+            && let Some(l) = self.leases.get_mut(&previous_lease)
+        {
+            l.keys.remove(key);
         }
         if let Some(l) = self.leases.get_mut(&lease) {
             l.keys.insert(key.to_owned());

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Runs the demo on the embedded in-memory store: a hundred instances, two revisions, two
+# metadata fetches. Extra arguments go to the demo (e.g. --etcd http://127.0.0.1:2379).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+exec cargo run --quiet --release --bin introspect -- demo "$@"
