@@ -31,7 +31,6 @@ impl Backoff {
         let jitter = rand::rng().random_range(0.0..=0.5);
         ceiling.mul_f64(1.0 - jitter)
     }
-
 }
 
 #[cfg(test)]
@@ -46,7 +45,10 @@ mod tests {
         for n in 0..40u32 {
             let ceiling = base.saturating_mul(1 << n.min(20)).min(max);
             let d = b.next_delay();
-            assert!(d <= ceiling && d >= ceiling / 2, "delay {n} was {d:?}, ceiling {ceiling:?}");
+            assert!(
+                d <= ceiling && d >= ceiling / 2,
+                "delay {n} was {d:?}, ceiling {ceiling:?}"
+            );
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::model::{MetadataInfo, ServiceInfo, ServiceInstance, StorageType, keys
 use crate::registry::Registry;
 use crate::report::MetadataReport;
 use crate::rpc::{ExportedMetadata, MetadataServer, MetadataServiceV2Server};
-use crate::store::{LeaseId, Store};
+use crate::store::{DeadlineStore, LeaseId, Store};
 
 /// Default lease TTL: a crashed provider disappears this long after its last keep-alive.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
@@ -59,6 +59,7 @@ pub struct ProviderBuilder {
     storage_type: StorageType,
     serving: MetadataServing,
     tls: Option<tonic::transport::ServerTlsConfig>,
+    store_timeout: Duration,
 }
 
 impl ProviderBuilder {
@@ -144,6 +145,14 @@ impl ProviderBuilder {
         self
     }
 
+    /// Sets the deadline of each store call (default
+    /// [`crate::store::DEFAULT_STORE_TIMEOUT`]): a hanging store costs a timeout, never a
+    /// hung provider.
+    pub fn store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = timeout;
+        self
+    }
+
     /// Validates the settings and builds the provider, without I/O.
     pub fn build(self) -> Result<Provider> {
         names::validate_host(&self.host)?;
@@ -158,16 +167,13 @@ impl ProviderBuilder {
         }
         let metadata = MetadataInfo::new(self.app.clone(), self.services)?;
         let exported = Arc::new(ExportedMetadata::new(metadata, self.revision_grace));
+        let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));
         Ok(Provider {
             shared: Arc::new(Shared {
-                registry: Registry::new(
-                    self.store.clone(),
-                    self.layout.clone(),
-                    self.limits.clone(),
-                ),
-                mapping: Mapping::new(self.store.clone(), self.layout.clone(), self.limits.clone()),
-                report: MetadataReport::new(self.store.clone(), self.layout, self.limits.clone()),
-                store: self.store,
+                registry: Registry::new(store.clone(), self.layout.clone(), self.limits.clone()),
+                mapping: Mapping::new(store.clone(), self.layout.clone(), self.limits.clone()),
+                report: MetadataReport::new(store.clone(), self.layout, self.limits.clone()),
+                store,
                 exported,
                 limits: self.limits,
                 lease_ttl: self.lease_ttl,
@@ -243,6 +249,7 @@ impl Provider {
             storage_type: StorageType::Local,
             serving: MetadataServing::InUserServer,
             tls: None,
+            store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
         }
     }
 
@@ -384,6 +391,17 @@ impl Provider {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(tokio::spawn(task));
+    }
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let current = self.shared.exported.current();
+        f.debug_struct("Provider")
+            .field("app", &current.app)
+            .field("revision", &current.revision)
+            .field("serving", &self.serving)
+            .finish_non_exhaustive()
     }
 }
 

@@ -18,7 +18,7 @@ use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance, Stor
 use crate::registry::{Instances, Registry};
 use crate::report::MetadataReport;
 use crate::rpc::MetadataClient;
-use crate::store::Store;
+use crate::store::{DeadlineStore, Store};
 
 /// Default deadline of one MetadataService call.
 pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(3);
@@ -41,6 +41,7 @@ pub struct ResolverBuilder {
     cache_capacity: u64,
     cache_idle: Duration,
     tls: Option<tonic::transport::ClientTlsConfig>,
+    store_timeout: Duration,
 }
 
 impl ResolverBuilder {
@@ -88,21 +89,25 @@ impl ResolverBuilder {
         self
     }
 
+    /// Sets the deadline of each store call (default
+    /// [`crate::store::DEFAULT_STORE_TIMEOUT`]).
+    pub fn store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = timeout;
+        self
+    }
+
     /// Builds the resolver.
     pub fn build(self) -> Resolver {
+        let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));
         let mut client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
         if let Some(tls) = self.tls {
             client = client.with_tls(tls);
         }
         Resolver {
             inner: Arc::new(Inner {
-                registry: Registry::new(
-                    self.store.clone(),
-                    self.layout.clone(),
-                    self.limits.clone(),
-                ),
-                mapping: Mapping::new(self.store.clone(), self.layout.clone(), self.limits.clone()),
-                report: MetadataReport::new(self.store, self.layout, self.limits),
+                registry: Registry::new(store.clone(), self.layout.clone(), self.limits.clone()),
+                mapping: Mapping::new(store.clone(), self.layout.clone(), self.limits.clone()),
+                report: MetadataReport::new(store, self.layout, self.limits),
                 client,
                 fetch_attempts: self.fetch_attempts,
                 cache: moka::future::Cache::builder()
@@ -145,6 +150,7 @@ impl Resolver {
             cache_capacity: DEFAULT_CACHE_CAPACITY,
             cache_idle: DEFAULT_CACHE_IDLE,
             tls: None,
+            store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
         }
     }
 

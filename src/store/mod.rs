@@ -6,6 +6,7 @@
 //! [`EtcdStore`] implement it with the same semantics, checked by one conformance suite;
 //! nothing above this module knows which one it talks to.
 
+mod deadline;
 mod etcd;
 mod memory;
 
@@ -17,6 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::error::Result;
 
+pub use deadline::DeadlineStore;
 pub use etcd::{EtcdOptions, EtcdStore};
 pub use memory::MemoryStore;
 
@@ -180,6 +182,9 @@ pub trait Store: Send + Sync + 'static {
     /// The backend's name, for logs: `memory` or `etcd`.
     fn backend(&self) -> &'static str;
 }
+
+/// Default deadline of one store call made by a provider or a resolver.
+pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The end of a prefix range: the smallest key greater than every key with the prefix.
 #[allow(dead_code)]

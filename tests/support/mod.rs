@@ -3,3 +3,4 @@
 
 pub mod certs;
 pub mod fleet;
+pub mod hostile;

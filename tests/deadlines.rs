@@ -1,0 +1,131 @@
+//! Deadlines everywhere: a peer or a store that hangs costs one timeout, never a hung process.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use introspect::rpc::MetadataClient;
+use introspect::{
+    Error, Limits, MemoryStore, Provider, Resolver, ServiceInfo, Store, Subscription,
+};
+use support::fleet::start_provider;
+use support::hostile::{HangingStore, register_raw, serve_silence};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_metadata_service_costs_one_timeout_then_another_instance_answers() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let honest = start_provider(
+        &store,
+        "shop-orders",
+        vec![ServiceInfo::new("shop.OrderService")],
+    )
+    .await;
+    let revision = honest.revision();
+    // Three instances of the same revision whose MetadataService accepts and never answers.
+    for _ in 0..3 {
+        register_raw(
+            &store,
+            "shop-orders",
+            serve_silence().await,
+            &revision,
+            true,
+        )
+        .await;
+    }
+    let timeout = Duration::from_millis(300);
+    let resolver = Resolver::builder(store).fetch_timeout(timeout).build();
+    let started = Instant::now();
+    let endpoints = resolver
+        .resolve(&Subscription::new("shop.OrderService"))
+        .await
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(
+        endpoints.len(),
+        4,
+        "the silent instances share the honest one's revision"
+    );
+    let stats = resolver.stats().await;
+    assert_eq!(honest.exported().served(), 1);
+    assert_eq!(
+        stats.fetch_failures,
+        stats.metadata_fetches - 1,
+        "{stats:?}"
+    );
+    // Each silent instance costs at most one deadline (connect + call are both bounded).
+    let bound = timeout * 2 * u32::try_from(stats.fetch_failures).unwrap() + Duration::from_secs(2);
+    assert!(
+        elapsed < bound,
+        "took {elapsed:?} for {} failures",
+        stats.fetch_failures
+    );
+}
+
+#[tokio::test]
+async fn client_gives_up_on_a_trickling_peer() {
+    let port = serve_silence().await;
+    let client = MetadataClient::new(Duration::from_millis(300), Limits::default());
+    let started = Instant::now();
+    let err = client.fetch("127.0.0.1", port, "").await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        matches!(
+            err,
+            Error::Timeout { .. } | Error::Connect { .. } | Error::Rpc { .. }
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn provider_start_on_a_hanging_store_times_out() {
+    let store: Arc<dyn Store> = Arc::new(HangingStore::new(Arc::new(MemoryStore::new()), true));
+    let err = Provider::builder("shop-orders", store)
+        .port(50051)
+        .export(ServiceInfo::new("shop.OrderService"))
+        .store_timeout(Duration::from_secs(2))
+        .start()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn resolve_on_a_hanging_store_times_out() {
+    let store: Arc<dyn Store> = Arc::new(HangingStore::new(Arc::new(MemoryStore::new()), true));
+    let resolver = Resolver::builder(store)
+        .store_timeout(Duration::from_secs(2))
+        .build();
+    let err = resolver
+        .resolve(&Subscription::new("shop.OrderService"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_service_keeps_answering_while_the_store_hangs() {
+    let hanging = Arc::new(HangingStore::new(Arc::new(MemoryStore::new()), false));
+    let store: Arc<dyn Store> = hanging.clone();
+    let provider = start_provider(
+        &store,
+        "shop-orders",
+        vec![ServiceInfo::new("shop.OrderService")],
+    )
+    .await;
+    let port = provider.instance().await.metadata_service_port();
+    hanging.hang();
+    let client = MetadataClient::new(Duration::from_secs(2), Limits::default());
+    for _ in 0..3 {
+        let info = client
+            .fetch("127.0.0.1", port, &provider.revision())
+            .await
+            .unwrap();
+        assert_eq!(info.app, "shop-orders");
+    }
+}
