@@ -1,0 +1,79 @@
+//! The properties every untrusted-input parser must keep, shared by the fuzz targets and by
+//! the property tests of the main suite: never panic, and whatever parses round-trips.
+
+#![allow(dead_code)]
+
+use introspect::mapping::{join_apps, parse_apps};
+use introspect::model::names::validate_app;
+use introspect::rpc::{from_wire, pb, to_wire};
+use introspect::{Limits, MetadataInfo, ServiceInfo, ServiceInstance};
+use prost::Message;
+
+/// Instance records come from other processes through the store.
+pub fn instance_json(data: &[u8]) {
+    if let Ok(instance) = ServiceInstance::from_json(data, &Limits::default()) {
+        let again = ServiceInstance::from_json(&instance.to_json(), &Limits::default())
+            .expect("round trip");
+        assert_eq!(again, instance);
+        let _ = (
+            instance.revision(),
+            instance.storage_type(),
+            instance.metadata_service_port(),
+        );
+        let _ = (
+            instance.protocol_ports(),
+            instance.port_for_protocol("tri"),
+            instance.address(),
+        );
+    }
+}
+
+/// Metadata reports come from other processes through the store.
+pub fn metadata_json(data: &[u8]) {
+    if let Ok(info) = MetadataInfo::from_json(data, &Limits::default()) {
+        let again =
+            MetadataInfo::from_json(&info.to_json(), &Limits::default()).expect("round trip");
+        assert_eq!(again, info);
+        let _ = info.verify_revision();
+        let _ = info.matching("a.B", None, None, None).count();
+    }
+}
+
+/// MetadataService answers come from other processes over the network.
+pub fn metadata_wire(data: &[u8]) {
+    if let Ok(wire) = pb::MetadataInfoV2::decode(data)
+        && let Ok(info) = from_wire(wire, &Limits::default())
+    {
+        let again = from_wire(to_wire(&info), &Limits::default()).expect("round trip");
+        assert_eq!(again, info);
+    }
+}
+
+/// Mapping values come from other processes through the store.
+pub fn mapping_value(data: &[u8]) {
+    let apps = parse_apps(data, &Limits::default());
+    for app in &apps {
+        validate_app(app).expect("only valid names survive parsing");
+    }
+    assert_eq!(
+        parse_apps(join_apps(&apps).as_bytes(), &Limits::default()),
+        apps
+    );
+}
+
+/// Service infos, and so match keys, come from other processes over the network.
+pub fn match_key(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut parts = text.splitn(4, '\u{1f}');
+    let s = ServiceInfo::new(parts.next().unwrap_or_default())
+        .with_group(parts.next().unwrap_or_default())
+        .with_version(parts.next().unwrap_or_default())
+        .with_protocol(parts.next().unwrap_or_default());
+    if s.validate().is_ok() {
+        let key = s.match_key();
+        assert!(key.contains(&s.name));
+        // A valid group is the only thing before a `/`.
+        assert_eq!(key.matches('/').count(), usize::from(!s.group.is_empty()));
+        assert!(!key.chars().any(char::is_control));
+    }
+}

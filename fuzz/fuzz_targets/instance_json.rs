@@ -1,0 +1,7 @@
+//! Fuzzes `checks::instance_json`.
+#![no_main]
+
+#[path = "../checks.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::instance_json(data));

@@ -1,0 +1,7 @@
+//! Fuzzes `checks::match_key`.
+#![no_main]
+
+#[path = "../checks.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::match_key(data));

@@ -1,0 +1,7 @@
+//! Fuzzes `checks::metadata_json`.
+#![no_main]
+
+#[path = "../checks.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::metadata_json(data));

@@ -1,0 +1,99 @@
+//! The fuzz targets' properties, run as property tests so every CI run checks them on
+//! thousands of generated inputs: arbitrary bytes and mutations of valid records.
+
+#[path = "../fuzz/checks.rs"]
+mod checks;
+
+use introspect::rpc::to_wire;
+use introspect::{MetadataInfo, ServiceInfo, ServiceInstance};
+use proptest::prelude::*;
+use prost::Message;
+
+fn valid_instance() -> Vec<u8> {
+    let mut i = ServiceInstance::new("shop-orders", "10.0.0.7", 50051);
+    i.metadata
+        .insert("dubbo.metadata.revision".into(), "abc".into());
+    i.metadata.insert(
+        "dubbo.endpoints".into(),
+        r#"[{"port":50052,"protocol":"tri"}]"#.into(),
+    );
+    i.metadata.insert(
+        "dubbo.metadata-service.url-params".into(),
+        r#"{"port":"20881"}"#.into(),
+    );
+    i.to_json()
+}
+
+fn valid_metadata() -> MetadataInfo {
+    MetadataInfo::new(
+        "shop-orders",
+        [ServiceInfo::new("shop.OrderService")
+            .with_group("g")
+            .with_version("1")
+            .with_param("timeout", "3")],
+    )
+    .unwrap()
+}
+
+/// Bytes of `valid` with a few bytes overwritten, inserted or cut.
+fn mutated(valid: Vec<u8>) -> impl Strategy<Value = Vec<u8>> {
+    let len = valid.len();
+    (
+        prop::collection::vec((0..len.max(1), any::<u8>(), 0..3u8), 1..6),
+        0..=len,
+    )
+        .prop_map(move |(edits, cut)| {
+            let mut bytes = valid.clone();
+            for (at, byte, kind) in edits {
+                let at = at.min(bytes.len().saturating_sub(1));
+                match kind {
+                    0 if !bytes.is_empty() => bytes[at] = byte,
+                    1 => bytes.insert(at, byte),
+                    _ if !bytes.is_empty() => {
+                        bytes.remove(at);
+                    }
+                    _ => {}
+                }
+            }
+            bytes.truncate(cut.max(1).min(bytes.len()));
+            bytes
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn instance_json_arbitrary(data in prop::collection::vec(any::<u8>(), 0..512)) { checks::instance_json(&data) }
+
+    #[test]
+    fn instance_json_mutated(data in mutated(valid_instance())) { checks::instance_json(&data) }
+
+    #[test]
+    fn metadata_json_arbitrary(data in prop::collection::vec(any::<u8>(), 0..512)) { checks::metadata_json(&data) }
+
+    #[test]
+    fn metadata_json_mutated(data in mutated(valid_metadata().to_json())) { checks::metadata_json(&data) }
+
+    #[test]
+    fn metadata_wire_arbitrary(data in prop::collection::vec(any::<u8>(), 0..512)) { checks::metadata_wire(&data) }
+
+    #[test]
+    fn metadata_wire_mutated(data in mutated(to_wire(&valid_metadata()).encode_to_vec())) { checks::metadata_wire(&data) }
+
+    #[test]
+    fn mapping_value_arbitrary(data in prop::collection::vec(any::<u8>(), 0..256)) { checks::mapping_value(&data) }
+
+    #[test]
+    fn mapping_value_textual(data in "[a-z,./ \\n\\x00-]{0,64}") { checks::mapping_value(data.as_bytes()) }
+
+    #[test]
+    fn match_key_arbitrary(data in "[a-zA-Z0-9./:, \\x1f\\n-]{0,48}") { checks::match_key(data.as_bytes()) }
+}
+
+#[test]
+fn valid_seeds_parse() {
+    // The mutation seeds themselves must parse, or the mutated cases test nothing.
+    ServiceInstance::from_json(&valid_instance(), &introspect::Limits::default()).unwrap();
+    MetadataInfo::from_json(&valid_metadata().to_json(), &introspect::Limits::default()).unwrap();
+}
