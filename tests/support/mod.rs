@@ -1,0 +1,7 @@
+//! Helpers shared by the integration tests (`mod support;` in a test file).
+//!
+//! Each test binary uses only part of it, hence the `dead_code` allowance.
+
+#![allow(dead_code)]
+
+pub mod etcd;
