@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Introspect needs and is not a Rust crate:
-# protoc (the build compiles the MetadataService and etcd protos) and etcd (the etcd tests
-# start their own server). Does nothing when both are already there.
+# protoc (the build compiles the MetadataService and etcd protos) and, with --with-etcd,
+# etcd and openssl (the etcd tests start their own server, some over TLS). Does nothing when both are already there.
 set -euo pipefail
 
 missing=()
@@ -9,6 +9,8 @@ command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 if [ "${1:-}" = "--with-etcd" ]; then
   command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
   command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
+  # The etcd TLS tests make their certificates with the openssl command.
+  command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 

@@ -42,12 +42,15 @@ struct Lease {
 
 struct Watcher {
     prefix: String,
+    /// The first revision it wants (a watch may start in the future, as in etcd).
+    from_revision: i64,
     events: mpsc::Sender<Result<Vec<WatchEvent>>>,
 }
 
 struct State {
     revision: i64,
-    /// Revisions up to this one are gone from `history`.
+    /// The compaction revision, as etcd's: history before it is gone, a watch from it or
+    /// later can still be served; `0` before any compaction.
     compacted: i64,
     kvs: BTreeMap<String, KeyValue>,
     leases: HashMap<LeaseId, Lease>,
@@ -245,6 +248,9 @@ impl State {
     /// Records a revision's events and sends each watcher those under its prefix.
     fn publish(&mut self, revision: i64, events: Vec<WatchEvent>) {
         self.watchers.retain(|w| {
+            if revision < w.from_revision {
+                return !w.events.is_closed();
+            }
             let mine: Vec<WatchEvent> = events
                 .iter()
                 .filter(|e| e.key().starts_with(&w.prefix))
@@ -256,13 +262,15 @@ impl State {
         self.history.push_back((revision, events));
         while self.history.len() > self.history_limit {
             if let Some((old, _)) = self.history.pop_front() {
-                self.compacted = old;
+                self.compacted = old + 1;
             }
         }
     }
 
+    /// Drops the history before `revision`; a watch can still start at `revision`, as in
+    /// etcd.
     fn compact(&mut self, revision: i64) {
-        while self.history.front().is_some_and(|(r, _)| *r <= revision) {
+        while self.history.front().is_some_and(|(r, _)| *r < revision) {
             self.history.pop_front();
         }
         self.compacted = self.compacted.max(revision);
@@ -326,7 +334,7 @@ impl Store for MemoryStore {
         let mut state = self.shared.lock();
         let (tx, rx) = mpsc::channel(Watch::BUFFER);
         if from_revision > 0 && from_revision <= state.revision {
-            if from_revision <= state.compacted {
+            if from_revision < state.compacted {
                 return Err(Error::Compacted {
                     requested: from_revision,
                     compacted: state.compacted,
@@ -350,6 +358,7 @@ impl Store for MemoryStore {
         }
         state.watchers.push(Watcher {
             prefix: prefix.to_owned(),
+            from_revision,
             events: tx,
         });
         Ok(Watch::new(rx))

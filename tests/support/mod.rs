@@ -1,6 +1,10 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests (`mod support;` in a test file).
+//!
+//! Each test binary uses only part of it, hence the `dead_code` allowance.
+
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod etcd;
 pub mod fleet;
 pub mod hostile;

@@ -1,0 +1,214 @@
+//! `introspect`: run the demo, and see what is registered without writing code.
+
+mod output;
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use introspect::consumer::{Resolver, Subscription};
+use introspect::demo::DemoOptions;
+use introspect::mapping::Mapping;
+use introspect::registry::Registry;
+use introspect::store::{EtcdOptions, EtcdStore, MemoryStore, Store};
+use introspect::{Error, Layout, Limits};
+use output::Output;
+
+/// Application-level service discovery: inspect registered apps, instances, revisions,
+/// metadata and mappings, resolve interfaces, or run the demo.
+#[derive(Parser)]
+#[command(
+    name = "introspect",
+    version,
+    after_help = "Examples:\n  \
+        introspect demo                               # 105 providers, 3 revisions, 3 fetches\n  \
+        introspect --etcd http://127.0.0.1:2379 apps\n  \
+        introspect --etcd http://127.0.0.1:2379 instances shop-orders\n  \
+        introspect --etcd http://127.0.0.1:2379 resolve shop.OrderService --version 1.0\n  \
+        introspect --etcd http://127.0.0.1:2379 --json metadata shop-orders\n  \
+        introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n\n\
+        Without --etcd the embedded in-memory store is used, which only the demo fills."
+)]
+struct Cli {
+    /// etcd endpoints, comma-separated (default: the embedded in-memory store).
+    #[arg(long, global = true, value_name = "URLS")]
+    etcd: Option<String>,
+
+    /// Key namespace such as `/staging` (default: none).
+    #[arg(long, global = true, default_value = "")]
+    namespace: String,
+
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a fleet of providers on loopback and resolve them: one fetch per revision.
+    Demo {
+        /// Instances of shop-orders in the first configuration group.
+        #[arg(long, default_value_t = 60)]
+        blue: usize,
+        /// Instances of shop-orders in the second configuration group.
+        #[arg(long, default_value_t = 40)]
+        green: usize,
+        /// Instances of shop-payments.
+        #[arg(long, default_value_t = 5)]
+        payments: usize,
+    },
+    /// Registered apps with instance counts and revisions.
+    Apps,
+    /// The instances of an app.
+    Instances {
+        /// The app name.
+        app: String,
+    },
+    /// The metadata of an app's revision (default: the revision most instances have).
+    Metadata {
+        /// The app name.
+        app: String,
+        /// The revision.
+        revision: Option<String>,
+    },
+    /// The apps exporting an interface.
+    Mapping {
+        /// The interface name.
+        interface: String,
+    },
+    /// The endpoints of an interface.
+    Resolve(Target),
+}
+
+/// An interface and its optional qualifiers.
+#[derive(Args)]
+struct Target {
+    /// The interface name.
+    interface: String,
+    /// Only this group.
+    #[arg(long)]
+    group: Option<String>,
+    /// Only this version.
+    #[arg(long)]
+    version: Option<String>,
+    /// Only this protocol.
+    #[arg(long)]
+    protocol: Option<String>,
+    /// Apps providing the interface (skips the mapping), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    provided_by: Vec<String>,
+}
+
+impl Target {
+    fn subscription(&self) -> Subscription {
+        let mut s =
+            Subscription::new(&self.interface).provided_by(self.provided_by.iter().cloned());
+        s.group = self.group.clone();
+        s.version = self.version.clone();
+        s.protocol = self.protocol.clone();
+        s
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn open_store(cli: &Cli) -> Result<Arc<dyn Store>, Error> {
+    match &cli.etcd {
+        Some(urls) => {
+            let endpoints = EtcdOptions::parse_endpoints(urls)?;
+            Ok(Arc::new(
+                EtcdStore::connect(EtcdOptions::new(endpoints)).await?,
+            ))
+        }
+        None => {
+            if !matches!(cli.command, Command::Demo { .. }) {
+                eprintln!("note: no --etcd given; the embedded store of a new process is empty");
+            }
+            Ok(Arc::new(MemoryStore::new()))
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Error> {
+    let store = open_store(&cli).await?;
+    let layout = Layout::new(cli.namespace.clone())?;
+    let out = Output::new(cli.json);
+    let registry = Registry::new(store.clone(), layout.clone(), Limits::default());
+    let resolver = Resolver::builder(store.clone())
+        .layout(layout.clone())
+        .build();
+    match &cli.command {
+        Command::Demo {
+            blue,
+            green,
+            payments,
+        } => {
+            let options = DemoOptions {
+                blue: *blue,
+                green: *green,
+                payments: *payments,
+                ..Default::default()
+            };
+            let report = introspect::demo::run(store, &options, &mut std::io::stdout()).await?;
+            if report.fetches as usize != report.revisions {
+                return Err(Error::Config(format!(
+                    "expected one fetch per revision, made {} for {}",
+                    report.fetches, report.revisions
+                )));
+            }
+        }
+        Command::Apps => out.apps(&registry.list_apps().await?),
+        Command::Instances { app } => out.instances(&registry.list(app).await?),
+        Command::Metadata { app, revision } => {
+            let list = registry.list(app).await?;
+            let mut by_revision: BTreeMap<&str, Vec<_>> = BTreeMap::new();
+            for i in list.instances.values() {
+                by_revision.entry(i.revision()).or_default().push(i);
+            }
+            let revision = match revision {
+                Some(r) => r.clone(),
+                None => by_revision
+                    .iter()
+                    .max_by_key(|(_, members)| members.len())
+                    .map(|(r, _)| (*r).to_owned())
+                    .ok_or_else(|| Error::Config(format!("app {app:?} has no instances")))?,
+            };
+            let members = by_revision
+                .get(revision.as_str())
+                .cloned()
+                .unwrap_or_default();
+            if members.is_empty() {
+                return Err(Error::Config(format!(
+                    "no instance of {app:?} has revision {revision}"
+                )));
+            }
+            out.metadata(&*resolver.metadata(app, &revision, &members).await?);
+        }
+        Command::Mapping { interface } => {
+            let mapping = Mapping::new(store, layout, Limits::default());
+            out.mapping(interface, &mapping.get(interface).await?.apps);
+        }
+        Command::Resolve(target) => out.endpoints(&resolver.resolve(&target.subscription()).await?),
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! Tables for people, JSON for scripts.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use introspect::registry::{InstanceList, Instances};
+use introspect::{Endpoint, MetadataInfo};
+use serde_json::json;
+
+/// Prints results as tables or as JSON.
+pub struct Output {
+    json: bool,
+}
+
+impl Output {
+    pub fn new(json: bool) -> Self {
+        Output { json }
+    }
+
+    fn emit(&self, value: serde_json::Value, table: impl FnOnce()) {
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            );
+        } else {
+            table();
+        }
+    }
+
+    pub fn apps(&self, apps: &BTreeMap<String, Instances>) {
+        let revisions = |instances: &Instances| -> BTreeMap<String, usize> {
+            let mut counts = BTreeMap::new();
+            for i in instances.values() {
+                *counts.entry(i.revision().to_owned()).or_default() += 1;
+            }
+            counts
+        };
+        let value = apps
+            .iter()
+            .map(|(app, instances)| json!({"app": app, "instances": instances.len(), "revisions": revisions(instances)}))
+            .collect();
+        self.emit(value, || {
+            println!("{:<24} {:>9}  REVISIONS", "APP", "INSTANCES");
+            for (app, instances) in apps {
+                let revs: Vec<String> = revisions(instances)
+                    .iter()
+                    .map(|(r, n)| format!("{}×{n}", short(r)))
+                    .collect();
+                println!("{:<24} {:>9}  {}", app, instances.len(), revs.join(", "));
+            }
+        });
+    }
+
+    pub fn instances(&self, list: &InstanceList) {
+        let value = json!({
+            "instances": list.instances.values().map(|i| serde_json::to_value(&**i).unwrap_or_default()).collect::<Vec<_>>(),
+            "skipped": list.skipped.iter().map(|(k, r)| json!({"address": k, "reason": r})).collect::<Vec<_>>(),
+        });
+        self.emit(value, || {
+            println!(
+                "{:<28} {:<8} {:<14} {:<8} {:>6}",
+                "ADDRESS", "ENABLED", "REVISION", "STORAGE", "META"
+            );
+            for i in list.instances.values() {
+                println!(
+                    "{:<28} {:<8} {:<14} {:<8} {:>6}",
+                    i.address(),
+                    i.enabled,
+                    short(i.revision()),
+                    i.storage_type().as_str(),
+                    i.metadata_service_port()
+                );
+            }
+            for (address, reason) in &list.skipped {
+                println!("skipped {address}: {reason}");
+            }
+        });
+    }
+
+    pub fn metadata(&self, info: &MetadataInfo) {
+        self.emit(serde_json::to_value(info).unwrap_or_default(), || {
+            println!("app {}  revision {}", info.app, info.revision);
+            println!("{:<48} {:>6}  {:<24} PARAMS", "MATCH KEY", "PORT", "PATH");
+            for (key, s) in &info.services {
+                println!("{:<48} {:>6}  {:<24} {:?}", key, s.port, s.path, s.params);
+            }
+        });
+    }
+
+    pub fn mapping(&self, interface: &str, apps: &BTreeSet<String>) {
+        self.emit(json!({"interface": interface, "apps": apps}), || {
+            if apps.is_empty() {
+                println!("no app exports {interface}");
+            }
+            for app in apps {
+                println!("{app}");
+            }
+        });
+    }
+
+    pub fn endpoints(&self, endpoints: &[Endpoint]) {
+        let value = endpoints.iter().map(endpoint_json).collect();
+        self.emit(value, || {
+            println!(
+                "{:<20} {:<28} {:<6} {:<14} SERVICE",
+                "APP", "ADDRESS", "PROTO", "REVISION"
+            );
+            for e in endpoints {
+                println!(
+                    "{:<20} {:<28} {:<6} {:<14} {}",
+                    e.app,
+                    e.address(),
+                    e.protocol,
+                    short(&e.revision),
+                    e.service.match_key()
+                );
+            }
+            println!("{} endpoints", endpoints.len());
+        });
+    }
+}
+
+pub fn endpoint_json(e: &Endpoint) -> serde_json::Value {
+    json!({
+        "app": e.app, "host": e.host, "port": e.port, "protocol": e.protocol,
+        "revision": e.revision, "service": &*e.service,
+    })
+}
+
+fn short(revision: &str) -> &str {
+    revision.get(..12).unwrap_or(revision)
+}

@@ -1,0 +1,426 @@
+//! A throwaway single-member etcd for tests.
+//!
+//! [`EtcdServer::start`] runs the `etcd` binary found on `PATH` (Debian: package
+//! `etcd-server`) on two free loopback ports with a temporary data directory, and waits until
+//! it answers. The server can be killed, restarted on the same data, or restarted empty, to
+//! test how the layers above live through store faults; it is killed when dropped.
+//!
+//! Without `etcd` installed, `start` panics when the `CI` variable is set (etcd tests are
+//! mandatory there) and otherwise prints a loud `SKIPPED` line and returns `None`, so a test
+//! does `let Some(etcd) = EtcdServer::start().await else { return };`.
+//!
+//! [`EtcdServer::start_tls`] starts one that speaks only TLS and wants client certificates,
+//! made with the `openssl` command for the occasion; [`EtcdServer::options`] then carries
+//! them.
+//!
+//! The member runs with a short heartbeat (50 ms) and election timeout (500 ms): it becomes
+//! leader quickly after a (re)start, and its minimum lease TTL is 1 s instead of 2 s. Its log
+//! (errors only) goes to `etcd.log` in a temporary directory, shown when it fails to start.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use introspect::store::{EtcdOptions, EtcdStore};
+use tempfile::TempDir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// How long a (re)start may take before the harness gives up.
+const START_DEADLINE: Duration = Duration::from_secs(30);
+/// Attempts at starting on fresh ports when the chosen ones were taken meanwhile.
+const START_ATTEMPTS: usize = 3;
+
+/// A running (or killed) single-member etcd; see the module docs.
+pub struct EtcdServer {
+    binary: PathBuf,
+    child: Option<Child>,
+    /// Holds the data directory (`data/` inside) and the log.
+    dir: TempDir,
+    client_port: u16,
+    peer_port: u16,
+    paused: bool,
+    tls: Option<TlsMaterial>,
+}
+
+/// The certificates of a TLS server from [`EtcdServer::start_tls`], PEM-encoded.
+pub struct TlsMaterial {
+    /// The CA that signed the server's and the client's certificates.
+    pub ca_pem: Vec<u8>,
+    /// A client certificate the server accepts.
+    pub client_cert_pem: Vec<u8>,
+    /// Its private key.
+    pub client_key_pem: Vec<u8>,
+    /// Holds the files etcd reads (survives `restart_empty`).
+    dir: TempDir,
+}
+
+impl EtcdServer {
+    /// Starts a fresh etcd and waits until it answers; `None` (after a loud message) when
+    /// the `etcd` binary is not installed outside CI. Panics when it cannot be started.
+    pub async fn start() -> Option<EtcdServer> {
+        Self::start_with(None).await
+    }
+
+    /// Like [`start`](Self::start), but the server speaks only TLS on its client port and
+    /// requires a client certificate; see [`tls`](Self::tls). Needs the `openssl` command
+    /// as well (same skip rules as for `etcd`).
+    pub async fn start_tls() -> Option<EtcdServer> {
+        let openssl = require("openssl", "openssl")?;
+        Self::start_with(Some(make_certificates(&openssl))).await
+    }
+
+    async fn start_with(tls: Option<TlsMaterial>) -> Option<EtcdServer> {
+        let binary = require("etcd", "etcd-server")?;
+        let mut tls = tls;
+        let mut last_failure = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let (client_port, peer_port) = free_ports();
+            let mut server = EtcdServer {
+                binary: binary.clone(),
+                child: None,
+                dir: TempDir::with_prefix("introspect-etcd-").expect("create a temporary dir"),
+                client_port,
+                peer_port,
+                paused: false,
+                tls: tls.take(),
+            };
+            match server.launch().await {
+                Ok(()) => return Some(server),
+                // Most likely a port taken between choosing and binding it: try others.
+                Err(failure) => {
+                    last_failure = failure;
+                    tls = server.tls.take();
+                }
+            }
+        }
+        panic!("etcd did not start after {START_ATTEMPTS} attempts: {last_failure}");
+    }
+
+    /// The client URL, `http://127.0.0.1:PORT` (`https://` for a TLS server).
+    pub fn endpoint(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
+    }
+
+    /// The certificates of a server from [`start_tls`](Self::start_tls).
+    pub fn tls(&self) -> Option<&TlsMaterial> {
+        self.tls.as_ref()
+    }
+
+    /// Options for this server with short timeouts suited to tests (1 s connect, 2 s
+    /// request), and the CA and client certificate of a TLS server.
+    pub fn options(&self) -> EtcdOptions {
+        let options = EtcdOptions::new([self.endpoint()])
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_request_timeout(Duration::from_secs(2));
+        match &self.tls {
+            Some(tls) => options.with_tls(
+                tls.ca_pem.clone(),
+                Some((tls.client_cert_pem.clone(), tls.client_key_pem.clone())),
+            ),
+            None => options,
+        }
+    }
+
+    /// A store connected to this server with [`options`](Self::options).
+    pub async fn store(&self) -> Arc<EtcdStore> {
+        Arc::new(
+            EtcdStore::connect(self.options())
+                .await
+                .unwrap_or_else(|e| panic!("connect to the test etcd at {}: {e}", self.endpoint())),
+        )
+    }
+
+    /// The process id of the running server, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the server is [`pause`](Self::pause)d.
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Whether the server process is running (it may be paused).
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+    }
+
+    /// Kills the server at once (SIGKILL: no goodbye to clients) and reaps it. Its data
+    /// stays for [`restart`](Self::restart). Does nothing when it is not running.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.paused = false;
+    }
+
+    /// Kills the server if running, starts it again on the same ports and data (keys,
+    /// leases and revisions survive), and waits until it answers.
+    pub async fn restart(&mut self) {
+        self.kill();
+        if let Err(failure) = self.launch().await {
+            panic!("etcd did not restart: {failure}");
+        }
+    }
+
+    /// Kills the server if running and starts a new, empty one on the same ports: every key,
+    /// lease and revision is gone, as after losing the cluster.
+    pub async fn restart_empty(&mut self) {
+        self.kill();
+        self.dir = TempDir::with_prefix("introspect-etcd-").expect("create a temporary dir");
+        if let Err(failure) = self.launch().await {
+            panic!("etcd did not restart empty: {failure}");
+        }
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open but nothing answers, as in a
+    /// network partition or a stalled disk. Undo with [`resume`](Self::resume).
+    pub fn pause(&mut self) {
+        if self.signal("STOP") {
+            self.paused = true;
+        }
+    }
+
+    /// Lets a [`pause`](Self::pause)d server run again (SIGCONT).
+    pub fn resume(&mut self) {
+        if self.signal("CONT") {
+            self.paused = false;
+        }
+    }
+
+    /// The server's log so far (errors only).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("etcd.log")
+    }
+
+    fn signal(&self, signal: &str) -> bool {
+        let Some(pid) = self.pid() else {
+            return false;
+        };
+        Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .is_ok_and(|status| status.success())
+    }
+
+    /// Spawns etcd on the current ports and data dir and waits until it is healthy.
+    async fn launch(&mut self) -> Result<(), String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .map_err(|e| format!("open the etcd log: {e}"))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| format!("open the etcd log: {e}"))?;
+        let client_url = self.endpoint();
+        let peer_url = format!("http://127.0.0.1:{}", self.peer_port);
+        let name = "introspect-test";
+        let mut command = Command::new(&self.binary);
+        if let Some(tls) = &self.tls {
+            let file = |name: &str| tls.dir.path().join(name);
+            command
+                .arg("--cert-file")
+                .arg(file("server.pem"))
+                .arg("--key-file")
+                .arg(file("server.key"))
+                .arg("--trusted-ca-file")
+                .arg(file("ca.pem"))
+                .arg("--client-cert-auth");
+        }
+        let child = command
+            .arg("--name")
+            .arg(name)
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .args(["--listen-client-urls", &client_url])
+            .args(["--advertise-client-urls", &client_url])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("{name}={peer_url}")])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", "introspect-test"])
+            .args(["--heartbeat-interval", "50"])
+            .args(["--election-timeout", "500"])
+            .args(["--logger", "zap", "--log-outputs", "stderr"])
+            .args(["--log-level", "error"])
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", self.binary.display()))?;
+        self.child = Some(child);
+        let started = Instant::now();
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                return Err(format!(
+                    "etcd exited with {status}; its log:\n{}",
+                    self.log()
+                ));
+            }
+            if self.answers().await {
+                return Ok(());
+            }
+            if started.elapsed() > START_DEADLINE {
+                self.kill();
+                return Err(format!(
+                    "etcd not healthy after {START_DEADLINE:?}; its log:\n{}",
+                    self.log()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+impl EtcdServer {
+    /// Whether the server is up and serves reads (one bounded attempt).
+    async fn answers(&self) -> bool {
+        if self.tls.is_none() {
+            return healthy(self.client_port).await;
+        }
+        // `/health` is behind TLS too: ask through the client instead.
+        let options = self
+            .options()
+            .with_connect_timeout(Duration::from_millis(500))
+            .with_request_timeout(Duration::from_millis(500));
+        match EtcdStore::connect(options).await {
+            Ok(store) => introspect::store::Store::get(&store, "/").await.is_ok(),
+            Err(_) => false,
+        }
+    }
+}
+
+/// The program `name` on `PATH`. When missing: a panic under CI (the tests that need it are
+/// mandatory there), else a loud SKIPPED message and `None`.
+fn require(name: &str, debian_package: &str) -> Option<PathBuf> {
+    if let Some(found) = find_on_path(name) {
+        return Some(found);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"));
+    if ci {
+        panic!(
+            "`{name}` is not installed but CI is set: the etcd tests are mandatory in CI. \
+             Install it (Debian: apt-get install {debian_package}) so `{name}` is on PATH."
+        );
+    }
+    eprintln!(
+        "\n*** SKIPPED: {name} not installed (no `{name}` on PATH; Debian: apt-get install \
+         {debian_package}). This etcd test did not run. ***\n"
+    );
+    None
+}
+
+/// The executable `name` on `PATH`.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, made with `openssl`.
+fn make_certificates(openssl: &Path) -> TlsMaterial {
+    let dir = TempDir::with_prefix("introspect-etcd-tls-").expect("create a temporary dir");
+    let run = |command: String| {
+        let args: Vec<&str> = command.split_whitespace().collect();
+        let output = Command::new(openssl)
+            .args(&args)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run openssl");
+        assert!(
+            output.status.success(),
+            "openssl {command} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    let new_key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    run(format!(
+        "req -x509 {new_key} -keyout ca.key -out ca.pem -days 2 -subj /CN=introspect-test-ca"
+    ));
+    for (name, extensions) in [
+        (
+            "server",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        ),
+        ("client", "extendedKeyUsage=clientAuth\n"),
+    ] {
+        std::fs::write(dir.path().join(format!("{name}.ext")), extensions)
+            .expect("write an openssl extension file");
+        run(format!(
+            "req {new_key} -keyout {name}.key -out {name}.csr -subj /CN=introspect-test-{name}"
+        ));
+        run(format!(
+            "x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out {name}.pem \
+             -days 2 -extfile {name}.ext"
+        ));
+    }
+    let read = |name: &str| std::fs::read(dir.path().join(name)).expect("read a certificate");
+    TlsMaterial {
+        ca_pem: read("ca.pem"),
+        client_cert_pem: read("client.pem"),
+        client_key_pem: read("client.key"),
+        dir,
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Two distinct free loopback ports (bound together, then released for etcd).
+fn free_ports() -> (u16, u16) {
+    let bind = || TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let (a, b) = (bind(), bind());
+    let port = |l: &TcpListener| l.local_addr().expect("local address").port();
+    (port(&a), port(&b))
+}
+
+/// Whether etcd's `/health` says it has a leader and serves reads (one bounded attempt).
+async fn healthy(port: u16) -> bool {
+    let attempt = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        stream
+            .write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .ok()?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.ok()?;
+        let answer = String::from_utf8_lossy(&answer);
+        Some(answer.contains("\"health\":\"true\""))
+    };
+    tokio::time::timeout(Duration::from_secs(2), attempt)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
