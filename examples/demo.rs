@@ -14,7 +14,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .init();
     let report = run(
         Arc::new(MemoryStore::new()),
-        &DemoOptions::default(),
+        DemoOptions::default(),
         &mut std::io::stdout(),
     )
     .await?;

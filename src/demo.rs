@@ -20,7 +20,6 @@ use crate::store::Store;
 use crate::{Layout, Limits};
 
 /// The sizes of the demo fleet.
-#[derive(Clone, Debug)]
 pub struct DemoOptions {
     /// Instances of `shop-orders` in the first configuration group.
     pub blue: usize,
@@ -30,6 +29,21 @@ pub struct DemoOptions {
     pub payments: usize,
     /// Host the providers register (they listen on loopback).
     pub host: String,
+    /// When set, the providers stay registered until this future completes (e.g. Ctrl-C),
+    /// so that other tools can look at them.
+    pub hold: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+}
+
+impl std::fmt::Debug for DemoOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DemoOptions")
+            .field("blue", &self.blue)
+            .field("green", &self.green)
+            .field("payments", &self.payments)
+            .field("host", &self.host)
+            .field("hold", &self.hold.is_some())
+            .finish()
+    }
 }
 
 impl Default for DemoOptions {
@@ -39,6 +53,7 @@ impl Default for DemoOptions {
             green: 40,
             payments: 5,
             host: "127.0.0.1".into(),
+            hold: None,
         }
     }
 }
@@ -103,7 +118,7 @@ async fn start(
 /// Runs the demo against `store`, writing a human-readable account to `out`.
 pub async fn run(
     store: Arc<dyn Store>,
-    options: &DemoOptions,
+    options: DemoOptions,
     out: &mut (dyn Write + Send),
 ) -> Result<DemoReport> {
     let mut report = DemoReport::default();
@@ -241,9 +256,25 @@ pub async fn run(
         report.fetches_after_change - report.fetches
     )?;
 
-    writeln!(out, "\nStopping providers...")?;
-    for p in blue.into_iter().chain(green).chain(payments) {
-        p.abort();
+    if let Some(hold) = options.hold {
+        writeln!(
+            out,
+            "\nProviders stay registered; inspect them from another terminal. Ctrl-C ends."
+        )?;
+        out.flush()?;
+        hold.await;
+    }
+    writeln!(
+        out,
+        "\nStopping providers gracefully (disabled, drained, deregistered)..."
+    )?;
+    let stops = blue
+        .into_iter()
+        .chain(green)
+        .chain(payments)
+        .map(Provider::shutdown);
+    for stopped in futures::future::join_all(stops).await {
+        stopped?;
     }
     Ok(report)
 }

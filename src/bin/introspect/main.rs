@@ -60,6 +60,9 @@ enum Command {
         /// Instances of shop-payments.
         #[arg(long, default_value_t = 5)]
         payments: usize,
+        /// Keep the providers registered until Ctrl-C, to inspect them with other commands.
+        #[arg(long)]
+        hold: bool,
     },
     /// Registered apps with instance counts and revisions.
     Apps,
@@ -162,14 +165,20 @@ async fn run(cli: Cli) -> Result<(), Error> {
             blue,
             green,
             payments,
+            hold,
         } => {
             let options = DemoOptions {
                 blue: *blue,
                 green: *green,
                 payments: *payments,
+                hold: hold.then(|| {
+                    Box::pin(async {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }) as _
+                }),
                 ..Default::default()
             };
-            let report = introspect::demo::run(store, &options, &mut std::io::stdout()).await?;
+            let report = introspect::demo::run(store, options, &mut std::io::stdout()).await?;
             if report.fetches as usize != report.revisions {
                 return Err(Error::Config(format!(
                     "expected one fetch per revision, made {} for {}",
