@@ -8,3 +8,4 @@ pub mod certs;
 pub mod etcd;
 pub mod fleet;
 pub mod hostile;
+pub mod wait;
