@@ -22,7 +22,7 @@ pub mod rpc;
 
 mod backoff;
 
-pub use consumer::{Resolver, ResolverStats, Subscription};
+pub use consumer::{Resolver, ResolverStats, SubscribeOptions, Subscription, SubscriptionHandle};
 pub use model::{Endpoint, MetadataInfo, ServiceInfo, ServiceInstance};
 pub use provider::Provider;
 pub use store::{MemoryStore, Store};
