@@ -31,6 +31,16 @@ impl Backoff {
         let jitter = rand::rng().random_range(0.0..=0.5);
         ceiling.mul_f64(1.0 - jitter)
     }
+
+    /// How many delays were handed out since the last reset.
+    pub fn attempts(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Starts again from `base` (after a success).
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
 }
 
 #[cfg(test)]
@@ -50,5 +60,7 @@ mod tests {
                 "delay {n} was {d:?}, ceiling {ceiling:?}"
             );
         }
+        b.reset();
+        assert!(b.next_delay() <= base);
     }
 }

@@ -85,7 +85,7 @@ pub mod store;
 
 mod backoff;
 
-pub use consumer::{Resolver, ResolverStats, Subscription};
+pub use consumer::{Resolver, ResolverStats, SubscribeOptions, Subscription, SubscriptionHandle};
 pub use error::{Error, Result};
 pub use layout::Layout;
 pub use limits::Limits;

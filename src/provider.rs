@@ -60,6 +60,7 @@ pub struct ProviderBuilder {
     serving: MetadataServing,
     tls: Option<tonic::transport::ServerTlsConfig>,
     store_timeout: Duration,
+    report_cleanup: Option<Duration>,
 }
 
 impl ProviderBuilder {
@@ -131,6 +132,15 @@ impl ProviderBuilder {
         self
     }
 
+    /// With storage type `remote`: removes reported revisions of the app that no registered
+    /// instance uses once they have been unused for `grace` (default: never removed). Every
+    /// provider of the app may run it; removals are idempotent. A consumer that still needs
+    /// a removed revision falls back to the MetadataService call.
+    pub fn report_cleanup(mut self, grace: Duration) -> Self {
+        self.report_cleanup = Some(grace);
+        self
+    }
+
     /// Serves MetadataService on a listener of the provider's own at `addr` (port 0: any
     /// free port) instead of inside the user's tonic server.
     pub fn serve_metadata_on(mut self, addr: SocketAddr) -> Self {
@@ -179,6 +189,7 @@ impl ProviderBuilder {
                 lease_ttl: self.lease_ttl,
                 drain: self.drain,
                 storage_type: self.storage_type,
+                report_cleanup: self.report_cleanup,
                 state: Mutex::new(State {
                     instance: ServiceInstance::new(self.app, self.host, port),
                     extra_metadata: self.extra_metadata,
@@ -219,6 +230,7 @@ struct Shared {
     lease_ttl: Duration,
     drain: Duration,
     storage_type: StorageType,
+    report_cleanup: Option<Duration>,
     /// Serializes every write of the instance record (export changes, lease recovery, stop).
     state: Mutex<State>,
     cancel: CancellationToken,
@@ -247,6 +259,7 @@ impl Provider {
             drain: DEFAULT_DRAIN,
             revision_grace: DEFAULT_REVISION_GRACE,
             storage_type: StorageType::Local,
+            report_cleanup: None,
             serving: MetadataServing::InUserServer,
             tls: None,
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
@@ -322,6 +335,12 @@ impl Provider {
         }
         let shared = self.shared.clone();
         self.spawn(async move { shared.keep_alive_loop().await });
+        if let (StorageType::Remote, Some(grace)) =
+            (self.shared.storage_type, self.shared.report_cleanup)
+        {
+            let shared = self.shared.clone();
+            self.spawn(async move { shared.report_cleanup_loop(grace).await });
+        }
         Ok(())
     }
 
@@ -505,6 +524,47 @@ impl Shared {
                 }
             }
             pending = still;
+        }
+    }
+
+    /// Removes reported revisions that no registered instance has used for `grace`,
+    /// checking every half grace period.
+    async fn report_cleanup_loop(&self, grace: Duration) {
+        let app = self.exported.current().app.clone();
+        let mut unused_since = std::collections::HashMap::new();
+        let period = (grace / 2).max(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                _ = tokio::time::sleep(period) => {}
+            }
+            let (reported, list) = match (
+                self.report.revisions(&app).await,
+                self.registry.list(&app).await,
+            ) {
+                (Ok(reported), Ok(list)) if list.skipped.is_empty() => (reported, list),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::debug!(%app, error = %e, "report cleanup skipped this round");
+                    continue;
+                }
+                // A record we cannot read may use any revision: remove nothing.
+                _ => continue,
+            };
+            let mut used: std::collections::HashSet<String> = list
+                .instances
+                .values()
+                .map(|i| i.revision().to_owned())
+                .collect();
+            used.insert(self.exported.current().revision.clone());
+            let now = tokio::time::Instant::now();
+            for revision in
+                crate::report::unused_revisions(&mut unused_since, &reported, &used, now, grace)
+            {
+                match self.report.remove(&app, &revision).await {
+                    Ok(_) => tracing::info!(%app, %revision, "unused reported revision removed"),
+                    Err(e) => tracing::warn!(%app, %revision, error = %e, "report not removed"),
+                }
+            }
         }
     }
 

@@ -1,7 +1,11 @@
 //! The metadata report: metadata info stored under `/dubbo/metadata/{app}/{revision}`, for
 //! instances with storage type `remote`.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -85,5 +89,49 @@ impl MetadataReport {
         self.store
             .delete(&self.layout.report_key(app, revision))
             .await
+    }
+}
+
+/// Tracks reported revisions that no instance uses: `unused_since` remembers since when each
+/// was seen unused (a revision seen in use again is forgotten). Returns the reported
+/// revisions unused for at least `grace` at `now`.
+pub fn unused_revisions(
+    unused_since: &mut HashMap<String, Instant>,
+    reported: &[String],
+    used: &HashSet<String>,
+    now: Instant,
+    grace: Duration,
+) -> Vec<String> {
+    unused_since.retain(|r, _| !used.contains(r) && reported.contains(r));
+    let mut due = Vec::new();
+    for revision in reported.iter().filter(|r| !used.contains(*r)) {
+        let since = *unused_since.entry(revision.clone()).or_insert(now);
+        if now.duration_since(since) >= grace {
+            due.push(revision.clone());
+        }
+    }
+    due
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_revision_is_due_after_being_unused_for_the_grace_period() {
+        let grace = Duration::from_secs(60);
+        let t0 = Instant::now();
+        let mut since = HashMap::new();
+        let reported = vec!["a".to_owned(), "b".to_owned()];
+        let used: HashSet<String> = ["a".to_owned()].into();
+        assert!(unused_revisions(&mut since, &reported, &used, t0, grace).is_empty());
+        assert_eq!(
+            unused_revisions(&mut since, &reported, &used, t0 + grace, grace),
+            ["b"]
+        );
+        // Used again meanwhile: the clock starts over.
+        let both: HashSet<String> = ["a".to_owned(), "b".to_owned()].into();
+        unused_revisions(&mut since, &reported, &both, t0 + grace, grace);
+        assert!(unused_revisions(&mut since, &reported, &used, t0 + grace * 2, grace).is_empty());
     }
 }

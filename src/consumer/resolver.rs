@@ -9,6 +9,7 @@ use rand::seq::SliceRandom;
 use tracing::Instrument;
 
 use super::stats::{Counters, ResolverStats};
+use super::subscribe::{self, SubscribeOptions, SubscriptionHandle};
 use super::subscription::Subscription;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -42,9 +43,17 @@ pub struct ResolverBuilder {
     cache_idle: Duration,
     tls: Option<tonic::transport::ClientTlsConfig>,
     store_timeout: Duration,
+    subscribe_options: SubscribeOptions,
 }
 
 impl ResolverBuilder {
+    /// Sets the options of subscriptions made with [`Resolver::subscribe`] (default
+    /// [`SubscribeOptions::default`]).
+    pub fn subscribe_options(mut self, options: SubscribeOptions) -> Self {
+        self.subscribe_options = options;
+        self
+    }
+
     /// Reads keys under a namespace such as `/staging` (default: none).
     pub fn layout(mut self, layout: Layout) -> Self {
         self.layout = layout;
@@ -107,7 +116,9 @@ impl ResolverBuilder {
             inner: Arc::new(Inner {
                 registry: Registry::new(store.clone(), self.layout.clone(), self.limits.clone()),
                 mapping: Mapping::new(store.clone(), self.layout.clone(), self.limits.clone()),
-                report: MetadataReport::new(store, self.layout, self.limits),
+                report: MetadataReport::new(store, self.layout, self.limits.clone()),
+                limits: self.limits,
+                subscribe_options: self.subscribe_options,
                 client,
                 fetch_attempts: self.fetch_attempts,
                 cache: moka::future::Cache::builder()
@@ -136,6 +147,8 @@ struct Inner {
     fetch_attempts: usize,
     cache: moka::future::Cache<CacheKey, Arc<MetadataInfo>>,
     counters: Counters,
+    limits: Limits,
+    subscribe_options: SubscribeOptions,
 }
 
 impl Resolver {
@@ -151,6 +164,7 @@ impl Resolver {
             cache_idle: DEFAULT_CACHE_IDLE,
             tls: None,
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
+            subscribe_options: SubscribeOptions::default(),
         }
     }
 
@@ -262,6 +276,41 @@ impl Resolver {
             })
     }
 
+    /// Subscribes with the resolver's subscribe options: a live endpoint set, kept up to
+    /// date by watches on the mapping and on each app's instances, with the protections of
+    /// [`SubscribeOptions`]. Returns once the first set is published, or once the start
+    /// timeout passed (serving the snapshot, if any, while the store is unreachable). Fails
+    /// only on an invalid subscription.
+    pub async fn subscribe(&self, subscription: Subscription) -> Result<SubscriptionHandle> {
+        let options = self.inner.subscribe_options.clone();
+        self.subscribe_with(subscription, options).await
+    }
+
+    /// Like [`Resolver::subscribe`], with options for this subscription.
+    pub async fn subscribe_with(
+        &self,
+        subscription: Subscription,
+        options: SubscribeOptions,
+    ) -> Result<SubscriptionHandle> {
+        subscribe::start(self.clone(), subscription, options).await
+    }
+
+    pub(super) fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    pub(super) fn mapping(&self) -> &Mapping {
+        &self.inner.mapping
+    }
+
+    pub(super) fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    pub(super) fn counters(&self) -> &Counters {
+        &self.inner.counters
+    }
+
     /// A copy of the counters.
     pub async fn stats(&self) -> ResolverStats {
         self.inner.cache.run_pending_tasks().await;
@@ -365,7 +414,7 @@ fn check_answer(info: &MetadataInfo, app: &str, revision: &str, verify: bool) ->
 }
 
 /// The endpoints of instances sharing one revision's metadata.
-fn build_endpoints(
+pub(super) fn build_endpoints(
     info: &MetadataInfo,
     members: &[&Arc<ServiceInstance>],
     subscription: &Subscription,

@@ -12,11 +12,33 @@ pub struct Counters {
     pub(crate) revision_mismatches: AtomicU64,
     pub(crate) report_reads: AtomicU64,
     pub(crate) skipped_records: AtomicU64,
+    pub(crate) subscriptions: AtomicU64,
+    pub(crate) pushes: AtomicU64,
+    pub(crate) unchanged_updates: AtomicU64,
+    pub(crate) relists: AtomicU64,
+    pub(crate) held_removals: AtomicU64,
+    pub(crate) protected_apps: AtomicU64,
+    pub(crate) metadata_retries: AtomicU64,
+    pub(crate) set_aside: AtomicU64,
+    pub(crate) probes: AtomicU64,
+    pub(crate) snapshot_writes: AtomicU64,
+    pub(crate) snapshot_loads: AtomicU64,
 }
 
 impl Counters {
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Lowers a gauge, never below zero.
+    pub(crate) fn sub(counter: &AtomicU64, n: u64) {
+        let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            Some(v.saturating_sub(n))
+        });
     }
 
     /// A consistent-enough copy of the counters.
@@ -31,6 +53,18 @@ impl Counters {
             report_reads: get(&self.report_reads),
             skipped_records: get(&self.skipped_records),
             revisions_known,
+            subscriptions: get(&self.subscriptions),
+            pushes: get(&self.pushes),
+            unchanged_updates: get(&self.unchanged_updates),
+            relists: get(&self.relists),
+            held_removals: get(&self.held_removals),
+            protected_apps: get(&self.protected_apps),
+            protection_active: get(&self.protected_apps) > 0,
+            metadata_retries: get(&self.metadata_retries),
+            set_aside: get(&self.set_aside),
+            probes: get(&self.probes),
+            snapshot_writes: get(&self.snapshot_writes),
+            snapshot_loads: get(&self.snapshot_loads),
         }
     }
 }
@@ -54,4 +88,28 @@ pub struct ResolverStats {
     pub skipped_records: u64,
     /// Distinct (app, revision) pairs whose metadata is cached.
     pub revisions_known: u64,
+    /// Live subscriptions (gauge).
+    pub subscriptions: u64,
+    /// Endpoint sets pushed to subscribers.
+    pub pushes: u64,
+    /// Coalesced updates not pushed because the endpoint set was unchanged.
+    pub unchanged_updates: u64,
+    /// Instance lists read again after a watch ended (compaction, lost connection).
+    pub relists: u64,
+    /// Expiries held by self-preservation instead of being applied.
+    pub held_removals: u64,
+    /// Apps (per subscription) whose removals are held right now (gauge).
+    pub protected_apps: u64,
+    /// Whether self-preservation holds removals in any subscription right now.
+    pub protection_active: bool,
+    /// Background metadata fetches retried after a failure.
+    pub metadata_retries: u64,
+    /// Times an endpoint was set aside after consecutive call failures.
+    pub set_aside: u64,
+    /// Health probes of set-aside endpoints.
+    pub probes: u64,
+    /// Local snapshots written.
+    pub snapshot_writes: u64,
+    /// Subscriptions started from a local snapshot because the store was unreachable.
+    pub snapshot_loads: u64,
 }

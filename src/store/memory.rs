@@ -99,6 +99,24 @@ impl MemoryStore {
         self.shared.lock().revision
     }
 
+    /// How many watches are open (watches whose receiver was dropped are not counted).
+    pub fn watch_count(&self) -> usize {
+        let mut state = self.shared.lock();
+        state.watchers.retain(|w| !w.events.is_closed());
+        state.watchers.len()
+    }
+
+    /// Ends every open watch with [`Error::WatchEnded`], as a lost connection would; the
+    /// watchers re-list. For fault tests.
+    pub fn cancel_watches(&self) {
+        let mut state = self.shared.lock();
+        for w in state.watchers.drain(..) {
+            let _ = w
+                .events
+                .try_send(Err(Error::WatchEnded("canceled by the store".into())));
+        }
+    }
+
     fn start_reaper(&self) {
         if !self.shared.reaper_started.swap(true, Ordering::SeqCst) {
             tokio::spawn(reap(Arc::downgrade(&self.shared)));

@@ -6,6 +6,8 @@
 
 pub mod certs;
 pub mod etcd;
+pub mod flaky;
 pub mod fleet;
 pub mod hostile;
+pub mod records;
 pub mod wait;

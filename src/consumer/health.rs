@@ -1,0 +1,229 @@
+//! Consumer-side health: endpoints that keep failing calls are set aside and probed.
+//!
+//! Callers report each call's outcome for an endpoint. After a number of consecutive
+//! failures the endpoint's address is set aside (left out of the endpoint set) and probed
+//! at an interval; the first probe (or reported call) that succeeds brings it back. The
+//! tracker is pure; [`probe`] is the one piece of I/O, a TCP connect.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Default consecutive failures that set an endpoint aside (as Envoy's outlier detection).
+pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
+/// Default time between probes of a set-aside endpoint.
+pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(5);
+/// Default deadline of one probe.
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How consumer-side health behaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HealthOptions {
+    /// Whether reports set endpoints aside at all (default `true`).
+    pub enabled: bool,
+    /// Consecutive failures that set an endpoint aside (default
+    /// [`DEFAULT_FAILURE_THRESHOLD`], at least 1).
+    pub failure_threshold: u32,
+    /// Time between probes of a set-aside endpoint (default [`DEFAULT_PROBE_INTERVAL`]).
+    pub probe_interval: Duration,
+    /// Deadline of one probe (default [`DEFAULT_PROBE_TIMEOUT`]).
+    pub probe_timeout: Duration,
+}
+
+impl Default for HealthOptions {
+    fn default() -> Self {
+        HealthOptions {
+            enabled: true,
+            failure_threshold: DEFAULT_FAILURE_THRESHOLD,
+            probe_interval: DEFAULT_PROBE_INTERVAL,
+            probe_timeout: DEFAULT_PROBE_TIMEOUT,
+        }
+    }
+}
+
+impl HealthOptions {
+    /// Ignores reports: no endpoint is ever set aside.
+    pub fn disabled() -> Self {
+        HealthOptions {
+            enabled: false,
+            ..Default::default()
+        }
+    }
+
+    /// Sets the consecutive failures that set an endpoint aside (at least 1).
+    pub fn failure_threshold(mut self, failures: u32) -> Self {
+        self.failure_threshold = failures.max(1);
+        self
+    }
+
+    /// Sets the time between probes.
+    pub fn probe_interval(mut self, interval: Duration) -> Self {
+        self.probe_interval = interval;
+        self
+    }
+
+    /// Sets the deadline of one probe.
+    pub fn probe_timeout(mut self, timeout: Duration) -> Self {
+        self.probe_timeout = timeout;
+        self
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct State {
+    failures: u32,
+    set_aside: bool,
+    next_probe: Option<Instant>,
+    probing: bool,
+}
+
+/// Health of the endpoints of one subscription, by address (`host:port`).
+#[derive(Clone, Debug)]
+pub struct HealthTracker {
+    options: HealthOptions,
+    by_address: HashMap<String, State>,
+}
+
+impl HealthTracker {
+    /// Nothing reported yet.
+    pub fn new(options: HealthOptions) -> Self {
+        HealthTracker {
+            options,
+            by_address: HashMap::new(),
+        }
+    }
+
+    /// A call to `address` succeeded. Returns whether that brought it back from aside.
+    pub fn success(&mut self, address: &str) -> bool {
+        match self.by_address.remove(address) {
+            Some(state) => state.set_aside,
+            None => false,
+        }
+    }
+
+    /// A call to `address` failed at `now`. Returns whether that set it aside.
+    pub fn failure(&mut self, address: &str, now: Instant) -> bool {
+        if !self.options.enabled {
+            return false;
+        }
+        let state = self.by_address.entry(address.to_owned()).or_default();
+        state.failures = state.failures.saturating_add(1);
+        if !state.set_aside && state.failures >= self.options.failure_threshold {
+            state.set_aside = true;
+            state.next_probe = Some(now + self.options.probe_interval);
+            return true;
+        }
+        false
+    }
+
+    /// The set-aside addresses due for a probe at `now`; they are marked as being probed.
+    pub fn due_probes(&mut self, now: Instant) -> Vec<String> {
+        let mut due = Vec::new();
+        for (address, state) in &mut self.by_address {
+            if state.set_aside && !state.probing && state.next_probe.is_some_and(|t| t <= now) {
+                state.probing = true;
+                due.push(address.clone());
+            }
+        }
+        due
+    }
+
+    /// A probe of `address` finished at `now`. Returns whether it brought it back.
+    pub fn probed(&mut self, address: &str, answered: bool, now: Instant) -> bool {
+        if answered {
+            return self.success(address);
+        }
+        if let Some(state) = self.by_address.get_mut(address) {
+            state.probing = false;
+            state.next_probe = Some(now + self.options.probe_interval);
+        }
+        false
+    }
+
+    /// When the next probe is due.
+    pub fn next_probe(&self) -> Option<Instant> {
+        self.by_address
+            .values()
+            .filter(|s| s.set_aside && !s.probing)
+            .filter_map(|s| s.next_probe)
+            .min()
+    }
+
+    /// Whether `address` is set aside.
+    pub fn is_set_aside(&self, address: &str) -> bool {
+        self.by_address.get(address).is_some_and(|s| s.set_aside)
+    }
+
+    /// How many addresses are set aside.
+    pub fn set_aside_count(&self) -> usize {
+        self.by_address.values().filter(|s| s.set_aside).count()
+    }
+
+    /// Forgets addresses that are no longer endpoints.
+    pub fn retain(&mut self, mut live: impl FnMut(&str) -> bool) {
+        self.by_address.retain(|address, _| live(address));
+    }
+}
+
+/// Probes `address` (`host:port`) with a TCP connect; `true` when it connects in time.
+pub async fn probe(address: &str, timeout: Duration) -> bool {
+    matches!(
+        tokio::time::timeout(timeout, tokio::net::TcpStream::connect(address)).await,
+        Ok(Ok(_))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "10.0.0.1:50051";
+
+    #[test]
+    fn consecutive_failures_set_aside_and_a_success_resets() {
+        let now = Instant::now();
+        let mut h = HealthTracker::new(HealthOptions::default().failure_threshold(3));
+        assert!(!h.failure(A, now));
+        assert!(!h.failure(A, now));
+        assert!(!h.success(A), "not aside yet");
+        assert!(!h.failure(A, now));
+        assert!(!h.failure(A, now));
+        assert!(h.failure(A, now), "third consecutive failure");
+        assert!(h.is_set_aside(A));
+        assert!(!h.failure(A, now), "already aside");
+    }
+
+    #[test]
+    fn set_aside_endpoints_are_probed_until_they_answer() {
+        let now = Instant::now();
+        let interval = Duration::from_secs(5);
+        let mut h = HealthTracker::new(
+            HealthOptions::default()
+                .failure_threshold(1)
+                .probe_interval(interval),
+        );
+        h.failure(A, now);
+        assert_eq!(h.next_probe(), Some(now + interval));
+        assert!(h.due_probes(now).is_empty());
+        assert_eq!(h.due_probes(now + interval), vec![A.to_owned()]);
+        assert!(
+            h.due_probes(now + interval).is_empty(),
+            "one probe at a time"
+        );
+        assert!(!h.probed(A, false, now + interval));
+        assert_eq!(h.next_probe(), Some(now + interval * 2));
+        assert_eq!(h.due_probes(now + interval * 2).len(), 1);
+        assert!(h.probed(A, true, now + interval * 2));
+        assert!(!h.is_set_aside(A));
+        assert_eq!(h.next_probe(), None);
+    }
+
+    #[test]
+    fn disabled_never_sets_aside() {
+        let mut h = HealthTracker::new(HealthOptions::disabled());
+        for _ in 0..100 {
+            assert!(!h.failure(A, Instant::now()));
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! Self-preservation: holding mass expiries of one app's instances.
+//!
+//! A network partition between providers and the store looks, from the store, exactly like
+//! a mass crash: leases stop being renewed and the instance records expire. Stripping the
+//! cluster then would send all traffic to the few instances left (or to none), while the
+//! providers are in fact alive and reachable by consumers. So when more than a share of an
+//! app's known instances vanish by expiry within a window, those removals are held: the
+//! instances stay in the endpoint set. A held instance is released when it returns (its
+//! record is written again) or after a maximum hold.
+//!
+//! What counts as an expiry is the caller's decision: the deletion of a record last seen
+//! `enabled: true`. Graceful removals (the provider writes `enabled: false` first, see
+//! [`crate::Provider::shutdown`]) never reach this module. Apps with fewer known instances
+//! than a minimum are exempt.
+//!
+//! The share is checked at each expiry over the expiries of the window, so the expiries
+//! before the crossing (applied at the time) are held again retroactively when the share is
+//! crossed. Pure: events and [`Instant`]s in, decisions out, no I/O.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::model::ServiceInstance;
+
+/// Default share of an app's known instances that must expire within the window to hold
+/// the removals: more than half.
+///
+/// The literature ranges from 15–20% (Eureka's renewal threshold of 85%) to 85%. A low
+/// threshold holds real crashes of a few instances; a consumer then keeps routing to dead
+/// instances until their hold ends (consumer-side health sets them aside meanwhile). Half
+/// is far above what crashes and deploys remove at once (deploys are graceful and never
+/// count) and far below what a partition between a zone and the store removes.
+pub const DEFAULT_PROTECTION_THRESHOLD: f64 = 0.5;
+/// Default window over which expiries are counted: 15 s, longer than the default lease TTL
+/// (10 s), so that the expiries of one partition, spread over the keep-alive phases of the
+/// instances, fall into one window.
+pub const DEFAULT_PROTECTION_WINDOW: Duration = Duration::from_secs(15);
+/// Default longest hold of an expired instance: 5 minutes, enough to ride out a store
+/// failover or a short partition, short enough that a real mass crash is eventually
+/// applied.
+pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(5 * 60);
+/// Default minimum number of known instances for protection to apply: apps with fewer are
+/// exempt (losing 2 of 3 instances is as likely a crash as a partition).
+pub const DEFAULT_MIN_INSTANCES: usize = 5;
+
+/// How self-preservation behaves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProtectionOptions {
+    /// Whether expiries are ever held (default `true`).
+    pub enabled: bool,
+    /// Share of known instances, in `0.0..=1.0`, that must expire within the window for the
+    /// removals to be held (strictly more than it; default
+    /// [`DEFAULT_PROTECTION_THRESHOLD`]).
+    pub threshold: f64,
+    /// The window over which expiries are counted (default [`DEFAULT_PROTECTION_WINDOW`]).
+    pub window: Duration,
+    /// The longest an expired instance is held (default [`DEFAULT_MAX_HOLD`]).
+    pub max_hold: Duration,
+    /// Apps with fewer known instances are exempt (default [`DEFAULT_MIN_INSTANCES`]).
+    pub min_instances: usize,
+}
+
+impl Default for ProtectionOptions {
+    fn default() -> Self {
+        ProtectionOptions {
+            enabled: true,
+            threshold: DEFAULT_PROTECTION_THRESHOLD,
+            window: DEFAULT_PROTECTION_WINDOW,
+            max_hold: DEFAULT_MAX_HOLD,
+            min_instances: DEFAULT_MIN_INSTANCES,
+        }
+    }
+}
+
+impl ProtectionOptions {
+    /// Never holds removals.
+    pub fn disabled() -> Self {
+        ProtectionOptions {
+            enabled: false,
+            ..Default::default()
+        }
+    }
+
+    /// Sets the share of instances (clamped to `0.0..=1.0`) that must expire to hold.
+    pub fn threshold(mut self, share: f64) -> Self {
+        self.threshold = if share.is_nan() {
+            DEFAULT_PROTECTION_THRESHOLD
+        } else {
+            share.clamp(0.0, 1.0)
+        };
+        self
+    }
+
+    /// Sets the window over which expiries are counted.
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Sets the longest hold.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = max_hold;
+        self
+    }
+
+    /// Sets the minimum app size for protection to apply.
+    pub fn min_instances(mut self, min: usize) -> Self {
+        self.min_instances = min;
+        self
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Expiry {
+    at: Instant,
+    address: String,
+    instance: Arc<ServiceInstance>,
+}
+
+#[derive(Clone, Debug)]
+struct Held {
+    instance: Arc<ServiceInstance>,
+    until: Instant,
+}
+
+/// The self-preservation state of one app. See the module docs.
+#[derive(Clone, Debug)]
+pub struct Protection {
+    options: ProtectionOptions,
+    /// Expiries within the window, oldest first.
+    recent: VecDeque<Expiry>,
+    /// Held instances by `{host}:{port}`.
+    held: BTreeMap<String, Held>,
+}
+
+impl Protection {
+    /// No expiries seen, nothing held.
+    pub fn new(options: ProtectionOptions) -> Self {
+        Protection {
+            options,
+            recent: VecDeque::new(),
+            held: BTreeMap::new(),
+        }
+    }
+
+    /// An instance last seen enabled vanished at `now` (lease expiry or crash); `remaining`
+    /// instances of the app are still registered. Returns how many instances became held
+    /// (this one and, when the share was just crossed, the window's earlier expiries).
+    pub fn expired(
+        &mut self,
+        address: &str,
+        instance: Arc<ServiceInstance>,
+        remaining: usize,
+        now: Instant,
+    ) -> usize {
+        if !self.options.enabled {
+            return 0;
+        }
+        self.prune(now);
+        self.recent.retain(|e| e.address != address);
+        self.recent.push_back(Expiry {
+            at: now,
+            address: address.to_owned(),
+            instance,
+        });
+        let held_before_window = self
+            .held
+            .keys()
+            .filter(|a| !self.recent.iter().any(|e| &e.address == *a))
+            .count();
+        let known = remaining + held_before_window + self.recent.len();
+        if known < self.options.min_instances
+            || self.recent.len() as f64 <= self.options.threshold * known as f64
+        {
+            return 0;
+        }
+        let mut newly = 0;
+        for e in &self.recent {
+            if !self.held.contains_key(&e.address) {
+                self.held.insert(
+                    e.address.clone(),
+                    Held {
+                        instance: e.instance.clone(),
+                        until: e.at + self.options.max_hold,
+                    },
+                );
+                newly += 1;
+            }
+        }
+        newly
+    }
+
+    /// The instance at `address` is registered again. Returns whether it was held.
+    pub fn returned(&mut self, address: &str) -> bool {
+        self.recent.retain(|e| e.address != address);
+        self.held.remove(address).is_some()
+    }
+
+    /// Releases the instances held for the maximum time at `now`; returns their addresses.
+    pub fn release_due(&mut self, now: Instant) -> Vec<String> {
+        self.prune(now);
+        let due: Vec<String> = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.until <= now)
+            .map(|(a, _)| a.clone())
+            .collect();
+        for address in &due {
+            self.held.remove(address);
+            self.recent.retain(|e| &e.address != address);
+        }
+        due
+    }
+
+    /// When the next held instance is due for release.
+    pub fn next_release(&self) -> Option<Instant> {
+        self.held.values().map(|h| h.until).min()
+    }
+
+    /// Whether any removal is held.
+    pub fn is_active(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// Whether the instance at `address` is held.
+    pub fn is_held(&self, address: &str) -> bool {
+        self.held.contains_key(address)
+    }
+
+    /// The held instances by `{host}:{port}`.
+    pub fn held(&self) -> impl Iterator<Item = (&String, &Arc<ServiceInstance>)> {
+        self.held.iter().map(|(a, h)| (a, &h.instance))
+    }
+
+    fn prune(&mut self, now: Instant) {
+        while self
+            .recent
+            .front()
+            .is_some_and(|e| e.at + self.options.window <= now)
+        {
+            self.recent.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance(i: usize) -> (String, Arc<ServiceInstance>) {
+        let instance = ServiceInstance::new("shop", "10.0.0.1", 1000 + i as u16);
+        (instance.address(), Arc::new(instance))
+    }
+
+    /// Expires `count` of `total` instances one by one at `now`; returns how many are held.
+    fn expire(p: &mut Protection, total: usize, count: usize, now: Instant) -> usize {
+        let mut held = 0;
+        for i in 0..count {
+            let (address, instance) = instance(i);
+            held += p.expired(&address, instance, total - i - 1, now);
+        }
+        held
+    }
+
+    #[test]
+    fn one_expiry_of_twenty_is_applied() {
+        let mut p = Protection::new(ProtectionOptions::default());
+        assert_eq!(expire(&mut p, 20, 1, Instant::now()), 0);
+        assert!(!p.is_active());
+    }
+
+    #[test]
+    fn mass_expiry_is_held_including_earlier_expiries_of_the_window() {
+        let now = Instant::now();
+        let mut p = Protection::new(ProtectionOptions::default());
+        assert_eq!(expire(&mut p, 20, 18, now), 18);
+        assert!(p.is_active());
+        assert_eq!(p.held().count(), 18);
+        assert_eq!(p.next_release(), Some(now + DEFAULT_MAX_HOLD));
+    }
+
+    #[test]
+    fn held_instances_are_released_on_return_or_after_the_max_hold() {
+        let now = Instant::now();
+        let mut p = Protection::new(ProtectionOptions::default());
+        expire(&mut p, 20, 18, now);
+        let (address, _) = instance(3);
+        assert!(p.returned(&address));
+        assert!(!p.is_held(&address));
+        assert!(p.release_due(now + DEFAULT_MAX_HOLD / 2).is_empty());
+        assert_eq!(p.release_due(now + DEFAULT_MAX_HOLD).len(), 17);
+        assert!(!p.is_active());
+    }
+
+    #[test]
+    fn expiries_spread_beyond_the_window_are_applied() {
+        let mut now = Instant::now();
+        let mut p = Protection::new(ProtectionOptions::default());
+        let mut remaining = 20;
+        for i in 0..15 {
+            let (address, inst) = instance(i);
+            remaining -= 1;
+            assert_eq!(p.expired(&address, inst, remaining, now), 0, "expiry {i}");
+            now += DEFAULT_PROTECTION_WINDOW;
+        }
+    }
+
+    #[test]
+    fn small_apps_are_exempt_and_disabled_never_holds() {
+        let now = Instant::now();
+        let mut p = Protection::new(ProtectionOptions::default());
+        assert_eq!(expire(&mut p, 4, 4, now), 0);
+        let mut off = Protection::new(ProtectionOptions::disabled());
+        assert_eq!(expire(&mut off, 20, 20, now), 0);
+    }
+
+    #[test]
+    fn threshold_is_strictly_more_than_the_share() {
+        let now = Instant::now();
+        let opts = ProtectionOptions::default().threshold(0.5);
+        let mut p = Protection::new(opts.clone());
+        assert_eq!(expire(&mut p, 20, 10, now), 0, "exactly half is applied");
+        let mut p = Protection::new(opts);
+        assert_eq!(expire(&mut p, 20, 11, now), 11, "more than half is held");
+        assert_eq!(
+            ProtectionOptions::default().threshold(f64::NAN).threshold,
+            DEFAULT_PROTECTION_THRESHOLD
+        );
+        assert_eq!(ProtectionOptions::default().threshold(7.0).threshold, 1.0);
+    }
+}
