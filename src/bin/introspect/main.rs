@@ -85,6 +85,8 @@ enum Command {
     },
     /// The endpoints of an interface.
     Resolve(Target),
+    /// Follow the endpoints of an interface, printing each change until Ctrl-C.
+    Watch(Target),
 }
 
 /// An interface and its optional qualifiers.
@@ -218,6 +220,22 @@ async fn run(cli: Cli) -> Result<(), Error> {
             out.mapping(interface, &mapping.get(interface).await?.apps);
         }
         Command::Resolve(target) => out.endpoints(&resolver.resolve(&target.subscription()).await?),
+        Command::Watch(target) => {
+            let mut handle = resolver.subscribe(target.subscription()).await?;
+            let mut shown = Vec::new();
+            out.changes(&shown, &handle.current(), handle.protection_active());
+            shown = handle.current().to_vec();
+            loop {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => break,
+                    next = handle.changed() => {
+                        let next = next?;
+                        out.changes(&shown, &next, handle.protection_active());
+                        shown = next.to_vec();
+                    }
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -9,11 +9,15 @@ use serde_json::json;
 /// Prints results as tables or as JSON.
 pub struct Output {
     json: bool,
+    started: std::time::Instant,
 }
 
 impl Output {
     pub fn new(json: bool) -> Self {
-        Output { json }
+        Output {
+            json,
+            started: std::time::Instant::now(),
+        }
     }
 
     fn emit(&self, value: serde_json::Value, table: impl FnOnce()) {
@@ -117,6 +121,50 @@ impl Output {
             }
             println!("{} endpoints", endpoints.len());
         });
+    }
+}
+
+impl Output {
+    /// One line per endpoint that came or went since `before`, with a timestamp.
+    pub fn changes(&self, before: &[Endpoint], after: &[Endpoint], protection_active: bool) {
+        let (old, new): (BTreeSet<&Endpoint>, BTreeSet<&Endpoint>) =
+            (before.iter().collect(), after.iter().collect());
+        let added: Vec<&Endpoint> = new.difference(&old).copied().collect();
+        let removed: Vec<&Endpoint> = old.difference(&new).copied().collect();
+        let now = self.started.elapsed().as_secs_f64();
+        if self.json {
+            let line = json!({
+                "seconds": now,
+                "total": after.len(),
+                "protection_active": protection_active,
+                "added": added.iter().map(|e| endpoint_json(e)).collect::<Vec<_>>(),
+                "removed": removed.iter().map(|e| endpoint_json(e)).collect::<Vec<_>>(),
+            });
+            println!("{line}");
+            return;
+        }
+        let protection = if protection_active {
+            " (self-preservation holding removals)"
+        } else {
+            ""
+        };
+        println!("[+{now:.3}s] {} endpoints{protection}", after.len());
+        for e in added {
+            println!(
+                "  + {:<20} {:<28} {}",
+                e.app,
+                e.address(),
+                e.service.match_key()
+            );
+        }
+        for e in removed {
+            println!(
+                "  - {:<20} {:<28} {}",
+                e.app,
+                e.address(),
+                e.service.match_key()
+            );
+        }
     }
 }
 
