@@ -124,6 +124,58 @@ impl EtcdServer {
         }
     }
 
+    /// Runs `etcdctl` against this server with `args`; panics with its output on failure.
+    pub fn etcdctl(&self, args: &[&str]) -> String {
+        let output = std::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", self.endpoint()))
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("etcdctl cannot run (Debian package etcd-client): {e}"));
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "etcdctl {args:?} failed: {stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
+
+    /// Turns on authentication: a `root` user, a `provider` user that may write the whole
+    /// key space and a `reader` user that may only read it. Passwords are the user names
+    /// followed by `-pw`.
+    pub fn enable_auth(&self) {
+        let add_user = |name: &str| {
+            let password = format!("--new-user-password={name}-pw");
+            self.etcdctl(&["user", "add", name, "--interactive=false", &password]);
+        };
+        add_user("root");
+        self.etcdctl(&["user", "grant-role", "root", "root"]);
+        add_user("provider");
+        self.etcdctl(&["role", "add", "registrar"]);
+        self.etcdctl(&[
+            "role",
+            "grant-permission",
+            "registrar",
+            "--prefix=true",
+            "readwrite",
+            "/",
+        ]);
+        self.etcdctl(&["user", "grant-role", "provider", "registrar"]);
+        add_user("reader");
+        self.etcdctl(&["role", "add", "observer"]);
+        self.etcdctl(&[
+            "role",
+            "grant-permission",
+            "observer",
+            "--prefix=true",
+            "read",
+            "/",
+        ]);
+        self.etcdctl(&["user", "grant-role", "reader", "observer"]);
+        self.etcdctl(&["auth", "enable"]);
+    }
+
     /// A store connected to this server with [`options`](Self::options).
     pub async fn store(&self) -> Arc<EtcdStore> {
         Arc::new(
