@@ -666,6 +666,10 @@ struct Cold {
     resolve: Duration,
     floor: Duration,
     endpoints: usize,
+    /// Where the time goes: the instance list alone (prefix read and parsing), and a
+    /// resolve by the same resolver with its metadata cached (no call).
+    list: Duration,
+    warm: Duration,
 }
 
 /// Cold resolve on any [`Store`]: writes `n` instance records in `revisions` revisions
@@ -689,6 +693,8 @@ async fn cold_resolve(
     let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
     let server = &servers.templates[0];
     let (mut resolves, mut floors) = (Vec::new(), Vec::new());
+    let (mut lists, mut warms) = (Vec::new(), Vec::new());
+    let registry = registry(&store);
     let mut endpoints = 0;
     for _ in 0..trials {
         let started = Instant::now();
@@ -709,20 +715,37 @@ async fn cold_resolve(
         let found = resolver.resolve(&subscription).await?;
         resolves.push(started.elapsed());
         endpoints = found.len();
+        drop(found);
         assert_eq!(
             resolver.stats().await.metadata_fetches,
             revisions as u64,
             "one call per revision"
         );
+
+        let started = Instant::now();
+        let warm = resolver.resolve(&subscription).await?;
+        warms.push(started.elapsed());
+        drop(warm);
+        let started = Instant::now();
+        let list = registry.list(APP).await?;
+        lists.push(started.elapsed());
+        drop(list);
     }
     Ok(Cold {
         resolve: median(resolves),
         floor: median(floors),
         endpoints,
+        list: median(lists),
+        warm: median(warms),
     })
 }
 
-async fn cold(sizes: &Sizes, servers: &Servers, rows: &mut Vec<Row>) -> Result<()> {
+async fn cold(
+    sizes: &Sizes,
+    servers: &Servers,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
     let (n, r) = (sizes.cold_instances, sizes.cold_revisions);
     let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let cold = cold_resolve(memory, servers, n, r, sizes.cold_trials).await?;
@@ -735,6 +758,15 @@ async fn cold(sizes: &Sizes, servers: &Servers, rows: &mut Vec<Row>) -> Result<(
         format!("{ratio:.2}× the floor"),
         "≤ 2× the floor",
         Some(ratio <= 2.0),
+    ));
+    notes.push(format!(
+        "Cold resolve ({} trials, medians): of the {} resolve, the instance list alone \
+         (prefix read and parsing of {n} records) takes {}, and a resolve with the metadata \
+         cached takes {}; the rest is the {r} MetadataService calls (made in parallel).",
+        sizes.cold_trials,
+        ms(cold.resolve),
+        ms(cold.list),
+        ms(cold.warm),
     ));
     rows.push(Row::new(
         format!("Cold resolve, {n} instances in {r} revisions, etcd"),
@@ -916,29 +948,44 @@ fn machine_facts() -> Vec<String> {
     ]
 }
 
-async fn run(sizes: &Sizes) -> Result<(Vec<Row>, Vec<String>)> {
+async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>)> {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
-    let step = |name: &str, started: Instant| {
-        eprintln!("[scale] {name} done in {:.1}s", started.elapsed().as_secs_f64());
+    let wanted = |name: &str| only.is_none_or(|o| o == name);
+    let servers = Servers::start(
+        sizes
+            .call_revisions
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(1)
+            .max(sizes.cold_revisions),
+    )
+    .await?;
+    let started = Instant::now();
+    let done = |name: &str| {
+        eprintln!("[scale] {name} done at {:.1}s", started.elapsed().as_secs_f64());
     };
-    let servers = Servers::start(sizes.call_revisions.iter().copied().max().unwrap_or(1).max(sizes.cold_revisions)).await?;
-
-    let t = Instant::now();
-    registry_volume(sizes, &mut rows, &mut notes).await?;
-    step("registry volume", t);
-    let t = Instant::now();
-    memory_and_push(sizes, &servers, &mut rows, &mut notes).await?;
-    step("consumer memory and push volume", t);
-    let t = Instant::now();
-    metadata_calls(sizes, &servers, &mut rows).await?;
-    step("metadata calls", t);
-    let t = Instant::now();
-    cold(sizes, &servers, &mut rows).await?;
-    step("cold resolve", t);
-    let t = Instant::now();
-    propagation(sizes, &servers, &mut rows, &mut notes).await?;
-    step("propagation", t);
+    if wanted("volume") {
+        registry_volume(sizes, &mut rows, &mut notes).await?;
+        done("volume");
+    }
+    if wanted("memory") {
+        memory_and_push(sizes, &servers, &mut rows, &mut notes).await?;
+        done("memory (and push)");
+    }
+    if wanted("calls") {
+        metadata_calls(sizes, &servers, &mut rows).await?;
+        done("calls");
+    }
+    if wanted("cold") {
+        cold(sizes, &servers, &mut rows, &mut notes).await?;
+        done("cold");
+    }
+    if wanted("propagation") {
+        propagation(sizes, &servers, &mut rows, &mut notes).await?;
+        done("propagation");
+    }
     Ok((rows, notes))
 }
 
@@ -989,15 +1036,26 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let bench = args.iter().any(|a| a == "--bench");
     let quick = args.iter().any(|a| a == "--quick");
-    let full = bench && !quick;
-    let sizes = if full { Sizes::full() } else { Sizes::smoke() };
+    // `--only NAME` (volume, memory, calls, cold, propagation) runs one scenario, for
+    // profiling; it writes nothing.
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let full = bench && !quick && only.is_none();
+    let sizes = if bench && !quick {
+        Sizes::full()
+    } else {
+        Sizes::smoke()
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
     let started = Instant::now();
-    let (rows, notes) = runtime.block_on(run(&sizes)).expect("scale run");
+    let (rows, notes) = runtime.block_on(run(&sizes, only.as_deref())).expect("scale run");
     let took = started.elapsed();
     let facts = machine_facts();
     let section = section(&rows, &notes, &facts, took);
@@ -1006,6 +1064,6 @@ fn main() {
         write_benchmarks_md(&section).expect("BENCHMARKS.md written");
         println!("written to BENCHMARKS.md");
     } else {
-        println!("smoke run (small sizes): BENCHMARKS.md left as it is");
+        println!("partial or smoke run: BENCHMARKS.md left as it is");
     }
 }
