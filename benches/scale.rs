@@ -83,7 +83,10 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: same contract as the caller's.
         let new = unsafe { System.realloc(ptr, layout, new_size) };
         if !new.is_null() {
-            LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+            LIVE_BYTES.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
         }
         new
     }
@@ -109,7 +112,7 @@ struct Sizes {
     cold_instances: usize,
     cold_revisions: usize,
     cold_trials: usize,
-    propagation_fleet: usize,
+    propagation_fleets: Vec<usize>,
     propagation_trials: usize,
 }
 
@@ -125,7 +128,7 @@ impl Sizes {
             cold_instances: 10_000,
             cold_revisions: 10,
             cold_trials: 11,
-            propagation_fleet: 100,
+            propagation_fleets: vec![1, 100],
             propagation_trials: 2_000,
         }
     }
@@ -141,7 +144,7 @@ impl Sizes {
             cold_instances: 200,
             cold_revisions: 2,
             cold_trials: 3,
-            propagation_fleet: 10,
+            propagation_fleets: vec![1, 10],
             propagation_trials: 30,
         }
     }
@@ -290,7 +293,11 @@ async fn populate(
 /// Keys and bytes (key plus value) of everything in a store.
 async fn volume(store: &dyn Store) -> Result<(usize, usize)> {
     let range = store.get_prefix("").await?;
-    let bytes = range.kvs.iter().map(|kv| kv.key.len() + kv.value.len()).sum();
+    let bytes = range
+        .kvs
+        .iter()
+        .map(|kv| kv.key.len() + kv.value.len())
+        .sum();
     Ok((range.kvs.len(), bytes))
 }
 
@@ -300,7 +307,11 @@ async fn volume(store: &dyn Store) -> Result<(usize, usize)> {
 /// 500 real providers (the product's own registration path: instance record under a lease,
 /// mappings) against 500 interface-level providers writing 8 × 5 URLs each, each in a
 /// memory store of its own; counts every key and byte stored.
-async fn registry_volume(sizes: &Sizes, rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Result<()> {
+async fn registry_volume(
+    sizes: &Sizes,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
     let n = sizes.volume_instances;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let mut providers = Vec::with_capacity(n);
@@ -501,7 +512,11 @@ async fn memory_and_push(
         "≥ 90% less (published Dubbo 3: ~75% RSS)",
         Some(heap_less >= 90.0),
     ));
-    assert_eq!(base.len(), app.len(), "both consumers hold the same addresses");
+    assert_eq!(
+        base.len(),
+        app.len(),
+        "both consumers hold the same addresses"
+    );
     notes.push(format!(
         "Consumer memory: {:.0} bytes per address app-level, {:.0} baseline (live heap bytes \
          requested from the allocator, allocator overhead not included).",
@@ -546,7 +561,11 @@ async fn memory_and_push(
     }
     let app_calls = app.resolver.stats().await.metadata_fetches - fetches_before;
     let app_served = servers.served() - served_before;
-    assert_eq!(app.len(), addresses_before + 40, "the joiner's 40 addresses");
+    assert_eq!(
+        app.len(),
+        addresses_before + 40,
+        "the joiner's 40 addresses"
+    );
     drop(joiner);
 
     let mut watches = baseline::watch_all(&base_store, &INTERFACES, base_revision + 1).await?;
@@ -565,13 +584,20 @@ async fn memory_and_push(
             }
         }
     }
-    assert_eq!(base.len(), app.len(), "both consumers hold the same addresses");
+    assert_eq!(
+        base.len(),
+        app.len(),
+        "both consumers hold the same addresses"
+    );
 
     rows.push(Row::new(
         "Push on a join of a known revision: watch events",
         app_events.to_string(),
         base_events.to_string(),
-        format!("{:.1}× fewer", base_events as f64 / app_events.max(1) as f64),
+        format!(
+            "{:.1}× fewer",
+            base_events as f64 / app_events.max(1) as f64
+        ),
         "1 event",
         Some(app_events == 1),
     ));
@@ -768,6 +794,31 @@ async fn cold(
         ms(cold.list),
         ms(cold.warm),
     ));
+    // One MetadataService call on a fresh connection, as the resolver makes it: the part of
+    // the floor that is not the store.
+    let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
+    let server = &servers.templates[0];
+    let mut calls = Vec::new();
+    for _ in 0..sizes.cold_trials * 10 {
+        let started = Instant::now();
+        client
+            .fetch(
+                &server.host,
+                server.metadata_service_port(),
+                server.revision(),
+            )
+            .await?;
+        calls.push(started.elapsed());
+    }
+    calls.sort();
+    notes.push(format!(
+        "One MetadataService call on a fresh loopback connection: p50 {}, p99 {}, max {} \
+         ({} calls).",
+        ms(percentile(&calls, 50)),
+        ms(percentile(&calls, 99)),
+        ms(calls[calls.len() - 1]),
+        calls.len()
+    ));
     rows.push(Row::new(
         format!("Cold resolve, {n} instances in {r} revisions, etcd"),
         "pending",
@@ -791,7 +842,10 @@ type UpdateFeed = mpsc::UnboundedReceiver<Instant>;
 /// The consumer side available today: the registry's `InstanceWatch` on the app, each batch
 /// applied to the instance list, then the endpoints rebuilt by `Resolver::endpoints_of`
 /// (metadata cached).
-async fn watch_and_resolve(store: &Arc<dyn Store>, subscription: Subscription) -> Result<UpdateFeed> {
+async fn watch_and_resolve(
+    store: &Arc<dyn Store>,
+    subscription: Subscription,
+) -> Result<UpdateFeed> {
     let registry = registry(store);
     let resolver = Resolver::new(store.clone());
     let list = registry.list(APP).await?;
@@ -844,13 +898,13 @@ async fn raw_feed(store: &Arc<dyn Store>, prefix: &str) -> Result<UpdateFeed> {
 /// registration (`Registry::register` of a new instance of a known revision) until the
 /// consumer's endpoint set includes it. Each trial removes its record again (and waits for
 /// that update) so the fleet stays at its size.
-async fn propagation(
-    sizes: &Sizes,
+/// One propagation measurement in a fleet of `n` instances of one revision.
+async fn propagation_in_fleet(
+    n: usize,
+    trials: usize,
     servers: &Servers,
     rows: &mut Vec<Row>,
-    notes: &mut Vec<String>,
 ) -> Result<()> {
-    let n = sizes.propagation_fleet;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     populate(&store, servers, n, 1).await?;
     let subscription = Subscription::new(INTERFACES[0]).protocol("tri");
@@ -858,7 +912,7 @@ async fn propagation(
     let mut raw = raw_feed(&store, "/bench/raw/").await?;
     let provider_registry = registry(&store);
     let (mut app_times, mut raw_times) = (Vec::new(), Vec::new());
-    for t in 0..sizes.propagation_trials {
+    for t in 0..trials {
         let instance = synthetic(&servers.templates[0], n + t);
         let bytes = instance.to_json();
         let key = format!("/bench/raw/{}", instance.address());
@@ -884,14 +938,27 @@ async fn propagation(
     for (label, p) in [("p50", 50), ("p99", 99)] {
         let (app, raw) = (percentile(&app_times, p), percentile(&raw_times, p));
         let ratio = app.as_secs_f64() / raw.as_secs_f64();
+        let noun = if n == 1 { "instance" } else { "instances" };
         rows.push(Row::new(
-            format!("Propagation {label}, registration → consumer update ({n} instances)"),
+            format!("Propagation {label}, registration → consumer update ({n} {noun})"),
             us(app),
             us(raw),
             format!("{ratio:.2}× raw put → watch event"),
             "≤ 1.5×",
             Some(ratio <= 1.5),
         ));
+    }
+    Ok(())
+}
+
+async fn propagation(
+    sizes: &Sizes,
+    servers: &Servers,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    for &n in &sizes.propagation_fleets {
+        propagation_in_fleet(n, sizes.propagation_trials, servers, rows).await?;
     }
     notes.push(format!(
         "Propagation: {} trials of each, interleaved. The consumer side is the registry's \
@@ -964,7 +1031,10 @@ async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>
     .await?;
     let started = Instant::now();
     let done = |name: &str| {
-        eprintln!("[scale] {name} done at {:.1}s", started.elapsed().as_secs_f64());
+        eprintln!(
+            "[scale] {name} done at {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
     };
     if wanted("volume") {
         registry_volume(sizes, &mut rows, &mut notes).await?;
@@ -989,7 +1059,8 @@ async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>
     Ok((rows, notes))
 }
 
-const BEGIN: &str = "<!-- scale:begin (generated by `cargo bench --bench scale`; edits here are overwritten) -->";
+const BEGIN: &str =
+    "<!-- scale:begin (generated by `cargo bench --bench scale`; edits here are overwritten) -->";
 const END: &str = "<!-- scale:end -->";
 
 /// The generated section of `BENCHMARKS.md`.
@@ -998,7 +1069,10 @@ fn section(rows: &[Row], notes: &[String], facts: &[String], took: Duration) -> 
     out.push_str(BEGIN);
     out.push_str("\n\n## Scale comparison (latest run)\n\n");
     out.push_str("Command: `cargo bench --bench scale`");
-    out.push_str(&format!(" (took {:.0} s)\n\nMachine:\n\n", took.as_secs_f64()));
+    out.push_str(&format!(
+        " (took {:.0} s)\n\nMachine:\n\n",
+        took.as_secs_f64()
+    ));
     for f in facts {
         out.push_str(&format!("* {f}\n"));
     }
@@ -1020,12 +1094,13 @@ fn section(rows: &[Row], notes: &[String], facts: &[String], took: Duration) -> 
 
 fn write_benchmarks_md(section: &str) -> std::io::Result<()> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/BENCHMARKS.md");
-    let current = std::fs::read_to_string(path).unwrap_or_else(|_| {
-        format!("# Benchmarks\n\n{BEGIN}\n{END}\n")
-    });
+    let current = std::fs::read_to_string(path)
+        .unwrap_or_else(|_| format!("# Benchmarks\n\n{BEGIN}\n{END}\n"));
     let next = match (current.find(BEGIN), current.find(END)) {
         (Some(b), Some(e)) if b < e => {
-            format!("{}{}{}", &current[..b], section, &current[e + END.len()..].trim_start_matches('\n'))
+            let rest = current[e + END.len()..].trim_start_matches('\n');
+            let gap = if rest.is_empty() { "" } else { "\n" };
+            format!("{}{section}{gap}{rest}", &current[..b])
         }
         _ => format!("{current}\n{section}"),
     };
@@ -1055,7 +1130,9 @@ fn main() {
         .build()
         .expect("tokio runtime");
     let started = Instant::now();
-    let (rows, notes) = runtime.block_on(run(&sizes, only.as_deref())).expect("scale run");
+    let (rows, notes) = runtime
+        .block_on(run(&sizes, only.as_deref()))
+        .expect("scale run");
     let took = started.elapsed();
     let facts = machine_facts();
     let section = section(&rows, &notes, &facts, took);

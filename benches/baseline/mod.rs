@@ -43,7 +43,10 @@ pub fn provider_url(
     params.insert("bind.ip".into(), host.into());
     params.insert("bind.port".into(), port.to_string());
     params.insert("pid".into(), pid.to_string());
-    params.insert("timestamp".into(), (1_718_000_000_000u64 + u64::from(pid)).to_string());
+    params.insert(
+        "timestamp".into(),
+        (1_718_000_000_000u64 + u64::from(pid)).to_string(),
+    );
     let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     format!("{protocol}://{host}:{port}/{interface}?{}", query.join("&"))
 }
@@ -63,7 +66,11 @@ pub async fn register_instance(
         for protocol in PROTOCOLS {
             let url = provider_url(interface, protocol, host, port, variant, pid);
             store
-                .put(&url_key(interface, protocol, host, port), url.into_bytes(), lease)
+                .put(
+                    &url_key(interface, protocol, host, port),
+                    url.into_bytes(),
+                    lease,
+                )
                 .await?;
             written += 1;
         }
@@ -132,7 +139,10 @@ impl BaselineConsumer {
                 .entry((*interface).to_owned())
                 .or_default();
             for kv in range.kvs {
-                if let Some(url) = std::str::from_utf8(&kv.value).ok().and_then(ParsedUrl::parse) {
+                if let Some(url) = std::str::from_utf8(&kv.value)
+                    .ok()
+                    .and_then(ParsedUrl::parse)
+                {
                     urls.insert(kv.key, url);
                 }
             }
@@ -145,7 +155,10 @@ impl BaselineConsumer {
         let urls = self.by_interface.entry(interface.to_owned()).or_default();
         match event {
             WatchEvent::Put(kv) => {
-                if let Some(url) = std::str::from_utf8(&kv.value).ok().and_then(ParsedUrl::parse) {
+                if let Some(url) = std::str::from_utf8(&kv.value)
+                    .ok()
+                    .and_then(ParsedUrl::parse)
+                {
                     urls.insert(kv.key.clone(), url);
                 }
             }

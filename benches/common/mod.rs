@@ -35,8 +35,8 @@ pub const PROTOCOLS: [&str; 5] = ["tri", "dubbo", "grpc", "rest", "http"];
 pub const HOST: &str = "127.0.0.1";
 
 const VERBS: [&str; 14] = [
-    "create", "get", "list", "update", "delete", "search", "count", "export", "import",
-    "validate", "archive", "restore", "watch", "batchGet",
+    "create", "get", "list", "update", "delete", "search", "count", "export", "import", "validate",
+    "archive", "restore", "watch", "batchGet",
 ];
 
 /// The method list of an interface: `createOrder,getOrder,...` (what Dubbo puts under
@@ -83,12 +83,17 @@ pub fn service_params(interface: &str, protocol: &str, variant: usize) -> BTreeM
         ("validation", "true".into()),
         ("payload", "8388608".into()),
         ("revision", "1.4.2".into()),
-        ("server", if protocol == "rest" { "netty" } else { "netty4" }.into()),
+        (
+            "server",
+            if protocol == "rest" {
+                "netty"
+            } else {
+                "netty4"
+            }
+            .into(),
+        ),
     ];
-    pairs
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
 }
 
 /// The 8 × 5 services of configuration `variant`, on the instance's ports.

@@ -256,7 +256,10 @@ mod tests {
             (7, 1)
         );
         assert_eq!(with(r#"[{"port":7,"protocol":"t\u0072i"}]"#), (7, 1));
-        assert_eq!(with(r#"[{"port":7,"protocol":"tri"},{"port":"x"}]"#), (1, 1));
+        assert_eq!(
+            with(r#"[{"port":7,"protocol":"tri"},{"port":"x"}]"#),
+            (1, 1)
+        );
         assert_eq!(with(r#"[{"port":7,"protocol":"tri"}] trailing"#), (1, 1));
         assert_eq!(with("{}"), (1, 1));
     }
