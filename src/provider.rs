@@ -308,7 +308,11 @@ impl Provider {
             drop(state);
             let service = self.metadata_service();
             let cancel = self.shared.cancel.clone();
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            // TCP_NODELAY on every accepted connection: tonic applies its own socket options
+            // only to listeners it binds itself, and without it Nagle's algorithm holds part of
+            // an answer back until the client's delayed ACK (~40 ms on Linux).
+            let incoming =
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
             let mut server = tonic::transport::Server::builder();
             if let Some(tls) = self.tls.clone() {
                 server = server

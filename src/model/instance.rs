@@ -137,14 +137,56 @@ impl ServiceInstance {
 
     /// The port serving `protocol` for a service that has no port of its own:
     /// [`keys::ENDPOINTS`] for the protocol, else the instance port.
+    ///
+    /// Called once per endpoint, so it scans the JSON without building a list or copying
+    /// any protocol name; the answers are those of [`Self::protocol_ports`] (a malformed
+    /// value counts as none).
     pub fn port_for_protocol(&self, protocol: &str) -> u16 {
-        if !self.metadata.contains_key(keys::ENDPOINTS) {
-            return self.port;
+        use serde::de::{Deserializer as _, SeqAccess, Visitor};
+
+        /// One entry of [`keys::ENDPOINTS`], borrowing its protocol from the JSON text.
+        #[derive(Deserialize)]
+        struct Entry<'a> {
+            port: u16,
+            #[serde(borrow)]
+            protocol: std::borrow::Cow<'a, str>,
         }
-        self.protocol_ports()
-            .into_iter()
-            .find(|p| p.protocol == protocol && p.port > 0)
-            .map_or(self.port, |p| p.port)
+
+        /// Reads every entry (so that a malformed one fails the whole value, as in
+        /// [`ServiceInstance::protocol_ports`]) and keeps the first port of `protocol`.
+        struct FirstPort<'p>(&'p str);
+
+        impl<'de> Visitor<'de> for FirstPort<'_> {
+            type Value = Option<u16>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of {port, protocol}")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut entries: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                let mut found = None;
+                while let Some(entry) = entries.next_element::<Entry<'de>>()? {
+                    if found.is_none() && entry.port > 0 && entry.protocol == self.0 {
+                        found = Some(entry.port);
+                    }
+                }
+                Ok(found)
+            }
+        }
+
+        let Some(json) = self.metadata.get(keys::ENDPOINTS) else {
+            return self.port;
+        };
+        let mut reader = serde_json::Deserializer::from_str(json);
+        reader
+            .deserialize_seq(FirstPort(protocol))
+            .ok()
+            .filter(|_| reader.end().is_ok())
+            .flatten()
+            .unwrap_or(self.port)
     }
 
     /// The JSON form stored under the instance's key.
@@ -200,6 +242,26 @@ mod tests {
         assert_eq!(i.metadata_service_port(), 20881);
         assert_eq!(i.port_for_protocol("tri"), 50052);
         assert_eq!(i.port_for_protocol("grpc"), 20880);
+    }
+
+    #[test]
+    fn port_for_protocol_skips_zero_ports_and_ignores_malformed_lists() {
+        let mut i = ServiceInstance::new("a", "h", 1);
+        let mut with = |endpoints: &str| {
+            i.metadata.insert(keys::ENDPOINTS.into(), endpoints.into());
+            (i.port_for_protocol("tri"), i.port_for_protocol("grpc"))
+        };
+        assert_eq!(
+            with(r#"[{"port":0,"protocol":"tri"},{"port":7,"protocol":"tri","x":1}]"#),
+            (7, 1)
+        );
+        assert_eq!(with(r#"[{"port":7,"protocol":"t\u0072i"}]"#), (7, 1));
+        assert_eq!(
+            with(r#"[{"port":7,"protocol":"tri"},{"port":"x"}]"#),
+            (1, 1)
+        );
+        assert_eq!(with(r#"[{"port":7,"protocol":"tri"}] trailing"#), (1, 1));
+        assert_eq!(with("{}"), (1, 1));
     }
 
     #[test]

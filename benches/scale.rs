@@ -1,0 +1,1146 @@
+//! The scale comparison: application-level discovery (Introspect) side by side with the
+//! interface-level baseline it replaces and with the lower bound, measured in one run.
+//!
+//! Run with `cargo bench --bench scale` (a few minutes on 2 cores). It prints a table and
+//! writes it, with the command and the machine's facts, between the generated-section
+//! markers of `BENCHMARKS.md` (the rest of that file, such as profiling notes, is kept).
+//! `cargo bench --bench scale -- --quick` runs small sizes and writes nothing; so does any
+//! run without `--bench` (for instance `cargo test --benches`), as a smoke test.
+//!
+//! Scenarios (each function below says more):
+//! 1. registry volume: keys and bytes in the store for 500 instances × 8 interfaces ×
+//!    5 protocols, app-level against one ~1 KB URL per interface per protocol per instance;
+//! 2. consumer memory: live heap bytes of the resolved address set, counted by the global
+//!    allocator of this harness;
+//! 3. push volume: watch events and metadata calls when one instance of a known revision
+//!    joins;
+//! 4. metadata calls for 100 to 10,000 instances in 1 to 10 revisions with 1,000 concurrent
+//!    resolvers: must equal the revision count;
+//! 5. cold resolve of 10,000 instances in 10 revisions against its floor (a raw prefix read
+//!    of the same keys plus one MetadataService call), on any [`Store`] (etcd hook);
+//! 6. propagation from a registration to the consumer's update against a raw put → watch
+//!    event, with a pluggable consumer side (swap in `Resolver::subscribe` when it lands).
+
+#[path = "baseline/mod.rs"]
+mod baseline;
+#[path = "common/mod.rs"]
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::{Duration, Instant};
+
+use introspect::consumer::Resolver;
+use introspect::mapping::Mapping;
+use introspect::registry::{InstanceChange, Instances, Registry};
+use introspect::rpc::MetadataClient;
+use introspect::store::{Store, Watch};
+use introspect::{
+    Endpoint, Layout, Limits, MemoryStore, MetadataInfo, Provider, Result, ServiceInstance,
+    Subscription,
+};
+use tokio::sync::{Barrier, mpsc};
+
+use baseline::BaselineConsumer;
+use common::{APP, HOST, INTERFACES, port, services, start_metadata_server, synthetic};
+
+// ---------------------------------------------------------------------------------------
+// Live heap bytes: a counting wrapper around the system allocator (this harness only).
+
+struct CountingAlloc;
+
+static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to `System`; only a counter is updated.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: AllocLayout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: AllocLayout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            LIVE_BYTES.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
+        }
+        new
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+fn live_bytes() -> isize {
+    LIVE_BYTES.load(Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------------------------------
+// Sizes and the report.
+
+/// The sizes of one run.
+struct Sizes {
+    volume_instances: usize,
+    memory_instances: usize,
+    call_instances: Vec<usize>,
+    call_revisions: Vec<usize>,
+    concurrent: usize,
+    cold_instances: usize,
+    cold_revisions: usize,
+    cold_trials: usize,
+    propagation_fleets: Vec<usize>,
+    propagation_trials: usize,
+}
+
+impl Sizes {
+    /// The sizes of the issue (and of the published Dubbo 3 benchmark for the volume).
+    fn full() -> Self {
+        Sizes {
+            volume_instances: 500,
+            memory_instances: 500,
+            call_instances: vec![100, 1_000, 10_000],
+            call_revisions: vec![1, 2, 10],
+            concurrent: 1_000,
+            cold_instances: 10_000,
+            cold_revisions: 10,
+            cold_trials: 11,
+            propagation_fleets: vec![1, 100],
+            propagation_trials: 2_000,
+        }
+    }
+
+    /// Small sizes: a smoke test of every scenario in seconds.
+    fn smoke() -> Self {
+        Sizes {
+            volume_instances: 20,
+            memory_instances: 20,
+            call_instances: vec![10, 50],
+            call_revisions: vec![1, 2],
+            concurrent: 20,
+            cold_instances: 200,
+            cold_revisions: 2,
+            cold_trials: 3,
+            propagation_fleets: vec![1, 10],
+            propagation_trials: 30,
+        }
+    }
+}
+
+/// One line of the table.
+struct Row {
+    scenario: String,
+    introspect: String,
+    comparison: String,
+    result: String,
+    target: String,
+    met: Option<bool>,
+}
+
+impl Row {
+    fn new(
+        scenario: impl Into<String>,
+        introspect: impl Into<String>,
+        comparison: impl Into<String>,
+        result: impl Into<String>,
+        target: impl Into<String>,
+        met: Option<bool>,
+    ) -> Row {
+        Row {
+            scenario: scenario.into(),
+            introspect: introspect.into(),
+            comparison: comparison.into(),
+            result: result.into(),
+            target: target.into(),
+            met,
+        }
+    }
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| scenario | Introspect (app-level) | baseline or floor | result | target | met |\n\
+         |---|---:|---:|---:|---|:---:|\n",
+    );
+    for r in rows {
+        let met = match r.met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "–",
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            r.scenario, r.introspect, r.comparison, r.result, r.target, met
+        ));
+    }
+    out
+}
+
+fn less(app: f64, base: f64) -> f64 {
+    100.0 * (1.0 - app / base)
+}
+
+fn kib(bytes: f64) -> String {
+    if bytes >= 1024.0 * 1024.0 {
+        format!("{:.2} MiB", bytes / 1024.0 / 1024.0)
+    } else {
+        format!("{:.1} KiB", bytes / 1024.0)
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+fn registry(store: &Arc<dyn Store>) -> Registry {
+    Registry::new(store.clone(), Layout::default(), Limits::default())
+}
+
+/// Lets connections and background tasks of the previous step wind down, so that live
+/// heap bytes measure what is held, not what is in flight.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Fixture: metadata servers and synthetic fleets.
+
+/// One real MetadataService server per revision (a real provider of configuration `v`,
+/// its own record removed), and the instance record template of each revision.
+struct Servers {
+    providers: Vec<Provider>,
+    templates: Vec<ServiceInstance>,
+}
+
+impl Servers {
+    async fn start(revisions: usize) -> Result<Servers> {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let mut providers = Vec::new();
+        let mut templates = Vec::new();
+        for v in 0..revisions {
+            let provider = start_metadata_server(&store, v).await;
+            templates.push(provider.instance().await);
+            providers.push(provider);
+        }
+        Ok(Servers {
+            providers,
+            templates,
+        })
+    }
+
+    fn served(&self) -> u64 {
+        self.providers.iter().map(|p| p.exported().served()).sum()
+    }
+}
+
+/// Writes `n` synthetic instance records spread round-robin over the first `revisions`
+/// revisions, and the mapping of every interface, into `store`.
+async fn populate(
+    store: &Arc<dyn Store>,
+    servers: &Servers,
+    n: usize,
+    revisions: usize,
+) -> Result<()> {
+    let registry = registry(store);
+    for i in 0..n {
+        registry
+            .register(&synthetic(&servers.templates[i % revisions], i), None)
+            .await?;
+    }
+    let mapping = Mapping::new(store.clone(), Layout::default(), Limits::default());
+    for interface in INTERFACES {
+        mapping.add(interface, APP).await?;
+    }
+    Ok(())
+}
+
+/// Keys and bytes (key plus value) of everything in a store.
+async fn volume(store: &dyn Store) -> Result<(usize, usize)> {
+    let range = store.get_prefix("").await?;
+    let bytes = range
+        .kvs
+        .iter()
+        .map(|kv| kv.key.len() + kv.value.len())
+        .sum();
+    Ok((range.kvs.len(), bytes))
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Registry volume.
+
+/// 500 real providers (the product's own registration path: instance record under a lease,
+/// mappings) against 500 interface-level providers writing 8 × 5 URLs each, each in a
+/// memory store of its own; counts every key and byte stored.
+async fn registry_volume(
+    sizes: &Sizes,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let n = sizes.volume_instances;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut providers = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut builder = Provider::builder(APP, store.clone())
+            .host(HOST)
+            .port(port(i))
+            .lease_ttl(Duration::from_secs(600));
+        for service in services(0) {
+            builder = builder.export(service);
+        }
+        providers.push(builder.start().await?);
+    }
+    let (app_keys, app_bytes) = volume(&*store).await?;
+    let instance_bytes = store
+        .get_prefix(&Layout::default().app_prefix(APP))
+        .await?
+        .kvs
+        .iter()
+        .map(|kv| kv.value.len())
+        .sum::<usize>()
+        / n;
+    drop(providers);
+    let info = MetadataInfo::new(APP, services(0))?;
+    let report_bytes =
+        Layout::default().report_key(APP, &info.revision).len() + info.to_json().len();
+
+    let base_store = MemoryStore::new();
+    for i in 0..n {
+        let lease = base_store.grant_lease(Duration::from_secs(600)).await?;
+        baseline::register_instance(&base_store, HOST, port(i), 0, Some(lease)).await?;
+    }
+    let (base_keys, base_bytes) = volume(&base_store).await?;
+    let url_bytes = base_store
+        .get_prefix(&baseline::providers_prefix(INTERFACES[0]))
+        .await?
+        .kvs
+        .iter()
+        .map(|kv| kv.value.len())
+        .sum::<usize>()
+        / n
+        / common::PROTOCOLS.len();
+
+    let label = format!(
+        "Registry keys, {n} instances × {} interfaces × {} protocols",
+        INTERFACES.len(),
+        common::PROTOCOLS.len()
+    );
+    rows.push(Row::new(
+        label,
+        app_keys.to_string(),
+        base_keys.to_string(),
+        format!("{:.2}% less", less(app_keys as f64, base_keys as f64)),
+        "–",
+        None,
+    ));
+    let bytes_less = less(app_bytes as f64, base_bytes as f64);
+    rows.push(Row::new(
+        "Registry bytes (keys + values), metadata served by instances",
+        kib(app_bytes as f64),
+        kib(base_bytes as f64),
+        format!("{bytes_less:.2}% less"),
+        "≥ 98% less (published Dubbo 3: ~90%)",
+        Some(bytes_less >= 98.0),
+    ));
+    let remote_less = less((app_bytes + report_bytes) as f64, base_bytes as f64);
+    rows.push(Row::new(
+        "Registry bytes, with the metadata report in the store (`remote`)",
+        kib((app_bytes + report_bytes) as f64),
+        kib(base_bytes as f64),
+        format!("{remote_less:.2}% less"),
+        "≥ 98% less",
+        Some(remote_less >= 98.0),
+    ));
+    notes.push(format!(
+        "Registry volume: an instance record is {instance_bytes} bytes, a baseline provider URL \
+         {url_bytes} bytes on average; the app-level store also holds {} mapping keys, and \
+         the `remote` row adds one {report_bytes}-byte metadata report for the one revision.",
+        INTERFACES.len()
+    ));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Consumer memory, and 3. push volume (same fleets).
+
+/// What an app-level consumer of all 8 interfaces holds: the resolver (its metadata cache),
+/// the app's instance list and the endpoints of every interface (all protocols).
+struct AppConsumer {
+    resolver: Resolver,
+    instances: Instances,
+    endpoints: Vec<Vec<Endpoint>>,
+}
+
+impl AppConsumer {
+    async fn resolve_all(store: &Arc<dyn Store>) -> Result<(AppConsumer, i64)> {
+        let resolver = Resolver::new(store.clone());
+        let list = registry(store).list(APP).await?;
+        let mut consumer = AppConsumer {
+            resolver,
+            instances: list.instances,
+            endpoints: Vec::new(),
+        };
+        consumer.refresh().await?;
+        Ok((consumer, list.revision))
+    }
+
+    /// Rebuilds the endpoints of every interface from the instance list.
+    async fn refresh(&mut self) -> Result<()> {
+        self.endpoints.clear();
+        for interface in INTERFACES {
+            let (endpoints, failure) = self
+                .resolver
+                .endpoints_of(APP, &self.instances, &Subscription::new(interface))
+                .await;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            self.endpoints.push(endpoints);
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, changes: Vec<InstanceChange>) {
+        for change in changes {
+            match change {
+                InstanceChange::Upsert(i) => {
+                    self.instances.insert(i.address(), i);
+                }
+                InstanceChange::Removed(address) | InstanceChange::Skipped { address, .. } => {
+                    self.instances.remove(&address);
+                }
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.endpoints.iter().map(Vec::len).sum()
+    }
+}
+
+/// Drains what `watch` delivers until `deadline`: (events, value bytes).
+async fn drain(watch: &mut Watch, deadline: tokio::time::Instant) -> (usize, usize) {
+    let (mut events, mut bytes) = (0, 0);
+    while let Ok(Ok(batch)) = tokio::time::timeout_at(deadline, watch.next()).await {
+        for event in &batch {
+            events += 1;
+            if let introspect::store::WatchEvent::Put(kv) = event {
+                bytes += kv.key.len() + kv.value.len();
+            } else {
+                bytes += event.key().len();
+            }
+        }
+    }
+    (events, bytes)
+}
+
+/// Consumer memory: live heap bytes before and after a consumer of all 8 interfaces builds
+/// its address set (500 instances × 40 services = 20,000 addresses), app-level against the
+/// baseline's parsed URLs. Then push volume: one more instance of the same configuration
+/// joins; count the watch events (and bytes) each consumer receives and the metadata calls
+/// the app-level consumer makes while updating its address set.
+async fn memory_and_push(
+    sizes: &Sizes,
+    servers: &Servers,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let n = sizes.memory_instances;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    populate(&store, servers, n, 1).await?;
+    let base_store = MemoryStore::new();
+    for i in 0..n {
+        baseline::register_instance(&base_store, HOST, port(i), 0, None).await?;
+    }
+
+    settle().await;
+    let before = live_bytes();
+    let (mut app, app_revision) = AppConsumer::resolve_all(&store).await?;
+    settle().await;
+    let app_heap = live_bytes() - before;
+
+    settle().await;
+    let before = live_bytes();
+    let (mut base, base_revision) = BaselineConsumer::list(&base_store, &INTERFACES).await?;
+    settle().await;
+    let base_heap = live_bytes() - before;
+
+    let heap_less = less(app_heap as f64, base_heap as f64);
+    rows.push(Row::new(
+        format!(
+            "Consumer live heap for the address set ({} addresses)",
+            app.len()
+        ),
+        kib(app_heap as f64),
+        kib(base_heap as f64),
+        format!("{heap_less:.2}% less"),
+        "≥ 90% less (published Dubbo 3: ~75% RSS)",
+        Some(heap_less >= 90.0),
+    ));
+    assert_eq!(
+        base.len(),
+        app.len(),
+        "both consumers hold the same addresses"
+    );
+    notes.push(format!(
+        "Consumer memory: {:.0} bytes per address app-level, {:.0} baseline (live heap bytes \
+         requested from the allocator, allocator overhead not included).",
+        app_heap as f64 / app.len() as f64,
+        base_heap as f64 / base.len() as f64
+    ));
+
+    // Push volume: one instance of the known revision joins.
+    let mut instance_watch = registry(&store).watch(APP, app_revision + 1).await?;
+    let mut pushed = vec![
+        store
+            .watch_prefix(&Layout::default().app_prefix(APP), app_revision + 1)
+            .await?,
+    ];
+    for interface in INTERFACES {
+        pushed.push(
+            store
+                .watch_prefix(&Layout::default().mapping_key(interface), app_revision + 1)
+                .await?,
+        );
+    }
+    let fetches_before = app.resolver.stats().await.metadata_fetches;
+    let served_before = servers.served();
+    let addresses_before = app.len();
+    let mut joiner = Provider::builder(APP, store.clone())
+        .host(HOST)
+        .port(port(n))
+        .lease_ttl(Duration::from_secs(600));
+    for service in services(0) {
+        joiner = joiner.export(service);
+    }
+    let joiner = joiner.start().await?;
+    let changes = instance_watch.next().await?;
+    app.apply(changes);
+    app.refresh().await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
+    let (mut app_events, mut app_bytes) = (0, 0);
+    for watch in &mut pushed {
+        let (e, b) = drain(watch, deadline).await;
+        app_events += e;
+        app_bytes += b;
+    }
+    let app_calls = app.resolver.stats().await.metadata_fetches - fetches_before;
+    let app_served = servers.served() - served_before;
+    assert_eq!(
+        app.len(),
+        addresses_before + 40,
+        "the joiner's 40 addresses"
+    );
+    drop(joiner);
+
+    let mut watches = baseline::watch_all(&base_store, &INTERFACES, base_revision + 1).await?;
+    let lease = base_store.grant_lease(Duration::from_secs(600)).await?;
+    baseline::register_instance(&base_store, HOST, port(n), 0, Some(lease)).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
+    let (mut base_events, mut base_bytes) = (0, 0);
+    for (interface, watch) in &mut watches {
+        while let Ok(Ok(batch)) = tokio::time::timeout_at(deadline, watch.next()).await {
+            for event in &batch {
+                base.apply(interface, event);
+                base_events += 1;
+                if let introspect::store::WatchEvent::Put(kv) = event {
+                    base_bytes += kv.key.len() + kv.value.len();
+                }
+            }
+        }
+    }
+    assert_eq!(
+        base.len(),
+        app.len(),
+        "both consumers hold the same addresses"
+    );
+
+    rows.push(Row::new(
+        "Push on a join of a known revision: watch events",
+        app_events.to_string(),
+        base_events.to_string(),
+        format!(
+            "{:.1}× fewer",
+            base_events as f64 / app_events.max(1) as f64
+        ),
+        "1 event",
+        Some(app_events == 1),
+    ));
+    rows.push(Row::new(
+        "Push on a join: bytes pushed",
+        kib(app_bytes as f64),
+        kib(base_bytes as f64),
+        format!("{:.2}% less", less(app_bytes as f64, base_bytes as f64)),
+        "–",
+        None,
+    ));
+    rows.push(Row::new(
+        "Push on a join: metadata calls (made / served)",
+        format!("{app_calls} / {app_served}"),
+        "n/a",
+        "–",
+        "0",
+        Some(app_calls == 0 && app_served == 0),
+    ));
+    drop(app);
+    drop(base);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Metadata calls under 1,000 concurrent resolvers.
+
+/// For each fleet size and revision count: a fresh store and resolver, one shared instance
+/// list, and `concurrent` tasks released together by a barrier, each resolving the
+/// endpoints of one interface (`Resolver::endpoints_of`, the fetch-and-build half of
+/// `resolve`) against the cold cache. Counts MetadataService calls made by the resolver and
+/// answered by the servers; the lower bound is one per revision. A full `resolve()` then
+/// checks the result and that a warm cache makes no call.
+async fn metadata_calls(sizes: &Sizes, servers: &Servers, rows: &mut Vec<Row>) -> Result<()> {
+    let subscription = Subscription::new(INTERFACES[0]).protocol("tri");
+    for &n in &sizes.call_instances {
+        for &r in &sizes.call_revisions {
+            let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+            populate(&store, servers, n, r).await?;
+            let instances = Arc::new(registry(&store).list(APP).await?.instances);
+            let resolver = Resolver::new(store.clone());
+            let served_before = servers.served();
+            let barrier = Arc::new(Barrier::new(sizes.concurrent));
+            let started = Instant::now();
+            let tasks: Vec<_> = (0..sizes.concurrent)
+                .map(|_| {
+                    let (resolver, instances, barrier, subscription) = (
+                        resolver.clone(),
+                        instances.clone(),
+                        barrier.clone(),
+                        subscription.clone(),
+                    );
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        let (endpoints, failure) =
+                            resolver.endpoints_of(APP, &instances, &subscription).await;
+                        (endpoints.len(), failure.is_none())
+                    })
+                })
+                .collect();
+            for task in tasks {
+                let (found, ok) = task.await.expect("task runs");
+                assert!(ok && found == n, "{found} endpoints of {n}");
+            }
+            let elapsed = started.elapsed();
+            let calls = resolver.stats().await.metadata_fetches;
+            let served = servers.served() - served_before;
+            let full = resolver.resolve(&subscription).await?;
+            assert_eq!(full.len(), n);
+            assert_eq!(resolver.stats().await.metadata_fetches, calls, "warm cache");
+            rows.push(Row::new(
+                format!(
+                    "Metadata calls, {n} instances, {r} revision(s), {} concurrent resolvers",
+                    sizes.concurrent
+                ),
+                format!("{calls} / {served}"),
+                r.to_string(),
+                format!("{:.0} ms for all", elapsed.as_secs_f64() * 1e3),
+                "calls = revisions",
+                Some(calls == r as u64 && served == r as u64),
+            ));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Cold resolve against the floor, on any store.
+
+/// The result of [`cold_resolve`].
+struct Cold {
+    resolve: Duration,
+    floor: Duration,
+    endpoints: usize,
+    /// Where the time goes: the instance list alone (prefix read and parsing), and a
+    /// resolve by the same resolver with its metadata cached (no call).
+    list: Duration,
+    warm: Duration,
+}
+
+/// Cold resolve on any [`Store`]: writes `n` instance records in `revisions` revisions
+/// into `store`, then, alternating, times (a) `resolve()` of one interface and protocol by
+/// a fresh resolver (mapping read, instance list, one MetadataService call per revision in
+/// parallel, endpoints) and (b) the floor: a raw prefix read of the same instance keys plus
+/// one MetadataService call. Medians over `trials`.
+///
+/// This is the hook for etcd: call it with an etcd-backed `Arc<dyn Store>` (an empty
+/// namespace of its own) once the etcd store lands.
+async fn cold_resolve(
+    store: Arc<dyn Store>,
+    servers: &Servers,
+    n: usize,
+    revisions: usize,
+    trials: usize,
+) -> Result<Cold> {
+    populate(&store, servers, n, revisions).await?;
+    let subscription = Subscription::new(INTERFACES[0]).protocol("tri");
+    let prefix = Layout::default().app_prefix(APP);
+    let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
+    let server = &servers.templates[0];
+    let (mut resolves, mut floors) = (Vec::new(), Vec::new());
+    let (mut lists, mut warms) = (Vec::new(), Vec::new());
+    let registry = registry(&store);
+    let mut endpoints = 0;
+    for _ in 0..trials {
+        let started = Instant::now();
+        let range = store.get_prefix(&prefix).await?;
+        let info = client
+            .fetch(
+                &server.host,
+                server.metadata_service_port(),
+                server.revision(),
+            )
+            .await?;
+        floors.push(started.elapsed());
+        assert_eq!(range.kvs.len(), n);
+        drop((range, info));
+
+        let resolver = Resolver::new(store.clone());
+        let started = Instant::now();
+        let found = resolver.resolve(&subscription).await?;
+        resolves.push(started.elapsed());
+        endpoints = found.len();
+        drop(found);
+        assert_eq!(
+            resolver.stats().await.metadata_fetches,
+            revisions as u64,
+            "one call per revision"
+        );
+
+        let started = Instant::now();
+        let warm = resolver.resolve(&subscription).await?;
+        warms.push(started.elapsed());
+        drop(warm);
+        let started = Instant::now();
+        let list = registry.list(APP).await?;
+        lists.push(started.elapsed());
+        drop(list);
+    }
+    Ok(Cold {
+        resolve: median(resolves),
+        floor: median(floors),
+        endpoints,
+        list: median(lists),
+        warm: median(warms),
+    })
+}
+
+async fn cold(
+    sizes: &Sizes,
+    servers: &Servers,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let (n, r) = (sizes.cold_instances, sizes.cold_revisions);
+    let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let cold = cold_resolve(memory, servers, n, r, sizes.cold_trials).await?;
+    assert_eq!(cold.endpoints, n);
+    let ratio = cold.resolve.as_secs_f64() / cold.floor.as_secs_f64();
+    rows.push(Row::new(
+        format!("Cold resolve, {n} instances in {r} revisions, memory store (median)"),
+        ms(cold.resolve),
+        ms(cold.floor),
+        format!("{ratio:.2}× the floor"),
+        "≤ 2× the floor",
+        Some(ratio <= 2.0),
+    ));
+    notes.push(format!(
+        "Cold resolve ({} trials, medians): of the {} resolve, the instance list alone \
+         (prefix read and parsing of {n} records) takes {}, and a resolve with the metadata \
+         cached takes {}; the rest is the {r} MetadataService calls (made in parallel).",
+        sizes.cold_trials,
+        ms(cold.resolve),
+        ms(cold.list),
+        ms(cold.warm),
+    ));
+    // One MetadataService call on a fresh connection, as the resolver makes it: the part of
+    // the floor that is not the store.
+    let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
+    let server = &servers.templates[0];
+    let mut calls = Vec::new();
+    for _ in 0..sizes.cold_trials * 10 {
+        let started = Instant::now();
+        client
+            .fetch(
+                &server.host,
+                server.metadata_service_port(),
+                server.revision(),
+            )
+            .await?;
+        calls.push(started.elapsed());
+    }
+    calls.sort();
+    notes.push(format!(
+        "One MetadataService call on a fresh loopback connection: p50 {}, p99 {}, max {} \
+         ({} calls).",
+        ms(percentile(&calls, 50)),
+        ms(percentile(&calls, 99)),
+        ms(calls[calls.len() - 1]),
+        calls.len()
+    ));
+    rows.push(Row::new(
+        format!("Cold resolve, {n} instances in {r} revisions, etcd"),
+        "pending",
+        "pending",
+        "etcd: pending (the etcd store is not merged yet; hook: `cold_resolve`)",
+        "≤ 2× the floor",
+        None,
+    ));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Propagation.
+
+/// A consumer side of the propagation scenario: a feed of the instants at which the
+/// consumer's endpoint set was updated. Today it is [`watch_and_resolve`]; when
+/// `Resolver::subscribe` lands, a feed forwarding its updates replaces it and nothing else
+/// changes.
+type UpdateFeed = mpsc::UnboundedReceiver<Instant>;
+
+/// The consumer side available today: the registry's `InstanceWatch` on the app, each batch
+/// applied to the instance list, then the endpoints rebuilt by `Resolver::endpoints_of`
+/// (metadata cached).
+async fn watch_and_resolve(
+    store: &Arc<dyn Store>,
+    subscription: Subscription,
+) -> Result<UpdateFeed> {
+    let registry = registry(store);
+    let resolver = Resolver::new(store.clone());
+    let list = registry.list(APP).await?;
+    let mut instances = list.instances;
+    let (_, failure) = resolver.endpoints_of(APP, &instances, &subscription).await;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let mut watch = registry.watch(APP, list.revision + 1).await?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(changes) = watch.next().await {
+            for change in changes {
+                match change {
+                    InstanceChange::Upsert(i) => {
+                        instances.insert(i.address(), i);
+                    }
+                    InstanceChange::Removed(a) | InstanceChange::Skipped { address: a, .. } => {
+                        instances.remove(&a);
+                    }
+                }
+            }
+            let (endpoints, _) = resolver.endpoints_of(APP, &instances, &subscription).await;
+            black_box(endpoints);
+            if tx.send(Instant::now()).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// The raw floor: a watch on a prefix of its own, reporting each event's arrival.
+async fn raw_feed(store: &Arc<dyn Store>, prefix: &str) -> Result<UpdateFeed> {
+    let mut watch = store.watch_prefix(prefix, 0).await?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(batch) = watch.next().await {
+            black_box(batch);
+            if tx.send(Instant::now()).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// Propagation: `trials` times, interleaved, (a) a raw `put` of an instance record's bytes
+/// to a key under a watched prefix until the watch event arrives, and (b) a provider's
+/// registration (`Registry::register` of a new instance of a known revision) until the
+/// consumer's endpoint set includes it. Each trial removes its record again (and waits for
+/// that update) so the fleet stays at its size.
+/// One propagation measurement in a fleet of `n` instances of one revision.
+async fn propagation_in_fleet(
+    n: usize,
+    trials: usize,
+    servers: &Servers,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    populate(&store, servers, n, 1).await?;
+    let subscription = Subscription::new(INTERFACES[0]).protocol("tri");
+    let mut app_feed = watch_and_resolve(&store, subscription).await?;
+    let mut raw = raw_feed(&store, "/bench/raw/").await?;
+    let provider_registry = registry(&store);
+    let (mut app_times, mut raw_times) = (Vec::new(), Vec::new());
+    for t in 0..trials {
+        let instance = synthetic(&servers.templates[0], n + t);
+        let bytes = instance.to_json();
+        let key = format!("/bench/raw/{}", instance.address());
+
+        let started = Instant::now();
+        store.put(&key, bytes, None).await?;
+        let seen = raw.recv().await.expect("raw feed");
+        raw_times.push(seen - started);
+        store.delete(&key).await?;
+        raw.recv().await.expect("raw feed");
+
+        let started = Instant::now();
+        provider_registry.register(&instance, None).await?;
+        let seen = app_feed.recv().await.expect("consumer feed");
+        app_times.push(seen - started);
+        provider_registry
+            .deregister(APP, &instance.host, instance.port)
+            .await?;
+        app_feed.recv().await.expect("consumer feed");
+    }
+    app_times.sort();
+    raw_times.sort();
+    for (label, p) in [("p50", 50), ("p99", 99)] {
+        let (app, raw) = (percentile(&app_times, p), percentile(&raw_times, p));
+        let ratio = app.as_secs_f64() / raw.as_secs_f64();
+        let noun = if n == 1 { "instance" } else { "instances" };
+        rows.push(Row::new(
+            format!("Propagation {label}, registration → consumer update ({n} {noun})"),
+            us(app),
+            us(raw),
+            format!("{ratio:.2}× raw put → watch event"),
+            "≤ 1.5×",
+            Some(ratio <= 1.5),
+        ));
+    }
+    Ok(())
+}
+
+async fn propagation(
+    sizes: &Sizes,
+    servers: &Servers,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    for &n in &sizes.propagation_fleets {
+        propagation_in_fleet(n, sizes.propagation_trials, servers, rows).await?;
+    }
+    notes.push(format!(
+        "Propagation: {} trials of each, interleaved. The consumer side is the registry's \
+         instance watch plus `Resolver::endpoints_of` (live subscriptions are being built on \
+         another branch; the harness takes any feed of update instants, so \
+         `Resolver::subscribe` can be swapped in without changing the measurement).",
+        sizes.propagation_trials
+    ));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// The run.
+
+/// Facts about the machine, one per line.
+fn machine_facts() -> Vec<String> {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown".to_owned(), |(_, m)| m.trim().to_owned());
+    let meminfo = read("/proc/meminfo");
+    let memory = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or("unknown".to_owned(), |kb| {
+            format!("{:.1} GiB", kb / 1024.0 / 1024.0)
+        });
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let rustc = std::process::Command::new(std::env::var("RUSTC").unwrap_or("rustc".into()))
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into());
+    let date = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    vec![
+        format!("CPUs (nproc): {cpus}"),
+        format!("CPU model: {model}"),
+        format!("memory: {memory}"),
+        format!("rustc: {rustc}"),
+        format!("run at: {date}"),
+        format!("OS: {} {}", std::env::consts::OS, std::env::consts::ARCH),
+    ]
+}
+
+async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>)> {
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    let wanted = |name: &str| only.is_none_or(|o| o == name);
+    let servers = Servers::start(
+        sizes
+            .call_revisions
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(1)
+            .max(sizes.cold_revisions),
+    )
+    .await?;
+    let started = Instant::now();
+    let done = |name: &str| {
+        eprintln!(
+            "[scale] {name} done at {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+    };
+    if wanted("volume") {
+        registry_volume(sizes, &mut rows, &mut notes).await?;
+        done("volume");
+    }
+    if wanted("memory") {
+        memory_and_push(sizes, &servers, &mut rows, &mut notes).await?;
+        done("memory (and push)");
+    }
+    if wanted("calls") {
+        metadata_calls(sizes, &servers, &mut rows).await?;
+        done("calls");
+    }
+    if wanted("cold") {
+        cold(sizes, &servers, &mut rows, &mut notes).await?;
+        done("cold");
+    }
+    if wanted("propagation") {
+        propagation(sizes, &servers, &mut rows, &mut notes).await?;
+        done("propagation");
+    }
+    Ok((rows, notes))
+}
+
+const BEGIN: &str =
+    "<!-- scale:begin (generated by `cargo bench --bench scale`; edits here are overwritten) -->";
+const END: &str = "<!-- scale:end -->";
+
+/// The generated section of `BENCHMARKS.md`.
+fn section(rows: &[Row], notes: &[String], facts: &[String], took: Duration) -> String {
+    let mut out = String::new();
+    out.push_str(BEGIN);
+    out.push_str("\n\n## Scale comparison (latest run)\n\n");
+    out.push_str("Command: `cargo bench --bench scale`");
+    out.push_str(&format!(
+        " (took {:.0} s)\n\nMachine:\n\n",
+        took.as_secs_f64()
+    ));
+    for f in facts {
+        out.push_str(&format!("* {f}\n"));
+    }
+    out.push_str(
+        "\nThe machine is shared with other builds and noisy: absolute times move from run to \
+         run. Each comparison was measured side by side in the same run (baseline, floor and \
+         Introspect interleaved where timed), so the ratios are what to read.\n\n",
+    );
+    out.push_str(&table(rows));
+    out.push('\n');
+    for n in notes {
+        out.push_str(&format!("* {n}\n"));
+    }
+    out.push('\n');
+    out.push_str(END);
+    out.push('\n');
+    out
+}
+
+fn write_benchmarks_md(section: &str) -> std::io::Result<()> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/BENCHMARKS.md");
+    let current = std::fs::read_to_string(path)
+        .unwrap_or_else(|_| format!("# Benchmarks\n\n{BEGIN}\n{END}\n"));
+    let next = match (current.find(BEGIN), current.find(END)) {
+        (Some(b), Some(e)) if b < e => {
+            let rest = current[e + END.len()..].trim_start_matches('\n');
+            let gap = if rest.is_empty() { "" } else { "\n" };
+            format!("{}{section}{gap}{rest}", &current[..b])
+        }
+        _ => format!("{current}\n{section}"),
+    };
+    std::fs::write(path, next)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let bench = args.iter().any(|a| a == "--bench");
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--only NAME` (volume, memory, calls, cold, propagation) runs one scenario, for
+    // profiling; it writes nothing.
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let full = bench && !quick && only.is_none();
+    let sizes = if bench && !quick {
+        Sizes::full()
+    } else {
+        Sizes::smoke()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let started = Instant::now();
+    let (rows, notes) = runtime
+        .block_on(run(&sizes, only.as_deref()))
+        .expect("scale run");
+    let took = started.elapsed();
+    let facts = machine_facts();
+    let section = section(&rows, &notes, &facts, took);
+    println!("{section}");
+    if full {
+        write_benchmarks_md(&section).expect("BENCHMARKS.md written");
+        println!("written to BENCHMARKS.md");
+    } else {
+        println!("partial or smoke run: BENCHMARKS.md left as it is");
+    }
+}
