@@ -66,7 +66,7 @@
 //!
 //! Lowercase hex SHA-256 of the app name followed, for each service in ascending match-key
 //! order, by `matchKey + port + path + {k1=v1, k2=v2}`; `0` for no services. Run-to-run
-//! parameters (`pid`, `timestamp`, ...) never enter it. See [`model::revision`].
+//! parameters (`pid`, `timestamp`, ...) never enter it. See [`mod@model::revision`].
 
 #![warn(missing_docs)]
 

@@ -28,7 +28,10 @@ mod subscription;
 pub use coalesce::CoalesceOptions;
 pub use health::HealthOptions;
 pub use protection::ProtectionOptions;
-pub use resolver::{Resolver, ResolverBuilder};
+pub use resolver::{
+    DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_IDLE, DEFAULT_FETCH_ATTEMPTS, DEFAULT_FETCH_TIMEOUT,
+    Resolver, ResolverBuilder,
+};
 pub use snapshot::SnapshotOptions;
 pub use stats::ResolverStats;
 pub use subscribe::{
