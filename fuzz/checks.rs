@@ -77,3 +77,18 @@ pub fn match_key(data: &[u8]) {
         assert!(!key.chars().any(char::is_control));
     }
 }
+
+/// Snapshot files are read back from disk, where they may be truncated or tampered with.
+/// The fuzzed bytes are tried as a whole file and, so that the JSON parser is reached, as
+/// the body of a file with a correct checksum header.
+pub fn snapshot_file(data: &[u8]) {
+    use introspect::consumer::snapshot::Snapshot;
+    let limits = Limits::default();
+    let _ = Snapshot::decode(data, &limits);
+    if let Ok(snapshot) = Snapshot::decode(&Snapshot::frame(data), &limits) {
+        assert_eq!(
+            Snapshot::decode(&snapshot.encode(), &limits).expect("round trip"),
+            snapshot
+        );
+    }
+}

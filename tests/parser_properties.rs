@@ -35,6 +35,26 @@ fn valid_metadata() -> MetadataInfo {
     .unwrap()
 }
 
+fn valid_snapshot_body() -> Vec<u8> {
+    let instance =
+        ServiceInstance::from_json(&valid_instance(), &introspect::Limits::default()).unwrap();
+    let snapshot = introspect::consumer::snapshot::Snapshot {
+        subscription: (
+            "shop.OrderService".into(),
+            String::new(),
+            String::new(),
+            String::new(),
+            vec![],
+        ),
+        apps: ["shop-orders".to_owned()].into(),
+        instances: [("shop-orders".to_owned(), vec![instance])].into(),
+        metadata: vec![valid_metadata()],
+    };
+    let file = snapshot.encode();
+    let body_start = file.iter().position(|b| *b == b'\n').unwrap() + 1;
+    file[body_start..].to_vec()
+}
+
 /// Bytes of `valid` with a few bytes overwritten, inserted or cut.
 fn mutated(valid: Vec<u8>) -> impl Strategy<Value = Vec<u8>> {
     let len = valid.len();
@@ -88,6 +108,12 @@ proptest! {
     fn mapping_value_textual(data in "[a-z,./ \\n\\x00-]{0,64}") { checks::mapping_value(data.as_bytes()) }
 
     #[test]
+    fn snapshot_file_arbitrary(data in prop::collection::vec(any::<u8>(), 0..512)) { checks::snapshot_file(&data) }
+
+    #[test]
+    fn snapshot_file_mutated(data in mutated(valid_snapshot_body())) { checks::snapshot_file(&data) }
+
+    #[test]
     fn match_key_arbitrary(data in "[a-zA-Z0-9./:, \\x1f\\n-]{0,48}") { checks::match_key(data.as_bytes()) }
 }
 
@@ -96,4 +122,8 @@ fn valid_seeds_parse() {
     // The mutation seeds themselves must parse, or the mutated cases test nothing.
     ServiceInstance::from_json(&valid_instance(), &introspect::Limits::default()).unwrap();
     MetadataInfo::from_json(&valid_metadata().to_json(), &introspect::Limits::default()).unwrap();
+    let body = valid_snapshot_body();
+    let file = introspect::consumer::snapshot::Snapshot::frame(&body);
+    introspect::consumer::snapshot::Snapshot::decode(&file, &introspect::Limits::default())
+        .unwrap();
 }

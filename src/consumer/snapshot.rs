@@ -72,9 +72,13 @@ impl Snapshot {
 
     /// The file form: header line with the body's checksum, then the JSON body.
     pub fn encode(&self) -> Vec<u8> {
-        let body = serde_json::to_vec(self).expect("snapshot always serializes");
-        let mut out = format!("{MAGIC} {}\n", hex::encode(Sha256::digest(&body))).into_bytes();
-        out.extend_from_slice(&body);
+        Self::frame(&serde_json::to_vec(self).expect("snapshot always serializes"))
+    }
+
+    /// Puts the header line with `body`'s checksum in front of `body`.
+    pub fn frame(body: &[u8]) -> Vec<u8> {
+        let mut out = format!("{MAGIC} {}\n", hex::encode(Sha256::digest(body))).into_bytes();
+        out.extend_from_slice(body);
         out
     }
 

@@ -1,0 +1,7 @@
+//! Fuzzes `checks::snapshot_file`.
+#![no_main]
+
+#[path = "../checks.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::snapshot_file(data));
