@@ -12,6 +12,11 @@
 //! set aside by consumer-side health leave and come back with the subscription's set,
 //! removals held by self-preservation stay, and a failed store read never empties it.
 //!
+//! While the set is empty (nothing registered yet, or everything really gone) calls wait
+//! for an endpoint: give them deadlines. Call outcomes are reported, when the caller knows
+//! the endpoint that failed, through [`ChannelHandle::subscription`]; an address set aside
+//! after consecutive failures leaves the balancer until a probe or a success brings it back.
+//!
 //! Each endpoint is dialled lazily with the connect timeout of [`ChannelOptions`] and the
 //! resolver's TLS configuration (if it has one, unless the options say otherwise).
 //!
