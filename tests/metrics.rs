@@ -172,3 +172,22 @@ async fn metrics_endpoint_serves_resolver_and_provider_counters() {
     .await;
     server.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_serves_metrics_when_asked() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let options = introspect::demo::DemoOptions {
+        blue: 2,
+        green: 2,
+        payments: 1,
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    let report = introspect::demo::run(store, options, &mut out)
+        .await
+        .unwrap();
+    assert_eq!(report.instances, 5);
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("Metrics at http://127.0.0.1:"), "{text}");
+}
