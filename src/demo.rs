@@ -32,6 +32,9 @@ pub struct DemoOptions {
     /// When set, the providers stay registered until this future completes (e.g. Ctrl-C),
     /// so that other tools can look at them.
     pub hold: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    /// When set, serves the consumer's and the providers' metrics at `http://{addr}/metrics`
+    /// (port 0: any free port) while the demo runs.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl std::fmt::Debug for DemoOptions {
@@ -42,6 +45,7 @@ impl std::fmt::Debug for DemoOptions {
             .field("payments", &self.payments)
             .field("host", &self.host)
             .field("hold", &self.hold.is_some())
+            .field("metrics", &self.metrics)
             .finish()
     }
 }
@@ -54,6 +58,7 @@ impl Default for DemoOptions {
             payments: 5,
             host: "127.0.0.1".into(),
             hold: None,
+            metrics: None,
         }
     }
 }
@@ -164,6 +169,16 @@ pub async fn run(
     }
 
     let resolver = Resolver::new(store.clone());
+    let mut metrics_task = None;
+    if let Some(addr) = options.metrics {
+        let mut metrics = crate::metrics::Metrics::new().resolver(&resolver);
+        for p in &providers {
+            metrics = metrics.provider(p).await;
+        }
+        let (bound, task) = crate::metrics::serve_metrics(addr, metrics).await?;
+        writeln!(out, "\nMetrics at http://{bound}/metrics")?;
+        metrics_task = Some(task);
+    }
     let subscriptions = [
         Subscription::new("shop.OrderService"),
         Subscription::new("shop.PaymentService"),
@@ -263,6 +278,9 @@ pub async fn run(
         )?;
         out.flush()?;
         hold.await;
+    }
+    if let Some(task) = metrics_task {
+        task.abort();
     }
     writeln!(
         out,

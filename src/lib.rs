@@ -39,6 +39,22 @@
 //! A provider inside an existing tonic server adds [`Provider::metadata_service`] to its
 //! router and registers its own RPC port instead of calling `serve_metadata_on`.
 //!
+//! A consumer that calls a gRPC service turns a live subscription into a load-balanced
+//! tonic channel that follows the endpoints as they come and go:
+//!
+//! ```no_run
+//! # async fn demo(resolver: introspect::Resolver) -> introspect::Result<()> {
+//! let subscription = resolver.subscribe(introspect::Subscription::new("helloworld.Greeter")).await?;
+//! let (channel, _handle) = resolver.balanced_channel(&subscription)?;
+//! // let mut client = GreeterClient::new(channel);
+//! # drop(channel);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The examples `greeter`, `greeter_provider` and `greeter_consumer` show the whole path,
+//! with tracing (`RUST_LOG`) and metrics (`--metrics ADDR`).
+//!
 //! # Layout
 //!
 //! * [`model`]: service info and match key, metadata info, the revision rule, instances and
@@ -50,8 +66,11 @@
 //! * [`rpc`]: the `MetadataServiceV2` contract (`proto/metadata_service_v2.proto`), its server
 //!   and client.
 //! * [`provider`]: what a Rust RPC server embeds.
-//! * [`consumer`]: what a Rust RPC client embeds: the [`Resolver`].
+//! * [`consumer`]: what a Rust RPC client embeds: the [`Resolver`], live subscriptions and
+//!   a load-balanced tonic channel over one ([`Resolver::balanced_channel`]).
 //! * [`limits`]: size limits on everything read from the store or the network.
+//! * [`metrics`]: resolver and provider counters in the Prometheus text format, and a tiny
+//!   HTTP endpoint serving them.
 //! * [`demo`]: the demo run by `introspect demo`.
 //!
 //! # Store keys
@@ -76,6 +95,7 @@ pub mod error;
 pub mod layout;
 pub mod limits;
 pub mod mapping;
+pub mod metrics;
 pub mod model;
 pub mod provider;
 pub mod registry;

@@ -14,6 +14,7 @@ use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
+use tracing::Instrument as _;
 
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
@@ -178,7 +179,9 @@ impl ProviderBuilder {
         let metadata = MetadataInfo::new(self.app.clone(), self.services)?;
         let exported = Arc::new(ExportedMetadata::new(metadata, self.revision_grace));
         let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));
+        let span = tracing::info_span!("provider", app = %self.app);
         Ok(Provider {
+            span,
             shared: Arc::new(Shared {
                 registry: Registry::new(store.clone(), self.layout.clone(), self.limits.clone()),
                 mapping: Mapping::new(store.clone(), self.layout.clone(), self.limits.clone()),
@@ -214,6 +217,8 @@ impl ProviderBuilder {
 
 /// A running (or ready to run) provider instance. See the module docs.
 pub struct Provider {
+    /// The span of the provider's tasks and calls.
+    span: tracing::Span,
     shared: Arc<Shared>,
     serving: MetadataServing,
     tls: Option<tonic::transport::ServerTlsConfig>,
@@ -297,6 +302,12 @@ impl Provider {
     /// interfaces to the app and keeps the lease alive. Returns once the instance is
     /// registered; mappings that could not be written yet are retried in the background.
     pub async fn start(&self) -> Result<()> {
+        self.start_inner()
+            .instrument(tracing::info_span!(parent: &self.span, "start"))
+            .await
+    }
+
+    async fn start_inner(&self) -> Result<()> {
         if let MetadataServing::OwnPort(addr) = self.serving {
             let listener = tokio::net::TcpListener::bind(addr).await?;
             let port = listener.local_addr()?.port();
@@ -386,7 +397,11 @@ impl Provider {
     /// waits the drain period, deletes the record, revokes the lease and stops the tasks and
     /// the provider's own server.
     pub async fn shutdown(self) -> Result<()> {
-        let result = self.shared.deregister_gracefully().await;
+        let result = self
+            .shared
+            .deregister_gracefully()
+            .instrument(tracing::info_span!(parent: &self.span, "shutdown"))
+            .await;
         self.shared.cancel.cancel();
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
         for task in tasks {
@@ -413,7 +428,7 @@ impl Provider {
         self.tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(tokio::spawn(task));
+            .push(tokio::spawn(task.instrument(self.span.clone())));
     }
 }
 
@@ -504,9 +519,12 @@ impl Shared {
         interfaces.dedup();
         let mut pending = Vec::new();
         for interface in interfaces {
-            if let Err(e) = self.mapping.add(interface, &current.app).await {
-                tracing::warn!(%interface, error = %e, "mapping not written yet; will retry");
-                pending.push(interface.to_owned());
+            match self.mapping.add(interface, &current.app).await {
+                Ok(_) => tracing::debug!(%interface, "interface mapped to the app"),
+                Err(e) => {
+                    tracing::warn!(%interface, error = %e, "mapping not written yet; will retry");
+                    pending.push(interface.to_owned());
+                }
             }
         }
         pending
@@ -588,6 +606,7 @@ impl Shared {
             let renewal = tokio::time::timeout(period, self.store.keep_alive(lease)).await;
             let lost = match renewal {
                 Ok(Ok(_)) => {
+                    tracing::debug!(lease, "lease renewed");
                     last_renewal = tokio::time::Instant::now();
                     false
                 }
@@ -636,6 +655,14 @@ impl Shared {
         };
         state.instance.enabled = false;
         let disabled = self.registry.register(&state.instance, Some(lease)).await;
+        match &disabled {
+            Ok(_) => tracing::info!(
+                address = %state.instance.address(),
+                drain = ?self.drain,
+                "instance disabled; draining"
+            ),
+            Err(e) => tracing::warn!(error = %e, "instance not disabled; deregistering at once"),
+        }
         if disabled.is_ok() {
             tokio::time::sleep(self.drain).await;
         }

@@ -6,6 +6,7 @@
 //!
 //! * `resolver.rs`: interface → apps → instances → metadata once per revision → endpoints;
 //! * `subscription.rs`: what a consumer asks for;
+//! * `channel.rs`: a load-balanced tonic channel following a subscription;
 //! * `subscribe.rs`: the task that keeps a subscription live (watches, re-lists, background
 //!   metadata retries, pushes);
 //! * `app_view.rs`: one app's instances as a subscriber sees them (pure);
@@ -16,6 +17,7 @@
 //! * `stats.rs`: counters.
 
 mod app_view;
+pub mod channel;
 pub mod coalesce;
 pub mod health;
 pub mod protection;
@@ -25,6 +27,7 @@ mod stats;
 mod subscribe;
 mod subscription;
 
+pub use channel::{ChannelHandle, ChannelOptions};
 pub use coalesce::CoalesceOptions;
 pub use health::HealthOptions;
 pub use protection::ProtectionOptions;

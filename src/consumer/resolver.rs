@@ -109,8 +109,8 @@ impl ResolverBuilder {
     pub fn build(self) -> Resolver {
         let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));
         let mut client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
-        if let Some(tls) = self.tls {
-            client = client.with_tls(tls);
+        if let Some(tls) = &self.tls {
+            client = client.with_tls(tls.clone());
         }
         Resolver {
             inner: Arc::new(Inner {
@@ -120,6 +120,7 @@ impl ResolverBuilder {
                 limits: self.limits,
                 subscribe_options: self.subscribe_options,
                 client,
+                tls: self.tls,
                 fetch_attempts: self.fetch_attempts,
                 cache: moka::future::Cache::builder()
                     .max_capacity(self.cache_capacity)
@@ -144,6 +145,7 @@ struct Inner {
     mapping: Mapping,
     report: MetadataReport,
     client: MetadataClient,
+    tls: Option<tonic::transport::ClientTlsConfig>,
     fetch_attempts: usize,
     cache: moka::future::Cache<CacheKey, Arc<MetadataInfo>>,
     counters: Counters,
@@ -187,6 +189,11 @@ impl Resolver {
     ///
     /// A revision whose metadata cannot be had leaves its instances out; the call fails only
     /// when the store cannot be read, or when nothing resolves and some fetch failed.
+    #[tracing::instrument(
+        level = "debug",
+        skip_all,
+        fields(interface = %subscription.interface, endpoints = tracing::field::Empty)
+    )]
     pub async fn resolve(&self, subscription: &Subscription) -> Result<Vec<Endpoint>> {
         let apps = self.apps(subscription).await?;
         let lists = join_all(apps.iter().map(|app| self.inner.registry.list(app))).await;
@@ -206,6 +213,8 @@ impl Resolver {
             Some(error) if endpoints.is_empty() => Err(error),
             _ => {
                 endpoints.sort();
+                tracing::Span::current().record("endpoints", endpoints.len());
+                tracing::debug!(apps = apps.len(), endpoints = endpoints.len(), "resolved");
                 Ok(endpoints)
             }
         }
@@ -261,10 +270,16 @@ impl Resolver {
             return Ok(info);
         }
         let candidates: Vec<Arc<ServiceInstance>> = members.iter().map(|i| Arc::clone(i)).collect();
+        let span = tracing::debug_span!("metadata_load", %app, %revision);
         let load = async {
             Counters::bump(&self.inner.counters.cache_misses);
-            self.load(app, revision, candidates).await.map(Arc::new)
-        };
+            let loaded = self.load(app, revision, candidates).await;
+            if let Ok(info) = &loaded {
+                tracing::debug!(services = info.services.len(), "metadata loaded");
+            }
+            loaded.map(Arc::new)
+        }
+        .instrument(span);
         self.inner
             .cache
             .try_get_with(key, load)
@@ -307,6 +322,10 @@ impl Resolver {
         &self.inner.limits
     }
 
+    pub(super) fn tls(&self) -> Option<&tonic::transport::ClientTlsConfig> {
+        self.inner.tls.as_ref()
+    }
+
     pub(super) fn counters(&self) -> &Counters {
         &self.inner.counters
     }
@@ -315,6 +334,13 @@ impl Resolver {
     pub async fn stats(&self) -> ResolverStats {
         self.inner.cache.run_pending_tasks().await;
         self.inner.counters.snapshot(self.inner.cache.entry_count())
+    }
+
+    /// Routable instances per app (enabled ones, and expired ones held by
+    /// self-preservation), as the live subscriptions see them: for each app, the most any
+    /// subscription sees. Apps no live subscription follows are not listed.
+    pub fn instances_per_app(&self) -> BTreeMap<String, u64> {
+        self.inner.counters.instances_per_app()
     }
 
     /// Forgets every cached revision.

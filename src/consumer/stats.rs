@@ -1,5 +1,7 @@
 //! Counters a user, a test or a metrics exporter can read.
 
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live counters of a resolver.
@@ -16,6 +18,7 @@ pub struct Counters {
     pub(crate) pushes: AtomicU64,
     pub(crate) unchanged_updates: AtomicU64,
     pub(crate) relists: AtomicU64,
+    pub(crate) watch_restarts: AtomicU64,
     pub(crate) held_removals: AtomicU64,
     pub(crate) protected_apps: AtomicU64,
     pub(crate) metadata_retries: AtomicU64,
@@ -23,6 +26,10 @@ pub struct Counters {
     pub(crate) probes: AtomicU64,
     pub(crate) snapshot_writes: AtomicU64,
     pub(crate) snapshot_loads: AtomicU64,
+    /// Ids handed to subscriptions, for their entry in `instances`.
+    pub(crate) next_subscription: AtomicU64,
+    /// Routable instances per app, as each live subscription sees them.
+    pub(crate) instances: Mutex<HashMap<u64, BTreeMap<String, u64>>>,
 }
 
 impl Counters {
@@ -41,6 +48,28 @@ impl Counters {
         });
     }
 
+    /// Records the routable instances per app seen by subscription `id` (`None`: it ended).
+    pub(crate) fn set_instances(&self, id: u64, per_app: Option<BTreeMap<String, u64>>) {
+        let mut instances = self.instances.lock().unwrap_or_else(|p| p.into_inner());
+        match per_app {
+            Some(per_app) => instances.insert(id, per_app),
+            None => instances.remove(&id),
+        };
+    }
+
+    /// Routable instances per app: for each app, the most any live subscription sees.
+    pub fn instances_per_app(&self) -> BTreeMap<String, u64> {
+        let instances = self.instances.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: BTreeMap<String, u64> = BTreeMap::new();
+        for per_app in instances.values() {
+            for (app, &n) in per_app {
+                let entry = out.entry(app.clone()).or_default();
+                *entry = (*entry).max(n);
+            }
+        }
+        out
+    }
+
     /// A consistent-enough copy of the counters.
     pub fn snapshot(&self, revisions_known: u64) -> ResolverStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -57,6 +86,7 @@ impl Counters {
             pushes: get(&self.pushes),
             unchanged_updates: get(&self.unchanged_updates),
             relists: get(&self.relists),
+            watch_restarts: get(&self.watch_restarts),
             held_removals: get(&self.held_removals),
             protected_apps: get(&self.protected_apps),
             protection_active: get(&self.protected_apps) > 0,
@@ -96,6 +126,8 @@ pub struct ResolverStats {
     pub unchanged_updates: u64,
     /// Instance lists read again after a watch ended (compaction, lost connection).
     pub relists: u64,
+    /// Mapping and instance watches that ended with an error and were started again.
+    pub watch_restarts: u64,
     /// Expiries held by self-preservation instead of being applied.
     pub held_removals: u64,
     /// Apps (per subscription) whose removals are held right now (gauge).

@@ -37,6 +37,7 @@ use futures::FutureExt as _;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use super::app_view::{AppView, Applied};
 use super::coalesce::{CoalesceOptions, Coalescer};
@@ -255,7 +256,12 @@ pub(super) async fn start(
     });
     let (sources_tx, sources_rx) = mpsc::channel(SOURCE_BUFFER);
     let now = Instant::now();
+    let id = resolver
+        .counters()
+        .next_subscription
+        .fetch_add(1, Ordering::Relaxed);
     let task = Task {
+        id,
         start_deadline: now + options.start_timeout,
         coalescer: Coalescer::new(&options.coalesce),
         health: HealthTracker::new(options.health.clone()),
@@ -285,7 +291,8 @@ pub(super) async fn start(
         protected_apps: 0,
         dirty: false,
     };
-    tokio::spawn(task.run());
+    let span = tracing::info_span!("subscription", interface = %subscription.interface, id);
+    tokio::spawn(task.run().instrument(span));
     ready_rx.await.map_err(|_| Error::Shutdown)?;
     rx.borrow_and_update();
     Ok(SubscriptionHandle {
@@ -339,6 +346,8 @@ enum Wake {
 }
 
 struct Task {
+    /// This subscription's entry in the resolver's instances-per-app gauge.
+    id: u64,
     resolver: Resolver,
     subscription: Subscription,
     options: SubscribeOptions,
@@ -382,13 +391,14 @@ struct Task {
 impl Task {
     async fn run(mut self) {
         Counters::bump(&self.resolver.counters().subscriptions);
+        tracing::debug!("subscription started");
         if self.subscription.provided_by.is_empty() {
             let source = watch_mapping(
-                self.resolver.mapping().clone(),
+                self.resolver.clone(),
                 self.subscription.interface.clone(),
                 self.sources_tx.clone(),
             );
-            self.sources.spawn(source);
+            self.sources.spawn(source.in_current_span());
         } else {
             for app in self.subscription.provided_by.clone() {
                 self.add_app(app);
@@ -445,6 +455,7 @@ impl Task {
             }
         }
         Counters::sub(&self.resolver.counters().subscriptions, 1);
+        self.resolver.counters().set_instances(self.id, None);
         Counters::sub(
             &self.resolver.counters().protected_apps,
             self.protected_apps,
@@ -494,6 +505,16 @@ impl Task {
             }
         } else if self.dirty {
             self.coalescer.changed(now);
+        }
+        if self.dirty || became_ready {
+            let per_app = self
+                .apps
+                .iter()
+                .map(|(app, view)| (app.clone(), view.routable().count() as u64))
+                .collect();
+            self.resolver
+                .counters()
+                .set_instances(self.id, Some(per_app));
         }
         self.dirty = false;
         if (self.ready.is_none() || became_ready) && self.coalescer.is_due(now) {
@@ -626,13 +647,14 @@ impl Task {
         }
         self.apps
             .insert(app.clone(), AppView::new(self.options.protection.clone()));
+        let span = tracing::debug_span!("instance_source", %app);
         let source = watch_app(
             self.resolver.registry().clone(),
             self.resolver.clone(),
             app,
             self.sources_tx.clone(),
         );
-        self.sources.spawn(source);
+        self.sources.spawn(source.instrument(span));
     }
 
     /// Starts the fetches of revisions in use whose metadata is unknown (first tries and
@@ -822,7 +844,8 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// The mapping source: get, then watch; again with backoff after any error.
-async fn watch_mapping(mapping: Mapping, interface: String, tx: mpsc::Sender<Source>) {
+async fn watch_mapping(resolver: Resolver, interface: String, tx: mpsc::Sender<Source>) {
+    let mapping: &Mapping = resolver.mapping();
     let mut backoff = Backoff::new(RELIST_BASE, RELIST_MAX);
     loop {
         match mapping.get(&interface).await {
@@ -841,7 +864,8 @@ async fn watch_mapping(mapping: Mapping, interface: String, tx: mpsc::Sender<Sou
                                     }
                                 }
                                 Err(e) => {
-                                    tracing::debug!(%interface, error = %e, "mapping watch ended");
+                                    Counters::bump(&resolver.counters().watch_restarts);
+                                    tracing::info!(%interface, error = %e, "mapping watch ended; reading it again");
                                     break;
                                 }
                             }
@@ -866,6 +890,7 @@ async fn watch_app(registry: Registry, resolver: Resolver, app: String, tx: mpsc
             Ok(list) => {
                 if relisting {
                     Counters::bump(&resolver.counters().relists);
+                    tracing::info!(%app, instances = list.instances.len(), revision = list.revision, "instances re-listed");
                 }
                 let from = list.revision + 1;
                 if tx.send(Source::Reset(app.clone(), list)).await.is_err() {
@@ -878,7 +903,8 @@ async fn watch_app(registry: Registry, resolver: Resolver, app: String, tx: mpsc
                             let mut changes = match watch.next().await {
                                 Ok(changes) => changes,
                                 Err(e) => {
-                                    tracing::debug!(%app, error = %e, "instance watch ended; re-listing");
+                                    Counters::bump(&resolver.counters().watch_restarts);
+                                    tracing::info!(%app, error = %e, "instance watch ended; re-listing");
                                     break;
                                 }
                             };
@@ -886,7 +912,9 @@ async fn watch_app(registry: Registry, resolver: Resolver, app: String, tx: mpsc
                             while let Some(more) = watch.next().now_or_never() {
                                 match more {
                                     Ok(more) => changes.extend(more),
-                                    Err(_) => {
+                                    Err(e) => {
+                                        Counters::bump(&resolver.counters().watch_restarts);
+                                        tracing::info!(%app, error = %e, "instance watch ended; re-listing");
                                         ended = true;
                                         break;
                                     }

@@ -8,6 +8,7 @@ pub mod certs;
 pub mod etcd;
 pub mod flaky;
 pub mod fleet;
+pub mod greeter;
 pub mod hostile;
 pub mod records;
 pub mod wait;

@@ -1,0 +1,187 @@
+//! Greeter providers and a consumer in one process on the embedded store: calls spread
+//! over the providers through the balanced channel, one provider stops gracefully without a
+//! failed call, a newcomer joins and gets calls.
+//!
+//! ```text
+//! cargo run --example greeter
+//! cargo run --example greeter -- --providers 5 --phase-ms 2000 --metrics 127.0.0.1:9100 --hold
+//! RUST_LOG=introspect=debug cargo run --example greeter   (default: warnings only)
+//! ```
+//!
+//! For separate processes over etcd, see `greeter_provider` and `greeter_consumer`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Parser;
+use common::pb::HelloRequest;
+use common::pb::greeter_client::GreeterClient;
+use common::{BoxError, GreeterNode};
+use introspect::metrics::Metrics;
+use introspect::{Resolver, Store, Subscription};
+use tonic::transport::Channel;
+
+/// Greeter providers and a consumer in one process.
+#[derive(Parser)]
+struct Args {
+    /// Providers at the start (at least 2).
+    #[arg(long, default_value_t = 3)]
+    providers: usize,
+    /// Length of each phase, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    phase_ms: u64,
+    /// Serve Prometheus metrics at http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// Keep everything running after the last phase, until Ctrl-C.
+    #[arg(long)]
+    hold: bool,
+}
+
+const APP: &str = "greeter";
+const DRAIN: Duration = Duration::from_millis(500);
+
+type Tally = Arc<Mutex<BTreeMap<String, u64>>>;
+
+/// Calls the Greeter through `channel` until `stop`, counting answers per server.
+fn spawn_caller(
+    channel: Channel,
+    tally: Tally,
+    failed: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut client = GreeterClient::new(channel);
+        while !stop.load(Ordering::Relaxed) {
+            let mut request = tonic::Request::new(HelloRequest {
+                name: "world".into(),
+            });
+            request.set_timeout(Duration::from_secs(2));
+            match client.say_hello(request).await {
+                Ok(reply) => {
+                    let message = reply.into_inner().message;
+                    let server = common::server_of(&message).to_owned();
+                    *tally
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .entry(server)
+                        .or_default() += 1;
+                }
+                Err(status) => {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    eprintln!("call failed: {status}");
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+}
+
+/// Prints the calls each server answered since `before`, and returns the new totals.
+fn report(phase: &str, tally: &Tally, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let now = tally.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    println!("{phase}:");
+    for (server, n) in &now {
+        let delta = n - before.get(server).copied().unwrap_or(0);
+        if delta > 0 {
+            println!("  {server}: {delta} call(s)");
+        }
+    }
+    now
+}
+
+async fn start_node(store: &Arc<dyn Store>) -> Result<GreeterNode, BoxError> {
+    let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    GreeterNode::start(store.clone(), APP, listen, None, DRAIN).await
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    common::init_tracing("warn");
+    let args = Args::parse();
+    let phase = Duration::from_millis(args.phase_ms);
+    let store = common::open_store(None).await?;
+    let mut nodes = Vec::new();
+    for _ in 0..args.providers.max(2) {
+        nodes.push(start_node(&store).await?);
+    }
+    println!("{} providers of {} started", nodes.len(), common::INTERFACE);
+
+    let resolver = Resolver::new(store.clone());
+    let subscription = resolver
+        .subscribe(Subscription::new(common::INTERFACE))
+        .await?;
+    let (channel, mut handle) = resolver.balanced_channel(&subscription)?;
+    while handle.addresses().len() < nodes.len() {
+        tokio::time::timeout(Duration::from_secs(5), handle.changed()).await??;
+    }
+    println!("balancing over {:?}", handle.addresses());
+    let mut metrics = Metrics::new().resolver(&resolver);
+    for node in &nodes {
+        metrics = metrics.provider(&node.provider).await;
+    }
+    let metrics_task = common::maybe_serve_metrics(args.metrics, metrics).await?;
+
+    let tally: Tally = Arc::default();
+    let failed = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let callers: Vec<_> = (0..2)
+        .map(|_| spawn_caller(channel.clone(), tally.clone(), failed.clone(), stop.clone()))
+        .collect();
+
+    tokio::time::sleep(phase).await;
+    let seen = report("calls spread over the providers", &tally, &BTreeMap::new());
+
+    let leaving = nodes.remove(0);
+    let address = leaving.address.clone();
+    leaving.shutdown().await?;
+    tokio::time::sleep(phase).await;
+    let seen = report(
+        &format!("after {address} stopped gracefully"),
+        &tally,
+        &seen,
+    );
+
+    let newcomer = start_node(&store).await?;
+    println!("{} joined", newcomer.address);
+    nodes.push(newcomer);
+    tokio::time::sleep(phase).await;
+    report("with the newcomer", &tally, &seen);
+
+    stop.store(true, Ordering::Relaxed);
+    for caller in callers {
+        caller.await?;
+    }
+    let total: u64 = tally
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .sum();
+    let failed = failed.load(Ordering::Relaxed);
+    println!("{total} call(s) answered, {failed} failed");
+    let stats = resolver.stats().await;
+    println!(
+        "metadata fetches: {}, endpoint sets pushed: {}",
+        stats.metadata_fetches, stats.pushes
+    );
+
+    if args.hold {
+        println!("holding; Ctrl-C to stop");
+        tokio::signal::ctrl_c().await?;
+    }
+    for stopped in futures::future::join_all(nodes.into_iter().map(GreeterNode::shutdown)).await {
+        stopped?;
+    }
+    if let Some(task) = metrics_task {
+        task.abort();
+    }
+    if failed > 0 {
+        return Err(format!("{failed} call(s) failed").into());
+    }
+    Ok(())
+}

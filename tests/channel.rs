@@ -1,0 +1,284 @@
+//! The balanced tonic channel over a live subscription, against real Greeter servers on
+//! loopback registered in the embedded store.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use introspect::consumer::{CoalesceOptions, HealthOptions, SubscribeOptions};
+use introspect::{MemoryStore, Resolver, Store, Subscription};
+use support::greeter::pb::HelloRequest;
+use support::greeter::pb::greeter_client::GreeterClient;
+use support::greeter::{GreeterNode, start_greeter};
+use support::wait::eventually;
+use tonic::transport::Channel;
+
+const APP: &str = "greeter";
+const INTERFACE: &str = "helloworld.Greeter";
+/// The consumer's coalescing window.
+const WINDOW: Duration = Duration::from_millis(250);
+/// Longer than the coalescing window plus the store's propagation, so a stopping provider
+/// leaves the balancer before its server stops.
+const DRAIN: Duration = Duration::from_millis(800);
+/// Callers running at once.
+const CALLERS: usize = 4;
+
+fn store() -> Arc<dyn Store> {
+    Arc::new(MemoryStore::new())
+}
+
+/// Callers calling `SayHello` through the channel until told to stop.
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<String>>>,
+}
+
+impl Load {
+    fn start(channel: Channel) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(AtomicU64::new(0));
+        let tasks = (0..CALLERS)
+            .map(|i| {
+                let mut client = GreeterClient::new(channel.clone());
+                let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+                tokio::spawn(async move {
+                    let mut errors = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        let mut request = tonic::Request::new(HelloRequest {
+                            name: format!("caller-{i}"),
+                        });
+                        request.set_timeout(Duration::from_secs(2));
+                        let call = client.say_hello(request);
+                        match tokio::time::timeout(Duration::from_secs(3), call).await {
+                            Ok(Ok(_)) => {
+                                ok.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Ok(Err(status)) => {
+                                failed.fetch_add(1, Ordering::Relaxed);
+                                errors.push(status.to_string());
+                            }
+                            Err(_) => {
+                                failed.fetch_add(1, Ordering::Relaxed);
+                                errors.push("call timed out".into());
+                            }
+                        }
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    errors
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            ok,
+            failed,
+            tasks,
+        }
+    }
+
+    fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    async fn finish(self) -> (u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut errors = Vec::new();
+        for task in self.tasks {
+            errors.extend(task.await.expect("caller task"));
+        }
+        (self.ok.load(Ordering::Relaxed), errors)
+    }
+}
+
+/// Waits until every node has answered at least `more` calls beyond `since`.
+async fn all_receive(nodes: &[&GreeterNode], since: &[u64], more: u64, what: &str) {
+    eventually(Duration::from_secs(10), what, || async {
+        nodes
+            .iter()
+            .zip(since)
+            .all(|(n, &before)| n.calls() >= before + more)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_spread_survive_a_graceful_stop_and_reach_a_newcomer() {
+    let store = store();
+    let a = start_greeter(&store, APP, DRAIN).await;
+    let b = start_greeter(&store, APP, DRAIN).await;
+    let c = start_greeter(&store, APP, DRAIN).await;
+
+    let options = SubscribeOptions::default().coalesce(CoalesceOptions::default().window(WINDOW));
+    let resolver = Resolver::builder(store.clone())
+        .subscribe_options(options)
+        .build();
+    let subscription = resolver
+        .subscribe(Subscription::new(INTERFACE))
+        .await
+        .unwrap();
+    let (channel, mut handle) = resolver.balanced_channel(&subscription).unwrap();
+    while handle.addresses().len() < 3 {
+        tokio::time::timeout(Duration::from_secs(5), handle.changed())
+            .await
+            .expect("the channel learns the three providers")
+            .unwrap();
+    }
+    let load = Load::start(channel);
+
+    // Calls spread over all three.
+    all_receive(
+        &[&a, &b, &c],
+        &[0, 0, 0],
+        20,
+        "calls on all three providers",
+    )
+    .await;
+    assert_eq!(load.failed(), 0);
+
+    // A newcomer joins. Its arrival is pushed at once, so the stop that follows right after
+    // waits out a coalescing window: the drain has to cover it.
+    let d = start_greeter(&store, APP, DRAIN).await;
+
+    // A graceful stop: disabled, drained, deregistered; only then the server stops. No call
+    // reaches it after the drain, and no call fails.
+    let gone = a.address.to_string();
+    let mut a = a;
+    a.deregister().await;
+    assert!(
+        !handle.addresses().contains(&gone),
+        "the stopped provider left the balancer during its drain"
+    );
+    let last = a.calls();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        a.calls(),
+        last,
+        "no call reached the provider after its drain, while its server still ran"
+    );
+    a.stop_server().await;
+    assert_eq!(load.failed(), 0, "no call failed across the graceful stop");
+
+    // The newcomer receives calls, beside the two that stayed.
+    let since = [b.calls(), c.calls(), d.calls()];
+    all_receive(
+        &[&b, &c, &d],
+        &since,
+        20,
+        "calls on the newcomer and the others",
+    )
+    .await;
+    assert_eq!(
+        *handle.addresses(),
+        [b.address, c.address, d.address]
+            .iter()
+            .map(|a| a.to_string())
+            .collect()
+    );
+
+    let (ok, errors) = load.finish().await;
+    assert!(errors.is_empty(), "failed calls: {errors:?}");
+    assert!(ok >= 120, "{ok} calls");
+    for node in [b, c, d] {
+        node.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn set_aside_endpoints_leave_the_balancer() {
+    let store = store();
+    let a = start_greeter(&store, APP, Duration::from_millis(50)).await;
+    let b = start_greeter(&store, APP, Duration::from_millis(50)).await;
+    let options = SubscribeOptions::default().health(
+        HealthOptions::default()
+            .failure_threshold(2)
+            .probe_interval(Duration::from_secs(60)),
+    );
+    let resolver = Resolver::builder(store.clone())
+        .subscribe_options(options)
+        .build();
+    let subscription = resolver
+        .subscribe(Subscription::new(INTERFACE))
+        .await
+        .unwrap();
+    let (_channel, mut handle) = resolver.balanced_channel(&subscription).unwrap();
+    while handle.addresses().len() < 2 {
+        tokio::time::timeout(Duration::from_secs(5), handle.changed())
+            .await
+            .expect("both providers")
+            .unwrap();
+    }
+    let bad = subscription
+        .current()
+        .iter()
+        .find(|e| e.port == a.address.port())
+        .cloned()
+        .expect("an endpoint of the first provider");
+    subscription.report_failure(&bad);
+    subscription.report_failure(&bad);
+    let left = tokio::time::timeout(Duration::from_secs(5), handle.changed())
+        .await
+        .expect("the set-aside endpoint leaves")
+        .unwrap();
+    assert_eq!(*left, [b.address.to_string()].into_iter().collect());
+
+    subscription.report_success(&bad);
+    let back = tokio::time::timeout(Duration::from_secs(5), handle.changed())
+        .await
+        .expect("it comes back after a success")
+        .unwrap();
+    assert_eq!(back.len(), 2);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn dropping_the_channel_stops_its_task_and_releases_the_subscription() {
+    let store = store();
+    let a = start_greeter(&store, APP, Duration::from_millis(50)).await;
+    let resolver = Resolver::new(store.clone());
+    let subscription = resolver
+        .subscribe(Subscription::new(INTERFACE))
+        .await
+        .unwrap();
+    let (channel, handle) = resolver.balanced_channel(&subscription).unwrap();
+    let mut client = GreeterClient::new(channel.clone());
+    let reply = client
+        .say_hello(HelloRequest { name: "x".into() })
+        .await
+        .unwrap();
+    assert!(reply.into_inner().message.contains(&a.address.to_string()));
+    assert!(handle.is_running());
+    drop(client);
+    drop(channel);
+    eventually(Duration::from_secs(5), "the task to stop", || async {
+        !handle.is_running()
+    })
+    .await;
+    drop(handle);
+
+    // stop() ends the task too; dropping the channel, its handle and the subscription
+    // ends the subscription.
+    let (_channel, handle) = resolver.balanced_channel(&subscription).unwrap();
+    assert!(handle.is_running());
+    handle.stop();
+    eventually(
+        Duration::from_secs(5),
+        "the stopped task to end",
+        || async { !handle.is_running() },
+    )
+    .await;
+    drop(handle);
+    drop(subscription);
+    eventually(
+        Duration::from_secs(5),
+        "the subscription to end",
+        || async { resolver.stats().await.subscriptions == 0 },
+    )
+    .await;
+    a.shutdown().await;
+}
