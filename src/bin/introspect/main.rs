@@ -63,6 +63,9 @@ enum Command {
         /// Keep the providers registered until Ctrl-C, to inspect them with other commands.
         #[arg(long)]
         hold: bool,
+        /// Serve Prometheus metrics at http://ADDR/metrics (pair with --hold to scrape).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Registered apps with instance counts and revisions.
     Apps,
@@ -86,7 +89,13 @@ enum Command {
     /// The endpoints of an interface.
     Resolve(Target),
     /// Follow the endpoints of an interface, printing each change until Ctrl-C.
-    Watch(Target),
+    Watch {
+        #[command(flatten)]
+        target: Target,
+        /// Serve Prometheus metrics at http://ADDR/metrics while watching.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
+    },
 }
 
 /// An interface and its optional qualifiers.
@@ -137,6 +146,15 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Stops a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 async fn open_store(cli: &Cli) -> Result<Arc<dyn Store>, Error> {
     match &cli.etcd {
         Some(urls) => {
@@ -168,6 +186,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
             green,
             payments,
             hold,
+            metrics,
         } => {
             let options = DemoOptions {
                 blue: *blue,
@@ -178,6 +197,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
                         let _ = tokio::signal::ctrl_c().await;
                     }) as _
                 }),
+                metrics: *metrics,
                 ..Default::default()
             };
             let report = introspect::demo::run(store, options, &mut std::io::stdout()).await?;
@@ -220,8 +240,17 @@ async fn run(cli: Cli) -> Result<(), Error> {
             out.mapping(interface, &mapping.get(interface).await?.apps);
         }
         Command::Resolve(target) => out.endpoints(&resolver.resolve(&target.subscription()).await?),
-        Command::Watch(target) => {
+        Command::Watch { target, metrics } => {
             let mut handle = resolver.subscribe(target.subscription()).await?;
+            let _metrics = match metrics {
+                Some(addr) => {
+                    let source = introspect::metrics::Metrics::new().resolver(&resolver);
+                    let (bound, task) = introspect::metrics::serve_metrics(*addr, source).await?;
+                    eprintln!("metrics at http://{bound}/metrics");
+                    Some(AbortOnDrop(task))
+                }
+                None => None,
+            };
             let mut shown = Vec::new();
             out.changes(&shown, &handle.current(), handle.protection_active());
             shown = handle.current().to_vec();
