@@ -9,8 +9,9 @@ use introspect::rpc::MetadataClient;
 use introspect::{
     Error, Limits, MemoryStore, Provider, Resolver, ServiceInfo, Store, Subscription,
 };
+use support::faulty::FaultyStore;
 use support::fleet::start_provider;
-use support::hostile::{HangingStore, register_raw, serve_silence};
+use support::hostile::{register_raw, serve_silence};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_metadata_service_costs_one_timeout_then_another_instance_answers() {
@@ -84,7 +85,7 @@ async fn client_gives_up_on_a_trickling_peer() {
 
 #[tokio::test(start_paused = true)]
 async fn provider_start_on_a_hanging_store_times_out() {
-    let store: Arc<dyn Store> = Arc::new(HangingStore::new(Arc::new(MemoryStore::new()), true));
+    let store: Arc<dyn Store> = Arc::new(FaultyStore::hanging());
     let err = Provider::builder("shop-orders", store)
         .port(50051)
         .export(ServiceInfo::new("shop.OrderService"))
@@ -97,7 +98,7 @@ async fn provider_start_on_a_hanging_store_times_out() {
 
 #[tokio::test(start_paused = true)]
 async fn resolve_on_a_hanging_store_times_out() {
-    let store: Arc<dyn Store> = Arc::new(HangingStore::new(Arc::new(MemoryStore::new()), true));
+    let store: Arc<dyn Store> = Arc::new(FaultyStore::hanging());
     let resolver = Resolver::builder(store)
         .store_timeout(Duration::from_secs(2))
         .build();
@@ -110,7 +111,7 @@ async fn resolve_on_a_hanging_store_times_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_service_keeps_answering_while_the_store_hangs() {
-    let hanging = Arc::new(HangingStore::new(Arc::new(MemoryStore::new()), false));
+    let hanging = Arc::new(FaultyStore::new(Arc::new(MemoryStore::new())));
     let store: Arc<dyn Store> = hanging.clone();
     let provider = start_provider(
         &store,

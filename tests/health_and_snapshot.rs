@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use introspect::consumer::{CoalesceOptions, HealthOptions, SnapshotOptions, SubscribeOptions};
 use introspect::{Endpoint, MemoryStore, Resolver, ServiceInfo, Store, Subscription};
-use support::flaky::FlakyStore;
+use support::faulty::FaultyStore;
 use support::records::{Records, ports};
 use tokio::net::TcpListener;
 use tokio::time::timeout;
@@ -144,7 +144,7 @@ async fn a_consumer_started_with_the_store_down_serves_the_snapshot() {
 
     // The next start finds the store down: it serves the snapshot, and keeps trying.
     let memory = Arc::new(MemoryStore::new());
-    let flaky = Arc::new(FlakyStore::new(memory.clone()));
+    let flaky = Arc::new(FaultyStore::new(memory.clone()));
     flaky.set_down(true);
     let resolver = Resolver::new(flaky.clone() as Arc<dyn Store>);
     let mut handle = resolver

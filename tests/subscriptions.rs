@@ -10,7 +10,7 @@ use std::time::Duration;
 use introspect::consumer::protection::DEFAULT_MAX_HOLD;
 use introspect::consumer::{CoalesceOptions, ProtectionOptions, SubscribeOptions};
 use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
-use support::flaky::FlakyStore;
+use support::faulty::FaultyStore;
 use support::records::{Records, ports, settle};
 
 const ORDERS: &str = "shop.OrderService";
@@ -301,7 +301,7 @@ async fn small_apps_are_exempt_from_protection() {
 #[tokio::test(start_paused = true)]
 async fn store_errors_never_empty_the_set() {
     let memory = Arc::new(MemoryStore::new());
-    let flaky = Arc::new(FlakyStore::new(memory.clone()));
+    let flaky = Arc::new(FaultyStore::new(memory.clone()));
     let records = Records::new(flaky.clone() as Arc<dyn Store>);
     records.fleet(&orders("shop-a"), 1000, 3, HOUR).await;
     let resolver = Resolver::new(records.store.clone());

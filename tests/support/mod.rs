@@ -6,7 +6,7 @@
 
 pub mod certs;
 pub mod etcd;
-pub mod flaky;
+pub mod faulty;
 pub mod fleet;
 pub mod greeter;
 pub mod hostile;
