@@ -959,7 +959,8 @@ struct Latencies {
 /// (`Registry::register` of a new instance of a known revision) until the subscription
 /// pushes an endpoint set including it. Each trial removes its record again (and waits for
 /// that update) so the fleet stays at its size. With `spacing`, each registration waits
-/// that long after the previous push (to be a first change after a quiet period).
+/// that long after the previous push (to be a first change after a quiet period), and each
+/// raw put as long after the previous event (so both sides wake an idle runtime).
 async fn propagation_in_fleet(
     store: &Arc<dyn Store>,
     n: usize,
@@ -979,6 +980,9 @@ async fn propagation_in_fleet(
         let bytes = instance.to_json();
         let key = format!("/bench/raw/{}", instance.address());
 
+        if let Some(spacing) = spacing {
+            tokio::time::sleep(spacing).await;
+        }
         let started = Instant::now();
         store.put(&key, bytes, None).await?;
         let seen = next_update(&mut raw, "raw watch").await;

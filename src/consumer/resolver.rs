@@ -205,7 +205,9 @@ impl Resolver {
         match failure {
             Some(error) if endpoints.is_empty() => Err(error),
             _ => {
-                endpoints.sort();
+                // Unstable: equal endpoints are indistinguishable, and it needs no scratch
+                // buffer (a stable sort allocates half the set, ~0.5 MB for 10,000).
+                endpoints.sort_unstable();
                 Ok(endpoints)
             }
         }
