@@ -17,14 +17,19 @@
 //! 4. metadata calls for 100 to 10,000 instances in 1 to 10 revisions with 1,000 concurrent
 //!    resolvers: must equal the revision count;
 //! 5. cold resolve of 10,000 instances in 10 revisions against its floor (a raw prefix read
-//!    of the same keys plus one MetadataService call), on any [`Store`] (etcd hook);
-//! 6. propagation from a registration to the consumer's update against a raw put → watch
-//!    event, with a pluggable consumer side (swap in `Resolver::subscribe` when it lands).
+//!    of the same keys plus one MetadataService call), on the memory store and on etcd;
+//! 6. propagation from a registration to a live subscription's update against a raw put →
+//!    watch event of the same store, on the memory store and on etcd.
+//!
+//! The etcd scenarios start a throwaway etcd of their own (`common/etcd.rs`) when the `etcd`
+//! binary is on `PATH`, and say "skipped: etcd not installed" otherwise.
 
 #[path = "baseline/mod.rs"]
 mod baseline;
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/etcd.rs"]
+mod etcd;
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::hint::black_box;
@@ -32,19 +37,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use introspect::consumer::Resolver;
+use futures::StreamExt as _;
+use introspect::consumer::{CoalesceOptions, ProtectionOptions, Resolver};
 use introspect::mapping::Mapping;
 use introspect::registry::{InstanceChange, Instances, Registry};
 use introspect::rpc::MetadataClient;
 use introspect::store::{Store, Watch};
 use introspect::{
     Endpoint, Layout, Limits, MemoryStore, MetadataInfo, Provider, Result, ServiceInstance,
-    Subscription,
+    SubscribeOptions, Subscription,
 };
 use tokio::sync::{Barrier, mpsc};
 
 use baseline::BaselineConsumer;
 use common::{APP, HOST, INTERFACES, port, services, start_metadata_server, synthetic};
+use etcd::BenchEtcd;
 
 // ---------------------------------------------------------------------------------------
 // Live heap bytes: a counting wrapper around the system allocator (this harness only).
@@ -114,6 +121,8 @@ struct Sizes {
     cold_trials: usize,
     propagation_fleets: Vec<usize>,
     propagation_trials: usize,
+    propagation_trials_etcd: usize,
+    propagation_spaced_trials: usize,
 }
 
 impl Sizes {
@@ -130,6 +139,8 @@ impl Sizes {
             cold_trials: 11,
             propagation_fleets: vec![1, 100],
             propagation_trials: 2_000,
+            propagation_trials_etcd: 400,
+            propagation_spaced_trials: 20,
         }
     }
 
@@ -146,6 +157,8 @@ impl Sizes {
             cold_trials: 3,
             propagation_fleets: vec![1, 10],
             propagation_trials: 30,
+            propagation_trials_etcd: 10,
+            propagation_spaced_trials: 3,
         }
     }
 }
@@ -198,6 +211,9 @@ fn table(rows: &[Row]) -> String {
     }
     out
 }
+
+/// What an etcd row says when `etcd` is not on `PATH`.
+const ETCD_SKIPPED: &str = "skipped: etcd not installed";
 
 fn less(app: f64, base: f64) -> f64 {
     100.0 * (1.0 - app / base)
@@ -270,7 +286,8 @@ impl Servers {
 }
 
 /// Writes `n` synthetic instance records spread round-robin over the first `revisions`
-/// revisions, and the mapping of every interface, into `store`.
+/// revisions, and the mapping of every interface, into `store`. Up to 64 writes are in
+/// flight at once (etcd commits them in batches; the memory store does not care).
 async fn populate(
     store: &Arc<dyn Store>,
     servers: &Servers,
@@ -278,10 +295,13 @@ async fn populate(
     revisions: usize,
 ) -> Result<()> {
     let registry = registry(store);
-    for i in 0..n {
-        registry
-            .register(&synthetic(&servers.templates[i % revisions], i), None)
-            .await?;
+    let records: Vec<ServiceInstance> = (0..n)
+        .map(|i| synthetic(&servers.templates[i % revisions], i))
+        .collect();
+    let mut writes = futures::stream::iter(records.iter().map(|r| registry.register(r, None)))
+        .buffer_unordered(64);
+    while let Some(written) = writes.next().await {
+        written?;
     }
     let mapping = Mapping::new(store.clone(), Layout::default(), Limits::default());
     for interface in INTERFACES {
@@ -696,6 +716,8 @@ struct Cold {
     /// resolve by the same resolver with its metadata cached (no call).
     list: Duration,
     warm: Duration,
+    /// The floor's prefix read alone.
+    read: Duration,
 }
 
 /// Cold resolve on any [`Store`]: writes `n` instance records in `revisions` revisions
@@ -704,8 +726,7 @@ struct Cold {
 /// parallel, endpoints) and (b) the floor: a raw prefix read of the same instance keys plus
 /// one MetadataService call. Medians over `trials`.
 ///
-/// This is the hook for etcd: call it with an etcd-backed `Arc<dyn Store>` (an empty
-/// namespace of its own) once the etcd store lands.
+/// Runs on the memory store and on a fresh etcd of its own (when `etcd` is installed).
 async fn cold_resolve(
     store: Arc<dyn Store>,
     servers: &Servers,
@@ -719,12 +740,13 @@ async fn cold_resolve(
     let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
     let server = &servers.templates[0];
     let (mut resolves, mut floors) = (Vec::new(), Vec::new());
-    let (mut lists, mut warms) = (Vec::new(), Vec::new());
+    let (mut lists, mut warms, mut reads) = (Vec::new(), Vec::new(), Vec::new());
     let registry = registry(&store);
     let mut endpoints = 0;
     for _ in 0..trials {
         let started = Instant::now();
         let range = store.get_prefix(&prefix).await?;
+        reads.push(started.elapsed());
         let info = client
             .fetch(
                 &server.host,
@@ -763,7 +785,39 @@ async fn cold_resolve(
         endpoints,
         list: median(lists),
         warm: median(warms),
+        read: median(reads),
     })
+}
+
+/// The cold-resolve row of one store, and the note saying where the time goes.
+fn cold_row(
+    sizes: &Sizes,
+    store_label: &str,
+    cold: &Cold,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) {
+    let (n, r) = (sizes.cold_instances, sizes.cold_revisions);
+    let ratio = cold.resolve.as_secs_f64() / cold.floor.as_secs_f64();
+    rows.push(Row::new(
+        format!("Cold resolve, {n} instances in {r} revisions, {store_label} (median)"),
+        ms(cold.resolve),
+        ms(cold.floor),
+        format!("{ratio:.2}× the floor"),
+        "≤ 2× the floor",
+        Some(ratio <= 2.0),
+    ));
+    notes.push(format!(
+        "Cold resolve, {store_label} ({} trials, medians): of the {} resolve, the instance \
+         list alone (prefix read and parsing of {n} records) takes {}, and a resolve with the \
+         metadata cached takes {}; the rest is the {r} MetadataService calls (made in \
+         parallel). The floor's prefix read alone takes {}.",
+        sizes.cold_trials,
+        ms(cold.resolve),
+        ms(cold.list),
+        ms(cold.warm),
+        ms(cold.read),
+    ));
 }
 
 async fn cold(
@@ -776,24 +830,7 @@ async fn cold(
     let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let cold = cold_resolve(memory, servers, n, r, sizes.cold_trials).await?;
     assert_eq!(cold.endpoints, n);
-    let ratio = cold.resolve.as_secs_f64() / cold.floor.as_secs_f64();
-    rows.push(Row::new(
-        format!("Cold resolve, {n} instances in {r} revisions, memory store (median)"),
-        ms(cold.resolve),
-        ms(cold.floor),
-        format!("{ratio:.2}× the floor"),
-        "≤ 2× the floor",
-        Some(ratio <= 2.0),
-    ));
-    notes.push(format!(
-        "Cold resolve ({} trials, medians): of the {} resolve, the instance list alone \
-         (prefix read and parsing of {n} records) takes {}, and a resolve with the metadata \
-         cached takes {}; the rest is the {r} MetadataService calls (made in parallel).",
-        sizes.cold_trials,
-        ms(cold.resolve),
-        ms(cold.list),
-        ms(cold.warm),
-    ));
+    cold_row(sizes, "memory store", &cold, rows, notes);
     // One MetadataService call on a fresh connection, as the resolver makes it: the part of
     // the floor that is not the store.
     let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
@@ -819,14 +856,23 @@ async fn cold(
         ms(calls[calls.len() - 1]),
         calls.len()
     ));
-    rows.push(Row::new(
-        format!("Cold resolve, {n} instances in {r} revisions, etcd"),
-        "pending",
-        "pending",
-        "etcd: pending (the etcd store is not merged yet; hook: `cold_resolve`)",
-        "≤ 2× the floor",
-        None,
-    ));
+    // The same on a fresh single-member etcd of its own (empty, killed afterwards).
+    match BenchEtcd::start().await {
+        Some(etcd) => {
+            let store: Arc<dyn Store> = etcd.store().await;
+            let cold = cold_resolve(store, servers, n, r, sizes.cold_trials).await?;
+            assert_eq!(cold.endpoints, n);
+            cold_row(sizes, "etcd", &cold, rows, notes);
+        }
+        None => rows.push(Row::new(
+            format!("Cold resolve, {n} instances in {r} revisions, etcd"),
+            "–",
+            "–",
+            ETCD_SKIPPED,
+            "≤ 2× the floor",
+            None,
+        )),
+    }
     Ok(())
 }
 
@@ -834,41 +880,41 @@ async fn cold(
 // 6. Propagation.
 
 /// A consumer side of the propagation scenario: a feed of the instants at which the
-/// consumer's endpoint set was updated. Today it is [`watch_and_resolve`]; when
-/// `Resolver::subscribe` lands, a feed forwarding its updates replaces it and nothing else
-/// changes.
+/// consumer's endpoint set was updated.
 type UpdateFeed = mpsc::UnboundedReceiver<Instant>;
 
-/// The consumer side available today: the registry's `InstanceWatch` on the app, each batch
-/// applied to the instance list, then the endpoints rebuilt by `Resolver::endpoints_of`
-/// (metadata cached).
-async fn watch_and_resolve(
+/// The subscription options of the propagation scenario, set explicitly:
+///
+/// * coalescing window `window`: zero for the timed trials, so every change is pushed at
+///   once. That is the same path a change takes after a quiet period under the default
+///   window (`Coalescer::changed` returns `now` in both cases); without it, a trial's
+///   clean-up would open a 100 ms window and delay the next trial's registration. The
+///   default window is checked separately with spaced trials.
+/// * self-preservation off: each trial deletes the record it registered (a deletion of an
+///   enabled record counts as an expiry), and in a fleet of 100 more than half of the
+///   fleet is deleted within the 15 s protection window after ~50 trials, which would hold
+///   the clean-ups. Registrations, the thing measured, are never held.
+fn propagation_options(window: Duration) -> SubscribeOptions {
+    SubscribeOptions::default()
+        .coalesce(CoalesceOptions::default().window(window))
+        .protection(ProtectionOptions::disabled())
+}
+
+/// The consumer side: a live subscription (`Resolver::subscribe_with`), each pushed
+/// endpoint set reported by the instant `changed()` returned it. The subscription lives as
+/// long as the feed.
+async fn subscription_feed(
     store: &Arc<dyn Store>,
     subscription: Subscription,
+    window: Duration,
 ) -> Result<UpdateFeed> {
-    let registry = registry(store);
     let resolver = Resolver::new(store.clone());
-    let list = registry.list(APP).await?;
-    let mut instances = list.instances;
-    let (_, failure) = resolver.endpoints_of(APP, &instances, &subscription).await;
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    let mut watch = registry.watch(APP, list.revision + 1).await?;
+    let mut handle = resolver
+        .subscribe_with(subscription, propagation_options(window))
+        .await?;
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
-        while let Ok(changes) = watch.next().await {
-            for change in changes {
-                match change {
-                    InstanceChange::Upsert(i) => {
-                        instances.insert(i.address(), i);
-                    }
-                    InstanceChange::Removed(a) | InstanceChange::Skipped { address: a, .. } => {
-                        instances.remove(&a);
-                    }
-                }
-            }
-            let (endpoints, _) = resolver.endpoints_of(APP, &instances, &subscription).await;
+        while let Ok(endpoints) = handle.changed().await {
             black_box(endpoints);
             if tx.send(Instant::now()).is_err() {
                 return;
@@ -893,62 +939,86 @@ async fn raw_feed(store: &Arc<dyn Store>, prefix: &str) -> Result<UpdateFeed> {
     Ok(rx)
 }
 
-/// Propagation: `trials` times, interleaved, (a) a raw `put` of an instance record's bytes
-/// to a key under a watched prefix until the watch event arrives, and (b) a provider's
-/// registration (`Registry::register` of a new instance of a known revision) until the
-/// consumer's endpoint set includes it. Each trial removes its record again (and waits for
-/// that update) so the fleet stays at its size.
-/// One propagation measurement in a fleet of `n` instances of one revision.
+/// Waits for the next update of a feed, failing the run after 10 s (a lost update).
+async fn next_update(feed: &mut UpdateFeed, what: &str) -> Instant {
+    tokio::time::timeout(Duration::from_secs(10), feed.recv())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no update within 10 s"))
+        .unwrap_or_else(|| panic!("{what}: feed ended"))
+}
+
+/// Latencies of one propagation measurement: (app-level, raw floor), sorted.
+struct Latencies {
+    app: Vec<Duration>,
+    raw: Vec<Duration>,
+}
+
+/// Propagation in a fleet of `n` instances of one revision on `store`: `trials` times,
+/// interleaved, (a) a raw `put` of an instance record's bytes to a key under a watched
+/// prefix until the watch event arrives, and (b) a provider's registration
+/// (`Registry::register` of a new instance of a known revision) until the subscription
+/// pushes an endpoint set including it. Each trial removes its record again (and waits for
+/// that update) so the fleet stays at its size. With `spacing`, each registration waits
+/// that long after the previous push (to be a first change after a quiet period), and each
+/// raw put as long after the previous event (so both sides wake an idle runtime).
 async fn propagation_in_fleet(
+    store: &Arc<dyn Store>,
     n: usize,
     trials: usize,
     servers: &Servers,
-    rows: &mut Vec<Row>,
-) -> Result<()> {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    populate(&store, servers, n, 1).await?;
+    window: Duration,
+    spacing: Option<Duration>,
+) -> Result<Latencies> {
+    populate(store, servers, n, 1).await?;
     let subscription = Subscription::new(INTERFACES[0]).protocol("tri");
-    let mut app_feed = watch_and_resolve(&store, subscription).await?;
-    let mut raw = raw_feed(&store, "/bench/raw/").await?;
-    let provider_registry = registry(&store);
+    let mut app_feed = subscription_feed(store, subscription, window).await?;
+    let mut raw = raw_feed(store, "/bench/raw/").await?;
+    let provider_registry = registry(store);
     let (mut app_times, mut raw_times) = (Vec::new(), Vec::new());
     for t in 0..trials {
         let instance = synthetic(&servers.templates[0], n + t);
         let bytes = instance.to_json();
         let key = format!("/bench/raw/{}", instance.address());
 
+        if let Some(spacing) = spacing {
+            tokio::time::sleep(spacing).await;
+        }
         let started = Instant::now();
         store.put(&key, bytes, None).await?;
-        let seen = raw.recv().await.expect("raw feed");
+        let seen = next_update(&mut raw, "raw watch").await;
         raw_times.push(seen - started);
         store.delete(&key).await?;
-        raw.recv().await.expect("raw feed");
+        next_update(&mut raw, "raw watch").await;
 
+        if let Some(spacing) = spacing {
+            tokio::time::sleep(spacing).await;
+        }
         let started = Instant::now();
         provider_registry.register(&instance, None).await?;
-        let seen = app_feed.recv().await.expect("consumer feed");
+        let seen = next_update(&mut app_feed, "subscription").await;
         app_times.push(seen - started);
         provider_registry
             .deregister(APP, &instance.host, instance.port)
             .await?;
-        app_feed.recv().await.expect("consumer feed");
+        next_update(&mut app_feed, "subscription").await;
     }
     app_times.sort();
     raw_times.sort();
-    for (label, p) in [("p50", 50), ("p99", 99)] {
-        let (app, raw) = (percentile(&app_times, p), percentile(&raw_times, p));
-        let ratio = app.as_secs_f64() / raw.as_secs_f64();
-        let noun = if n == 1 { "instance" } else { "instances" };
-        rows.push(Row::new(
-            format!("Propagation {label}, registration → consumer update ({n} {noun})"),
-            us(app),
-            us(raw),
-            format!("{ratio:.2}× raw put → watch event"),
-            "≤ 1.5×",
-            Some(ratio <= 1.5),
-        ));
+    Ok(Latencies {
+        app: app_times,
+        raw: raw_times,
+    })
+}
+
+/// A store for one propagation measurement: a fresh memory store, or a fresh etcd (kept
+/// alive by the returned guard). `None` for etcd when it is not installed.
+async fn fresh_store(on_etcd: bool) -> Option<(Arc<dyn Store>, Option<BenchEtcd>)> {
+    if !on_etcd {
+        return Some((Arc::new(MemoryStore::new()), None));
     }
-    Ok(())
+    let etcd = BenchEtcd::start().await?;
+    let store: Arc<dyn Store> = etcd.store().await;
+    Some((store, Some(etcd)))
 }
 
 async fn propagation(
@@ -957,15 +1027,87 @@ async fn propagation(
     rows: &mut Vec<Row>,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    for &n in &sizes.propagation_fleets {
-        propagation_in_fleet(n, sizes.propagation_trials, servers, rows).await?;
+    let mut spaced = Vec::new();
+    for (on_etcd, store_label, trials) in [
+        (false, "memory store", sizes.propagation_trials),
+        (true, "etcd", sizes.propagation_trials_etcd),
+    ] {
+        for &n in &sizes.propagation_fleets {
+            let noun = if n == 1 { "instance" } else { "instances" };
+            let Some((store, _etcd)) = fresh_store(on_etcd).await else {
+                rows.push(Row::new(
+                    format!(
+                        "Propagation p50 and p99, registration → subscriber update ({n} {noun}), \
+                         etcd"
+                    ),
+                    "–",
+                    "–",
+                    ETCD_SKIPPED,
+                    "≤ 1.5×",
+                    None,
+                ));
+                continue;
+            };
+            let times =
+                propagation_in_fleet(&store, n, trials, servers, Duration::ZERO, None).await?;
+            for (label, p) in [("p50", 50), ("p99", 99)] {
+                let (app, raw) = (percentile(&times.app, p), percentile(&times.raw, p));
+                let ratio = app.as_secs_f64() / raw.as_secs_f64();
+                rows.push(Row::new(
+                    format!(
+                        "Propagation {label}, registration → subscriber update ({n} {noun}), \
+                         {store_label}"
+                    ),
+                    us(app),
+                    us(raw),
+                    format!("{ratio:.2}× raw put → watch event"),
+                    "≤ 1.5×",
+                    Some(ratio <= 1.5),
+                ));
+            }
+        }
+        // The default coalescing window, trials spaced so each registration is the first
+        // change after a quiet period: the same latency is expected.
+        let n = *sizes.propagation_fleets.last().expect("a fleet size");
+        if let Some((store, _etcd)) = fresh_store(on_etcd).await {
+            let window = CoalesceOptions::default().window;
+            let times = propagation_in_fleet(
+                &store,
+                n,
+                sizes.propagation_spaced_trials,
+                servers,
+                window,
+                Some(window + Duration::from_millis(20)),
+            )
+            .await?;
+            spaced.push(format!(
+                "{store_label}: p50 {} (raw {}), p99 {} (raw {})",
+                us(percentile(&times.app, 50)),
+                us(percentile(&times.raw, 50)),
+                us(percentile(&times.app, 99)),
+                us(percentile(&times.raw, 99)),
+            ));
+        }
     }
     notes.push(format!(
-        "Propagation: {} trials of each, interleaved. The consumer side is the registry's \
-         instance watch plus `Resolver::endpoints_of` (live subscriptions are being built on \
-         another branch; the harness takes any feed of update instants, so \
-         `Resolver::subscribe` can be swapped in without changing the measurement).",
-        sizes.propagation_trials
+        "Propagation: {} trials of each on the memory store, {} on etcd, interleaved, each on \
+         a fresh store. The consumer side is a live subscription (`Resolver::subscribe_with`) \
+         with the coalescing window set to zero, so every change is pushed at once (the path \
+         of a first change after a quiet period), and self-preservation off (each trial \
+         deletes its record again, which would otherwise count towards a mass expiry).",
+        sizes.propagation_trials, sizes.propagation_trials_etcd,
+    ));
+    notes.push(format!(
+        "Propagation with the default coalescing window ({} ms), {} trials spaced so each \
+         registration is the first change after a quiet period, {} instances: {}.",
+        CoalesceOptions::default().window.as_millis(),
+        sizes.propagation_spaced_trials,
+        sizes.propagation_fleets.last().expect("a fleet size"),
+        if spaced.is_empty() {
+            "–".to_owned()
+        } else {
+            spaced.join("; ")
+        },
     ));
     Ok(())
 }

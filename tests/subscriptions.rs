@@ -474,3 +474,30 @@ async fn a_revision_whose_fetches_all_fail_is_retried_and_joins() {
         2
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_record_rewritten_under_the_same_revision_gets_new_endpoints() {
+    let (_memory, records) = memory();
+    let info = orders("shop-a");
+    records.fleet(&info, 1000, 2, HOUR).await;
+    let resolver = Resolver::new(records.store.clone());
+    let mut handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
+    assert_eq!(ports(&handle.current()), [1000, 1001]);
+    // Same revision (the metadata is cached), but the record now announces its protocol on
+    // another port: the instance's endpoints are rebuilt, not reused.
+    let mut moved = Records::instance(&info, 1001);
+    let protocol = &info.services.values().next().unwrap().protocol;
+    moved.metadata.insert(
+        introspect::model::keys::ENDPOINTS.into(),
+        format!(r#"[{{"port":3001,"protocol":"{protocol}"}}]"#),
+    );
+    records.register(&moved, None).await;
+    let set = handle.changed().await.unwrap();
+    assert_eq!(ports(&set), [1000, 3001]);
+    // And back: rewritten again, it is rebuilt again.
+    records
+        .register(&Records::instance(&info, 1001), None)
+        .await;
+    let set = handle.changed().await.unwrap();
+    assert_eq!(ports(&set), [1000, 1001]);
+}

@@ -133,16 +133,16 @@ impl AppView {
 
     /// The instances to route to: registered and enabled, plus the held ones.
     pub fn routable(&self) -> impl Iterator<Item = &Arc<ServiceInstance>> {
-        self.instances
-            .iter()
-            .filter(|(_, i)| i.enabled)
-            .map(|(_, i)| i)
-            .chain(
-                self.protection
-                    .held()
-                    .filter(|(a, _)| !self.instances.contains_key(*a))
-                    .map(|(_, i)| i),
-            )
+        self.routable_entries().map(|(_, i)| i)
+    }
+
+    /// The instances to route to, with their addresses (`{host}:{port}`).
+    pub fn routable_entries(&self) -> impl Iterator<Item = (&String, &Arc<ServiceInstance>)> {
+        self.instances.iter().filter(|(_, i)| i.enabled).chain(
+            self.protection
+                .held()
+                .filter(|(a, _)| !self.instances.contains_key(*a)),
+        )
     }
 }
 

@@ -155,6 +155,11 @@ impl HealthTracker {
         self.by_address.get(address).is_some_and(|s| s.set_aside)
     }
 
+    /// Whether nothing is tracked (no failure reported since the last success).
+    pub fn is_empty(&self) -> bool {
+        self.by_address.is_empty()
+    }
+
     /// How many addresses are set aside.
     pub fn set_aside_count(&self) -> usize {
         self.by_address.values().filter(|s| s.set_aside).count()

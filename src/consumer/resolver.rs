@@ -212,7 +212,10 @@ impl Resolver {
         match failure {
             Some(error) if endpoints.is_empty() => Err(error),
             _ => {
-                endpoints.sort();
+                // Unstable: equal endpoints are indistinguishable, and it needs no scratch
+                // buffer (a stable sort allocates a copy of up to the whole set, about
+                // 1 MB for 10,000 endpoints).
+                endpoints.sort_unstable();
                 tracing::Span::current().record("endpoints", endpoints.len());
                 tracing::debug!(apps = apps.len(), endpoints = endpoints.len(), "resolved");
                 Ok(endpoints)

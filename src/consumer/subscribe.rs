@@ -279,6 +279,7 @@ pub(super) async fn start(
         fetch_tasks: JoinSet::new(),
         fetch_ids: HashMap::new(),
         by_instance: HashMap::new(),
+        compute_pass: 0,
         reports,
         probes: JoinSet::new(),
         tx,
@@ -314,6 +315,18 @@ enum Source {
 
 /// (app, revision).
 type Key = (String, String);
+
+/// The endpoints of one routed instance as last computed, with what they were computed
+/// from, so that they are reused while neither changes.
+struct Computed {
+    instance: Arc<ServiceInstance>,
+    /// The metadata they were built from; `None` when they were carried over from an
+    /// earlier record while the metadata of the instance's revision is not known.
+    info: Option<Arc<MetadataInfo>>,
+    endpoints: Vec<Endpoint>,
+    /// The [`Task::compute`] pass that last saw the instance routed.
+    pass: u64,
+}
 
 /// What a background metadata fetch task ends with.
 type Joined = std::result::Result<
@@ -366,8 +379,11 @@ struct Task {
     fetches: HashMap<Key, Fetch>,
     fetch_tasks: JoinSet<(Key, Result<Arc<MetadataInfo>>)>,
     fetch_ids: HashMap<tokio::task::Id, Key>,
-    /// The endpoints of each routed instance, by (app, `{host}:{port}`), as last computed.
-    by_instance: HashMap<Key, Vec<Endpoint>>,
+    /// The endpoints of each routed instance, by app and `{host}:{port}`, as last computed
+    /// (see [`Task::compute`]).
+    by_instance: HashMap<String, HashMap<String, Computed>>,
+    /// How many times [`Task::compute`] ran (marks the entries of `by_instance` it saw).
+    compute_pass: u64,
     coalescer: Coalescer,
     health: HealthTracker,
     reports: mpsc::Receiver<(String, bool)>,
@@ -659,22 +675,24 @@ impl Task {
 
     /// Starts the fetches of revisions in use whose metadata is unknown (first tries and
     /// retries that are due) and forgets revisions no longer in use.
+    ///
+    /// Runs at every wake: the revisions in use are collected borrowed (no allocation per
+    /// instance), and the members of a revision only when its fetch starts.
     fn ensure_fetches(&mut self, now: Instant) {
-        let mut needed: BTreeMap<Key, Vec<Arc<ServiceInstance>>> = BTreeMap::new();
+        let mut in_use: BTreeSet<(&str, &str)> = BTreeSet::new();
         for (app, view) in &self.apps {
             for instance in view.routable() {
                 let revision = instance.revision();
                 if revision != EMPTY_REVISION {
-                    needed
-                        .entry((app.clone(), revision.to_owned()))
-                        .or_default()
-                        .push(instance.clone());
+                    in_use.insert((app.as_str(), revision));
                 }
             }
         }
-        self.metadata.retain(|key, _| needed.contains_key(key));
-        self.fetches.retain(|key, _| needed.contains_key(key));
-        for (key, members) in needed {
+        let used = |key: &Key| in_use.contains(&(key.0.as_str(), key.1.as_str()));
+        self.metadata.retain(|key, _| used(key));
+        self.fetches.retain(|key, _| used(key));
+        for (app, revision) in in_use {
+            let key = (app.to_owned(), revision.to_owned());
             if self.metadata.contains_key(&key) {
                 continue;
             }
@@ -691,6 +709,11 @@ impl Task {
                 Counters::bump(&self.resolver.counters().metadata_retries);
             }
             fetch.in_flight = true;
+            let members: Vec<Arc<ServiceInstance>> = self.apps[app]
+                .routable()
+                .filter(|i| i.revision() == revision)
+                .cloned()
+                .collect();
             let resolver = self.resolver.clone();
             let task_key = key.clone();
             let handle = self.fetch_tasks.spawn(async move {
@@ -799,40 +822,91 @@ impl Task {
     /// The endpoint set: each routed instance's endpoints from its revision's metadata, or
     /// its last endpoints while that metadata is not known; set-aside addresses left out
     /// unless that would leave nothing.
+    ///
+    /// Incremental: an instance's endpoints are rebuilt only when its record or its
+    /// revision's metadata changed since the last pass, so a single-instance change costs
+    /// one instance's endpoints plus assembling (sorting references, then cloning) the set.
     fn compute(&mut self) -> Vec<Endpoint> {
-        let mut by_instance = HashMap::new();
+        self.compute_pass += 1;
+        let pass = self.compute_pass;
         for (app, view) in &self.apps {
-            for instance in view.routable() {
+            let infos: HashMap<&str, &Arc<MetadataInfo>> = self
+                .metadata
+                .iter()
+                .filter(|((a, _), _)| a == app)
+                .map(|((_, revision), info)| (revision.as_str(), info))
+                .collect();
+            if !self.by_instance.contains_key(app) {
+                self.by_instance.insert(app.clone(), HashMap::new());
+            }
+            let computed = self.by_instance.get_mut(app).expect("inserted above");
+            for (address, instance) in view.routable_entries() {
                 let revision = instance.revision();
                 if revision == EMPTY_REVISION {
                     continue;
                 }
-                let key = (app.clone(), instance.address());
-                let endpoints = match self.metadata.get(&(app.clone(), revision.to_owned())) {
-                    Some(info) => build_endpoints(info, &[instance], &self.subscription),
-                    None => match self.by_instance.get(&key) {
-                        Some(previous) => previous.clone(),
-                        None => continue,
-                    },
-                };
-                by_instance.insert(key, endpoints);
+                let info = infos.get(revision).copied();
+                match (computed.get_mut(address.as_str()), info) {
+                    (Some(last), Some(info)) => {
+                        let same_record =
+                            Arc::ptr_eq(&last.instance, instance) || last.instance == *instance;
+                        let same_info = last.info.as_ref().is_some_and(|i| Arc::ptr_eq(i, info));
+                        if !(same_record && same_info) {
+                            last.endpoints = build_endpoints(info, &[instance], &self.subscription);
+                            last.info = Some(info.clone());
+                        }
+                        last.instance = instance.clone();
+                        last.pass = pass;
+                    }
+                    // Metadata not known (yet): keep the last endpoints.
+                    (Some(last), None) => {
+                        last.info = None;
+                        last.instance = instance.clone();
+                        last.pass = pass;
+                    }
+                    (None, Some(info)) => {
+                        let endpoints = build_endpoints(info, &[instance], &self.subscription);
+                        computed.insert(
+                            address.clone(),
+                            Computed {
+                                instance: instance.clone(),
+                                info: Some(info.clone()),
+                                endpoints,
+                                pass,
+                            },
+                        );
+                    }
+                    (None, None) => {}
+                }
             }
         }
-        self.by_instance = by_instance;
-        let all: Vec<Endpoint> = self.by_instance.values().flatten().cloned().collect();
-        let addresses: HashSet<String> = all.iter().map(|e| authority(&e.host, e.port)).collect();
-        self.health.retain(|a| addresses.contains(a));
-        let mut out: Vec<Endpoint> = all
-            .iter()
-            .filter(|e| !self.health.is_set_aside(&authority(&e.host, e.port)))
-            .cloned()
-            .collect();
-        if out.is_empty() {
-            out = all;
+        for computed in self.by_instance.values_mut() {
+            computed.retain(|_, c| c.pass == pass);
         }
-        out.sort();
-        out.dedup();
-        out
+        self.by_instance.retain(|_, computed| !computed.is_empty());
+        let all: Vec<&Endpoint> = self
+            .by_instance
+            .values()
+            .flat_map(HashMap::values)
+            .flat_map(|c| &c.endpoints)
+            .collect();
+        let mut chosen = all;
+        if !self.health.is_empty() {
+            let addresses: HashSet<String> =
+                chosen.iter().map(|e| authority(&e.host, e.port)).collect();
+            self.health.retain(|a| addresses.contains(a));
+            let healthy: Vec<&Endpoint> = chosen
+                .iter()
+                .copied()
+                .filter(|e| !self.health.is_set_aside(&authority(&e.host, e.port)))
+                .collect();
+            if !healthy.is_empty() {
+                chosen = healthy;
+            }
+        }
+        chosen.sort_unstable();
+        chosen.dedup();
+        chosen.into_iter().cloned().collect()
     }
 }
 
