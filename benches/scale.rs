@@ -28,7 +28,9 @@
 mod baseline;
 #[path = "common/mod.rs"]
 mod common;
-#[path = "common/etcd.rs"]
+/// The test suite's throwaway etcd, shared rather than copied.
+#[allow(dead_code)]
+#[path = "../tests/support/etcd.rs"]
 mod etcd;
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
@@ -51,7 +53,7 @@ use tokio::sync::{Barrier, mpsc};
 
 use baseline::BaselineConsumer;
 use common::{APP, HOST, INTERFACES, port, services, start_metadata_server, synthetic};
-use etcd::BenchEtcd;
+use etcd::EtcdServer;
 
 // ---------------------------------------------------------------------------------------
 // Live heap bytes: a counting wrapper around the system allocator (this harness only).
@@ -857,9 +859,9 @@ async fn cold(
         calls.len()
     ));
     // The same on a fresh single-member etcd of its own (empty, killed afterwards).
-    match BenchEtcd::start().await {
+    match EtcdServer::start().await {
         Some(etcd) => {
-            let store: Arc<dyn Store> = etcd.store().await;
+            let store = etcd_store(&etcd).await;
             let cold = cold_resolve(store, servers, n, r, sizes.cold_trials).await?;
             assert_eq!(cold.endpoints, n);
             cold_row(sizes, "etcd", &cold, rows, notes);
@@ -1012,13 +1014,23 @@ async fn propagation_in_fleet(
 
 /// A store for one propagation measurement: a fresh memory store, or a fresh etcd (kept
 /// alive by the returned guard). `None` for etcd when it is not installed.
-async fn fresh_store(on_etcd: bool) -> Option<(Arc<dyn Store>, Option<BenchEtcd>)> {
+async fn fresh_store(on_etcd: bool) -> Option<(Arc<dyn Store>, Option<EtcdServer>)> {
     if !on_etcd {
         return Some((Arc::new(MemoryStore::new()), None));
     }
-    let etcd = BenchEtcd::start().await?;
-    let store: Arc<dyn Store> = etcd.store().await;
+    let etcd = EtcdServer::start().await?;
+    let store = etcd_store(&etcd).await;
     Some((store, Some(etcd)))
+}
+
+/// A store on `etcd` with default options: the benchmark measures what users get.
+async fn etcd_store(etcd: &EtcdServer) -> Arc<dyn Store> {
+    let options = introspect::store::EtcdOptions::new([etcd.endpoint()]);
+    Arc::new(
+        introspect::store::EtcdStore::connect(options)
+            .await
+            .unwrap_or_else(|e| panic!("connect to the benchmark etcd: {e}")),
+    )
 }
 
 async fn propagation(
