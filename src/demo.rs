@@ -225,6 +225,18 @@ pub async fn run(
         report.fetches
     )?;
     writeln!(out, "  calls providers served: {}", report.served)?;
+    for (app, fleet) in [
+        ("shop-orders", blue.iter().chain(&green).collect::<Vec<_>>()),
+        ("shop-payments", payments.iter().collect()),
+    ] {
+        let app_revisions = revisions.iter().filter(|(a, _)| a == app).count();
+        let served: u64 = fleet.iter().map(|p| p.exported().served()).sum();
+        writeln!(
+            out,
+            "    {app:<14} {:>4} instances, {app_revisions} revision(s), {served} call(s) served",
+            fleet.len()
+        )?;
+    }
 
     writeln!(
         out,
