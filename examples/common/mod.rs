@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use introspect::metrics::{Metrics, serve_metrics};
-use introspect::store::{EtcdOptions, EtcdStore};
-use introspect::{MemoryStore, Provider, Store};
+use introspect::{Provider, Store};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::{Request, Response, Status};
@@ -42,13 +41,7 @@ pub fn init_tracing(default: &str) {
 
 /// etcd at `urls` (comma-separated), or the embedded store.
 pub async fn open_store(urls: Option<&str>) -> Result<Arc<dyn Store>, BoxError> {
-    Ok(match urls {
-        Some(urls) => {
-            let endpoints = EtcdOptions::parse_endpoints(urls)?;
-            Arc::new(EtcdStore::connect(EtcdOptions::new(endpoints)).await?)
-        }
-        None => Arc::new(MemoryStore::new()),
-    })
+    Ok(introspect::store::open(urls).await?)
 }
 
 /// Serves `metrics` at `http://{addr}/metrics` when an address is given.

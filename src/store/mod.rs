@@ -183,6 +183,19 @@ pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
 }
 
+/// Opens the store a command line asks for: etcd at `etcd_urls` (comma-separated, see
+/// [`EtcdOptions::parse_endpoints`]) with default options, or the embedded memory store when
+/// `None`.
+pub async fn open(etcd_urls: Option<&str>) -> Result<std::sync::Arc<dyn Store>> {
+    Ok(match etcd_urls {
+        Some(urls) => {
+            let endpoints = EtcdOptions::parse_endpoints(urls)?;
+            std::sync::Arc::new(EtcdStore::connect(EtcdOptions::new(endpoints)).await?)
+        }
+        None => std::sync::Arc::new(MemoryStore::new()),
+    })
+}
+
 /// Default deadline of one store call made by a provider or a resolver.
 pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(5);
 

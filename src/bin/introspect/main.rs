@@ -11,7 +11,7 @@ use introspect::consumer::{Resolver, Subscription};
 use introspect::demo::DemoOptions;
 use introspect::mapping::Mapping;
 use introspect::registry::Registry;
-use introspect::store::{EtcdOptions, EtcdStore, MemoryStore, Store};
+use introspect::store::Store;
 use introspect::{Error, Layout, Limits};
 use output::Output;
 
@@ -157,17 +157,12 @@ impl Drop for AbortOnDrop {
 
 async fn open_store(cli: &Cli) -> Result<Arc<dyn Store>, Error> {
     match &cli.etcd {
-        Some(urls) => {
-            let endpoints = EtcdOptions::parse_endpoints(urls)?;
-            Ok(Arc::new(
-                EtcdStore::connect(EtcdOptions::new(endpoints)).await?,
-            ))
-        }
+        Some(urls) => introspect::store::open(Some(urls)).await,
         None => {
             if !matches!(cli.command, Command::Demo { .. }) {
                 eprintln!("note: no --etcd given; the embedded store of a new process is empty");
             }
-            Ok(Arc::new(MemoryStore::new()))
+            introspect::store::open(None).await
         }
     }
 }
