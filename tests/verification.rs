@@ -6,14 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use introspect::model::{StorageType, keys};
-use introspect::rpc::pb::metadata_service_v2_server::MetadataServiceV2;
-use introspect::rpc::{MetadataServiceV2Server, pb, to_wire};
+use introspect::rpc::to_wire;
 use introspect::{
     Error, MemoryStore, MetadataInfo, Provider, Resolver, ServiceInfo, Store, Subscription,
 };
 use support::fleet::{start_provider, start_provider_with};
+use support::hostile::serve_fixed;
 use support::records::Records;
-use tonic::{Request, Response, Status};
 
 const ORDERS: &str = "shop.OrderService";
 
@@ -24,30 +23,9 @@ fn services() -> Vec<ServiceInfo> {
     ]
 }
 
-/// Answers every request with the same (poisoned) metadata.
-struct Hostile(MetadataInfo);
-
-#[tonic::async_trait]
-impl MetadataServiceV2 for Hostile {
-    async fn get_metadata_info(
-        &self,
-        _request: Request<pb::MetadataRequest>,
-    ) -> Result<Response<pb::MetadataInfoV2>, Status> {
-        Ok(Response::new(to_wire(&self.0)))
-    }
-}
-
-/// Serves `answer` on `127.0.0.1:0`; returns the port.
+/// Serves `answer` (poisoned metadata) on `127.0.0.1:0`; returns the port.
 async fn serve_hostile(answer: MetadataInfo) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(MetadataServiceV2Server::new(Hostile(answer)))
-            .serve_with_incoming(incoming),
-    );
-    port
+    serve_fixed(to_wire(&answer)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
