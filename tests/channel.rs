@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use introspect::consumer::{CoalesceOptions, HealthOptions, SubscribeOptions};
+use introspect::consumer::{
+    ChannelHandle, CoalesceOptions, HealthOptions, SubscribeOptions, SubscriptionHandle,
+};
 use introspect::{MemoryStore, Resolver, Store, Subscription};
 use support::greeter::pb::HelloRequest;
 use support::greeter::pb::greeter_client::GreeterClient;
@@ -95,6 +97,30 @@ impl Load {
     }
 }
 
+/// Subscribes with `options` and waits until the balanced channel knows `providers`
+/// addresses.
+async fn balanced(
+    store: &Arc<dyn Store>,
+    options: SubscribeOptions,
+    providers: usize,
+) -> (Resolver, SubscriptionHandle, Channel, ChannelHandle) {
+    let resolver = Resolver::builder(store.clone())
+        .subscribe_options(options)
+        .build();
+    let subscription = resolver
+        .subscribe(Subscription::new(INTERFACE))
+        .await
+        .unwrap();
+    let (channel, mut handle) = resolver.balanced_channel(&subscription).unwrap();
+    while handle.addresses().len() < providers {
+        tokio::time::timeout(Duration::from_secs(5), handle.changed())
+            .await
+            .unwrap_or_else(|_| panic!("the channel learns {providers} providers"))
+            .unwrap();
+    }
+    (resolver, subscription, channel, handle)
+}
+
 /// Waits until every node has answered at least `more` calls beyond `since`.
 async fn all_receive(nodes: &[&GreeterNode], since: &[u64], more: u64, what: &str) {
     eventually(Duration::from_secs(10), what, || async {
@@ -114,20 +140,7 @@ async fn calls_spread_survive_a_graceful_stop_and_reach_a_newcomer() {
     let c = start_greeter(&store, APP, DRAIN).await;
 
     let options = SubscribeOptions::default().coalesce(CoalesceOptions::default().window(WINDOW));
-    let resolver = Resolver::builder(store.clone())
-        .subscribe_options(options)
-        .build();
-    let subscription = resolver
-        .subscribe(Subscription::new(INTERFACE))
-        .await
-        .unwrap();
-    let (channel, mut handle) = resolver.balanced_channel(&subscription).unwrap();
-    while handle.addresses().len() < 3 {
-        tokio::time::timeout(Duration::from_secs(5), handle.changed())
-            .await
-            .expect("the channel learns the three providers")
-            .unwrap();
-    }
+    let (_resolver, _subscription, channel, handle) = balanced(&store, options, 3).await;
     let load = Load::start(channel);
 
     // Calls spread over all three.
@@ -198,20 +211,7 @@ async fn set_aside_endpoints_leave_the_balancer() {
             .failure_threshold(2)
             .probe_interval(Duration::from_secs(60)),
     );
-    let resolver = Resolver::builder(store.clone())
-        .subscribe_options(options)
-        .build();
-    let subscription = resolver
-        .subscribe(Subscription::new(INTERFACE))
-        .await
-        .unwrap();
-    let (_channel, mut handle) = resolver.balanced_channel(&subscription).unwrap();
-    while handle.addresses().len() < 2 {
-        tokio::time::timeout(Duration::from_secs(5), handle.changed())
-            .await
-            .expect("both providers")
-            .unwrap();
-    }
+    let (_resolver, subscription, _channel, mut handle) = balanced(&store, options, 2).await;
     let bad = subscription
         .current()
         .iter()
