@@ -66,8 +66,14 @@
 //! * [`rpc`]: the `MetadataServiceV2` contract (`proto/metadata_service_v2.proto`), its server
 //!   and client.
 //! * [`provider`]: what a Rust RPC server embeds.
-//! * [`consumer`]: what a Rust RPC client embeds: the [`Resolver`], live subscriptions and
-//!   a load-balanced tonic channel over one ([`Resolver::balanced_channel`]).
+//! * [`consumer`]: what a Rust RPC client embeds. One shared context (`consumer/context.rs`:
+//!   store layers, the metadata source of `consumer/metadata.rs` with its cache, counters,
+//!   limits) under the [`Resolver`] facade (`consumer/resolver.rs`) and the live
+//!   subscriptions (`consumer/subscribe/`: handle, options, task loop, store sources,
+//!   metadata fetches, assembly); endpoint building (`consumer/endpoints.rs`) and the
+//!   protections (`app_view`, `protection`, `coalesce`, `health`, `snapshot`) are pure; a
+//!   load-balanced tonic channel over a subscription ([`Resolver::balanced_channel`],
+//!   `consumer/channel.rs`).
 //! * [`limits`]: size limits on everything read from the store or the network.
 //! * [`metrics`]: resolver and provider counters in the Prometheus text format, and a tiny
 //!   HTTP endpoint serving them.

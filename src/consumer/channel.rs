@@ -207,7 +207,7 @@ impl Resolver {
         options: ChannelOptions,
     ) -> Result<(Channel, ChannelHandle)> {
         let tls = match options.tls {
-            TlsChoice::FromResolver => self.tls().cloned(),
+            TlsChoice::FromResolver => self.context().tls.clone(),
             TlsChoice::Use(tls) => Some(*tls),
             TlsChoice::Plaintext => None,
         };

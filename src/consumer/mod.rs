@@ -4,11 +4,19 @@
 //!
 //! Layout, one concept per file:
 //!
-//! * `resolver.rs`: interface → apps → instances → metadata once per revision → endpoints;
+//! * `context.rs`: what the resolver and every subscription share (store layers, metadata
+//!   source, counters, limits, TLS); the resolver and the subscriptions never call each
+//!   other, both depend on it;
+//! * `metadata.rs`: the metadata source: moka cache, single-flight loads, verification;
+//! * `endpoints.rs`: building endpoints from instances and metadata (pure);
+//! * `resolver.rs`: the facade: `resolve()`, `subscribe()`, counters;
 //! * `subscription.rs`: what a consumer asks for;
-//! * `channel.rs`: a load-balanced tonic channel following a subscription;
-//! * `subscribe.rs`: the task that keeps a subscription live (watches, re-lists, background
-//!   metadata retries, pushes);
+//! * `subscribe/`: a live subscription: `handle` (what the user holds), `options`, `task`
+//!   (the loop owning the state), `sources` (mapping and instance watches, re-lists),
+//!   `fetches` (background metadata fetches and retries), `assemble` (the endpoint set and
+//!   its pushes), `restore` (the snapshot as a subscription uses it);
+//! * `discover.rs`: a subscription as a stream of `tower::discover::Change`s;
+//! * `channel.rs`: the balanced channel, a tower balancer over that stream;
 //! * `app_view.rs`: one app's instances as a subscriber sees them (pure);
 //! * `protection.rs`: self-preservation against mass expiry (pure);
 //! * `coalesce.rs`: coalescing against notification storms (pure);
@@ -19,7 +27,10 @@
 mod app_view;
 pub mod channel;
 pub mod coalesce;
+mod context;
+mod endpoints;
 pub mod health;
+mod metadata;
 pub mod protection;
 mod resolver;
 pub mod snapshot;

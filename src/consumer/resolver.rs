@@ -1,13 +1,16 @@
-//! The resolver: interface → apps → instances → metadata once per revision → endpoints.
+//! The resolver: the consumer's facade. [`Resolver::resolve`] walks interface → apps →
+//! instances → metadata once per revision → endpoints; [`Resolver::subscribe`] starts a
+//! live subscription. Both work on the shared [`Context`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use rand::seq::SliceRandom;
-use tracing::Instrument;
 
+use super::context::Context;
+use super::endpoints::{build_endpoints, by_revision};
+use super::metadata::MetadataSource;
 use super::stats::{Counters, ResolverStats};
 use super::subscribe::{self, SubscribeOptions, SubscriptionHandle};
 use super::subscription::Subscription;
@@ -15,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::mapping::Mapping;
-use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance, StorageType};
+use crate::model::{Endpoint, MetadataInfo, ServiceInstance};
 use crate::registry::{Instances, Registry};
 use crate::report::MetadataReport;
 use crate::rpc::MetadataClient;
@@ -29,8 +32,6 @@ pub const DEFAULT_CACHE_CAPACITY: u64 = 10_000;
 pub const DEFAULT_CACHE_IDLE: Duration = Duration::from_secs(30 * 60);
 /// Default number of instances of one revision tried before a fetch gives up.
 pub const DEFAULT_FETCH_ATTEMPTS: usize = 5;
-
-type CacheKey = (String, String);
 
 /// Builds a [`Resolver`]. Only the store is required.
 pub struct ResolverBuilder {
@@ -112,22 +113,23 @@ impl ResolverBuilder {
         if let Some(tls) = &self.tls {
             client = client.with_tls(tls.clone());
         }
+        let report = MetadataReport::new(store.clone(), self.layout.clone(), self.limits.clone());
         Resolver {
-            inner: Arc::new(Inner {
+            context: Arc::new(Context {
                 registry: Registry::new(store.clone(), self.layout.clone(), self.limits.clone()),
-                mapping: Mapping::new(store.clone(), self.layout.clone(), self.limits.clone()),
-                report: MetadataReport::new(store, self.layout, self.limits.clone()),
+                mapping: Mapping::new(store, self.layout, self.limits.clone()),
+                metadata: MetadataSource::new(
+                    report,
+                    client,
+                    self.fetch_attempts,
+                    self.cache_capacity,
+                    self.cache_idle,
+                ),
                 limits: self.limits,
-                subscribe_options: self.subscribe_options,
-                client,
-                tls: self.tls,
-                fetch_attempts: self.fetch_attempts,
-                cache: moka::future::Cache::builder()
-                    .max_capacity(self.cache_capacity)
-                    .time_to_idle(self.cache_idle)
-                    .build(),
                 counters: Counters::default(),
+                tls: self.tls,
             }),
+            subscribe_options: Arc::new(self.subscribe_options),
         }
     }
 }
@@ -137,20 +139,8 @@ impl ResolverBuilder {
 /// Cheap to clone; clones share the metadata cache and the counters.
 #[derive(Clone)]
 pub struct Resolver {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    registry: Registry,
-    mapping: Mapping,
-    report: MetadataReport,
-    client: MetadataClient,
-    tls: Option<tonic::transport::ClientTlsConfig>,
-    fetch_attempts: usize,
-    cache: moka::future::Cache<CacheKey, Arc<MetadataInfo>>,
-    counters: Counters,
-    limits: Limits,
-    subscribe_options: SubscribeOptions,
+    context: Arc<Context>,
+    subscribe_options: Arc<SubscribeOptions>,
 }
 
 impl Resolver {
@@ -182,7 +172,12 @@ impl Resolver {
         if !subscription.provided_by.is_empty() {
             return Ok(subscription.provided_by.iter().cloned().collect());
         }
-        Ok(self.inner.mapping.get(&subscription.interface).await?.apps)
+        Ok(self
+            .context
+            .mapping
+            .get(&subscription.interface)
+            .await?
+            .apps)
     }
 
     /// The live endpoints of a subscription, in order.
@@ -196,13 +191,13 @@ impl Resolver {
     )]
     pub async fn resolve(&self, subscription: &Subscription) -> Result<Vec<Endpoint>> {
         let apps = self.apps(subscription).await?;
-        let lists = join_all(apps.iter().map(|app| self.inner.registry.list(app))).await;
+        let lists = join_all(apps.iter().map(|app| self.context.registry.list(app))).await;
         let mut endpoints = Vec::new();
         let mut failure = None;
         for (app, list) in apps.iter().zip(lists) {
             let list = list?;
             for (address, reason) in &list.skipped {
-                Counters::bump(&self.inner.counters.skipped_records);
+                Counters::bump(&self.context.counters.skipped_records);
                 tracing::warn!(%app, %address, %reason, "instance record skipped");
             }
             let (found, failed) = self.endpoints_of(app, &list.instances, subscription).await;
@@ -231,16 +226,7 @@ impl Resolver {
         instances: &Instances,
         subscription: &Subscription,
     ) -> (Vec<Endpoint>, Option<Error>) {
-        let mut by_revision: BTreeMap<&str, Vec<&Arc<ServiceInstance>>> = BTreeMap::new();
-        for instance in instances
-            .values()
-            .filter(|i| i.enabled && i.revision() != EMPTY_REVISION)
-        {
-            by_revision
-                .entry(instance.revision())
-                .or_default()
-                .push(instance);
-        }
+        let by_revision = by_revision(instances.values());
         let fetches = by_revision
             .iter()
             .map(|(revision, members)| self.metadata(app, revision, members));
@@ -267,31 +253,10 @@ impl Resolver {
         revision: &str,
         members: &[&Arc<ServiceInstance>],
     ) -> Result<Arc<MetadataInfo>> {
-        let key = (app.to_owned(), revision.to_owned());
-        if let Some(info) = self.inner.cache.get(&key).await {
-            Counters::bump(&self.inner.counters.cache_hits);
-            return Ok(info);
-        }
-        let candidates: Vec<Arc<ServiceInstance>> = members.iter().map(|i| Arc::clone(i)).collect();
-        let span = tracing::debug_span!("metadata_load", %app, %revision);
-        let load = async {
-            Counters::bump(&self.inner.counters.cache_misses);
-            let loaded = self.load(app, revision, candidates).await;
-            if let Ok(info) = &loaded {
-                tracing::debug!(services = info.services.len(), "metadata loaded");
-            }
-            loaded.map(Arc::new)
-        }
-        .instrument(span);
-        self.inner
-            .cache
-            .try_get_with(key, load)
+        self.context
+            .metadata
+            .get(&self.context.counters, app, revision, members)
             .await
-            .map_err(|e: Arc<Error>| Error::MetadataUnavailable {
-                app: app.to_owned(),
-                revision: revision.to_owned(),
-                reason: e.to_string(),
-            })
     }
 
     /// Subscribes with the resolver's subscribe options: a live endpoint set, kept up to
@@ -300,7 +265,7 @@ impl Resolver {
     /// timeout passed (serving the snapshot, if any, while the store is unreachable). Fails
     /// only on an invalid subscription.
     pub async fn subscribe(&self, subscription: Subscription) -> Result<SubscriptionHandle> {
-        let options = self.inner.subscribe_options.clone();
+        let options = (*self.subscribe_options).clone();
         self.subscribe_with(subscription, options).await
     }
 
@@ -310,169 +275,29 @@ impl Resolver {
         subscription: Subscription,
         options: SubscribeOptions,
     ) -> Result<SubscriptionHandle> {
-        subscribe::start(self.clone(), subscription, options).await
+        subscribe::start(self.context.clone(), subscription, options).await
     }
 
-    pub(super) fn registry(&self) -> &Registry {
-        &self.inner.registry
-    }
-
-    pub(super) fn mapping(&self) -> &Mapping {
-        &self.inner.mapping
-    }
-
-    pub(super) fn limits(&self) -> &Limits {
-        &self.inner.limits
-    }
-
-    pub(super) fn tls(&self) -> Option<&tonic::transport::ClientTlsConfig> {
-        self.inner.tls.as_ref()
-    }
-
-    pub(super) fn counters(&self) -> &Counters {
-        &self.inner.counters
+    /// The shared context, for the channel built over a subscription.
+    pub(super) fn context(&self) -> &Context {
+        &self.context
     }
 
     /// A copy of the counters.
     pub async fn stats(&self) -> ResolverStats {
-        self.inner.cache.run_pending_tasks().await;
-        self.inner.counters.snapshot(self.inner.cache.entry_count())
+        let cached = self.context.metadata.cached().await;
+        self.context.counters.snapshot(cached)
     }
 
     /// Routable instances per app (enabled ones, and expired ones held by
     /// self-preservation), as the live subscriptions see them: for each app, the most any
     /// subscription sees. Apps no live subscription follows are not listed.
     pub fn instances_per_app(&self) -> BTreeMap<String, u64> {
-        self.inner.counters.instances_per_app()
+        self.context.counters.instances_per_app()
     }
 
     /// Forgets every cached revision.
     pub async fn clear_cache(&self) {
-        self.inner.cache.invalidate_all();
-        self.inner.cache.run_pending_tasks().await;
+        self.context.metadata.clear().await;
     }
-
-    /// Loads metadata: the report first when an instance says `remote`, then the
-    /// MetadataService of a random instance of the revision, then the others, up to the
-    /// attempt limit. Answers that are not the revision asked for are rejected.
-    async fn load(
-        &self,
-        app: &str,
-        revision: &str,
-        mut candidates: Vec<Arc<ServiceInstance>>,
-    ) -> Result<MetadataInfo> {
-        let counters = &self.inner.counters;
-        let mut last_error = Error::MetadataUnavailable {
-            app: app.to_owned(),
-            revision: revision.to_owned(),
-            reason: "no instance to ask".into(),
-        };
-        if candidates
-            .iter()
-            .any(|i| i.storage_type() == StorageType::Remote)
-        {
-            Counters::bump(&counters.report_reads);
-            match self.inner.report.get(app, revision).await {
-                Ok(Some(info)) => match check_answer(
-                    &info,
-                    app,
-                    revision,
-                    candidates.iter().any(|i| i.declares_sha256_v1()),
-                ) {
-                    Ok(()) => return Ok(info),
-                    Err(e) => {
-                        Counters::bump(&counters.revision_mismatches);
-                        last_error = e;
-                    }
-                },
-                Ok(None) => {}
-                Err(e) => {
-                    Counters::bump(&counters.fetch_failures);
-                    last_error = e;
-                }
-            }
-        }
-        candidates.shuffle(&mut rand::rng());
-        for instance in candidates.iter().take(self.inner.fetch_attempts) {
-            Counters::bump(&counters.metadata_fetches);
-            let port = instance.metadata_service_port();
-            let span = tracing::debug_span!("metadata_fetch", %app, %revision, host = %instance.host, port);
-            let answer = self
-                .inner
-                .client
-                .fetch(&instance.host, port, revision)
-                .instrument(span)
-                .await;
-            match answer.and_then(|info| {
-                check_answer(&info, app, revision, instance.declares_sha256_v1()).map(|()| info)
-            }) {
-                Ok(info) => return Ok(info),
-                Err(e) => {
-                    if matches!(e, Error::RevisionMismatch { .. }) {
-                        Counters::bump(&counters.revision_mismatches);
-                    } else {
-                        Counters::bump(&counters.fetch_failures);
-                    }
-                    tracing::warn!(error = %e, "metadata fetch failed; trying another instance");
-                    last_error = e;
-                }
-            }
-        }
-        Err(last_error)
-    }
-}
-
-/// Checks that an answer belongs to `app` at `revision` and, when the provider declares the
-/// `sha256-v1` rule, that its content hashes to that revision.
-fn check_answer(info: &MetadataInfo, app: &str, revision: &str, verify: bool) -> Result<()> {
-    if info.app != app || info.revision != revision {
-        return Err(Error::Malformed {
-            what: "metadata answer",
-            reason: format!(
-                "asked for {app}/{revision}, got {}/{}",
-                Error::shorten(&info.app),
-                Error::shorten(&info.revision)
-            ),
-        });
-    }
-    if verify {
-        info.verify_revision()
-    } else {
-        Ok(())
-    }
-}
-
-/// The endpoints of instances sharing one revision's metadata.
-pub(super) fn build_endpoints(
-    info: &MetadataInfo,
-    members: &[&Arc<ServiceInstance>],
-    subscription: &Subscription,
-) -> Vec<Endpoint> {
-    let services: Vec<_> = info
-        .matching(
-            &subscription.interface,
-            subscription.group.as_deref(),
-            subscription.version.as_deref(),
-            subscription.protocol.as_deref(),
-        )
-        .collect();
-    let mut endpoints = Vec::with_capacity(services.len() * members.len());
-    for instance in members {
-        for service in &services {
-            let port = if service.port > 0 {
-                service.port
-            } else {
-                instance.port_for_protocol(&service.protocol)
-            };
-            endpoints.push(Endpoint {
-                app: info.app.clone(),
-                host: instance.host.clone(),
-                port,
-                protocol: service.protocol.clone(),
-                revision: info.revision.clone(),
-                service: Arc::clone(service),
-            });
-        }
-    }
-    endpoints
 }

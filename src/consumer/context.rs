@@ -1,0 +1,30 @@
+//! What the resolver and its subscriptions share: the typed store layers, the metadata
+//! source with its cache, the counters, the limits and the TLS configuration.
+//!
+//! The [`super::Resolver`] facade and every subscription task hold one `Arc<Context>`;
+//! neither calls the other, so dependencies point one way: resolver and subscriptions →
+//! context → store, metadata source, counters.
+
+use tonic::transport::ClientTlsConfig;
+
+use super::metadata::MetadataSource;
+use super::stats::Counters;
+use crate::limits::Limits;
+use crate::mapping::Mapping;
+use crate::registry::Registry;
+
+/// See the module docs.
+pub(crate) struct Context {
+    /// Instance records, listed and watched per app.
+    pub registry: Registry,
+    /// Interface → apps.
+    pub mapping: Mapping,
+    /// Metadata of (app, revision), cached and loaded once.
+    pub metadata: MetadataSource,
+    /// Size limits on everything read.
+    pub limits: Limits,
+    /// Counters every part bumps.
+    pub counters: Counters,
+    /// The TLS configuration of MetadataService calls, also the default of channels.
+    pub tls: Option<ClientTlsConfig>,
+}

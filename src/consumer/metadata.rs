@@ -1,0 +1,220 @@
+//! The metadata source: the metadata of (app, revision), cached, loaded once and verified.
+//!
+//! * **Cache**: a bounded moka cache keyed by (app, revision) holding `Arc<MetadataInfo>`;
+//!   idle entries go after a while.
+//! * **Single flight**: concurrent callers asking for one uncached revision share one load.
+//! * **Load**: the metadata report first when an instance says its storage type is
+//!   `remote`, then the MetadataService of a random instance of the revision, then the
+//!   others, up to an attempt limit.
+//! * **Verification**: every answer goes through [`verify_answer`], the one place that
+//!   decides whether an answer is accepted for the revision asked for.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::seq::SliceRandom;
+use tracing::Instrument as _;
+
+use super::stats::Counters;
+use crate::error::{Error, Result};
+use crate::model::{MetadataInfo, ServiceInstance, StorageType};
+use crate::report::MetadataReport;
+use crate::rpc::MetadataClient;
+
+/// (app, revision).
+type CacheKey = (String, String);
+
+/// See the module docs.
+pub(crate) struct MetadataSource {
+    report: MetadataReport,
+    client: MetadataClient,
+    fetch_attempts: usize,
+    cache: moka::future::Cache<CacheKey, Arc<MetadataInfo>>,
+}
+
+impl MetadataSource {
+    /// A source reading `report` and calling MetadataServices with `client`.
+    pub fn new(
+        report: MetadataReport,
+        client: MetadataClient,
+        fetch_attempts: usize,
+        cache_capacity: u64,
+        cache_idle: Duration,
+    ) -> Self {
+        MetadataSource {
+            report,
+            client,
+            fetch_attempts: fetch_attempts.max(1),
+            cache: moka::future::Cache::builder()
+                .max_capacity(cache_capacity)
+                .time_to_idle(cache_idle)
+                .build(),
+        }
+    }
+
+    /// The metadata of `app` at `revision`: from the cache, else loaded once (concurrent
+    /// callers share the load) from the report or one of `members`.
+    pub async fn get(
+        &self,
+        counters: &Counters,
+        app: &str,
+        revision: &str,
+        members: &[&Arc<ServiceInstance>],
+    ) -> Result<Arc<MetadataInfo>> {
+        let key = (app.to_owned(), revision.to_owned());
+        if let Some(info) = self.cache.get(&key).await {
+            Counters::bump(&counters.cache_hits);
+            return Ok(info);
+        }
+        let candidates: Vec<Arc<ServiceInstance>> = members.iter().map(|i| Arc::clone(i)).collect();
+        let span = tracing::debug_span!("metadata_load", %app, %revision);
+        let load = async {
+            Counters::bump(&counters.cache_misses);
+            let loaded = self.load(counters, app, revision, candidates).await;
+            if let Ok(info) = &loaded {
+                tracing::debug!(services = info.services.len(), "metadata loaded");
+            }
+            loaded.map(Arc::new)
+        }
+        .instrument(span);
+        self.cache
+            .try_get_with(key, load)
+            .await
+            .map_err(|e: Arc<Error>| Error::MetadataUnavailable {
+                app: app.to_owned(),
+                revision: revision.to_owned(),
+                reason: e.to_string(),
+            })
+    }
+
+    /// How many revisions are cached, once pending evictions have run.
+    pub async fn cached(&self) -> u64 {
+        self.cache.run_pending_tasks().await;
+        self.cache.entry_count()
+    }
+
+    /// Forgets every cached revision.
+    pub async fn clear(&self) {
+        self.cache.invalidate_all();
+        self.cache.run_pending_tasks().await;
+    }
+
+    /// Loads metadata: the report first when an instance says `remote`, then the
+    /// MetadataService of a random instance of the revision, then the others, up to the
+    /// attempt limit. Answers [`verify_answer`] rejects are not used.
+    async fn load(
+        &self,
+        counters: &Counters,
+        app: &str,
+        revision: &str,
+        mut candidates: Vec<Arc<ServiceInstance>>,
+    ) -> Result<MetadataInfo> {
+        let mut last_error = Error::MetadataUnavailable {
+            app: app.to_owned(),
+            revision: revision.to_owned(),
+            reason: "no instance to ask".into(),
+        };
+        if candidates
+            .iter()
+            .any(|i| i.storage_type() == StorageType::Remote)
+        {
+            Counters::bump(&counters.report_reads);
+            match self.report.get(app, revision).await {
+                Ok(Some(info)) => {
+                    let declared = candidates.iter().any(|i| i.declares_sha256_v1());
+                    match verify_answer(&info, app, revision, declared) {
+                        Ok(()) => return Ok(info),
+                        Err(e) => {
+                            Counters::bump(&counters.revision_mismatches);
+                            last_error = e;
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    Counters::bump(&counters.fetch_failures);
+                    last_error = e;
+                }
+            }
+        }
+        candidates.shuffle(&mut rand::rng());
+        for instance in candidates.iter().take(self.fetch_attempts) {
+            Counters::bump(&counters.metadata_fetches);
+            let port = instance.metadata_service_port();
+            let span = tracing::debug_span!("metadata_fetch", %app, %revision, host = %instance.host, port);
+            let answer = self
+                .client
+                .fetch(&instance.host, port, revision)
+                .instrument(span)
+                .await;
+            let checked = answer.and_then(|info| {
+                verify_answer(&info, app, revision, instance.declares_sha256_v1()).map(|()| info)
+            });
+            match checked {
+                Ok(info) => return Ok(info),
+                Err(e) => {
+                    if matches!(e, Error::RevisionMismatch { .. }) {
+                        Counters::bump(&counters.revision_mismatches);
+                    } else {
+                        Counters::bump(&counters.fetch_failures);
+                    }
+                    tracing::warn!(error = %e, "metadata fetch failed; trying another instance");
+                    last_error = e;
+                }
+            }
+        }
+        Err(last_error)
+    }
+}
+
+/// The one verification decision: whether an answer (from a MetadataService or the report)
+/// is accepted as the metadata of `app` at `revision`.
+///
+/// It must name that app and revision; when the provider declares the `sha256-v1` rule
+/// (`declares_sha256_v1`), its content must also hash to that revision.
+pub(crate) fn verify_answer(
+    info: &MetadataInfo,
+    app: &str,
+    revision: &str,
+    declares_sha256_v1: bool,
+) -> Result<()> {
+    if info.app != app || info.revision != revision {
+        return Err(Error::Malformed {
+            what: "metadata answer",
+            reason: format!(
+                "asked for {app}/{revision}, got {}/{}",
+                Error::shorten(&info.app),
+                Error::shorten(&info.revision)
+            ),
+        });
+    }
+    if declares_sha256_v1 {
+        info.verify_revision()
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ServiceInfo;
+
+    #[test]
+    fn answers_for_another_app_or_revision_are_refused() {
+        let info = MetadataInfo::new("shop", [ServiceInfo::new("shop.A")]).unwrap();
+        assert!(verify_answer(&info, "shop", &info.revision, true).is_ok());
+        assert!(verify_answer(&info, "other", &info.revision, false).is_err());
+        assert!(verify_answer(&info, "shop", "abc", false).is_err());
+        let mut forged = info.clone();
+        forged.services.clear();
+        assert!(
+            verify_answer(&forged, "shop", &info.revision, true).is_err(),
+            "content that does not hash to the revision"
+        );
+        assert!(
+            verify_answer(&forged, "shop", &info.revision, false).is_ok(),
+            "not checked when the provider declares no rule"
+        );
+    }
+}

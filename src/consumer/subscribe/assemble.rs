@@ -1,0 +1,134 @@
+//! Assembling a subscription's endpoint set from its routed instances, their revisions'
+//! metadata and consumer-side health, and pushing it when it changed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::task::Task;
+use crate::consumer::endpoints::build_endpoints;
+use crate::consumer::stats::Counters;
+use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance};
+use crate::rpc::authority;
+
+/// The endpoints of one routed instance as last computed, with what they were computed
+/// from, so that they are reused while neither changes.
+pub(super) struct Computed {
+    instance: Arc<ServiceInstance>,
+    /// The metadata they were built from; `None` when they were carried over from an
+    /// earlier record while the metadata of the instance's revision is not known.
+    info: Option<Arc<MetadataInfo>>,
+    endpoints: Vec<Endpoint>,
+    /// The [`Task::compute`] pass that last saw the instance routed.
+    pass: u64,
+}
+
+impl Task {
+    /// Computes the set and pushes it if it differs from what subscribers have.
+    pub(super) fn push(&mut self, now: Instant) {
+        let next = self.compute();
+        let pushed = self.tx.borrow().as_slice() != next.as_slice();
+        let counters = &self.context.counters;
+        if pushed {
+            self.tx.send_replace(Arc::new(next));
+            Counters::bump(&counters.pushes);
+            if self.live() {
+                self.snapshot_dirty = true;
+            }
+        } else {
+            Counters::bump(&counters.unchanged_updates);
+        }
+        self.coalescer.handled(now, pushed);
+    }
+
+    /// The endpoint set: each routed instance's endpoints from its revision's metadata, or
+    /// its last endpoints while that metadata is not known; set-aside addresses left out
+    /// unless that would leave nothing.
+    ///
+    /// Incremental: an instance's endpoints are rebuilt only when its record or its
+    /// revision's metadata changed since the last pass, so a single-instance change costs
+    /// one instance's endpoints plus assembling (sorting references, then cloning) the set.
+    fn compute(&mut self) -> Vec<Endpoint> {
+        self.compute_pass += 1;
+        let pass = self.compute_pass;
+        for (app, view) in &self.apps {
+            let infos: HashMap<&str, &Arc<MetadataInfo>> = self
+                .metadata
+                .iter()
+                .filter(|((a, _), _)| a == app)
+                .map(|((_, revision), info)| (revision.as_str(), info))
+                .collect();
+            if !self.by_instance.contains_key(app) {
+                self.by_instance.insert(app.clone(), HashMap::new());
+            }
+            let computed = self.by_instance.get_mut(app).expect("inserted above");
+            for (address, instance) in view.routable_entries() {
+                let revision = instance.revision();
+                if revision == EMPTY_REVISION {
+                    continue;
+                }
+                let info = infos.get(revision).copied();
+                match (computed.get_mut(address.as_str()), info) {
+                    (Some(last), Some(info)) => {
+                        let same_record =
+                            Arc::ptr_eq(&last.instance, instance) || last.instance == *instance;
+                        let same_info = last.info.as_ref().is_some_and(|i| Arc::ptr_eq(i, info));
+                        if !(same_record && same_info) {
+                            last.endpoints = build_endpoints(info, &[instance], &self.subscription);
+                            last.info = Some(info.clone());
+                        }
+                        last.instance = instance.clone();
+                        last.pass = pass;
+                    }
+                    // Metadata not known (yet): keep the last endpoints.
+                    (Some(last), None) => {
+                        last.info = None;
+                        last.instance = instance.clone();
+                        last.pass = pass;
+                    }
+                    (None, Some(info)) => {
+                        let endpoints = build_endpoints(info, &[instance], &self.subscription);
+                        computed.insert(
+                            address.clone(),
+                            Computed {
+                                instance: instance.clone(),
+                                info: Some(info.clone()),
+                                endpoints,
+                                pass,
+                            },
+                        );
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+        for computed in self.by_instance.values_mut() {
+            computed.retain(|_, c| c.pass == pass);
+        }
+        self.by_instance.retain(|_, computed| !computed.is_empty());
+        let all: Vec<&Endpoint> = self
+            .by_instance
+            .values()
+            .flat_map(HashMap::values)
+            .flat_map(|c| &c.endpoints)
+            .collect();
+        let mut chosen = all;
+        if !self.health.is_empty() {
+            let addresses: HashSet<String> =
+                chosen.iter().map(|e| authority(&e.host, e.port)).collect();
+            self.health.retain(|a| addresses.contains(a));
+            let healthy: Vec<&Endpoint> = chosen
+                .iter()
+                .copied()
+                .filter(|e| !self.health.is_set_aside(&authority(&e.host, e.port)))
+                .collect();
+            if !healthy.is_empty() {
+                chosen = healthy;
+            }
+        }
+        chosen.sort_unstable();
+        chosen.dedup();
+        chosen.into_iter().cloned().collect()
+    }
+}

@@ -1,0 +1,88 @@
+//! The user's side of a subscription: the current set, its changes, health reports.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::{mpsc, watch};
+
+use crate::consumer::subscription::Subscription;
+use crate::error::{Error, Result};
+use crate::model::Endpoint;
+use crate::rpc::authority;
+
+/// What the handles and the task share.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) protection_active: AtomicBool,
+    pub(super) serving_snapshot: AtomicBool,
+    pub(super) reports: mpsc::Sender<(String, bool)>,
+}
+
+/// A live subscription: the current endpoint set and its changes.
+///
+/// Cheap to clone; the subscription's task, and the watches it alone uses, stop when the
+/// last clone is dropped.
+#[derive(Clone, Debug)]
+pub struct SubscriptionHandle {
+    pub(super) subscription: Arc<Subscription>,
+    pub(super) endpoints: watch::Receiver<Arc<Vec<Endpoint>>>,
+    pub(super) shared: Arc<Shared>,
+}
+
+impl SubscriptionHandle {
+    /// What was subscribed to.
+    pub fn subscription(&self) -> &Subscription {
+        &self.subscription
+    }
+
+    /// The current endpoint set, sorted.
+    pub fn current(&self) -> Arc<Vec<Endpoint>> {
+        self.endpoints.borrow().clone()
+    }
+
+    /// Waits for the next pushed endpoint set (one this handle has not seen) and returns it.
+    /// Fails with [`Error::Shutdown`] only if the subscription's task is gone.
+    pub async fn changed(&mut self) -> Result<Arc<Vec<Endpoint>>> {
+        self.endpoints
+            .changed()
+            .await
+            .map_err(|_| Error::Shutdown)?;
+        Ok(self.endpoints.borrow_and_update().clone())
+    }
+
+    /// A receiver of endpoint sets, for use in `select!` loops.
+    pub fn watch(&self) -> watch::Receiver<Arc<Vec<Endpoint>>> {
+        self.endpoints.clone()
+    }
+
+    /// Whether self-preservation is holding removals of some app right now.
+    pub fn protection_active(&self) -> bool {
+        self.shared.protection_active.load(Ordering::Relaxed)
+    }
+
+    /// Whether the set comes (in part) from the local snapshot because the store has not
+    /// been read since the start.
+    pub fn serving_snapshot(&self) -> bool {
+        self.shared.serving_snapshot.load(Ordering::Relaxed)
+    }
+
+    /// Reports that a call to `endpoint` succeeded (resets its failure count; brings it
+    /// back if it was set aside).
+    pub fn report_success(&self, endpoint: &Endpoint) {
+        self.report(endpoint, true);
+    }
+
+    /// Reports that a call to `endpoint` failed; after consecutive failures its address is
+    /// set aside and probed until it answers.
+    pub fn report_failure(&self, endpoint: &Endpoint) {
+        self.report(endpoint, false);
+    }
+
+    fn report(&self, endpoint: &Endpoint, ok: bool) {
+        // Reports are advisory: when the task is busy and the buffer full, drop them.
+        let _ = self
+            .shared
+            .reports
+            .try_send((authority(&endpoint.host, endpoint.port), ok));
+    }
+}

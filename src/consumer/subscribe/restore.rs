@@ -1,0 +1,60 @@
+//! The local snapshot as a subscription uses it: served when the store cannot be reached
+//! at start, written from the live view.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::time::Instant;
+
+use super::task::Task;
+use crate::consumer::snapshot::{Snapshot, key_of};
+use crate::consumer::stats::Counters;
+
+impl Task {
+    /// Serves from the snapshot what the store has not given yet.
+    pub(super) fn load_snapshot(&mut self, snapshot: Snapshot, now: Instant) {
+        tracing::warn!(
+            interface = %self.subscription.interface,
+            "store not reached in time; serving from the local snapshot"
+        );
+        Counters::bump(&self.context.counters.snapshot_loads);
+        self.serving_snapshot = true;
+        self.shared.serving_snapshot.store(true, Ordering::Relaxed);
+        for app in snapshot.apps {
+            self.add_app(app);
+        }
+        self.mapping_known = true;
+        for (app, instances) in snapshot.instances {
+            self.add_app(app.clone());
+            if let Some(view) = self.apps.get_mut(&app).filter(|v| !v.synced) {
+                let list = instances
+                    .into_iter()
+                    .map(|i| (i.address(), Arc::new(i)))
+                    .collect();
+                view.reset(list, now);
+            }
+        }
+        for info in snapshot.metadata {
+            self.metadata
+                .entry((info.app.clone(), info.revision.clone()))
+                .or_insert_with(|| Arc::new(info));
+        }
+        self.ensure_fetches(now);
+    }
+
+    pub(super) fn build_snapshot(&self) -> Snapshot {
+        Snapshot {
+            subscription: key_of(&self.subscription),
+            apps: self.apps.keys().cloned().collect(),
+            instances: self
+                .apps
+                .iter()
+                .map(|(app, view)| {
+                    let instances = view.routable().map(|i| (**i).clone()).collect();
+                    (app.clone(), instances)
+                })
+                .collect(),
+            metadata: self.metadata.values().map(|i| (**i).clone()).collect(),
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! The subscription task: one per subscription, owning all of its state; it applies what
+//! the sources send, starts fetches and probes, and pushes coalesced endpoint sets.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::Instrument as _;
+
+use super::assemble::Computed;
+use super::fetches::{Fetch, Joined, Key};
+use super::handle::{Shared, SubscriptionHandle};
+use super::options::SubscribeOptions;
+use super::sources::{Source, watch_app, watch_mapping};
+use crate::consumer::app_view::{AppView, Applied};
+use crate::consumer::coalesce::Coalescer;
+use crate::consumer::context::Context;
+use crate::consumer::health::{self, HealthTracker};
+use crate::consumer::snapshot::Snapshot;
+use crate::consumer::stats::Counters;
+use crate::consumer::subscription::Subscription;
+use crate::error::{Error, Result};
+use crate::model::{Endpoint, MetadataInfo};
+
+/// Updates buffered between the sources and the subscription task.
+const SOURCE_BUFFER: usize = 1024;
+/// Health reports buffered; reports beyond it are dropped (they are advisory).
+const REPORT_BUFFER: usize = 4096;
+
+/// Starts a subscription; returns once the first set is published, or the start timeout
+/// passed.
+pub(crate) async fn start(
+    context: Arc<Context>,
+    subscription: Subscription,
+    options: SubscribeOptions,
+) -> Result<SubscriptionHandle> {
+    subscription.validate()?;
+    let snapshot =
+        options
+            .snapshot
+            .as_ref()
+            .and_then(|o| match Snapshot::read(&o.path, &context.limits) {
+                Ok(Some(s)) if s.is_for(&subscription) => Some(s),
+                Ok(Some(_)) => {
+                    tracing::warn!(path = ?o.path, "snapshot is for another subscription; ignored");
+                    None
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::warn!(path = ?o.path, error = %e, "snapshot unusable; ignored");
+                    None
+                }
+            });
+    let (tx, mut rx) = watch::channel(Arc::new(Vec::new()));
+    let (reports_tx, reports) = mpsc::channel(REPORT_BUFFER);
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let shared = Arc::new(Shared {
+        protection_active: AtomicBool::new(false),
+        serving_snapshot: AtomicBool::new(false),
+        reports: reports_tx,
+    });
+    let (sources_tx, sources_rx) = mpsc::channel(SOURCE_BUFFER);
+    let now = Instant::now();
+    let id = context
+        .counters
+        .next_subscription
+        .fetch_add(1, Ordering::Relaxed);
+    let task = Task {
+        id,
+        start_deadline: now + options.start_timeout,
+        coalescer: Coalescer::new(&options.coalesce),
+        health: HealthTracker::new(options.health.clone()),
+        context,
+        subscription: subscription.clone(),
+        options,
+        sources_tx,
+        sources_rx,
+        sources: JoinSet::new(),
+        apps: BTreeMap::new(),
+        mapping_known: false,
+        mapping_from_store: false,
+        metadata: HashMap::new(),
+        fetches: HashMap::new(),
+        fetch_tasks: JoinSet::new(),
+        fetch_ids: HashMap::new(),
+        by_instance: HashMap::new(),
+        compute_pass: 0,
+        reports,
+        probes: JoinSet::new(),
+        tx,
+        shared: shared.clone(),
+        ready: Some(ready_tx),
+        snapshot,
+        serving_snapshot: false,
+        snapshot_dirty: false,
+        writes: JoinSet::new(),
+        protected_apps: 0,
+        dirty: false,
+    };
+    let span = tracing::info_span!("subscription", interface = %subscription.interface, id);
+    tokio::spawn(task.run().instrument(span));
+    ready_rx.await.map_err(|_| Error::Shutdown)?;
+    rx.borrow_and_update();
+    Ok(SubscriptionHandle {
+        subscription: Arc::new(subscription),
+        endpoints: rx,
+        shared,
+    })
+}
+
+enum Wake {
+    Closed,
+    Source(Source),
+    Fetched(Joined),
+    Report(String, bool),
+    Probed(String, bool),
+    Written(Result<()>),
+    Timer,
+}
+
+pub(super) struct Task {
+    /// This subscription's entry in the resolver's instances-per-app gauge.
+    pub(super) id: u64,
+    pub(super) context: Arc<Context>,
+    pub(super) subscription: Subscription,
+    pub(super) options: SubscribeOptions,
+    pub(super) sources_tx: mpsc::Sender<Source>,
+    pub(super) sources_rx: mpsc::Receiver<Source>,
+    /// The mapping and instance sources; dropping the set aborts them.
+    pub(super) sources: JoinSet<()>,
+    pub(super) apps: BTreeMap<String, AppView>,
+    /// Whether the apps are known (from the store, the subscription or the snapshot).
+    pub(super) mapping_known: bool,
+    /// Whether the apps are known from the store or the subscription.
+    pub(super) mapping_from_store: bool,
+    /// The metadata of the revisions in use.
+    pub(super) metadata: HashMap<Key, Arc<MetadataInfo>>,
+    /// Revisions in use whose metadata is not known yet.
+    pub(super) fetches: HashMap<Key, Fetch>,
+    pub(super) fetch_tasks: JoinSet<(Key, Result<Arc<MetadataInfo>>)>,
+    pub(super) fetch_ids: HashMap<tokio::task::Id, Key>,
+    /// The endpoints of each routed instance, by app and `{host}:{port}`, as last computed
+    /// (see [`Task::compute`]).
+    pub(super) by_instance: HashMap<String, HashMap<String, Computed>>,
+    /// How many times [`Task::compute`] ran (marks the entries of `by_instance` it saw).
+    pub(super) compute_pass: u64,
+    pub(super) coalescer: Coalescer,
+    pub(super) health: HealthTracker,
+    pub(super) reports: mpsc::Receiver<(String, bool)>,
+    pub(super) probes: JoinSet<(String, bool)>,
+    pub(super) tx: watch::Sender<Arc<Vec<Endpoint>>>,
+    pub(super) shared: Arc<Shared>,
+    /// Taken when the first set is published.
+    pub(super) ready: Option<oneshot::Sender<()>>,
+    pub(super) start_deadline: Instant,
+    /// The snapshot read at start, until used or no longer needed.
+    pub(super) snapshot: Option<Snapshot>,
+    pub(super) serving_snapshot: bool,
+    pub(super) snapshot_dirty: bool,
+    pub(super) writes: JoinSet<Result<()>>,
+    /// How many apps hold removals (mirrored into the resolver's gauge).
+    pub(super) protected_apps: u64,
+    /// Whether the routed instances, metadata or health changed since the last tick.
+    pub(super) dirty: bool,
+}
+
+impl Task {
+    pub(super) async fn run(mut self) {
+        Counters::bump(&self.context.counters.subscriptions);
+        tracing::debug!("subscription started");
+        if self.subscription.provided_by.is_empty() {
+            let source = watch_mapping(
+                self.context.clone(),
+                self.subscription.interface.clone(),
+                self.sources_tx.clone(),
+            );
+            self.sources.spawn(source.in_current_span());
+        } else {
+            for app in self.subscription.provided_by.clone() {
+                self.add_app(app);
+            }
+            self.mapping_known = true;
+            self.mapping_from_store = true;
+        }
+        loop {
+            self.tick(Instant::now());
+            let deadline = self.next_deadline();
+            let wake = tokio::select! {
+                biased;
+                () = self.tx.closed() => Wake::Closed,
+                Some(source) = self.sources_rx.recv() => Wake::Source(source),
+                Some(joined) = self.fetch_tasks.join_next_with_id(),
+                    if !self.fetch_tasks.is_empty() => Wake::Fetched(joined),
+                Some((address, ok)) = self.reports.recv() => Wake::Report(address, ok),
+                Some(joined) = self.probes.join_next(), if !self.probes.is_empty() => match joined {
+                    Ok((address, ok)) => Wake::Probed(address, ok),
+                    Err(_) => Wake::Timer,
+                },
+                Some(joined) = self.writes.join_next(), if !self.writes.is_empty() => {
+                    Wake::Written(joined.unwrap_or_else(|e| Err(Error::Io(std::io::Error::other(e)))))
+                }
+                () = sleep_until(deadline) => Wake::Timer,
+            };
+            let now = Instant::now();
+            match wake {
+                Wake::Closed => break,
+                Wake::Source(source) => {
+                    self.on_source(source, now);
+                    while let Ok(source) = self.sources_rx.try_recv() {
+                        self.on_source(source, now);
+                    }
+                }
+                Wake::Fetched(joined) => self.on_fetched(joined, now),
+                Wake::Report(address, ok) => {
+                    self.on_report(&address, ok, now);
+                    while let Ok((address, ok)) = self.reports.try_recv() {
+                        self.on_report(&address, ok, now);
+                    }
+                }
+                Wake::Probed(address, ok) => {
+                    if self.health.probed(&address, ok, now) {
+                        tracing::info!(%address, "set-aside endpoint answers again");
+                        self.dirty = true;
+                    }
+                }
+                Wake::Written(result) => match result {
+                    Ok(()) => Counters::bump(&self.context.counters.snapshot_writes),
+                    Err(e) => tracing::warn!(error = %e, "snapshot not written"),
+                },
+                Wake::Timer => {}
+            }
+        }
+        Counters::sub(&self.context.counters.subscriptions, 1);
+        self.context.counters.set_instances(self.id, None);
+        Counters::sub(&self.context.counters.protected_apps, self.protected_apps);
+        tracing::debug!(interface = %self.subscription.interface, "subscription ended");
+    }
+
+    /// Does everything that is due at `now`: releases, fetches, probes, the first
+    /// publication, coalesced pushes and snapshot writes.
+    fn tick(&mut self, now: Instant) {
+        for view in self.apps.values_mut() {
+            if view.release_due(now) {
+                self.dirty = true;
+            }
+        }
+        self.ensure_fetches(now);
+        for address in self.health.due_probes(now) {
+            Counters::bump(&self.context.counters.probes);
+            let timeout = self.options.health.probe_timeout;
+            self.probes.spawn(async move {
+                let ok = health::probe(&address, timeout).await;
+                (address, ok)
+            });
+        }
+        self.update_protection_flag();
+        let live = self.live();
+        if live && self.serving_snapshot {
+            self.serving_snapshot = false;
+            self.shared.serving_snapshot.store(false, Ordering::Relaxed);
+            self.snapshot_dirty = true;
+        }
+        if live {
+            self.snapshot = None;
+        }
+        let mut became_ready = false;
+        if self.ready.is_some() {
+            if self.initial_complete() {
+                became_ready = true;
+            } else if now >= self.start_deadline {
+                if let Some(snapshot) = self.snapshot.take() {
+                    self.load_snapshot(snapshot, now);
+                }
+                became_ready = true;
+            }
+            if became_ready {
+                self.coalescer.changed(now);
+            }
+        } else if self.dirty {
+            self.coalescer.changed(now);
+        }
+        if self.dirty || became_ready {
+            let per_app = self
+                .apps
+                .iter()
+                .map(|(app, view)| (app.clone(), view.routable().count() as u64))
+                .collect();
+            self.context.counters.set_instances(self.id, Some(per_app));
+        }
+        self.dirty = false;
+        if (self.ready.is_none() || became_ready) && self.coalescer.is_due(now) {
+            self.push(now);
+        }
+        if let Some(ready) = self.ready.take_if(|_| became_ready) {
+            let _ = ready.send(());
+        }
+        if self.snapshot_dirty && self.writes.is_empty() {
+            self.snapshot_dirty = false;
+            if let Some(options) = &self.options.snapshot {
+                let snapshot = self.build_snapshot();
+                let path = options.path.clone();
+                self.writes
+                    .spawn_blocking(move || snapshot.write_atomic(&path));
+            }
+        }
+    }
+
+    /// The earliest time something is due.
+    fn next_deadline(&self) -> Option<Instant> {
+        let mut next = self.coalescer.due();
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        if self.ready.is_some() {
+            consider(Some(self.start_deadline));
+        }
+        for view in self.apps.values() {
+            consider(view.next_release());
+        }
+        for fetch in self.fetches.values().filter(|f| !f.in_flight) {
+            consider(Some(fetch.next_try));
+        }
+        consider(self.health.next_probe());
+        next
+    }
+
+    fn on_source(&mut self, source: Source, now: Instant) {
+        match source {
+            Source::Apps(apps) => {
+                self.mapping_known = true;
+                self.mapping_from_store = true;
+                for app in apps {
+                    self.add_app(app);
+                }
+            }
+            Source::Reset(app, list) => {
+                let counters = &self.context.counters;
+                for (address, reason) in &list.skipped {
+                    Counters::bump(&counters.skipped_records);
+                    tracing::warn!(%app, %address, %reason, "instance record skipped");
+                }
+                if let Some(view) = self.apps.get_mut(&app) {
+                    let applied = view.reset(list.instances, now);
+                    view.synced = true;
+                    self.note(applied);
+                }
+            }
+            Source::Changes(app, changes) => {
+                if let Some(view) = self.apps.get_mut(&app) {
+                    let applied = view.apply(changes, now);
+                    self.note(applied);
+                }
+            }
+        }
+    }
+
+    fn note(&mut self, applied: Applied) {
+        let counters = &self.context.counters;
+        Counters::add(&counters.held_removals, applied.newly_held as u64);
+        Counters::add(&counters.skipped_records, applied.skipped as u64);
+        if applied.newly_held > 0 {
+            tracing::warn!(
+                interface = %self.subscription.interface,
+                held = applied.newly_held,
+                "mass expiry: self-preservation holds the removals"
+            );
+        }
+        self.dirty |= applied.changed;
+    }
+
+    fn on_report(&mut self, address: &str, ok: bool, now: Instant) {
+        if ok {
+            self.dirty |= self.health.success(address);
+        } else if self.health.failure(address, now) {
+            tracing::warn!(%address, "endpoint set aside after consecutive failures");
+            Counters::bump(&self.context.counters.set_aside);
+            self.dirty = true;
+        }
+    }
+
+    /// Adds an app and starts its instance source.
+    pub(super) fn add_app(&mut self, app: String) {
+        if self.apps.contains_key(&app) {
+            return;
+        }
+        self.apps
+            .insert(app.clone(), AppView::new(self.options.protection.clone()));
+        let span = tracing::debug_span!("instance_source", %app);
+        let source = watch_app(self.context.clone(), app, self.sources_tx.clone());
+        self.sources.spawn(source.instrument(span));
+    }
+
+    /// Whether the first publication can go out: apps known, every app listed, and no
+    /// revision on its first fetch.
+    fn initial_complete(&self) -> bool {
+        self.mapping_known
+            && self.apps.values().all(|v| v.synced)
+            && !self
+                .fetches
+                .values()
+                .any(|f| f.in_flight && f.failures() == 0)
+    }
+
+    /// Whether everything comes from the store (not from the snapshot).
+    pub(super) fn live(&self) -> bool {
+        self.mapping_from_store && self.apps.values().all(|v| v.synced)
+    }
+
+    fn update_protection_flag(&mut self) {
+        let active = self.apps.values().filter(|v| v.protection_active()).count() as u64;
+        let gauge = &self.context.counters.protected_apps;
+        if active > self.protected_apps {
+            Counters::add(gauge, active - self.protected_apps);
+        } else {
+            Counters::sub(gauge, self.protected_apps - active);
+        }
+        self.protected_apps = active;
+        self.shared
+            .protection_active
+            .store(active > 0, Ordering::Relaxed);
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
