@@ -22,9 +22,9 @@ use clap::Parser;
 use common::pb::HelloRequest;
 use common::pb::greeter_client::GreeterClient;
 use common::{BoxError, GreeterNode};
+use introspect::consumer::BalancedChannel;
 use introspect::metrics::Metrics;
 use introspect::{Resolver, Store, Subscription};
-use tonic::transport::Channel;
 
 /// Greeter providers and a consumer in one process.
 #[derive(Parser)]
@@ -50,7 +50,7 @@ type Tally = Arc<Mutex<BTreeMap<String, u64>>>;
 
 /// Calls the Greeter through `channel` until `stop`, counting answers per server.
 fn spawn_caller(
-    channel: Channel,
+    channel: BalancedChannel,
     tally: Tally,
     failed: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,

@@ -7,15 +7,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use futures::StreamExt as _;
+use introspect::consumer::discover::Change;
 use introspect::consumer::{
-    ChannelHandle, CoalesceOptions, HealthOptions, SubscribeOptions, SubscriptionHandle,
+    BalancedChannel, ChannelHandle, CoalesceOptions, HealthOptions, SubscribeOptions,
+    SubscriptionHandle,
 };
 use introspect::{MemoryStore, Resolver, Store, Subscription};
 use support::greeter::pb::HelloRequest;
 use support::greeter::pb::greeter_client::GreeterClient;
-use support::greeter::{GreeterNode, start_greeter};
+use support::greeter::{GreeterNode, serve_greeter, start_greeter};
 use support::wait::eventually;
-use tonic::transport::Channel;
 
 const APP: &str = "greeter";
 const INTERFACE: &str = "helloworld.Greeter";
@@ -40,7 +42,7 @@ struct Load {
 }
 
 impl Load {
-    fn start(channel: Channel) -> Load {
+    fn start(channel: BalancedChannel) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(AtomicU64::new(0));
@@ -103,7 +105,7 @@ async fn balanced(
     store: &Arc<dyn Store>,
     options: SubscribeOptions,
     providers: usize,
-) -> (Resolver, SubscriptionHandle, Channel, ChannelHandle) {
+) -> (Resolver, SubscriptionHandle, BalancedChannel, ChannelHandle) {
     let resolver = Resolver::builder(store.clone())
         .subscribe_options(options)
         .build();
@@ -281,4 +283,110 @@ async fn dropping_the_channel_stops_its_task_and_releases_the_subscription() {
     )
     .await;
     a.shutdown().await;
+}
+
+/// Takes the next change of a discovery stream, within 5 s.
+async fn next_change(
+    discovery: &mut introspect::consumer::Discovery,
+) -> Change<String, introspect::Endpoint> {
+    tokio::time::timeout(Duration::from_secs(5), discovery.next())
+        .await
+        .expect("a change in time")
+        .expect("the stream goes on")
+        .unwrap_or_else(|never| match never {})
+}
+
+#[tokio::test]
+async fn discover_streams_insertions_and_removals_a_balancer_can_dial() {
+    let store = store();
+    let a = start_greeter(&store, APP, Duration::from_millis(50)).await;
+    let b = start_greeter(&store, APP, Duration::from_millis(50)).await;
+    let resolver = Resolver::new(store.clone());
+    let subscription = resolver
+        .subscribe(Subscription::new(INTERFACE))
+        .await
+        .unwrap();
+    let mut discovery = subscription.discover();
+
+    // The current set first: one insertion per address, each dialable as it is.
+    let mut inserted = Vec::new();
+    for _ in 0..2 {
+        match next_change(&mut discovery).await {
+            Change::Insert(address, endpoint) => {
+                assert_eq!(address, endpoint.address());
+                inserted.push(address);
+            }
+            Change::Remove(address) => panic!("unexpected removal of {address}"),
+        }
+    }
+    inserted.sort();
+    let mut expected = vec![a.address.to_string(), b.address.to_string()];
+    expected.sort();
+    assert_eq!(inserted, expected);
+    for address in &inserted {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let reply = GreeterClient::new(channel)
+            .say_hello(HelloRequest { name: "x".into() })
+            .await
+            .unwrap();
+        assert!(reply.into_inner().message.contains(address.as_str()));
+    }
+
+    // A graceful stop is a removal of that address, and only of it.
+    let gone = a.address.to_string();
+    a.shutdown().await;
+    match next_change(&mut discovery).await {
+        Change::Remove(address) => assert_eq!(address, gone),
+        Change::Insert(address, _) => panic!("unexpected insertion of {address}"),
+    }
+    // A newcomer is an insertion.
+    let c = start_greeter(&store, APP, Duration::from_millis(50)).await;
+    match next_change(&mut discovery).await {
+        Change::Insert(address, _) => assert_eq!(address, c.address.to_string()),
+        Change::Remove(address) => panic!("unexpected removal of {address}"),
+    }
+    b.shutdown().await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_ipv6_provider_is_dialed_through_the_balanced_channel() {
+    let listener = match tokio::net::TcpListener::bind("[::1]:0").await {
+        Ok(listener) => listener,
+        Err(e) => {
+            println!("skipped: this machine has no IPv6 loopback ({e})");
+            return;
+        }
+    };
+    let store = store();
+    let node = serve_greeter(listener, &store, APP, Duration::from_millis(50)).await;
+    let resolver = Resolver::new(store.clone());
+    let subscription = resolver
+        .subscribe(Subscription::new(INTERFACE))
+        .await
+        .unwrap();
+    let endpoints = subscription.current();
+    assert_eq!(endpoints.len(), 1);
+    assert_eq!(
+        endpoints[0].host, "::1",
+        "the store keeps the unbracketed host"
+    );
+    assert_eq!(endpoints[0].address(), node.address.to_string());
+    let (channel, _handle) = resolver.balanced_channel(&subscription).unwrap();
+    let mut request = tonic::Request::new(HelloRequest { name: "v6".into() });
+    request.set_timeout(Duration::from_secs(2));
+    let reply = tokio::time::timeout(
+        Duration::from_secs(5),
+        GreeterClient::new(channel).say_hello(request),
+    )
+    .await
+    .expect("the call is answered in time")
+    .expect("the IPv6 provider answers");
+    assert!(reply.into_inner().message.contains("[::1]"));
+    assert_eq!(node.calls(), 1);
+    node.shutdown().await;
 }

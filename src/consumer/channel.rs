@@ -1,10 +1,21 @@
-//! A load-balanced tonic [`Channel`] over a live subscription.
+//! A load-balanced channel over a live subscription: a tower balancer over its
+//! [`Discovery`] stream.
 //!
-//! [`Resolver::balanced_channel`] turns a [`SubscriptionHandle`] into a tonic channel built
-//! with [`Channel::balance_channel`] (power-of-two-choices over the endpoints it is fed). A
-//! small task follows the subscription's published endpoint sets and feeds the balancer
-//! `Insert`/`Remove` changes keyed by the endpoint's `host:port`, so several services (or
-//! protocols) on one address are one balancer endpoint.
+//! [`Resolver::balanced_channel`] turns a [`SubscriptionHandle`] into a [`BalancedChannel`],
+//! which generated tonic clients accept (it is a `tower::Service` of HTTP requests, as
+//! tonic's `GrpcService` asks). Inside:
+//!
+//! ```text
+//! BalancedChannel (Clone)      a tower Buffer: clones share one balancer task
+//!   p2c::Balance               power of two choices by pending requests
+//!     PendingRequests          the load measure
+//!       <passive health>       where a per-endpoint layer seeing each call's outcome goes
+//!         tonic Channel        one per address, connected lazily
+//! ```
+//!
+//! A small feeder task follows the subscription's [`Discovery`] stream (one key per
+//! distinct dialable `host:port`, so several services or protocols on one address are one
+//! balancer endpoint) and hands the balancer its changes, insertions first.
 //!
 //! The balancer follows exactly what the subscription publishes, so it inherits its
 //! protections: an instance marked `enabled: false` by a graceful stop leaves at once (its
@@ -17,28 +28,41 @@
 //! the endpoint that failed, through [`ChannelHandle::subscription`]; an address set aside
 //! after consecutive failures leaves the balancer until a probe or a success brings it back.
 //!
-//! Each endpoint is dialled lazily with the connect timeout of [`ChannelOptions`] and the
-//! resolver's TLS configuration (if it has one, unless the options say otherwise).
+//! Each endpoint is dialled lazily with the connect timeout of [`ChannelOptions`], its
+//! request timeout, and the resolver's TLS configuration (if it has one, unless the options
+//! say otherwise).
 //!
-//! The task stops when every clone of the channel has been dropped (the balancer is gone),
-//! when the subscription ends, or on [`ChannelHandle::stop`]. Dropping the
-//! [`ChannelHandle`] alone does not stop it: the channel keeps following the subscription.
+//! The feeder stops when every clone of the channel has been dropped (the balancer is
+//! gone), when the subscription ends, or on [`ChannelHandle::stop`]; the channel then keeps
+//! the endpoints it has. Dropping the [`ChannelHandle`] alone does not stop it: the channel
+//! keeps following the subscription.
 
 use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use futures::{FutureExt as _, Stream, StreamExt as _};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::channel::Change;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint as TonicEndpoint};
+use tower::BoxError;
+use tower::balance::p2c::Balance;
+use tower::buffer::Buffer;
+use tower::discover::Change;
+use tower::load::{CompleteOnResponse, PendingRequests};
+use tower::util::BoxService;
 use tracing::Instrument;
 
+use super::discover::{Change as DiscoveryChange, Discovery};
 use super::resolver::Resolver;
 use super::subscribe::SubscriptionHandle;
 use crate::error::{Error, Result};
 use crate::model::Endpoint;
-use crate::rpc::authority;
 
 /// Default deadline of one connection attempt to an endpoint.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -184,18 +208,108 @@ impl ChannelHandle {
     }
 }
 
+/// Requests buffered in front of the balancer (tonic's own default).
+const REQUEST_BUFFER: usize = 1024;
+
+/// An HTTP request as tonic sends it.
+type Request = http::Request<tonic::body::Body>;
+/// An HTTP response as tonic reads it.
+type Response = http::Response<tonic::body::Body>;
+/// What the balancer's boxed service answers with.
+type BoxedFuture = BoxFuture<'static, std::result::Result<Response, BoxError>>;
+
+/// One balancer endpoint: the tonic channel of one address, measured by its pending
+/// requests. Passive health goes between the two: a layer over the [`Channel`] that sees
+/// each call's outcome (see [`endpoint_service`]).
+type EndpointService = PendingRequests<Channel, CompleteOnResponse>;
+
+/// The stack of one endpoint, built when the balancer is handed its address.
+///
+/// The place for per-endpoint layers: a passive-health layer wraps `channel` here, under
+/// the load measure, so that it sees every call routed to this address.
+fn endpoint_service(channel: Channel) -> EndpointService {
+    PendingRequests::new(channel, CompleteOnResponse::default())
+}
+
+/// A load-balanced channel over a subscription's endpoints. Generated tonic clients accept
+/// it (`GreeterClient::new(channel)`); see the [module docs](self).
+///
+/// Cheap to clone; clones share one balancer.
+#[derive(Clone)]
+pub struct BalancedChannel {
+    inner: Buffer<Request, BoxedFuture>,
+}
+
+impl std::fmt::Debug for BalancedChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BalancedChannel").finish_non_exhaustive()
+    }
+}
+
+impl tower::Service<Request> for BalancedChannel {
+    type Response = Response;
+    type Error = BoxError;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<std::result::Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        ResponseFuture {
+            inner: self.inner.call(request),
+        }
+    }
+}
+
+/// The answer to a call through a [`BalancedChannel`].
+pub struct ResponseFuture {
+    inner: tower::buffer::future::ResponseFuture<BoxedFuture>,
+}
+
+impl std::fmt::Debug for ResponseFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl Future for ResponseFuture {
+    type Output = std::result::Result<Response, BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.inner).poll(cx)
+    }
+}
+
+/// The balancer's side of the feeder's changes. When the feeder stops, the stream stays
+/// pending, so the balancer keeps the endpoints it has.
+struct Changes {
+    receiver: mpsc::Receiver<Change<String, EndpointService>>,
+}
+
+impl Stream for Changes {
+    type Item = std::result::Result<Change<String, EndpointService>, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        match self.receiver.poll_recv(cx) {
+            Poll::Ready(Some(change)) => Poll::Ready(Some(Ok(change))),
+            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
 impl Resolver {
-    /// A tonic channel balancing calls over the live endpoints of `subscription`, with
-    /// default [`ChannelOptions`]; see [`Resolver::balanced_channel_with`].
+    /// A channel balancing calls over the live endpoints of `subscription`, with default
+    /// [`ChannelOptions`]; see [`Resolver::balanced_channel_with`].
     pub fn balanced_channel(
         &self,
         subscription: &SubscriptionHandle,
-    ) -> Result<(Channel, ChannelHandle)> {
+    ) -> Result<(BalancedChannel, ChannelHandle)> {
         self.balanced_channel_with(subscription, ChannelOptions::default())
     }
 
-    /// A tonic channel balancing calls over the live endpoints of `subscription`: each
-    /// distinct `host:port` of its endpoint set is one balancer endpoint, added and removed
+    /// A channel balancing calls over the live endpoints of `subscription`: each distinct
+    /// dialable `host:port` of its endpoint set is one balancer endpoint, added and removed
     /// as the subscription publishes changes (see the [module docs](self)). Endpoints are
     /// dialled lazily with the options' connect timeout and TLS (by default the resolver's).
     ///
@@ -205,7 +319,7 @@ impl Resolver {
         &self,
         subscription: &SubscriptionHandle,
         options: ChannelOptions,
-    ) -> Result<(Channel, ChannelHandle)> {
+    ) -> Result<(BalancedChannel, ChannelHandle)> {
         let tls = match options.tls {
             TlsChoice::FromResolver => self.context().tls.clone(),
             TlsChoice::Use(tls) => Some(*tls),
@@ -220,7 +334,11 @@ impl Resolver {
         dialer
             .endpoint("localhost:1")
             .map_err(|e| Error::Config(format!("balanced channel: {e}")))?;
-        let (channel, changes) = Channel::balance_channel::<String>(options.capacity);
+        let (changes, receiver) = mpsc::channel(options.capacity);
+        let balance: Balance<Changes, Request> = Balance::new(Changes { receiver });
+        let channel = BalancedChannel {
+            inner: Buffer::new(BoxService::new(balance), REQUEST_BUFFER),
+        };
         let (published, addresses) = watch::channel(Arc::new(BTreeSet::new()));
         let cancel = CancellationToken::new();
         let span = tracing::debug_span!(
@@ -228,7 +346,7 @@ impl Resolver {
             interface = %subscription.subscription().interface
         );
         let feeder = Feeder {
-            endpoints: subscription.watch(),
+            discovery: subscription.discover(),
             changes,
             dialer,
             published,
@@ -245,18 +363,10 @@ impl Resolver {
     }
 }
 
-/// The addresses of an endpoint set, deduplicated.
-fn addresses_of(endpoints: &[Endpoint]) -> BTreeSet<String> {
-    endpoints
-        .iter()
-        .map(|e| authority(&e.host, e.port))
-        .collect()
-}
-
 /// The task feeding the balancer.
 struct Feeder {
-    endpoints: watch::Receiver<Arc<Vec<Endpoint>>>,
-    changes: mpsc::Sender<Change<String, TonicEndpoint>>,
+    discovery: Discovery,
+    changes: mpsc::Sender<Change<String, EndpointService>>,
     dialer: Dialer,
     published: watch::Sender<Arc<BTreeSet<String>>>,
     cancel: CancellationToken,
@@ -267,62 +377,57 @@ struct Feeder {
 impl Feeder {
     async fn run(mut self) {
         loop {
-            let set = self.endpoints.borrow_and_update().clone();
-            if !self.sync(addresses_of(&set)).await {
-                break;
-            }
-            tokio::select! {
+            let next = tokio::select! {
                 () = self.cancel.cancelled() => break,
                 () = self.changes.closed() => break,
-                changed = self.endpoints.changed() => {
-                    if changed.is_err() {
-                        break;
-                    }
+                next = self.discovery.next() => next,
+            };
+            let Some(Ok(change)) = next else { break };
+            if !self.hand_over(change).await {
+                break;
+            }
+            // Publish once the changes of one set are all handed over.
+            while let Some(Some(Ok(change))) = self.discovery.next().now_or_never() {
+                if !self.hand_over(change).await {
+                    return;
                 }
             }
+            self.published.send_if_modified(|published| {
+                if **published == self.current {
+                    false
+                } else {
+                    *published = Arc::new(self.current.clone());
+                    true
+                }
+            });
         }
         tracing::debug!("balanced channel no longer follows its subscription");
     }
 
-    /// Hands the balancer the difference between what it has and `next`: insertions
-    /// first, so that a full replacement never leaves it empty. Returns `false` once the
-    /// balancer is gone or the task is stopped.
-    async fn sync(&mut self, next: BTreeSet<String>) -> bool {
-        let added: Vec<String> = next.difference(&self.current).cloned().collect();
-        let removed: Vec<String> = self.current.difference(&next).cloned().collect();
-        for address in added {
-            let endpoint = match self.dialer.endpoint(&address) {
-                Ok(endpoint) => endpoint,
-                Err(e) => {
-                    tracing::warn!(%address, error = %e, "endpoint left out of the channel");
-                    continue;
+    /// Hands one change to the balancer, dialling an inserted address lazily. Returns
+    /// `false` once the balancer is gone or the task is stopped.
+    async fn hand_over(&mut self, change: DiscoveryChange<String, Endpoint>) -> bool {
+        let change = match change {
+            DiscoveryChange::Insert(address, _) => {
+                let endpoint = match self.dialer.endpoint(&address) {
+                    Ok(endpoint) => endpoint,
+                    Err(e) => {
+                        tracing::warn!(%address, error = %e, "endpoint left out of the channel");
+                        return true;
+                    }
+                };
+                tracing::debug!(%address, "endpoint added to the channel");
+                self.current.insert(address.clone());
+                Change::Insert(address, endpoint_service(endpoint.connect_lazy()))
+            }
+            DiscoveryChange::Remove(address) => {
+                if !self.current.remove(&address) {
+                    return true;
                 }
-            };
-            tracing::debug!(%address, "endpoint added to the channel");
-            if !self.send(Change::Insert(address.clone(), endpoint)).await {
-                return false;
+                tracing::debug!(%address, "endpoint removed from the channel");
+                Change::Remove(address)
             }
-            self.current.insert(address);
-        }
-        for address in removed {
-            tracing::debug!(%address, "endpoint removed from the channel");
-            if !self.send(Change::Remove(address.clone())).await {
-                return false;
-            }
-            self.current.remove(&address);
-        }
-        self.published.send_if_modified(|published| {
-            if **published == self.current {
-                false
-            } else {
-                *published = Arc::new(self.current.clone());
-                true
-            }
-        });
-        true
-    }
-
-    async fn send(&self, change: Change<String, TonicEndpoint>) -> bool {
+        };
         tokio::select! {
             () = self.cancel.cancelled() => false,
             sent = self.changes.send(change) => sent.is_ok(),
@@ -333,30 +438,6 @@ impl Feeder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ServiceInfo;
-
-    fn endpoint(host: &str, port: u16, service: &str) -> Endpoint {
-        Endpoint {
-            app: "a".into(),
-            host: host.into(),
-            port,
-            protocol: "tri".into(),
-            revision: "r".into(),
-            service: Arc::new(ServiceInfo::new(service)),
-        }
-    }
-
-    #[test]
-    fn services_on_one_address_are_one_balancer_endpoint() {
-        let set = vec![
-            endpoint("10.0.0.1", 50051, "a.A"),
-            endpoint("10.0.0.1", 50051, "a.B"),
-            endpoint("10.0.0.2", 50051, "a.A"),
-            endpoint("::1", 7, "a.A"),
-        ];
-        let addresses: Vec<String> = addresses_of(&set).into_iter().collect();
-        assert_eq!(addresses, ["10.0.0.1:50051", "10.0.0.2:50051", "[::1]:7"]);
-    }
 
     #[test]
     fn dialer_applies_scheme_and_rejects_garbage() {

@@ -28,6 +28,7 @@ mod app_view;
 pub mod channel;
 pub mod coalesce;
 mod context;
+pub mod discover;
 mod endpoints;
 pub mod health;
 mod metadata;
@@ -38,8 +39,9 @@ mod stats;
 mod subscribe;
 mod subscription;
 
-pub use channel::{ChannelHandle, ChannelOptions};
+pub use channel::{BalancedChannel, ChannelHandle, ChannelOptions};
 pub use coalesce::CoalesceOptions;
+pub use discover::Discovery;
 pub use health::HealthOptions;
 pub use protection::ProtectionOptions;
 pub use resolver::{

@@ -26,13 +26,48 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// `{host}:{port}`.
+    /// The dialable address: `{host}:{port}`, with an IPv6 host in brackets
+    /// (`[::1]:50051`). The store's instance keys keep Dubbo's unbracketed form; this one
+    /// is what a client connects to.
     pub fn address(&self) -> String {
-        format!("{}:{}", self.host, self.port)
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
     }
 
     /// The service's parameters.
     pub fn params(&self) -> &BTreeMap<String, String> {
         &self.service.params
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(host: &str) -> Endpoint {
+        Endpoint {
+            app: "a".into(),
+            host: host.into(),
+            port: 50051,
+            protocol: "tri".into(),
+            revision: "r".into(),
+            service: Arc::new(ServiceInfo::new("a.A")),
+        }
+    }
+
+    #[test]
+    fn ipv6_hosts_are_bracketed_in_the_dialable_address() {
+        assert_eq!(at("10.0.0.1").address(), "10.0.0.1:50051");
+        assert_eq!(at("::1").address(), "[::1]:50051");
+        assert_eq!(at("fe80::1:2").address(), "[fe80::1:2]:50051");
+        assert_eq!(
+            at("[::1]").address(),
+            "[::1]:50051",
+            "never bracketed twice"
+        );
+        assert_eq!(at("shop.example").address(), "shop.example:50051");
     }
 }

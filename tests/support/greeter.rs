@@ -85,6 +85,17 @@ impl GreeterNode {
 /// it as an instance of `app` at its port, with the given drain period.
 pub async fn start_greeter(store: &Arc<dyn Store>, app: &str, drain: Duration) -> GreeterNode {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_greeter(listener, store, app, drain).await
+}
+
+/// Like [`start_greeter`], on a listener of the caller's (an IPv6 one, say); the instance
+/// is registered at the listener's IP and port.
+pub async fn serve_greeter(
+    listener: tokio::net::TcpListener,
+    store: &Arc<dyn Store>,
+    app: &str,
+    drain: Duration,
+) -> GreeterNode {
     let address = listener.local_addr().unwrap();
     let calls = Arc::new(AtomicU64::new(0));
     let greeter = CountingGreeter {
@@ -92,6 +103,7 @@ pub async fn start_greeter(store: &Arc<dyn Store>, app: &str, drain: Duration) -
         address,
     };
     let provider = Provider::builder(app, store.clone())
+        .host(address.ip().to_string())
         .port(address.port())
         .lease_ttl(Duration::from_secs(10))
         .drain_period(drain)
