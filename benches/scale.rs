@@ -1082,7 +1082,7 @@ async fn propagation(
         // change after a quiet period: the same latency is expected.
         let n = *sizes.propagation_fleets.last().expect("a fleet size");
         if let Some((store, _etcd)) = fresh_store(on_etcd).await {
-            let window = CoalesceOptions::default().window;
+            let window = introspect::consumer::DEFAULT_COALESCE_WINDOW;
             let times = propagation_in_fleet(
                 &store,
                 n,
@@ -1112,7 +1112,7 @@ async fn propagation(
     notes.push(format!(
         "Propagation with the default coalescing window ({} ms), {} trials spaced so each \
          registration is the first change after a quiet period, {} instances: {}.",
-        CoalesceOptions::default().window.as_millis(),
+        introspect::consumer::DEFAULT_COALESCE_WINDOW.as_millis(),
         sizes.propagation_spaced_trials,
         sizes.propagation_fleets.last().expect("a fleet size"),
         if spaced.is_empty() {

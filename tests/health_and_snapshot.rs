@@ -1,79 +1,107 @@
-//! Consumer-side health and the local snapshot. Real time with short, bounded waits: probes
-//! are real TCP connects and snapshot writes real files.
+//! Consumer-side health and the local snapshot.
+//!
+//! Health runs on the paused clock with an injected probe (no sockets): every wait is
+//! virtual and every check follows something observed (reports applied, probes made).
+//! The snapshot tests write real files, so they run on real time with bounded waits.
 
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use introspect::consumer::{CoalesceOptions, HealthOptions, SnapshotOptions, SubscribeOptions};
-use introspect::{Endpoint, MemoryStore, Resolver, ServiceInfo, Store, Subscription};
+use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
 use support::faulty::FaultyStore;
 use support::records::{Records, ports};
-use tokio::net::TcpListener;
-use tokio::time::timeout;
+use support::wait::eventually;
 
 const ORDERS: &str = "shop.OrderService";
 const HOUR: Duration = Duration::from_secs(3600);
+/// Bound of every wait.
+const LIMIT: Duration = Duration::from_secs(5);
+const PROBE_INTERVAL: Duration = Duration::from_millis(50);
 
 fn orders() -> introspect::MetadataInfo {
     Records::metadata("shop-a", &[ServiceInfo::new(ORDERS)])
 }
 
-/// Waits (at most 5 s) until the handle's set satisfies `done`.
-async fn until(
-    handle: &mut introspect::SubscriptionHandle,
-    done: impl Fn(&[Endpoint]) -> bool,
-) -> Arc<Vec<Endpoint>> {
-    timeout(Duration::from_secs(5), async {
-        loop {
-            let set = handle.current();
-            if done(&set) {
-                return set;
-            }
-            handle.changed().await.unwrap();
-        }
-    })
-    .await
-    .expect("the set reached the expected state in time")
+/// A probe whose answer the test sets, counting its calls; with `panics`, the first call
+/// panics.
+#[derive(Clone, Default)]
+struct FakeProbe {
+    answers: Arc<AtomicBool>,
+    calls: Arc<AtomicU64>,
+    panics: bool,
 }
 
-#[tokio::test]
-async fn a_failing_endpoint_is_set_aside_and_probed_until_it_answers() {
-    let up = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let up_port = up.local_addr().unwrap().port();
-    let down = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let down_port = down.local_addr().unwrap().port();
-    drop(down);
-
-    let records = Records::new(Arc::new(MemoryStore::new()));
-    let info = orders();
-    records.publish(&info).await;
-    for port in [up_port, down_port] {
-        records
-            .register(&Records::instance(&info, port), None)
-            .await;
+impl FakeProbe {
+    fn options(&self, threshold: u32) -> SubscribeOptions {
+        let probe = self.clone();
+        SubscribeOptions::default()
+            .coalesce(CoalesceOptions::default().window(Duration::from_millis(10)))
+            .health(
+                HealthOptions::default()
+                    .failure_threshold(threshold)
+                    .probe_interval(PROBE_INTERVAL)
+                    .probe(move |_address: String, _timeout: Duration| {
+                        let call = probe.calls.fetch_add(1, Ordering::SeqCst);
+                        let answers = probe.answers.load(Ordering::SeqCst);
+                        let panics = probe.panics && call == 0;
+                        async move {
+                            assert!(!panics, "a probe that panics");
+                            answers
+                        }
+                    }),
+            )
     }
+
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+/// A subscription to two instances (ports 1000 and 1001) in the embedded store.
+async fn two_instances(
+    options: SubscribeOptions,
+) -> (
+    Resolver,
+    introspect::SubscriptionHandle,
+    introspect::Endpoint,
+) {
+    let records = Records::new(Arc::new(MemoryStore::new()));
+    records.fleet(&orders(), 1000, 2, HOUR).await;
     let resolver = Resolver::new(records.store.clone());
-    let options = SubscribeOptions::default()
-        .coalesce(CoalesceOptions::default().window(Duration::from_millis(10)))
-        .health(
-            HealthOptions::default()
-                .failure_threshold(3)
-                .probe_interval(Duration::from_millis(50))
-                .probe_timeout(Duration::from_millis(500)),
-        );
-    let mut handle = resolver
+    let handle = resolver
         .subscribe_with(Subscription::new(ORDERS), options)
         .await
         .unwrap();
-    assert_eq!(handle.current().len(), 2);
-    let bad = handle
-        .current()
-        .iter()
-        .find(|e| e.port == down_port)
-        .cloned()
-        .unwrap();
+    assert_eq!(ports(&handle.current()), [1000, 1001]);
+    let bad = handle.current()[1].clone();
+    assert_eq!(bad.port, 1001);
+    (resolver, handle, bad)
+}
+
+/// Waits until the resolver has applied `n` health reports.
+async fn reports_applied(resolver: &Resolver, n: u64) {
+    eventually(LIMIT, "the reports to be applied", || async {
+        resolver.stats().await.health_reports >= n
+    })
+    .await;
+}
+
+/// Waits until the subscription's set has these ports.
+async fn set_is(handle: &introspect::SubscriptionHandle, expected: &[u16], what: &str) {
+    eventually(LIMIT, what, || async {
+        ports(&handle.current()) == expected
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_endpoint_is_set_aside_and_probed_until_it_answers() {
+    let probe = FakeProbe::default();
+    let (resolver, handle, bad) = two_instances(probe.options(3)).await;
 
     // Failures that are not consecutive do not count.
     handle.report_failure(&bad);
@@ -81,25 +109,27 @@ async fn a_failing_endpoint_is_set_aside_and_probed_until_it_answers() {
     handle.report_success(&bad);
     handle.report_failure(&bad);
     handle.report_failure(&bad);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(handle.current().len(), 2);
+    reports_applied(&resolver, 5).await;
+    assert_eq!(resolver.stats().await.set_aside, 0);
+    assert_eq!(ports(&handle.current()), [1000, 1001]);
+    assert_eq!(probe.calls(), 0, "nothing to probe");
+
     // The third consecutive failure sets it aside.
     handle.report_failure(&bad);
-    let set = until(&mut handle, |s| s.len() == 1).await;
-    assert_eq!(ports(&set), [up_port]);
+    set_is(&handle, &[1000], "the failing endpoint set aside").await;
     assert_eq!(resolver.stats().await.set_aside, 1);
 
-    // Probes keep failing while nothing listens.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(handle.current().len(), 1);
-    assert!(resolver.stats().await.probes >= 2);
+    // Probes keep failing while it does not answer: it stays aside.
+    eventually(LIMIT, "three failed probes", || async {
+        probe.calls() >= 3
+    })
+    .await;
+    assert_eq!(ports(&handle.current()), [1000]);
+    assert!(resolver.stats().await.probes >= 3);
 
     // It answers again: the next probe brings it back.
-    let _back = TcpListener::bind(("127.0.0.1", down_port)).await.unwrap();
-    let set = until(&mut handle, |s| s.len() == 2).await;
-    let mut expected = vec![up_port, down_port];
-    expected.sort_unstable();
-    assert_eq!(ports(&set), expected);
+    probe.answers.store(true, Ordering::SeqCst);
+    set_is(&handle, &[1000, 1001], "the endpoint back after a probe").await;
 
     // Setting every endpoint aside would leave nothing: then none is left out.
     for _ in 0..3 {
@@ -107,9 +137,26 @@ async fn a_failing_endpoint_is_set_aside_and_probed_until_it_answers() {
             handle.report_failure(e);
         }
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(handle.current().len(), 2);
-    drop(up);
+    eventually(LIMIT, "both endpoints set aside", || async {
+        resolver.stats().await.set_aside == 3
+    })
+    .await;
+    assert_eq!(ports(&handle.current()), [1000, 1001]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_that_panics_counts_as_failed_and_probing_goes_on() {
+    let probe = FakeProbe {
+        answers: Arc::new(AtomicBool::new(true)),
+        panics: true,
+        ..Default::default()
+    };
+    let (_resolver, handle, bad) = two_instances(probe.options(1)).await;
+    handle.report_failure(&bad);
+    set_is(&handle, &[1000], "the failing endpoint set aside").await;
+    // The first probe panics; the next one answers and brings the endpoint back.
+    set_is(&handle, &[1000, 1001], "the endpoint back after the panic").await;
+    assert_eq!(probe.calls(), 2);
 }
 
 #[tokio::test]
@@ -131,13 +178,10 @@ async fn a_consumer_started_with_the_store_down_serves_the_snapshot() {
             .await
             .unwrap();
         assert_eq!(handle.current().len(), 3);
-        timeout(Duration::from_secs(5), async {
-            while resolver.stats().await.snapshot_writes == 0 {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+        eventually(LIMIT, "the snapshot written", || async {
+            resolver.stats().await.snapshot_writes > 0
         })
-        .await
-        .expect("snapshot written");
+        .await;
         assert!(!handle.serving_snapshot());
     }
     assert!(path.exists());
@@ -147,7 +191,7 @@ async fn a_consumer_started_with_the_store_down_serves_the_snapshot() {
     let flaky = Arc::new(FaultyStore::new(memory.clone()));
     flaky.set_down(true);
     let resolver = Resolver::new(flaky.clone() as Arc<dyn Store>);
-    let mut handle = resolver
+    let handle = resolver
         .subscribe_with(Subscription::new(ORDERS), options.clone())
         .await
         .unwrap();
@@ -164,19 +208,20 @@ async fn a_consumer_started_with_the_store_down_serves_the_snapshot() {
     let records = Records::new(memory.clone() as Arc<dyn Store>);
     records.fleet(&info, 1000, 4, HOUR).await;
     flaky.set_down(false);
-    let set = until(&mut handle, |s| s.len() == 4).await;
-    assert_eq!(ports(&set), [1000, 1001, 1002, 1003]);
+    set_is(&handle, &[1000, 1001, 1002, 1003], "the live set").await;
     // Live once the mapping is read too; then the live set's snapshot is written (let it
     // land before tampering with the file).
-    timeout(Duration::from_secs(5), async {
-        while handle.serving_snapshot() || resolver.stats().await.snapshot_writes == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    eventually(LIMIT, "the live snapshot written", || async {
+        !handle.serving_snapshot() && resolver.stats().await.snapshot_writes > 0
     })
-    .await
-    .expect("live snapshot written");
+    .await;
     drop(handle);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually(
+        LIMIT,
+        "the subscription (and its writes) to end",
+        || async { resolver.stats().await.subscriptions == 0 },
+    )
+    .await;
 
     // A truncated snapshot is ignored with a warning; the store being down, the set is empty.
     let bytes = std::fs::read(&path).unwrap();

@@ -7,11 +7,12 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use introspect::consumer::protection::DEFAULT_MAX_HOLD;
-use introspect::consumer::{CoalesceOptions, ProtectionOptions, SubscribeOptions};
+use introspect::consumer::DEFAULT_MAX_HOLD;
+use introspect::consumer::{ProtectionOptions, SubscribeOptions};
 use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
 use support::faulty::FaultyStore;
-use support::records::{Records, ports, settle};
+use support::records::{Records, ports};
+use support::wait::settle;
 
 const ORDERS: &str = "shop.OrderService";
 const HOUR: Duration = Duration::from_secs(3600);
@@ -27,7 +28,7 @@ fn memory() -> (Arc<MemoryStore>, Records) {
 }
 
 fn window() -> Duration {
-    CoalesceOptions::default().window
+    introspect::consumer::DEFAULT_COALESCE_WINDOW
 }
 
 #[tokio::test(start_paused = true)]

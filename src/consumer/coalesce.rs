@@ -15,12 +15,10 @@ use tokio::time::Instant;
 /// deploy, a partition heal or a store re-list into one push.
 pub const DEFAULT_COALESCE_WINDOW: Duration = Duration::from_millis(100);
 
-/// How updates of one subscription are coalesced.
+/// How updates of one subscription are coalesced. Set with the methods.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CoalesceOptions {
-    /// The minimum time between two pushes, and so the longest a change waits (default
-    /// [`DEFAULT_COALESCE_WINDOW`]). Zero pushes every change.
-    pub window: Duration,
+    window: Duration,
 }
 
 impl Default for CoalesceOptions {
@@ -32,7 +30,8 @@ impl Default for CoalesceOptions {
 }
 
 impl CoalesceOptions {
-    /// Sets the coalescing window.
+    /// Sets the coalescing window: the minimum time between two pushes, and so the longest
+    /// a change waits (default [`DEFAULT_COALESCE_WINDOW`]). Zero pushes every change.
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window;
         self
@@ -41,7 +40,7 @@ impl CoalesceOptions {
 
 /// Decides when a change is pushed. See the module docs.
 #[derive(Clone, Debug)]
-pub struct Coalescer {
+pub(crate) struct Coalescer {
     window: Duration,
     last_push: Option<Instant>,
     due: Option<Instant>,

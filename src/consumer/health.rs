@@ -3,11 +3,16 @@
 //! Callers report each call's outcome for an endpoint. After a number of consecutive
 //! failures the endpoint's address is set aside (left out of the endpoint set) and probed
 //! at an interval; the first probe (or reported call) that succeeds brings it back. The
-//! tracker is pure; [`probe`] is the one piece of I/O, a TCP connect.
+//! tracker is pure; the probe is the one piece of I/O: a TCP connect by default, or any
+//! [`Probe`] given to [`HealthOptions::probe`]. A probe that panics counts as a failed one.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 /// Default consecutive failures that set an endpoint aside (as Envoy's outlier detection).
@@ -17,18 +22,56 @@ pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(5);
 /// Default deadline of one probe.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// How consumer-side health behaves.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Checks whether a set-aside address answers again.
+///
+/// Implemented by any `Fn(String, Duration) -> impl Future<Output = bool>` closure, called
+/// with the address (`host:port`) and the probe deadline; it should answer within that
+/// deadline (the caller does not enforce it).
+pub trait Probe: Send + Sync + 'static {
+    /// Whether `address` answers within `timeout`.
+    fn probe(&self, address: String, timeout: Duration) -> BoxFuture<'static, bool>;
+}
+
+impl<F, Fut> Probe for F
+where
+    F: Fn(String, Duration) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = bool> + Send + 'static,
+{
+    fn probe(&self, address: String, timeout: Duration) -> BoxFuture<'static, bool> {
+        self(address, timeout).boxed()
+    }
+}
+
+/// How consumer-side health behaves. Every part has a default; set them with the methods.
+#[derive(Clone)]
 pub struct HealthOptions {
-    /// Whether reports set endpoints aside at all (default `true`).
-    pub enabled: bool,
-    /// Consecutive failures that set an endpoint aside (default
-    /// [`DEFAULT_FAILURE_THRESHOLD`], at least 1).
-    pub failure_threshold: u32,
-    /// Time between probes of a set-aside endpoint (default [`DEFAULT_PROBE_INTERVAL`]).
-    pub probe_interval: Duration,
-    /// Deadline of one probe (default [`DEFAULT_PROBE_TIMEOUT`]).
-    pub probe_timeout: Duration,
+    pub(crate) enabled: bool,
+    pub(crate) failure_threshold: u32,
+    pub(crate) probe_interval: Duration,
+    pub(crate) probe_timeout: Duration,
+    pub(crate) probe: Arc<dyn Probe>,
+}
+
+impl std::fmt::Debug for HealthOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HealthOptions")
+            .field("enabled", &self.enabled)
+            .field("failure_threshold", &self.failure_threshold)
+            .field("probe_interval", &self.probe_interval)
+            .field("probe_timeout", &self.probe_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for HealthOptions {
+    /// Equal settings and the same probe (the same `Arc`).
+    fn eq(&self, other: &Self) -> bool {
+        self.enabled == other.enabled
+            && self.failure_threshold == other.failure_threshold
+            && self.probe_interval == other.probe_interval
+            && self.probe_timeout == other.probe_timeout
+            && Arc::ptr_eq(&self.probe, &other.probe)
+    }
 }
 
 impl Default for HealthOptions {
@@ -38,6 +81,7 @@ impl Default for HealthOptions {
             failure_threshold: DEFAULT_FAILURE_THRESHOLD,
             probe_interval: DEFAULT_PROBE_INTERVAL,
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
+            probe: default_probe(),
         }
     }
 }
@@ -51,22 +95,36 @@ impl HealthOptions {
         }
     }
 
-    /// Sets the consecutive failures that set an endpoint aside (at least 1).
+    /// Sets the consecutive failures that set an endpoint aside (default
+    /// [`DEFAULT_FAILURE_THRESHOLD`], at least 1).
     pub fn failure_threshold(mut self, failures: u32) -> Self {
         self.failure_threshold = failures.max(1);
         self
     }
 
-    /// Sets the time between probes.
+    /// Sets the time between probes of a set-aside endpoint (default
+    /// [`DEFAULT_PROBE_INTERVAL`]).
     pub fn probe_interval(mut self, interval: Duration) -> Self {
         self.probe_interval = interval;
         self
     }
 
-    /// Sets the deadline of one probe.
+    /// Sets the deadline of one probe (default [`DEFAULT_PROBE_TIMEOUT`]).
     pub fn probe_timeout(mut self, timeout: Duration) -> Self {
         self.probe_timeout = timeout;
         self
+    }
+
+    /// Probes set-aside endpoints with `probe` instead of a TCP connect (for a gRPC health
+    /// check, say).
+    pub fn probe(mut self, probe: impl Probe) -> Self {
+        self.probe = Arc::new(probe);
+        self
+    }
+
+    /// Whether reports set endpoints aside at all.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
     }
 }
 
@@ -80,7 +138,7 @@ struct State {
 
 /// Health of the endpoints of one subscription, by address (`host:port`).
 #[derive(Clone, Debug)]
-pub struct HealthTracker {
+pub(crate) struct HealthTracker {
     options: HealthOptions,
     by_address: HashMap<String, State>,
 }
@@ -160,23 +218,20 @@ impl HealthTracker {
         self.by_address.is_empty()
     }
 
-    /// How many addresses are set aside.
-    pub fn set_aside_count(&self) -> usize {
-        self.by_address.values().filter(|s| s.set_aside).count()
-    }
-
     /// Forgets addresses that are no longer endpoints.
     pub fn retain(&mut self, mut live: impl FnMut(&str) -> bool) {
         self.by_address.retain(|address, _| live(address));
     }
 }
 
-/// Probes `address` (`host:port`) with a TCP connect; `true` when it connects in time.
-pub async fn probe(address: &str, timeout: Duration) -> bool {
-    matches!(
-        tokio::time::timeout(timeout, tokio::net::TcpStream::connect(address)).await,
-        Ok(Ok(_))
-    )
+/// The default probe: a TCP connect to the address within the deadline.
+fn default_probe() -> Arc<dyn Probe> {
+    Arc::new(|address: String, timeout: Duration| async move {
+        matches!(
+            tokio::time::timeout(timeout, tokio::net::TcpStream::connect(address)).await,
+            Ok(Ok(_))
+        )
+    })
 }
 
 #[cfg(test)]

@@ -26,29 +26,38 @@
 
 mod app_view;
 pub mod channel;
-pub mod coalesce;
+mod coalesce;
 mod context;
 pub mod discover;
 mod endpoints;
-pub mod health;
+mod health;
 mod metadata;
-pub mod protection;
+mod protection;
 mod resolver;
+#[doc(hidden)]
 pub mod snapshot;
 mod stats;
 mod subscribe;
 mod subscription;
 
-pub use channel::{BalancedChannel, ChannelHandle, ChannelOptions};
-pub use coalesce::CoalesceOptions;
+pub use channel::{
+    BalancedChannel, ChannelHandle, ChannelOptions, DEFAULT_CHANGE_CAPACITY,
+    DEFAULT_CONNECT_TIMEOUT,
+};
+pub use coalesce::{CoalesceOptions, DEFAULT_COALESCE_WINDOW};
 pub use discover::Discovery;
-pub use health::HealthOptions;
-pub use protection::ProtectionOptions;
+pub use health::{
+    DEFAULT_FAILURE_THRESHOLD, DEFAULT_PROBE_INTERVAL, DEFAULT_PROBE_TIMEOUT, HealthOptions, Probe,
+};
+pub use protection::{
+    DEFAULT_MAX_HOLD, DEFAULT_MIN_INSTANCES, DEFAULT_PROTECTION_THRESHOLD,
+    DEFAULT_PROTECTION_WINDOW, ProtectionOptions,
+};
 pub use resolver::{
     DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_IDLE, DEFAULT_FETCH_ATTEMPTS, DEFAULT_FETCH_TIMEOUT,
     Resolver, ResolverBuilder,
 };
-pub use snapshot::SnapshotOptions;
+pub use snapshot::{MAX_SNAPSHOT_BYTES, SnapshotOptions};
 pub use stats::ResolverStats;
 pub use subscribe::{
     DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_START_TIMEOUT, SubscribeOptions,

@@ -46,21 +46,14 @@ pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(5 * 60);
 /// exempt (losing 2 of 3 instances is as likely a crash as a partition).
 pub const DEFAULT_MIN_INSTANCES: usize = 5;
 
-/// How self-preservation behaves.
+/// How self-preservation behaves. Every part has a default (see each setter).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProtectionOptions {
-    /// Whether expiries are ever held (default `true`).
-    pub enabled: bool,
-    /// Share of known instances, in `0.0..=1.0`, that must expire within the window for the
-    /// removals to be held (strictly more than it; default
-    /// [`DEFAULT_PROTECTION_THRESHOLD`]).
-    pub threshold: f64,
-    /// The window over which expiries are counted (default [`DEFAULT_PROTECTION_WINDOW`]).
-    pub window: Duration,
-    /// The longest an expired instance is held (default [`DEFAULT_MAX_HOLD`]).
-    pub max_hold: Duration,
-    /// Apps with fewer known instances are exempt (default [`DEFAULT_MIN_INSTANCES`]).
-    pub min_instances: usize,
+    pub(crate) enabled: bool,
+    pub(crate) threshold: f64,
+    pub(crate) window: Duration,
+    pub(crate) max_hold: Duration,
+    pub(crate) min_instances: usize,
 }
 
 impl Default for ProtectionOptions {
@@ -84,7 +77,9 @@ impl ProtectionOptions {
         }
     }
 
-    /// Sets the share of instances (clamped to `0.0..=1.0`) that must expire to hold.
+    /// Sets the share of an app's known instances (clamped to `0.0..=1.0`) that must
+    /// expire within the window, strictly more than it, to hold the removals (default
+    /// [`DEFAULT_PROTECTION_THRESHOLD`]).
     pub fn threshold(mut self, share: f64) -> Self {
         self.threshold = if share.is_nan() {
             DEFAULT_PROTECTION_THRESHOLD
@@ -94,19 +89,21 @@ impl ProtectionOptions {
         self
     }
 
-    /// Sets the window over which expiries are counted.
+    /// Sets the window over which expiries are counted (default
+    /// [`DEFAULT_PROTECTION_WINDOW`]).
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window;
         self
     }
 
-    /// Sets the longest hold.
+    /// Sets the longest an expired instance is held (default [`DEFAULT_MAX_HOLD`]).
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = max_hold;
         self
     }
 
-    /// Sets the minimum app size for protection to apply.
+    /// Sets the minimum number of known instances for protection to apply; smaller apps
+    /// are exempt (default [`DEFAULT_MIN_INSTANCES`]).
     pub fn min_instances(mut self, min: usize) -> Self {
         self.min_instances = min;
         self
@@ -128,7 +125,7 @@ struct Held {
 
 /// The self-preservation state of one app. See the module docs.
 #[derive(Clone, Debug)]
-pub struct Protection {
+pub(crate) struct Protection {
     options: ProtectionOptions,
     /// Expiries within the window, oldest first.
     recent: VecDeque<Expiry>,
@@ -226,6 +223,7 @@ impl Protection {
     }
 
     /// Whether the instance at `address` is held.
+    #[cfg(test)]
     pub fn is_held(&self, address: &str) -> bool {
         self.held.contains_key(address)
     }

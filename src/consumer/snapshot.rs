@@ -27,14 +27,19 @@ pub const MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
 /// Where a subscription keeps its snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotOptions {
-    /// The snapshot file. Its directory must exist; temporary files are created next to it.
-    pub path: PathBuf,
+    path: PathBuf,
 }
 
 impl SnapshotOptions {
-    /// A snapshot kept at `path` (one file per subscription).
+    /// A snapshot kept at `path` (one file per subscription). Its directory must exist;
+    /// temporary files are created next to it.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         SnapshotOptions { path: path.into() }
+    }
+
+    /// The snapshot file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 

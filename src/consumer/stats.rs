@@ -23,6 +23,7 @@ pub struct Counters {
     pub(crate) protected_apps: AtomicU64,
     pub(crate) metadata_retries: AtomicU64,
     pub(crate) set_aside: AtomicU64,
+    pub(crate) health_reports: AtomicU64,
     pub(crate) probes: AtomicU64,
     pub(crate) snapshot_writes: AtomicU64,
     pub(crate) snapshot_loads: AtomicU64,
@@ -92,6 +93,7 @@ impl Counters {
             protection_active: get(&self.protected_apps) > 0,
             metadata_retries: get(&self.metadata_retries),
             set_aside: get(&self.set_aside),
+            health_reports: get(&self.health_reports),
             probes: get(&self.probes),
             snapshot_writes: get(&self.snapshot_writes),
             snapshot_loads: get(&self.snapshot_loads),
@@ -138,6 +140,8 @@ pub struct ResolverStats {
     pub metadata_retries: u64,
     /// Times an endpoint was set aside after consecutive call failures.
     pub set_aside: u64,
+    /// Call outcomes reported through a subscription handle and applied to its health.
+    pub health_reports: u64,
     /// Health probes of set-aside endpoints.
     pub probes: u64,
     /// Local snapshots written.

@@ -109,8 +109,3 @@ pub fn ports(endpoints: &[introspect::Endpoint]) -> Vec<u16> {
     ports.sort_unstable();
     ports
 }
-
-/// Lets every runnable task run; with the paused clock, advances it by at most 1 ms.
-pub async fn settle() {
-    tokio::time::sleep(Duration::from_millis(1)).await;
-}

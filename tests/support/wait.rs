@@ -1,4 +1,7 @@
-//! Polling for a condition with a deadline, for tests against real processes.
+//! Waiting in tests, one way for the whole suite: [`eventually`] polls a condition with a
+//! deadline (real time against real processes and sockets; on the paused clock the
+//! deadline is virtual and pure logic runs to completion before the clock moves), and
+//! [`settle`] lets every runnable task run.
 
 use std::future::Future;
 use std::time::Duration;
@@ -19,4 +22,9 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Lets every runnable task run; with the paused clock, advances it by at most 1 ms.
+pub async fn settle() {
+    tokio::time::sleep(Duration::from_millis(1)).await;
 }

@@ -8,25 +8,16 @@ use crate::consumer::health::HealthOptions;
 use crate::consumer::protection::ProtectionOptions;
 use crate::consumer::snapshot::SnapshotOptions;
 
-/// How a subscription behaves. Every part has defaults; see each field.
+/// How a subscription behaves. Every part has a default; see each setter.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SubscribeOptions {
-    /// Coalescing of bursts (default [`CoalesceOptions::default`]).
-    pub coalesce: CoalesceOptions,
-    /// Self-preservation (default [`ProtectionOptions::default`]).
-    pub protection: ProtectionOptions,
-    /// Consumer-side health (default [`HealthOptions::default`]).
-    pub health: HealthOptions,
-    /// The local snapshot (default: none).
-    pub snapshot: Option<SnapshotOptions>,
-    /// How long a new subscription waits for the store before serving from the snapshot
-    /// (default [`DEFAULT_START_TIMEOUT`]).
-    pub start_timeout: Duration,
-    /// First delay before a failed metadata fetch is retried (default
-    /// [`DEFAULT_FETCH_RETRY_BASE`]).
-    pub fetch_retry_base: Duration,
-    /// Longest delay between retries (default [`DEFAULT_FETCH_RETRY_MAX`]).
-    pub fetch_retry_max: Duration,
+    pub(crate) coalesce: CoalesceOptions,
+    pub(crate) protection: ProtectionOptions,
+    pub(crate) health: HealthOptions,
+    pub(crate) snapshot: Option<SnapshotOptions>,
+    pub(crate) start_timeout: Duration,
+    pub(crate) fetch_retry_base: Duration,
+    pub(crate) fetch_retry_max: Duration,
 }
 
 impl Default for SubscribeOptions {
@@ -44,37 +35,40 @@ impl Default for SubscribeOptions {
 }
 
 impl SubscribeOptions {
-    /// Sets the coalescing options.
+    /// Sets the coalescing of bursts (default [`CoalesceOptions::default`]).
     pub fn coalesce(mut self, coalesce: CoalesceOptions) -> Self {
         self.coalesce = coalesce;
         self
     }
 
-    /// Sets the self-preservation options.
+    /// Sets self-preservation (default [`ProtectionOptions::default`]).
     pub fn protection(mut self, protection: ProtectionOptions) -> Self {
         self.protection = protection;
         self
     }
 
-    /// Sets the consumer-side health options.
+    /// Sets consumer-side health (default [`HealthOptions::default`]).
     pub fn health(mut self, health: HealthOptions) -> Self {
         self.health = health;
         self
     }
 
-    /// Keeps a local snapshot.
+    /// Keeps a local snapshot (default: none).
     pub fn snapshot(mut self, snapshot: SnapshotOptions) -> Self {
         self.snapshot = Some(snapshot);
         self
     }
 
-    /// Sets how long a new subscription waits for the store.
+    /// Sets how long a new subscription waits for the store (and its first metadata
+    /// fetches) before it serves from the snapshot, or from what it has (default
+    /// [`DEFAULT_START_TIMEOUT`]).
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
         self
     }
 
-    /// Sets the first and the longest delay of metadata fetch retries.
+    /// Sets the first and the longest delay of background metadata fetch retries (default
+    /// [`DEFAULT_FETCH_RETRY_BASE`] and [`DEFAULT_FETCH_RETRY_MAX`]).
     pub fn fetch_retry(mut self, base: Duration, max: Duration) -> Self {
         self.fetch_retry_base = base;
         self.fetch_retry_max = max.max(base);

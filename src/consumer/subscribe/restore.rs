@@ -1,6 +1,7 @@
 //! The local snapshot as a subscription uses it: served when the store cannot be reached
 //! at start, written from the live view.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -9,6 +10,36 @@ use tokio::time::Instant;
 use super::task::Task;
 use crate::consumer::snapshot::{Snapshot, key_of};
 use crate::consumer::stats::Counters;
+use crate::consumer::subscription::Subscription;
+use crate::error::Error;
+use crate::limits::Limits;
+
+/// Reads the snapshot at `path` for `subscription`, on a blocking thread (the file may be
+/// up to [`crate::consumer::MAX_SNAPSHOT_BYTES`]; reading, hashing and parsing it would
+/// stall the runtime). A missing, unusable or foreign snapshot is `None`, with a warning.
+pub(super) async fn read_snapshot(
+    path: PathBuf,
+    subscription: &Subscription,
+    limits: &Limits,
+) -> Option<Snapshot> {
+    let limits = limits.clone();
+    let file = path.clone();
+    let read = tokio::task::spawn_blocking(move || Snapshot::read(&file, &limits))
+        .await
+        .unwrap_or_else(|e| Err(Error::Io(std::io::Error::other(e))));
+    match read {
+        Ok(Some(s)) if s.is_for(subscription) => Some(s),
+        Ok(Some(_)) => {
+            tracing::warn!(?path, "snapshot is for another subscription; ignored");
+            None
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(?path, error = %e, "snapshot unusable; ignored");
+            None
+        }
+    }
+}
 
 impl Task {
     /// Serves from the snapshot what the store has not given yet.

@@ -2,9 +2,11 @@
 //! the sources send, starts fetches and probes, and pushes coalesced endpoint sets.
 
 use std::collections::{BTreeMap, HashMap};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures::FutureExt as _;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -14,11 +16,12 @@ use super::assemble::Computed;
 use super::fetches::{Fetch, Joined, Key};
 use super::handle::{Shared, SubscriptionHandle};
 use super::options::SubscribeOptions;
+use super::restore::read_snapshot;
 use super::sources::{Source, watch_app, watch_mapping};
 use crate::consumer::app_view::{AppView, Applied};
 use crate::consumer::coalesce::Coalescer;
 use crate::consumer::context::Context;
-use crate::consumer::health::{self, HealthTracker};
+use crate::consumer::health::HealthTracker;
 use crate::consumer::snapshot::Snapshot;
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
@@ -38,22 +41,10 @@ pub(crate) async fn start(
     options: SubscribeOptions,
 ) -> Result<SubscriptionHandle> {
     subscription.validate()?;
-    let snapshot =
-        options
-            .snapshot
-            .as_ref()
-            .and_then(|o| match Snapshot::read(&o.path, &context.limits) {
-                Ok(Some(s)) if s.is_for(&subscription) => Some(s),
-                Ok(Some(_)) => {
-                    tracing::warn!(path = ?o.path, "snapshot is for another subscription; ignored");
-                    None
-                }
-                Ok(None) => None,
-                Err(e) => {
-                    tracing::warn!(path = ?o.path, error = %e, "snapshot unusable; ignored");
-                    None
-                }
-            });
+    let snapshot = match &options.snapshot {
+        Some(o) => read_snapshot(o.path().to_path_buf(), &subscription, &context.limits).await,
+        None => None,
+    };
     let (tx, mut rx) = watch::channel(Arc::new(Vec::new()));
     let (reports_tx, reports) = mpsc::channel(REPORT_BUFFER);
     let (ready_tx, ready_rx) = oneshot::channel();
@@ -251,8 +242,17 @@ impl Task {
         for address in self.health.due_probes(now) {
             Counters::bump(&self.context.counters.probes);
             let timeout = self.options.health.probe_timeout;
+            let probe = self.options.health.probe.clone();
             self.probes.spawn(async move {
-                let ok = health::probe(&address, timeout).await;
+                // A probe that panics counts as failed: the address stays set aside and is
+                // probed again at the next interval.
+                let attempt = AssertUnwindSafe(probe.probe(address.clone(), timeout))
+                    .catch_unwind()
+                    .await;
+                let ok = attempt.unwrap_or_else(|_| {
+                    tracing::warn!(%address, "health probe panicked; counted as failed");
+                    false
+                });
                 (address, ok)
             });
         }
@@ -301,7 +301,7 @@ impl Task {
             self.snapshot_dirty = false;
             if let Some(options) = &self.options.snapshot {
                 let snapshot = self.build_snapshot();
-                let path = options.path.clone();
+                let path = options.path().to_path_buf();
                 self.writes
                     .spawn_blocking(move || snapshot.write_atomic(&path));
             }
@@ -374,6 +374,7 @@ impl Task {
     }
 
     fn on_report(&mut self, address: &str, ok: bool, now: Instant) {
+        Counters::bump(&self.context.counters.health_reports);
         if ok {
             self.dirty |= self.health.success(address);
         } else if self.health.failure(address, now) {
