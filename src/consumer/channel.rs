@@ -43,13 +43,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt as _, Stream, StreamExt as _};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Channel, ClientTlsConfig, Endpoint as TonicEndpoint};
+use tonic::transport::Channel;
 use tower::BoxError;
 use tower::balance::p2c::Balance;
 use tower::buffer::Buffer;
@@ -58,113 +57,13 @@ use tower::load::{CompleteOnResponse, PendingRequests};
 use tower::util::BoxService;
 use tracing::Instrument;
 
+pub use super::dial::{ChannelOptions, DEFAULT_CHANGE_CAPACITY, DEFAULT_CONNECT_TIMEOUT};
+use super::dial::{Dialer, TlsChoice};
 use super::discover::{Change as DiscoveryChange, Discovery};
 use super::resolver::Resolver;
 use super::subscribe::SubscriptionHandle;
 use crate::error::{Error, Result};
 use crate::model::Endpoint;
-
-/// Default deadline of one connection attempt to an endpoint.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// Default number of endpoint changes buffered between the task and the balancer.
-pub const DEFAULT_CHANGE_CAPACITY: usize = 1024;
-
-/// Which TLS configuration the channel's endpoints use.
-#[derive(Clone, Debug, Default)]
-enum TlsChoice {
-    /// The resolver's (plaintext when it has none).
-    #[default]
-    FromResolver,
-    /// This one.
-    Use(Box<ClientTlsConfig>),
-    /// None: plaintext whatever the resolver uses.
-    Plaintext,
-}
-
-/// How a balanced channel dials its endpoints. Every part has a default.
-#[derive(Clone, Debug)]
-pub struct ChannelOptions {
-    connect_timeout: Duration,
-    request_timeout: Option<Duration>,
-    tls: TlsChoice,
-    capacity: usize,
-}
-
-impl Default for ChannelOptions {
-    fn default() -> Self {
-        ChannelOptions {
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            request_timeout: None,
-            tls: TlsChoice::FromResolver,
-            capacity: DEFAULT_CHANGE_CAPACITY,
-        }
-    }
-}
-
-impl ChannelOptions {
-    /// Sets the deadline of one connection attempt (default [`DEFAULT_CONNECT_TIMEOUT`]).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// Sets a deadline on every request sent through the channel (default: none; set
-    /// deadlines per call with `tonic::Request::set_timeout`).
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = Some(timeout);
-        self
-    }
-
-    /// Dials the endpoints over TLS with this configuration instead of the resolver's.
-    pub fn tls(mut self, tls: ClientTlsConfig) -> Self {
-        self.tls = TlsChoice::Use(Box::new(tls));
-        self
-    }
-
-    /// Dials the endpoints in plaintext even when the resolver uses TLS.
-    pub fn plaintext(mut self) -> Self {
-        self.tls = TlsChoice::Plaintext;
-        self
-    }
-
-    /// Sets how many endpoint changes are buffered for the balancer (default
-    /// [`DEFAULT_CHANGE_CAPACITY`], at least 1).
-    pub fn change_capacity(mut self, capacity: usize) -> Self {
-        self.capacity = capacity.max(1);
-        self
-    }
-}
-
-/// Makes the tonic endpoint of one address.
-#[derive(Clone, Debug)]
-struct Dialer {
-    connect_timeout: Duration,
-    request_timeout: Option<Duration>,
-    tls: Option<ClientTlsConfig>,
-}
-
-impl Dialer {
-    fn endpoint(&self, address: &str) -> Result<TonicEndpoint> {
-        let scheme = if self.tls.is_some() { "https" } else { "http" };
-        let invalid = |reason: String| Error::Connect {
-            address: address.to_owned(),
-            reason,
-        };
-        let mut endpoint = TonicEndpoint::from_shared(format!("{scheme}://{address}"))
-            .map_err(|e| invalid(e.to_string()))?
-            .connect_timeout(self.connect_timeout)
-            .tcp_nodelay(true);
-        if let Some(timeout) = self.request_timeout {
-            endpoint = endpoint.timeout(timeout);
-        }
-        if let Some(tls) = &self.tls {
-            endpoint = endpoint
-                .tls_config(tls.clone())
-                .map_err(|e| invalid(format!("TLS: {e}")))?;
-        }
-        Ok(endpoint)
-    }
-}
 
 /// Follows and controls the task feeding a balanced channel. See the module docs.
 #[derive(Debug)]
@@ -432,22 +331,5 @@ impl Feeder {
             () = self.cancel.cancelled() => false,
             sent = self.changes.send(change) => sent.is_ok(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dialer_applies_scheme_and_rejects_garbage() {
-        let dialer = Dialer {
-            connect_timeout: Duration::from_secs(1),
-            request_timeout: None,
-            tls: None,
-        };
-        let e = dialer.endpoint("127.0.0.1:80").unwrap();
-        assert_eq!(e.uri().to_string(), "http://127.0.0.1:80/");
-        assert!(dialer.endpoint("bad host:80").is_err());
     }
 }

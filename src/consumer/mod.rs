@@ -16,7 +16,8 @@
 //!   `fetches` (background metadata fetches and retries), `assemble` (the endpoint set and
 //!   its pushes), `restore` (the snapshot as a subscription uses it);
 //! * `discover.rs`: a subscription as a stream of `tower::discover::Change`s;
-//! * `channel.rs`: the balanced channel, a tower balancer over that stream;
+//! * `channel.rs`: the balanced channel, a tower balancer over that stream, and `dial.rs`:
+//!   how it dials each endpoint (`ChannelOptions`);
 //! * `app_view.rs`: one app's instances as a subscriber sees them (pure);
 //! * `protection.rs`: self-preservation against mass expiry (pure);
 //! * `coalesce.rs`: coalescing against notification storms (pure);
@@ -28,6 +29,7 @@ mod app_view;
 pub mod channel;
 mod coalesce;
 mod context;
+mod dial;
 pub mod discover;
 mod endpoints;
 mod health;

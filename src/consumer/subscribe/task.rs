@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use futures::FutureExt as _;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -14,9 +14,8 @@ use tracing::Instrument as _;
 
 use super::assemble::Computed;
 use super::fetches::{Fetch, Joined, Key};
-use super::handle::{Shared, SubscriptionHandle};
+use super::handle::Shared;
 use super::options::SubscribeOptions;
-use super::restore::read_snapshot;
 use super::sources::{Source, watch_app, watch_mapping};
 use crate::consumer::app_view::{AppView, Applied};
 use crate::consumer::coalesce::Coalescer;
@@ -27,80 +26,6 @@ use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::error::{Error, Result};
 use crate::model::{Endpoint, MetadataInfo};
-
-/// Updates buffered between the sources and the subscription task.
-const SOURCE_BUFFER: usize = 1024;
-/// Health reports buffered; reports beyond it are dropped (they are advisory).
-const REPORT_BUFFER: usize = 4096;
-
-/// Starts a subscription; returns once the first set is published, or the start timeout
-/// passed.
-pub(crate) async fn start(
-    context: Arc<Context>,
-    subscription: Subscription,
-    options: SubscribeOptions,
-) -> Result<SubscriptionHandle> {
-    subscription.validate()?;
-    let snapshot = match &options.snapshot {
-        Some(o) => read_snapshot(o.path().to_path_buf(), &subscription, &context.limits).await,
-        None => None,
-    };
-    let (tx, mut rx) = watch::channel(Arc::new(Vec::new()));
-    let (reports_tx, reports) = mpsc::channel(REPORT_BUFFER);
-    let (ready_tx, ready_rx) = oneshot::channel();
-    let shared = Arc::new(Shared {
-        protection_active: AtomicBool::new(false),
-        serving_snapshot: AtomicBool::new(false),
-        reports: reports_tx,
-    });
-    let (sources_tx, sources_rx) = mpsc::channel(SOURCE_BUFFER);
-    let now = Instant::now();
-    let id = context
-        .counters
-        .next_subscription
-        .fetch_add(1, Ordering::Relaxed);
-    let task = Task {
-        id,
-        start_deadline: now + options.start_timeout,
-        coalescer: Coalescer::new(&options.coalesce),
-        health: HealthTracker::new(options.health.clone()),
-        context,
-        subscription: subscription.clone(),
-        options,
-        sources_tx,
-        sources_rx,
-        sources: JoinSet::new(),
-        apps: BTreeMap::new(),
-        mapping_known: false,
-        mapping_from_store: false,
-        metadata: HashMap::new(),
-        fetches: HashMap::new(),
-        fetch_tasks: JoinSet::new(),
-        fetch_ids: HashMap::new(),
-        by_instance: HashMap::new(),
-        compute_pass: 0,
-        reports,
-        probes: JoinSet::new(),
-        tx,
-        shared: shared.clone(),
-        ready: Some(ready_tx),
-        snapshot,
-        serving_snapshot: false,
-        snapshot_dirty: false,
-        writes: JoinSet::new(),
-        protected_apps: 0,
-        dirty: false,
-    };
-    let span = tracing::info_span!("subscription", interface = %subscription.interface, id);
-    tokio::spawn(task.run().instrument(span));
-    ready_rx.await.map_err(|_| Error::Shutdown)?;
-    rx.borrow_and_update();
-    Ok(SubscriptionHandle {
-        subscription: Arc::new(subscription),
-        endpoints: rx,
-        shared,
-    })
-}
 
 enum Wake {
     Closed,
