@@ -68,13 +68,17 @@
 //! * [`provider`]: what a Rust RPC server embeds.
 //! * [`consumer`]: what a Rust RPC client embeds. One shared context (`consumer/context.rs`:
 //!   store layers, the metadata source of `consumer/metadata.rs` with its cache, counters,
-//!   limits) under the [`Resolver`] facade (`consumer/resolver.rs`) and the live
-//!   subscriptions (`consumer/subscribe/`: handle, options, task loop, store sources,
-//!   metadata fetches, assembly); endpoint building (`consumer/endpoints.rs`) and the
-//!   protections (`app_view`, `protection`, `coalesce`, `health`, `snapshot`) are pure; a
-//!   load-balanced tonic channel over a subscription ([`Resolver::balanced_channel`],
-//!   `consumer/channel.rs`).
-//! * [`limits`]: size limits on everything read from the store or the network.
+//!   limits, the shared views of `consumer/views.rs`: one store watch per app and per
+//!   mapping for the whole resolver) under the [`Resolver`] facade (`consumer/resolver.rs`)
+//!   and the live subscriptions (`consumer/subscribe/`: handle, options, task loop, the
+//!   apps followed, store sources, metadata fetches, assembly); a subscription as a stream
+//!   of tower `Change`s (`consumer/discover.rs`) and a tower balancer over it
+//!   ([`Resolver::balanced_channel`], `consumer/channel.rs`, dialing in `consumer/dial.rs`).
+//!   Endpoint building (`consumer/endpoints.rs`) and the protections (`app_view`,
+//!   `protection`, `coalesce`, `health`, `snapshot`) are pure.
+//! * [`limits`]: size limits on everything read from the store or the network, and the most
+//!   apps a mapping may name.
+//! * `warnings`: repeated warnings aggregated per cause (at most one line per interval).
 //! * [`metrics`]: resolver and provider counters in the Prometheus text format, and a tiny
 //!   HTTP endpoint serving them.
 //! * [`demo`]: the demo run by `introspect demo`.
@@ -110,6 +114,7 @@ pub mod rpc;
 pub mod store;
 
 mod backoff;
+mod warnings;
 
 pub use consumer::{Resolver, ResolverStats, SubscribeOptions, Subscription, SubscriptionHandle};
 pub use error::{Error, Result};

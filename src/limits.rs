@@ -20,6 +20,9 @@ pub struct Limits {
     pub max_params: usize,
     /// Largest mapping value, in bytes.
     pub max_mapping_bytes: usize,
+    /// Most apps one mapping may name. A mapping over it is ignored with one aggregated
+    /// warning (the apps already known keep their endpoints); real mappings name a handful.
+    pub max_apps_per_mapping: usize,
 }
 
 impl Default for Limits {
@@ -30,6 +33,7 @@ impl Default for Limits {
             max_services: 10_000,
             max_params: 1_000,
             max_mapping_bytes: 256 * 1024,
+            max_apps_per_mapping: 1_024,
         }
     }
 }

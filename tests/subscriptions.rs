@@ -46,41 +46,6 @@ async fn a_new_app_exporting_the_interface_appears_without_a_restart() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn dropping_the_last_handle_stops_its_watches() {
-    let (memory, records) = memory();
-    records.fleet(&orders("shop-a"), 1000, 1, HOUR).await;
-    records.fleet(&orders("shop-b"), 2000, 1, HOUR).await;
-    let resolver = Resolver::new(records.store.clone());
-    assert_eq!(memory.watch_count(), 0);
-    let handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
-    let other = resolver
-        .subscribe(Subscription::new(ORDERS).provided_by(["shop-a"]))
-        .await
-        .unwrap();
-    assert_eq!(memory.watch_count(), 4, "mapping + 2 apps, and 1 app");
-    assert_eq!(resolver.stats().await.subscriptions, 2);
-    let clone = handle.clone();
-    drop(handle);
-    settle().await;
-    assert_eq!(
-        memory.watch_count(),
-        4,
-        "a clone still holds the subscription"
-    );
-    drop(clone);
-    settle().await;
-    assert_eq!(
-        memory.watch_count(),
-        1,
-        "only the other subscription's watch is left"
-    );
-    drop(other);
-    settle().await;
-    assert_eq!(memory.watch_count(), 0);
-    assert_eq!(resolver.stats().await.subscriptions, 0);
-}
-
-#[tokio::test(start_paused = true)]
 async fn a_burst_of_a_thousand_changes_is_coalesced_into_a_handful_of_pushes() {
     let (_memory, records) = memory();
     let info = orders("shop-a");

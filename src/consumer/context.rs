@@ -9,9 +9,11 @@ use tonic::transport::ClientTlsConfig;
 
 use super::metadata::MetadataSource;
 use super::stats::Counters;
+use super::views::Views;
 use crate::limits::Limits;
 use crate::mapping::Mapping;
 use crate::registry::Registry;
+use crate::warnings::Aggregator;
 
 /// See the module docs.
 pub(crate) struct Context {
@@ -27,4 +29,8 @@ pub(crate) struct Context {
     pub counters: Counters,
     /// The TLS configuration of MetadataService calls, also the default of channels.
     pub tls: Option<ClientTlsConfig>,
+    /// The shared per-app and per-mapping views.
+    pub views: Views,
+    /// Repeated warnings, aggregated per cause.
+    pub warnings: Aggregator,
 }

@@ -12,9 +12,12 @@
 //! * `resolver.rs`: the facade: `resolve()`, `subscribe()`, counters;
 //! * `subscription.rs`: what a consumer asks for;
 //! * `subscribe/`: a live subscription: `handle` (what the user holds), `options`, `task`
-//!   (the loop owning the state), `sources` (mapping and instance watches, re-lists),
+//!   (the loop owning the state), `apps` (which apps it follows: the mapping bound and the
+//!   release of junk apps), `sources` (mapping and instance watches, re-lists),
 //!   `fetches` (background metadata fetches and retries), `assemble` (the endpoint set and
 //!   its pushes), `restore` (the snapshot as a subscription uses it);
+//! * `views.rs`: one shared watch and parsed view per app and per mapping for the whole
+//!   resolver, released after a grace when no subscription follows it;
 //! * `discover.rs`: a subscription as a stream of `tower::discover::Change`s;
 //! * `channel.rs`: the balanced channel, a tower balancer over that stream, and `dial.rs`:
 //!   how it dials each endpoint (`ChannelOptions`);
@@ -41,6 +44,7 @@ pub mod snapshot;
 mod stats;
 mod subscribe;
 mod subscription;
+mod views;
 
 pub use channel::{
     BalancedChannel, ChannelHandle, ChannelOptions, DEFAULT_CHANGE_CAPACITY,
@@ -62,7 +66,8 @@ pub use resolver::{
 pub use snapshot::{MAX_SNAPSHOT_BYTES, SnapshotOptions};
 pub use stats::ResolverStats;
 pub use subscribe::{
-    DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_START_TIMEOUT, SubscribeOptions,
-    SubscriptionHandle,
+    APP_RELEASE_GRACE, DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_START_TIMEOUT,
+    SubscribeOptions, SubscriptionHandle,
 };
 pub use subscription::Subscription;
+pub use views::VIEW_RELEASE_GRACE;

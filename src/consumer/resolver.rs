@@ -14,6 +14,7 @@ use super::metadata::MetadataSource;
 use super::stats::{Counters, ResolverStats};
 use super::subscribe::{self, SubscribeOptions, SubscriptionHandle};
 use super::subscription::Subscription;
+use super::views::Views;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::limits::Limits;
@@ -23,6 +24,7 @@ use crate::registry::{Instances, Registry};
 use crate::report::MetadataReport;
 use crate::rpc::MetadataClient;
 use crate::store::{DeadlineStore, Store};
+use crate::warnings::Aggregator;
 
 /// Default deadline of one MetadataService call.
 pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(3);
@@ -128,6 +130,8 @@ impl ResolverBuilder {
                 limits: self.limits,
                 counters: Counters::default(),
                 tls: self.tls,
+                views: Views::default(),
+                warnings: Aggregator::default(),
             }),
             subscribe_options: Arc::new(self.subscribe_options),
         }
@@ -286,7 +290,9 @@ impl Resolver {
     /// A copy of the counters.
     pub async fn stats(&self) -> ResolverStats {
         let cached = self.context.metadata.cached().await;
-        self.context.counters.snapshot(cached)
+        let mut stats = self.context.counters.snapshot(cached);
+        stats.shared_views = self.context.views.len() as u64;
+        stats
     }
 
     /// Routable instances per app (enabled ones, and expired ones held by

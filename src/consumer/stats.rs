@@ -24,6 +24,8 @@ pub struct Counters {
     pub(crate) metadata_retries: AtomicU64,
     pub(crate) set_aside: AtomicU64,
     pub(crate) health_reports: AtomicU64,
+    pub(crate) oversized_mappings: AtomicU64,
+    pub(crate) released_apps: AtomicU64,
     pub(crate) probes: AtomicU64,
     pub(crate) snapshot_writes: AtomicU64,
     pub(crate) snapshot_loads: AtomicU64,
@@ -94,6 +96,9 @@ impl Counters {
             metadata_retries: get(&self.metadata_retries),
             set_aside: get(&self.set_aside),
             health_reports: get(&self.health_reports),
+            oversized_mappings: get(&self.oversized_mappings),
+            released_apps: get(&self.released_apps),
+            shared_views: 0,
             probes: get(&self.probes),
             snapshot_writes: get(&self.snapshot_writes),
             snapshot_loads: get(&self.snapshot_loads),
@@ -142,6 +147,15 @@ pub struct ResolverStats {
     pub set_aside: u64,
     /// Call outcomes reported through a subscription handle and applied to its health.
     pub health_reports: u64,
+    /// Mapping reads ignored because they named more apps than
+    /// [`crate::Limits::max_apps_per_mapping`].
+    pub oversized_mappings: u64,
+    /// Apps a subscription stopped following: no longer in a valid mapping and without
+    /// routable instances for a grace period.
+    pub released_apps: u64,
+    /// Shared views running (gauge): one per app and per mapping followed by some
+    /// subscription, or in its release grace; each holds one store watch.
+    pub shared_views: u64,
     /// Health probes of set-aside endpoints.
     pub probes: u64,
     /// Local snapshots written.

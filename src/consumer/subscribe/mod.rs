@@ -1,17 +1,20 @@
 //! Live subscriptions: the task that turns watches into a stream of endpoint sets.
 //!
 //! Modeled on linkerd2-proxy's resolver. One task per subscription owns all of its state;
-//! small source tasks do the I/O and feed it:
+//! source tasks do the I/O and feed it through the resolver's shared views
+//! ([`crate::consumer`]'s `views`: one per app and one per mapping, whatever the number of
+//! subscriptions):
 //!
 //! * a mapping source (unless the subscription names its apps): get, then watch from the
 //!   read's store revision + 1; an app that starts exporting the interface is added without
-//!   a restart. Apps are only ever added (an app only adds itself to a mapping), so a
-//!   garbled or deleted mapping value never strips a subscription;
-//! * one instance source per (subscription, app): list, then watch from the list's store
-//!   revision + 1 (no gap); on a watch error (compaction, lost connection) re-list with
-//!   backoff and hand over the list as a reset, which the app's view diffs against what it
-//!   has, so subscribers only see the difference. Watches are not shared between
-//!   subscriptions.
+//!   a restart. A read naming more apps than the limit is ignored; an app leaves only when
+//!   a valid read no longer names it and it has no routable instances, after a grace (see
+//!   `apps.rs`), so a garbled or deleted mapping value never strips an app that serves;
+//! * one instance source per app: list, then watch from the list's store revision + 1 (no
+//!   gap); on a watch error (compaction, lost connection) re-list with backoff and hand
+//!   over the list as a reset, which each subscription's view of the app diffs against what
+//!   it has, so subscribers only see the difference. A subscription that joins a running
+//!   view starts from the view's last list, as a reset.
 //!
 //! The task applies updates to each app's [`AppView`] (self-preservation decides which
 //! expiries are held), fetches the metadata of new revisions in the background (retrying
@@ -25,15 +28,16 @@
 //! error never replaces a non-empty set with an empty one, while an instance that is really
 //! gone (its record deleted) leaves at once, whatever other revisions are doing.
 //!
-//! Dropping the last [`SubscriptionHandle`] ends the task, which aborts its sources and so
-//! closes its watches.
+//! Dropping the last [`SubscriptionHandle`] ends the task, which leaves its views; a view
+//! no subscription follows closes its watch after [`crate::consumer::VIEW_RELEASE_GRACE`].
 
+mod apps;
 mod assemble;
 mod fetches;
 mod handle;
 mod options;
 mod restore;
-mod sources;
+pub(crate) mod sources;
 mod task;
 
 use std::collections::{BTreeMap, HashMap};
@@ -55,6 +59,7 @@ use handle::Shared;
 use restore::read_snapshot;
 use task::Task;
 
+pub use apps::APP_RELEASE_GRACE;
 pub use handle::SubscriptionHandle;
 pub use options::SubscribeOptions;
 
@@ -107,7 +112,9 @@ pub(crate) async fn start(
         options,
         sources_tx,
         sources_rx,
-        sources: JoinSet::new(),
+        mapping_view: None,
+        app_views: HashMap::new(),
+        unmapped: HashMap::new(),
         apps: BTreeMap::new(),
         mapping_known: false,
         mapping_from_store: false,

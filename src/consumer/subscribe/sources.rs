@@ -18,7 +18,8 @@ const RELIST_BASE: Duration = Duration::from_millis(100);
 const RELIST_MAX: Duration = Duration::from_secs(10);
 
 /// An update from a source task.
-pub(super) enum Source {
+#[derive(Clone)]
+pub(crate) enum Source {
     /// The apps of the mapping (all of them, as read).
     Apps(BTreeSet<String>),
     /// A fresh list of one app's instances.
@@ -28,7 +29,7 @@ pub(super) enum Source {
 }
 
 /// The mapping source: get, then watch; again with backoff after any error.
-pub(super) async fn watch_mapping(
+pub(crate) async fn watch_mapping(
     context: Arc<Context>,
     interface: String,
     tx: mpsc::Sender<Source>,
@@ -70,7 +71,7 @@ pub(super) async fn watch_mapping(
 
 /// An app's instance source: list, then watch from the list's revision + 1; re-list with
 /// backoff after any error. Changes already buffered are sent as one batch.
-pub(super) async fn watch_app(context: Arc<Context>, app: String, tx: mpsc::Sender<Source>) {
+pub(crate) async fn watch_app(context: Arc<Context>, app: String, tx: mpsc::Sender<Source>) {
     let registry = &context.registry;
     let mut backoff = Backoff::new(RELIST_BASE, RELIST_MAX);
     let mut relisting = false;

@@ -10,13 +10,12 @@ use futures::FutureExt as _;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use tracing::Instrument as _;
 
 use super::assemble::Computed;
 use super::fetches::{Fetch, Joined, Key};
 use super::handle::Shared;
 use super::options::SubscribeOptions;
-use super::sources::{Source, watch_app, watch_mapping};
+use super::sources::Source;
 use crate::consumer::app_view::{AppView, Applied};
 use crate::consumer::coalesce::Coalescer;
 use crate::consumer::context::Context;
@@ -24,6 +23,7 @@ use crate::consumer::health::HealthTracker;
 use crate::consumer::snapshot::Snapshot;
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
+use crate::consumer::views::Membership;
 use crate::error::{Error, Result};
 use crate::model::{Endpoint, MetadataInfo};
 
@@ -45,8 +45,12 @@ pub(super) struct Task {
     pub(super) options: SubscribeOptions,
     pub(super) sources_tx: mpsc::Sender<Source>,
     pub(super) sources_rx: mpsc::Receiver<Source>,
-    /// The mapping and instance sources; dropping the set aborts them.
-    pub(super) sources: JoinSet<()>,
+    /// This subscription's membership of its mapping's shared view; dropping it leaves.
+    pub(super) mapping_view: Option<Membership>,
+    /// Its memberships of its apps' shared views.
+    pub(super) app_views: HashMap<String, Membership>,
+    /// Apps a valid mapping no longer names, since when.
+    pub(super) unmapped: HashMap<String, Instant>,
     pub(super) apps: BTreeMap<String, AppView>,
     /// Whether the apps are known (from the store, the subscription or the snapshot).
     pub(super) mapping_known: bool,
@@ -88,12 +92,7 @@ impl Task {
         Counters::bump(&self.context.counters.subscriptions);
         tracing::debug!("subscription started");
         if self.subscription.provided_by.is_empty() {
-            let source = watch_mapping(
-                self.context.clone(),
-                self.subscription.interface.clone(),
-                self.sources_tx.clone(),
-            );
-            self.sources.spawn(source.in_current_span());
+            self.follow_mapping();
         } else {
             for app in self.subscription.provided_by.clone() {
                 self.add_app(app);
@@ -102,8 +101,9 @@ impl Task {
             self.mapping_from_store = true;
         }
         loop {
-            self.tick(Instant::now());
-            let deadline = self.next_deadline();
+            let now = Instant::now();
+            self.tick(now);
+            let deadline = self.next_deadline(now);
             let wake = tokio::select! {
                 biased;
                 () = self.tx.closed() => Wake::Closed,
@@ -163,6 +163,7 @@ impl Task {
                 self.dirty = true;
             }
         }
+        self.release_unmapped(now);
         self.ensure_fetches(now);
         for address in self.health.due_probes(now) {
             Counters::bump(&self.context.counters.probes);
@@ -234,7 +235,7 @@ impl Task {
     }
 
     /// The earliest time something is due.
-    fn next_deadline(&self) -> Option<Instant> {
+    fn next_deadline(&self, now: Instant) -> Option<Instant> {
         let mut next = self.coalescer.due();
         let mut consider = |t: Option<Instant>| {
             if let Some(t) = t {
@@ -251,24 +252,14 @@ impl Task {
             consider(Some(fetch.next_try));
         }
         consider(self.health.next_probe());
+        consider(self.next_unmapped_release(now));
         next
     }
 
     fn on_source(&mut self, source: Source, now: Instant) {
         match source {
-            Source::Apps(apps) => {
-                self.mapping_known = true;
-                self.mapping_from_store = true;
-                for app in apps {
-                    self.add_app(app);
-                }
-            }
+            Source::Apps(apps) => self.on_mapping(apps, now),
             Source::Reset(app, list) => {
-                let counters = &self.context.counters;
-                for (address, reason) in &list.skipped {
-                    Counters::bump(&counters.skipped_records);
-                    tracing::warn!(%app, %address, %reason, "instance record skipped");
-                }
                 if let Some(view) = self.apps.get_mut(&app) {
                     let applied = view.reset(list.instances, now);
                     view.synced = true;
@@ -307,18 +298,6 @@ impl Task {
             Counters::bump(&self.context.counters.set_aside);
             self.dirty = true;
         }
-    }
-
-    /// Adds an app and starts its instance source.
-    pub(super) fn add_app(&mut self, app: String) {
-        if self.apps.contains_key(&app) {
-            return;
-        }
-        self.apps
-            .insert(app.clone(), AppView::new(self.options.protection.clone()));
-        let span = tracing::debug_span!("instance_source", %app);
-        let source = watch_app(self.context.clone(), app, self.sources_tx.clone());
-        self.sources.spawn(source.instrument(span));
     }
 
     /// Whether the first publication can go out: apps known, every app listed, and no

@@ -1,0 +1,259 @@
+//! Shared views: one store watch and one parsed view per app (and per interface's mapping)
+//! for a whole resolver, however many subscriptions follow it.
+//!
+//! A view is a task that runs one source (an app's instance list and watch, or an
+//! interface's mapping read and watch, see [`super::subscribe`]'s sources), keeps the last
+//! state it read (the parsed instances, shared as `Arc`s, or the mapping's apps), and fans
+//! each update out to the subscriptions that joined it. A subscription that joins late
+//! starts from that state, as a reset. When the last subscription leaves, the view waits a
+//! grace period ([`VIEW_RELEASE_GRACE`]) before it stops and closes its watch, so that a
+//! flapping mapping or a resubscription does not churn watches.
+//!
+//! Joining and the view's decision to stop happen under one lock, so a join never reaches
+//! a view that is going away.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::Instrument as _;
+
+use super::context::Context;
+use super::stats::Counters;
+use super::subscribe::sources::{Source, watch_app, watch_mapping};
+use crate::registry::{InstanceChange, Instances};
+
+/// How long a view nobody follows keeps its watch before it stops.
+pub const VIEW_RELEASE_GRACE: Duration = Duration::from_secs(10);
+/// Updates buffered between a view's source and the view.
+const SOURCE_BUFFER: usize = 1024;
+
+/// What a view follows.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ViewKey {
+    /// An app's instances.
+    App(String),
+    /// An interface's mapping.
+    Mapping(String),
+}
+
+enum Command {
+    Join(u64, mpsc::Sender<Source>),
+    Leave(u64),
+}
+
+/// The views of one resolver, by what they follow.
+#[derive(Default)]
+pub(crate) struct Views {
+    running: Mutex<HashMap<ViewKey, mpsc::UnboundedSender<Command>>>,
+}
+
+/// A subscription's membership of one view; dropping it leaves the view.
+#[derive(Debug)]
+pub(crate) struct Membership {
+    id: u64,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Leave(self.id));
+    }
+}
+
+impl Views {
+    /// Joins subscription `id` to the view of `key` (starting the view if none runs): its
+    /// updates go to `to`, starting with the view's current state.
+    pub fn join(
+        &self,
+        context: &Arc<Context>,
+        key: ViewKey,
+        id: u64,
+        to: mpsc::Sender<Source>,
+    ) -> Membership {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(commands) = running.get(&key)
+            && commands.send(Command::Join(id, to.clone())).is_ok()
+        {
+            return Membership {
+                id,
+                commands: commands.clone(),
+            };
+        }
+        let (commands, inbox) = mpsc::unbounded_channel();
+        let _ = commands.send(Command::Join(id, to));
+        running.insert(key.clone(), commands.clone());
+        let span = match &key {
+            ViewKey::App(app) => tracing::debug_span!("app_view", %app),
+            ViewKey::Mapping(interface) => tracing::debug_span!("mapping_view", %interface),
+        };
+        let view = View {
+            context: context.clone(),
+            key,
+            inbox,
+            members: HashMap::new(),
+            state: None,
+            idle_since: None,
+        };
+        tokio::spawn(view.run().instrument(span));
+        Membership { id, commands }
+    }
+
+    /// How many views run.
+    pub fn len(&self) -> usize {
+        self.running.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Removes `key` if its view may stop: nothing is waiting in its inbox. Returns the
+    /// commands that were waiting otherwise.
+    fn try_release(
+        &self,
+        key: &ViewKey,
+        inbox: &mut mpsc::UnboundedReceiver<Command>,
+    ) -> Vec<Command> {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut waiting = Vec::new();
+        while let Ok(command) = inbox.try_recv() {
+            waiting.push(command);
+        }
+        if waiting.is_empty() {
+            running.remove(key);
+        }
+        waiting
+    }
+}
+
+/// The last state a view read, handed to subscriptions that join.
+enum State {
+    Apps(std::collections::BTreeSet<String>),
+    Instances(String, Instances),
+}
+
+struct View {
+    context: Arc<Context>,
+    key: ViewKey,
+    inbox: mpsc::UnboundedReceiver<Command>,
+    members: HashMap<u64, mpsc::Sender<Source>>,
+    state: Option<State>,
+    idle_since: Option<Instant>,
+}
+
+impl View {
+    async fn run(mut self) {
+        let (tx, mut updates) = mpsc::channel(SOURCE_BUFFER);
+        let mut source = JoinSet::new();
+        match &self.key {
+            ViewKey::App(app) => {
+                source.spawn(watch_app(self.context.clone(), app.clone(), tx).in_current_span())
+            }
+            ViewKey::Mapping(interface) => source.spawn(
+                watch_mapping(self.context.clone(), interface.clone(), tx).in_current_span(),
+            ),
+        };
+        loop {
+            let release = self.idle_since.map(|t| t + VIEW_RELEASE_GRACE);
+            tokio::select! {
+                Some(command) = self.inbox.recv() => self.on_command(command).await,
+                Some(update) = updates.recv() => self.on_update(update).await,
+                () = sleep_until(release) => {
+                    let waiting = self.context.views.try_release(&self.key, &mut self.inbox);
+                    if waiting.is_empty() {
+                        break;
+                    }
+                    for command in waiting {
+                        self.on_command(command).await;
+                    }
+                }
+            }
+        }
+        tracing::debug!("view released");
+    }
+
+    async fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Join(id, to) => {
+                if let Some(state) = &self.state {
+                    let _ = to.send(state.as_source()).await;
+                }
+                self.members.insert(id, to);
+                self.idle_since = None;
+            }
+            Command::Leave(id) => {
+                self.members.remove(&id);
+                if self.members.is_empty() {
+                    self.idle_since = Some(Instant::now());
+                }
+            }
+        }
+    }
+
+    async fn on_update(&mut self, update: Source) {
+        if let Source::Reset(app, list) = &update {
+            for (address, reason) in &list.skipped {
+                Counters::bump(&self.context.counters.skipped_records);
+                tracing::warn!(%app, %address, %reason, "instance record skipped");
+            }
+        }
+        match (&update, &mut self.state) {
+            (Source::Apps(apps), state) => *state = Some(State::Apps(apps.clone())),
+            (Source::Reset(app, list), state) => {
+                *state = Some(State::Instances(app.clone(), list.instances.clone()));
+            }
+            (Source::Changes(_, changes), Some(State::Instances(_, instances))) => {
+                apply(instances, changes);
+            }
+            (Source::Changes(..), _) => {}
+        }
+        let mut gone = Vec::new();
+        for (id, member) in &self.members {
+            if member.send(update.clone()).await.is_err() {
+                gone.push(*id);
+            }
+        }
+        for id in gone {
+            self.members.remove(&id);
+        }
+        if self.members.is_empty() && self.idle_since.is_none() {
+            self.idle_since = Some(Instant::now());
+        }
+    }
+}
+
+impl State {
+    fn as_source(&self) -> Source {
+        match self {
+            State::Apps(apps) => Source::Apps(apps.clone()),
+            State::Instances(app, instances) => Source::Reset(
+                app.clone(),
+                crate::registry::InstanceList {
+                    instances: instances.clone(),
+                    ..Default::default()
+                },
+            ),
+        }
+    }
+}
+
+/// Applies watch changes to the last listed instances.
+fn apply(instances: &mut Instances, changes: &[InstanceChange]) {
+    for change in changes {
+        match change {
+            InstanceChange::Upsert(instance) => {
+                instances.insert(instance.address(), instance.clone());
+            }
+            InstanceChange::Removed(address) | InstanceChange::Skipped { address, .. } => {
+                instances.remove(address);
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,98 @@
+//! Aggregated warnings: at most one line per cause per interval, with a count of what was
+//! suppressed in between, so that a long outage or a hostile value does not flood the logs.
+//!
+//! The caller names the cause (component, error kind, and the app or interface concerned)
+//! and writes the line itself when [`Aggregator::allow`] says so. Pure apart from a lock:
+//! the time is passed in.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Default interval: at most one line per cause per 10 s.
+pub const DEFAULT_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+/// Causes remembered before the stale ones are forgotten.
+const MAX_CAUSES: usize = 10_000;
+
+#[derive(Debug)]
+struct Cause {
+    last_line: Instant,
+    suppressed: u64,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub(crate) struct Aggregator {
+    interval: Duration,
+    causes: Mutex<HashMap<String, Cause>>,
+}
+
+impl Default for Aggregator {
+    fn default() -> Self {
+        Aggregator::new(DEFAULT_WARNING_INTERVAL)
+    }
+}
+
+impl Aggregator {
+    /// At most one line per cause per `interval`.
+    pub fn new(interval: Duration) -> Self {
+        Aggregator {
+            interval,
+            causes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether a line for `cause` is written at `now`: `Some(n)` with the number of
+    /// occurrences suppressed since the last line, or `None` (this one is counted as
+    /// suppressed).
+    pub fn allow(&self, cause: &str, now: Instant) -> Option<u64> {
+        let mut causes = self.causes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(known) = causes.get_mut(cause) {
+            if now < known.last_line + self.interval {
+                known.suppressed += 1;
+                return None;
+            }
+            let suppressed = std::mem::take(&mut known.suppressed);
+            known.last_line = now;
+            return Some(suppressed);
+        }
+        if causes.len() >= MAX_CAUSES {
+            let interval = self.interval;
+            causes.retain(|_, c| now < c.last_line + interval || c.suppressed > 0);
+        }
+        causes.insert(
+            cause.to_owned(),
+            Cause {
+                last_line: now,
+                suppressed: 0,
+            },
+        );
+        Some(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_per_cause_per_interval_with_the_suppressed_count() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let a = Aggregator::new(10 * s);
+        assert_eq!(a.allow("mapping:shop", t0), Some(0));
+        for i in 1..=500 {
+            assert_eq!(a.allow("mapping:shop", t0 + s * i / 100), None);
+        }
+        assert_eq!(
+            a.allow("mapping:other", t0 + s),
+            Some(0),
+            "causes are apart"
+        );
+        assert_eq!(a.allow("mapping:shop", t0 + 10 * s), Some(500));
+        assert_eq!(a.allow("mapping:shop", t0 + 11 * s), None);
+        assert_eq!(a.allow("mapping:shop", t0 + 25 * s), Some(1));
+    }
+}
