@@ -902,7 +902,7 @@ fn propagation_options(window: Duration) -> SubscribeOptions {
         .protection(ProtectionOptions::disabled())
 }
 
-/// The consumer side: a live subscription (`Resolver::subscribe_with`), each pushed
+/// The consumer side: a live subscription (`Resolver::subscribe`), each pushed
 /// endpoint set reported by the instant `changed()` returned it. The subscription lives as
 /// long as the feed.
 async fn subscription_feed(
@@ -910,10 +910,10 @@ async fn subscription_feed(
     subscription: Subscription,
     window: Duration,
 ) -> Result<UpdateFeed> {
-    let resolver = Resolver::new(store.clone());
-    let mut handle = resolver
-        .subscribe_with(subscription, propagation_options(window))
-        .await?;
+    let resolver = Resolver::builder(store.clone())
+        .subscribe_options(propagation_options(window))
+        .build();
+    let mut handle = resolver.subscribe(subscription).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Ok(endpoints) = handle.changed().await {
@@ -1103,7 +1103,7 @@ async fn propagation(
     }
     notes.push(format!(
         "Propagation: {} trials of each on the memory store, {} on etcd, interleaved, each on \
-         a fresh store. The consumer side is a live subscription (`Resolver::subscribe_with`) \
+         a fresh store. The consumer side is a live subscription (`Resolver::subscribe`) \
          with the coalescing window set to zero, so every change is pushed at once (the path \
          of a first change after a quiet period), and self-preservation off (each trial \
          deletes its record again, which would otherwise count towards a mass expiry).",

@@ -71,11 +71,10 @@ async fn two_instances(
 ) {
     let records = Records::new(Arc::new(MemoryStore::new()));
     records.fleet(&orders(), 1000, 2, HOUR).await;
-    let resolver = Resolver::new(records.store.clone());
-    let handle = resolver
-        .subscribe_with(Subscription::new(ORDERS), options)
-        .await
-        .unwrap();
+    let resolver = Resolver::builder(records.store.clone())
+        .subscribe_options(options)
+        .build();
+    let handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
     assert_eq!(ports(&handle.current()), [1000, 1001]);
     let bad = handle.current()[1].clone();
     assert_eq!(bad.port, 1001);
@@ -162,21 +161,24 @@ async fn a_probe_that_panics_counts_as_failed_and_probing_goes_on() {
 #[tokio::test]
 async fn a_consumer_started_with_the_store_down_serves_the_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("orders.snapshot");
+    let snapshots = SnapshotOptions::new(dir.path());
+    let path = snapshots.path_for(&Subscription::new(ORDERS));
     let options = SubscribeOptions::default()
-        .snapshot(SnapshotOptions::new(&path))
+        .snapshot(snapshots)
         .start_timeout(Duration::from_millis(200));
+    let with = |store: Arc<dyn Store>| {
+        Resolver::builder(store)
+            .subscribe_options(options.clone())
+            .build()
+    };
     let info = orders();
 
     // A first run writes the snapshot.
     {
         let records = Records::new(Arc::new(MemoryStore::new()));
         records.fleet(&info, 1000, 3, HOUR).await;
-        let resolver = Resolver::new(records.store.clone());
-        let handle = resolver
-            .subscribe_with(Subscription::new(ORDERS), options.clone())
-            .await
-            .unwrap();
+        let resolver = with(records.store.clone());
+        let handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
         assert_eq!(handle.current().len(), 3);
         eventually(LIMIT, "the snapshot written", || async {
             resolver.stats().await.snapshot_writes > 0
@@ -190,11 +192,8 @@ async fn a_consumer_started_with_the_store_down_serves_the_snapshot() {
     let memory = Arc::new(MemoryStore::new());
     let flaky = Arc::new(FaultyStore::new(memory.clone()));
     flaky.set_down(true);
-    let resolver = Resolver::new(flaky.clone() as Arc<dyn Store>);
-    let handle = resolver
-        .subscribe_with(Subscription::new(ORDERS), options.clone())
-        .await
-        .unwrap();
+    let resolver = with(flaky.clone() as Arc<dyn Store>);
+    let handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
     assert_eq!(ports(&handle.current()), [1000, 1001, 1002]);
     assert!(handle.serving_snapshot());
     assert_eq!(resolver.stats().await.snapshot_loads, 1);
@@ -227,10 +226,7 @@ async fn a_consumer_started_with_the_store_down_serves_the_snapshot() {
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
     flaky.set_down(true);
-    let handle = resolver
-        .subscribe_with(Subscription::new(ORDERS), options)
-        .await
-        .unwrap();
+    let handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
     assert!(handle.current().is_empty());
     assert!(!handle.serving_snapshot());
     assert_eq!(resolver.stats().await.snapshot_loads, 1);

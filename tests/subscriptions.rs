@@ -114,28 +114,27 @@ async fn an_update_that_leaves_the_set_equal_is_not_pushed() {
 }
 
 /// Subscribes twice: with the given protection and with none (the control).
+/// A subscription on a resolver with `protection` (returned) and one on a resolver without.
 async fn two_subscriptions(
-    resolver: &Resolver,
+    store: &Arc<dyn Store>,
     protection: ProtectionOptions,
 ) -> (
+    Resolver,
     introspect::SubscriptionHandle,
     introspect::SubscriptionHandle,
 ) {
-    let protected = resolver
-        .subscribe_with(
-            Subscription::new(ORDERS),
-            SubscribeOptions::default().protection(protection),
-        )
+    let with = |protection| {
+        Resolver::builder(store.clone())
+            .subscribe_options(SubscribeOptions::default().protection(protection))
+            .build()
+    };
+    let resolver = with(protection);
+    let protected = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
+    let unprotected = with(ProtectionOptions::disabled())
+        .subscribe(Subscription::new(ORDERS))
         .await
         .unwrap();
-    let unprotected = resolver
-        .subscribe_with(
-            Subscription::new(ORDERS),
-            SubscribeOptions::default().protection(ProtectionOptions::disabled()),
-        )
-        .await
-        .unwrap();
-    (protected, unprotected)
+    (resolver, protected, unprotected)
 }
 
 #[tokio::test(start_paused = true)]
@@ -147,8 +146,8 @@ async fn mass_expiry_of_ninety_percent_is_held() {
         .fleet(&info, 1000, 18, Duration::from_secs(10))
         .await;
     records.fleet(&info, 2000, 2, HOUR).await;
-    let resolver = Resolver::new(records.store.clone());
-    let (protected, control) = two_subscriptions(&resolver, ProtectionOptions::default()).await;
+    let (resolver, protected, control) =
+        two_subscriptions(&records.store, ProtectionOptions::default()).await;
     assert_eq!(protected.current().len(), 20);
 
     tokio::time::advance(Duration::from_secs(11)).await;
@@ -396,15 +395,12 @@ async fn a_revision_whose_fetches_all_fail_is_retried_and_joins() {
     }
     let resolver = Resolver::builder(records.store.clone())
         .fetch_timeout(Duration::from_millis(200))
-        .build();
-    let mut handle = resolver
-        .subscribe_with(
-            Subscription::new(ORDERS),
+        .subscribe_options(
             SubscribeOptions::default()
                 .fetch_retry(Duration::from_millis(500), Duration::from_secs(4)),
         )
-        .await
-        .unwrap();
+        .build();
+    let mut handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
     assert_eq!(
         ports(&handle.current()),
         [1000],

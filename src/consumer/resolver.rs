@@ -50,7 +50,8 @@ pub struct ResolverBuilder {
 }
 
 impl ResolverBuilder {
-    /// Sets the options of subscriptions made with [`Resolver::subscribe`] (default
+    /// Sets how every subscription of this resolver behaves: coalescing, self-preservation,
+    /// consumer-side health, the local snapshot, start timeout and fetch retries (default
     /// [`SubscribeOptions::default`]).
     pub fn subscribe_options(mut self, options: SubscribeOptions) -> Self {
         self.subscribe_options = options;
@@ -263,22 +264,14 @@ impl Resolver {
             .await
     }
 
-    /// Subscribes with the resolver's subscribe options: a live endpoint set, kept up to
-    /// date by watches on the mapping and on each app's instances, with the protections of
-    /// [`SubscribeOptions`]. Returns once the first set is published, or once the start
-    /// timeout passed (serving the snapshot, if any, while the store is unreachable). Fails
-    /// only on an invalid subscription.
+    /// Subscribes: a live endpoint set, kept up to date through the resolver's shared
+    /// views of the mapping and of each app's instances, with the protections set on the
+    /// resolver ([`ResolverBuilder::subscribe_options`]); a subscription itself is only its
+    /// filter. Returns once the first set is published, or once the start timeout passed
+    /// (serving the snapshot, if any, while the store is unreachable). Fails only on an
+    /// invalid subscription.
     pub async fn subscribe(&self, subscription: Subscription) -> Result<SubscriptionHandle> {
         let options = (*self.subscribe_options).clone();
-        self.subscribe_with(subscription, options).await
-    }
-
-    /// Like [`Resolver::subscribe`], with options for this subscription.
-    pub async fn subscribe_with(
-        &self,
-        subscription: Subscription,
-        options: SubscribeOptions,
-    ) -> Result<SubscriptionHandle> {
         subscribe::start(self.context.clone(), subscription, options).await
     }
 

@@ -24,22 +24,30 @@ const MAGIC: &str = "introspect-snapshot/1";
 /// The largest snapshot file read.
 pub const MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
 
-/// Where a subscription keeps its snapshot.
+/// Where a resolver's subscriptions keep their snapshots: one file per subscription in a
+/// directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotOptions {
-    path: PathBuf,
+    dir: PathBuf,
 }
 
 impl SnapshotOptions {
-    /// A snapshot kept at `path` (one file per subscription). Its directory must exist;
-    /// temporary files are created next to it.
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        SnapshotOptions { path: path.into() }
+    /// Snapshots kept in the directory `dir`, which must exist; temporary files are
+    /// created in it too.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        SnapshotOptions { dir: dir.into() }
     }
 
-    /// The snapshot file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The snapshot file of `subscription`: named by a hash of what it asks for.
+    pub fn path_for(&self, subscription: &Subscription) -> PathBuf {
+        let key = serde_json::to_vec(&key_of(subscription)).unwrap_or_default();
+        let name = hex::encode(&Sha256::digest(&key)[..8]);
+        self.dir.join(format!("{name}.snapshot"))
     }
 }
 

@@ -85,7 +85,7 @@ pub(crate) async fn start(
 ) -> Result<SubscriptionHandle> {
     subscription.validate()?;
     let snapshot = match &options.snapshot {
-        Some(o) => read_snapshot(o.path().to_path_buf(), &subscription, &context.limits).await,
+        Some(o) => read_snapshot(o.path_for(&subscription), &subscription, &context.limits).await,
         None => None,
     };
     let (tx, mut rx) = watch::channel(Arc::new(Vec::new()));

@@ -227,7 +227,7 @@ impl Task {
             self.snapshot_dirty = false;
             if let Some(options) = &self.options.snapshot {
                 let snapshot = self.build_snapshot();
-                let path = options.path().to_path_buf();
+                let path = options.path_for(&self.subscription);
                 self.writes
                     .spawn_blocking(move || snapshot.write_atomic(&path));
             }
