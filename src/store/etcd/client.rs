@@ -43,7 +43,7 @@ impl EtcdStore {
     ///
     /// Fails with [`Error::Config`] on unusable options, [`Error::StoreUnavailable`] when no
     /// endpoint answers within the connect timeout plus the request timeout, and
-    /// [`Error::Store`] saying "authentication failed" when etcd refuses the credentials.
+    /// [`Error::Unauthenticated`] when etcd refuses the credentials.
     pub async fn connect(options: EtcdOptions) -> Result<EtcdStore> {
         if options.endpoints.is_empty() {
             return Err(Error::Config("no etcd endpoints given".into()));

@@ -27,9 +27,9 @@ pub(super) fn map_status(status: &tonic::Status, what: &str) -> Error {
         || message.contains("invalid auth token")
         || message.contains("user name not found");
     match status.code() {
-        _ if auth_failure => Error::Store(format!("{what}: authentication failed: {message}")),
-        Code::Unauthenticated => Error::Store(format!("{what}: authentication failed: {message}")),
-        Code::PermissionDenied => Error::Store(format!("{what}: permission denied: {message}")),
+        _ if auth_failure => Error::Unauthenticated(format!("{what}: {message}")),
+        Code::Unauthenticated => Error::Unauthenticated(format!("{what}: {message}")),
+        Code::PermissionDenied => Error::PermissionDenied(format!("{what}: {message}")),
         // No leader, leader changed, request timed out inside etcd, connection refused or
         // lost, the request canceled under us: all worth retrying.
         Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded | Code::Aborted => {
@@ -88,11 +88,19 @@ mod tests {
             ),
             "x",
         );
-        assert!(
-            matches!(&auth, Error::Store(m) if m.contains("authentication failed")),
-            "{auth}"
+        assert!(matches!(&auth, Error::Unauthenticated(_)), "{auth}");
+        assert!(auth.is_permanent() && !auth.is_transient());
+        let denied = map_status(
+            &tonic::Status::permission_denied("etcdserver: permission denied"),
+            "x",
         );
-        assert!(!auth.is_transient());
+        assert!(matches!(&denied, Error::PermissionDenied(_)), "{denied}");
+        assert!(denied.is_permanent() && !denied.is_transient());
+        let token = map_status(
+            &tonic::Status::unauthenticated("etcdserver: invalid auth token"),
+            "x",
+        );
+        assert!(matches!(&token, Error::Unauthenticated(_)), "{token}");
         let other = map_status(&tonic::Status::invalid_argument("etcdserver: bad"), "x");
         assert!(matches!(other, Error::Store(_)));
     }

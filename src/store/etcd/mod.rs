@@ -5,8 +5,9 @@
 //! [`Error::Timeout`](crate::Error::Timeout) rather than a hang. Errors are sorted for the
 //! layers above: a lost or refused connection, a missing leader or a stalled request are
 //! transient ([`Error::StoreUnavailable`](crate::Error::StoreUnavailable),
-//! [`Error::Timeout`](crate::Error::Timeout)); refused credentials and permissions are not
-//! (an [`Error::Store`](crate::Error::Store) that says so).
+//! [`Error::Timeout`](crate::Error::Timeout)); refused credentials and permissions are
+//! permanent ([`Error::Unauthenticated`](crate::Error::Unauthenticated),
+//! [`Error::PermissionDenied`](crate::Error::PermissionDenied)).
 //!
 //! A watch is one etcd watch stream. A task forwards its batches to the
 //! [`Watch`](super::Watch); it ends the watch with [`Error::Compacted`](crate::Error::Compacted)

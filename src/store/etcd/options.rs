@@ -228,6 +228,17 @@ fn nonzero_or(value: Duration, default: Duration) -> Duration {
 /// Checks one endpoint of a list; see [`EtcdOptions::parse_endpoints`].
 pub(super) fn parse_endpoint(raw: &str) -> Result<String> {
     let endpoint = raw.trim();
+    // Credentials in a URL (`http://user:password@host`) never reach an error message.
+    if let Some((before, host)) = endpoint.rsplit_once('@') {
+        let scheme = before.split_once("://").map_or("", |(scheme, _)| scheme);
+        return Err(Error::Config(format!(
+            "invalid etcd endpoint \"{}{}***@{}\": credentials in the URL are not accepted \
+             (give them with EtcdOptions::with_user)",
+            Error::shorten(scheme),
+            if scheme.is_empty() { "" } else { "://" },
+            Error::shorten(host)
+        )));
+    }
     let bad = |reason: &str| {
         Err(Error::Config(format!(
             "invalid etcd endpoint {:?}: {reason}",
@@ -332,6 +343,21 @@ mod tests {
         ] {
             let err = EtcdOptions::parse_endpoints(bad).unwrap_err();
             assert!(matches!(err, Error::Config(_)), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn credentials_in_an_endpoint_are_refused_without_repeating_them() {
+        for url in [
+            "http://user:hunter2@a:2379",
+            "user:hunter2@a:2379",
+            "https://a:2379,http://me:hunter2@b:1",
+        ] {
+            let err = EtcdOptions::parse_endpoints(url).unwrap_err();
+            let shown = err.to_string();
+            assert!(matches!(err, Error::Config(_)), "{url}: {shown}");
+            assert!(!shown.contains("hunter2"), "{url}: {shown}");
+            assert!(shown.contains("with_user"), "{url}: {shown}");
         }
     }
 

@@ -43,7 +43,7 @@ pub(super) async fn open(store: &EtcdStore, prefix: &str, from_revision: i64) ->
                         compacted: created.compact_revision(),
                     }
                 } else if reason.contains("permission denied") {
-                    Error::Store(format!("{}: permission denied: {reason}", what()))
+                    Error::PermissionDenied(format!("{}: {reason}", what()))
                 } else {
                     Error::WatchEnded(format!("{}: canceled by etcd: {reason}", what()))
                 });
@@ -63,14 +63,14 @@ pub(super) async fn open(store: &EtcdStore, prefix: &str, from_revision: i64) ->
             Ok((requests, responses, created.watch_id(), start))
         })
         .await?;
-    let (tx, rx) = mpsc::channel(Watch::BUFFER);
+    let (tx, watch) = Watch::channel();
     let prefix = prefix.to_owned();
     tokio::spawn(async move {
         forward(&mut responses, &tx, &prefix, start).await;
         // The watch is over (or the `Watch` dropped): tell etcd, then close the stream.
         let _ = requests.cancel(watch_id).await;
     });
-    Ok(Watch::new(rx))
+    Ok(watch)
 }
 
 /// Forwards a watch stream's batches to `tx` until the stream ends, fails, is canceled, or
