@@ -60,7 +60,9 @@
 //! * [`model`]: service info and match key, metadata info, the revision rule, instances and
 //!   endpoints. Pure: no I/O.
 //! * [`store`]: the [`Store`] trait, the one seam to the outside, with the embedded
-//!   [`MemoryStore`] and [`store::EtcdStore`], which share one conformance suite.
+//!   [`MemoryStore`] and [`EtcdStore`] (with its [`EtcdOptions`]), which share one
+//!   conformance suite. `store/etcd/` holds the etcd store, one file per concept: options,
+//!   client (connecting, deadlines), requests, watch, convert, errors.
 //! * [`layout`]: the Dubbo 3 key layout; [`registry`], [`mapping`] and [`report`] are the
 //!   typed layers over the store that alone know it and the JSON formats.
 //! * [`rpc`]: the `MetadataServiceV2` contract (`proto/metadata_service_v2.proto`), its server
@@ -111,6 +113,7 @@ pub use layout::Layout;
 pub use limits::Limits;
 pub use model::{Endpoint, MetadataInfo, ServiceInfo, ServiceInstance};
 pub use provider::Provider;
+pub use store::{EtcdOptions, EtcdStore};
 pub use store::{MemoryStore, Store};
 
 /// The README's code examples, compiled as doctests so they cannot rot.
