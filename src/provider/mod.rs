@@ -1,0 +1,262 @@
+//! The provider: what a Rust RPC server embeds to be discovered.
+//!
+//! It registers one instance record for its app carrying the revision of its exports, serves
+//! MetadataService (inside the user's tonic server or on a port of its own), links each
+//! exported interface to its app in the mapping, keeps its lease alive and re-registers when
+//! the lease is lost, and stops gracefully: disabled first, deregistered after a drain.
+//!
+//! One concept per file:
+//!
+//! * `builder`: the settings, validated without I/O;
+//! * `record`: the instance record's well-known metadata (pure);
+//! * `lease`: registration under a lease, keep-alive, re-registration;
+//! * `mappings`: interface -> app links, retried in the background;
+//! * `report_cleanup`: removing reported revisions no instance uses;
+//! * `own_server`: MetadataService on a listener of the provider's own;
+//! * `stop`: the graceful stop.
+
+mod builder;
+mod lease;
+mod mappings;
+mod own_server;
+mod record;
+mod report_cleanup;
+mod stop;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+pub use builder::ProviderBuilder;
+
+use crate::error::Result;
+use crate::limits::Limits;
+use crate::mapping::Mapping;
+use crate::model::{MetadataInfo, ServiceInfo, ServiceInstance, StorageType};
+use crate::registry::Registry;
+use crate::report::MetadataReport;
+use crate::rpc::{ExportedMetadata, MetadataServer, MetadataServiceV2Server};
+use crate::store::{LeaseId, Store};
+
+/// Default lease TTL: a crashed provider disappears this long after its last keep-alive.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
+/// Default time between marking an instance disabled and deregistering it.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(2);
+/// Default time an earlier revision stays answerable after an export change.
+pub const DEFAULT_REVISION_GRACE: Duration = Duration::from_secs(120);
+
+/// Where the provider's MetadataService is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MetadataServing {
+    /// The user adds [`Provider::metadata_service`] to their own tonic server.
+    InUserServer,
+    /// The provider serves it on its own listener at this address (port 0: any free port).
+    OwnPort(SocketAddr),
+}
+
+/// A running (or ready to run) provider instance. See the module docs.
+pub struct Provider {
+    /// The span of the provider's tasks and calls.
+    span: tracing::Span,
+    shared: Arc<Shared>,
+    serving: MetadataServing,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// What the provider's tasks share.
+struct Shared {
+    store: Arc<dyn Store>,
+    registry: Registry,
+    mapping: Mapping,
+    report: MetadataReport,
+    exported: Arc<ExportedMetadata>,
+    limits: Limits,
+    lease_ttl: Duration,
+    drain: Duration,
+    storage_type: StorageType,
+    report_cleanup: Option<Duration>,
+    /// Serializes every write of the instance record (export changes, lease recovery, stop).
+    state: Mutex<State>,
+    cancel: CancellationToken,
+}
+
+/// The instance record as last written, and the lease it is bound to.
+struct State {
+    instance: ServiceInstance,
+    extra_metadata: BTreeMap<String, String>,
+    lease: Option<LeaseId>,
+    metadata_port: u16,
+}
+
+impl Provider {
+    /// A builder for a provider of `app` registering in `store`.
+    pub fn builder(app: impl Into<String>, store: Arc<dyn Store>) -> ProviderBuilder {
+        ProviderBuilder::new(app.into(), store)
+    }
+
+    /// The MetadataService to add to the user's tonic server (when not served on a port of
+    /// the provider's own).
+    pub fn metadata_service(&self) -> MetadataServiceV2Server<MetadataServer> {
+        MetadataServer::new(self.shared.exported.clone()).into_service(&self.shared.limits)
+    }
+
+    /// What this provider answers MetadataService calls with.
+    pub fn exported(&self) -> &Arc<ExportedMetadata> {
+        &self.shared.exported
+    }
+
+    /// The current revision.
+    pub fn revision(&self) -> String {
+        self.shared.exported.current().revision.clone()
+    }
+
+    /// The instance record as last written.
+    pub async fn instance(&self) -> ServiceInstance {
+        self.shared.state.lock().await.instance.clone()
+    }
+
+    /// The lease the instance is bound to, once registered.
+    pub async fn lease(&self) -> Option<LeaseId> {
+        self.shared.state.lock().await.lease
+    }
+
+    /// Starts serving MetadataService (when on its own port), publishes the report (storage
+    /// type `remote`), registers the instance under a fresh lease, links the exported
+    /// interfaces to the app and keeps the lease alive. Returns once the instance is
+    /// registered; mappings that could not be written yet are retried in the background.
+    pub async fn start(&self) -> Result<()> {
+        self.start_inner()
+            .instrument(tracing::info_span!(parent: &self.span, "start"))
+            .await
+    }
+
+    async fn start_inner(&self) -> Result<()> {
+        if let MetadataServing::OwnPort(addr) = self.serving {
+            self.serve_own_port(addr).await?;
+        }
+        self.shared.register_with_new_lease().await?;
+        let pending = self.shared.write_mappings().await;
+        if !pending.is_empty() {
+            let shared = self.shared.clone();
+            self.spawn(async move { shared.retry_mappings(pending).await });
+        }
+        let shared = self.shared.clone();
+        self.spawn(async move { shared.keep_alive_loop().await });
+        if let (StorageType::Remote, Some(grace)) =
+            (self.shared.storage_type, self.shared.report_cleanup)
+        {
+            let shared = self.shared.clone();
+            self.spawn(async move { shared.report_cleanup_loop(grace).await });
+        }
+        Ok(())
+    }
+
+    /// Changes the exported services: a new revision, the instance record updated under the
+    /// same lease, new interfaces mapped. The old revision stays answerable for the grace
+    /// period.
+    pub async fn set_services(
+        &self,
+        services: impl IntoIterator<Item = ServiceInfo>,
+    ) -> Result<()> {
+        let metadata = MetadataInfo::new(self.shared.exported.current().app.clone(), services)?;
+        if metadata.revision == self.revision() {
+            return Ok(());
+        }
+        tracing::info!(app = %metadata.app, revision = %metadata.revision, "exports changed");
+        if self.shared.storage_type == StorageType::Remote {
+            self.shared.report.publish(&metadata).await?;
+        }
+        self.shared.exported.replace(metadata);
+        {
+            let mut state = self.shared.state.lock().await;
+            self.shared.refresh_metadata(&mut state);
+            if state.lease.is_some() {
+                self.shared
+                    .registry
+                    .register(&state.instance, state.lease)
+                    .await?;
+            }
+        }
+        let pending = self.shared.write_mappings().await;
+        if !pending.is_empty() {
+            let shared = self.shared.clone();
+            self.spawn(async move { shared.retry_mappings(pending).await });
+        }
+        Ok(())
+    }
+
+    /// Stops gracefully: marks the instance disabled (consumers stop routing to it at once),
+    /// waits the drain period, deletes the record, revokes the lease and stops the tasks and
+    /// the provider's own server.
+    pub async fn shutdown(self) -> Result<()> {
+        let result = self
+            .shared
+            .deregister_gracefully()
+            .instrument(tracing::info_span!(parent: &self.span, "shutdown"))
+            .await;
+        self.shared.cancel.cancel();
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for task in tasks {
+            let _ = task.await;
+        }
+        result
+    }
+
+    /// Stops every task at once without deregistering, as a crash would: the record stays
+    /// until the lease expires. Meant for tests and fault drills.
+    pub fn abort(&self) {
+        self.shared.cancel.cancel();
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
+
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tokio::spawn(task.instrument(self.span.clone())));
+    }
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let current = self.shared.exported.current();
+        f.debug_struct("Provider")
+            .field("app", &current.app)
+            .field("revision", &current.revision)
+            .field("serving", &self.serving)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        self.shared.cancel.cancel();
+    }
+}
+
+impl Shared {
+    /// Rewrites the well-known metadata entries from the current exports.
+    fn refresh_metadata(&self, state: &mut State) {
+        state.instance.metadata = record::instance_metadata(
+            &state.extra_metadata,
+            &self.exported.current(),
+            self.storage_type,
+            state.instance.port,
+            state.metadata_port,
+        );
+    }
+}
