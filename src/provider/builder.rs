@@ -200,6 +200,7 @@ impl ProviderBuilder {
                     extra_metadata: self.extra_metadata,
                     lease: None,
                     metadata_port: port,
+                    stopped: false,
                 }),
                 cancel: CancellationToken::new(),
             }),

@@ -16,6 +16,9 @@ impl Shared {
             self.report.publish(&self.exported.current()).await?;
         }
         let mut state = self.state.lock().await;
+        if state.stopped {
+            return Err(Error::Shutdown);
+        }
         self.refresh_metadata(&mut state);
         let lease = self.store.grant_lease(self.lease_ttl).await?;
         if let Err(e) = self.registry.register(&state.instance, Some(lease)).await {
@@ -72,12 +75,14 @@ impl Shared {
     }
 
     /// Registers again under a new lease and rewrites the mappings, with backoff and jitter
-    /// while the store is down.
+    /// while the store is down. A draining instance is registered again disabled; a stopped
+    /// one is not registered again.
     async fn recover(&self) {
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
         loop {
             match self.register_with_new_lease().await {
                 Ok(()) => break,
+                Err(Error::Shutdown) => return,
                 Err(e) => tracing::warn!(error = %e, "re-registration failed; retrying"),
             }
             tokio::select! {

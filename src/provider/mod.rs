@@ -93,6 +93,8 @@ struct State {
     extra_metadata: BTreeMap<String, String>,
     lease: Option<LeaseId>,
     metadata_port: u16,
+    /// Set once the record is being deleted: nothing may register it again.
+    stopped: bool,
 }
 
 impl Provider {

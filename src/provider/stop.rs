@@ -1,4 +1,8 @@
 //! The graceful stop: disabled first, deregistered after the drain period.
+//!
+//! The state lock is held only for each write, never across the drain: the keep-alive loop
+//! keeps renewing the lease (and re-registers the disabled record if the lease is lost)
+//! until the record is deleted.
 
 use super::Shared;
 use crate::error::{Error, Result};
@@ -7,29 +11,42 @@ impl Shared {
     /// Marks the instance disabled, waits the drain period, deletes the record and revokes
     /// the lease.
     pub(super) async fn deregister_gracefully(&self) -> Result<()> {
-        let mut state = self.state.lock().await;
-        let Some(lease) = state.lease.take() else {
-            return Ok(());
+        let disabled = {
+            let mut state = self.state.lock().await;
+            if state.lease.is_none() || state.stopped {
+                // Never registered, or already stopped: nothing to withdraw.
+                state.stopped = true;
+                return Ok(());
+            }
+            state.instance.enabled = false;
+            let disabled = self.registry.register(&state.instance, state.lease).await;
+            match &disabled {
+                Ok(_) => tracing::info!(
+                    address = %state.instance.address(),
+                    drain = ?self.drain,
+                    "instance disabled; draining"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "instance not disabled; deregistering at once");
+                }
+            }
+            disabled
         };
-        state.instance.enabled = false;
-        let disabled = self.registry.register(&state.instance, Some(lease)).await;
-        match &disabled {
-            Ok(_) => tracing::info!(
-                address = %state.instance.address(),
-                drain = ?self.drain,
-                "instance disabled; draining"
-            ),
-            Err(e) => tracing::warn!(error = %e, "instance not disabled; deregistering at once"),
-        }
         if disabled.is_ok() {
             tokio::time::sleep(self.drain).await;
         }
+        let mut state = self.state.lock().await;
+        state.stopped = true;
+        let lease = state.lease.take();
         let instance = &state.instance;
         let deleted = self
             .registry
             .deregister(&instance.service_name, &instance.host, instance.port)
             .await;
-        let revoked = self.store.revoke_lease(lease).await;
+        let revoked = match lease {
+            Some(lease) => self.store.revoke_lease(lease).await,
+            None => Ok(()),
+        };
         tracing::info!(app = %instance.service_name, address = %instance.address(), "instance deregistered");
         disabled?;
         deleted?;
