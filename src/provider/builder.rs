@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
 
 use super::{
-    DEFAULT_DRAIN, DEFAULT_LEASE_TTL, DEFAULT_REVISION_GRACE, MetadataServing, Provider, Shared,
-    State,
+    DEFAULT_DRAIN, DEFAULT_LEASE_TTL, DEFAULT_REVISION_GRACE, MetadataServing, Provider, Settings,
+    Shared, State, address,
 };
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -28,8 +28,8 @@ use crate::store::{DeadlineStore, Store};
 pub struct ProviderBuilder {
     app: String,
     store: Arc<dyn Store>,
-    host: String,
-    port: u16,
+    host: Option<String>,
+    port: Option<u16>,
     services: Vec<ServiceInfo>,
     extra_metadata: BTreeMap<String, String>,
     layout: Layout,
@@ -42,6 +42,8 @@ pub struct ProviderBuilder {
     tls: Option<tonic::transport::ServerTlsConfig>,
     store_timeout: Duration,
     report_cleanup: Option<Duration>,
+    check_metadata_service: bool,
+    reflection: bool,
 }
 
 impl ProviderBuilder {
@@ -50,8 +52,8 @@ impl ProviderBuilder {
         ProviderBuilder {
             app,
             store,
-            host: "127.0.0.1".into(),
-            port: 0,
+            host: None,
+            port: None,
             services: Vec::new(),
             extra_metadata: BTreeMap::new(),
             layout: Layout::default(),
@@ -64,19 +66,30 @@ impl ProviderBuilder {
             serving: MetadataServing::InUserServer,
             tls: None,
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
+            check_metadata_service: true,
+            reflection: true,
         }
     }
 
-    /// Sets the host consumers reach the instance at (default `127.0.0.1`).
+    /// Sets the host consumers reach the instance at: a name or IP address, never an
+    /// unspecified one (`0.0.0.0`, `::`), which nobody can connect to.
+    ///
+    /// When none is given: with [`Provider::serve`] or [`Self::serve_metadata_on`], the
+    /// listener's IP, or for a listener on all interfaces (`0.0.0.0`, `::`) the IP of the
+    /// interface that routes outward (loopback when there is none); with
+    /// [`Provider::start`] inside your own server, `127.0.0.1`, which only this machine
+    /// reaches.
     pub fn host(mut self, host: impl Into<String>) -> Self {
-        self.host = host.into();
+        self.host = Some(host.into());
         self
     }
 
-    /// Sets the instance's RPC port. Required, unless MetadataService is served on a port of
-    /// the provider's own: then port 0 registers the instance at that port.
+    /// Sets the instance's RPC port: the port consumers dial. Required with
+    /// [`Provider::start`] inside your own tonic server; [`Provider::serve`] and
+    /// [`Self::serve_metadata_on`] learn it from their listener (set it only when consumers
+    /// reach the instance at another port, as behind a port mapping).
     pub fn port(mut self, port: u16) -> Self {
-        self.port = port;
+        self.port = Some(port);
         self
     }
 
@@ -166,12 +179,35 @@ impl ProviderBuilder {
         self
     }
 
+    /// Whether [`Provider::start`] first calls the provider's own MetadataService at the
+    /// registered host and port, and fails with [`Error::MetadataServiceMissing`] when it
+    /// does not answer for the provider's revision (default: on). It catches a router
+    /// without [`Provider::metadata_service`], which would register an instance no consumer
+    /// can use. Only inside your own server with storage type `local`:
+    /// [`Provider::serve`] and [`Self::serve_metadata_on`] serve it themselves, and `remote`
+    /// storage answers from the report. Turn it off when the registered address is not
+    /// reachable from the process itself, or your server speaks TLS.
+    pub fn check_metadata_service(mut self, check: bool) -> Self {
+        self.check_metadata_service = check;
+        self
+    }
+
+    /// Whether [`Provider::serve`] and [`Self::serve_metadata_on`] add gRPC server
+    /// reflection (`v1` and `v1alpha`) describing MetadataService (default: on). Turn it off
+    /// when your router serves reflection of its own.
+    pub fn reflection(mut self, reflection: bool) -> Self {
+        self.reflection = reflection;
+        self
+    }
+
     /// Validates the settings and builds the provider, without I/O.
     pub fn build(self) -> Result<Provider> {
-        names::validate_host(&self.host)?;
-        let port = match self.serving {
-            MetadataServing::OwnPort(_) if self.port == 0 => 0,
-            _ => names::validate_port(i64::from(self.port))?,
+        if let Some(host) = &self.host {
+            address::check_host(host)?;
+        }
+        let port = match (self.port, self.serving) {
+            (Some(0), MetadataServing::OwnPort(_)) | (None, _) => 0,
+            (Some(port), _) => names::validate_port(i64::from(port))?,
         };
         if self.lease_ttl < Duration::from_secs(1) {
             return Err(Error::Config(
@@ -196,7 +232,13 @@ impl ProviderBuilder {
                 storage_type: self.storage_type,
                 report_cleanup: self.report_cleanup,
                 state: Mutex::new(State {
-                    instance: ServiceInstance::new(self.app, self.host, port),
+                    instance: ServiceInstance::new(
+                        self.app,
+                        self.host
+                            .clone()
+                            .unwrap_or_else(|| address::LOOPBACK.into()),
+                        port,
+                    ),
                     extra_metadata: self.extra_metadata,
                     lease: None,
                     metadata_port: port,
@@ -204,8 +246,13 @@ impl ProviderBuilder {
                 }),
                 cancel: CancellationToken::new(),
             }),
-            serving: self.serving,
-            tls: self.tls,
+            settings: Settings {
+                serving: self.serving,
+                tls: self.tls,
+                host_given: self.host.is_some(),
+                check_metadata_service: self.check_metadata_service,
+                reflection: self.reflection,
+            },
             tasks: std::sync::Mutex::new(Vec::new()),
         })
     }

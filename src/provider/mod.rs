@@ -7,20 +7,44 @@
 //!
 //! One concept per file:
 //!
-//! * `builder`: the settings, validated without I/O;
+//! Three ways to run one, from the most to the least managed:
+//!
+//! * [`Provider::serve`] runs your tonic router with MetadataService added, registers once
+//!   it runs and stops gracefully on a signal before the server stops;
+//! * [`ProviderBuilder::serve_metadata_on`] then [`Provider::start`]: MetadataService on a
+//!   listener of the provider's own, beside whatever serves your RPCs;
+//! * [`Provider::start`] inside your own tonic server, to which you add
+//!   [`Provider::metadata_service`]; `start` checks that it answers
+//!   ([`ProviderBuilder::check_metadata_service`]), and you call [`Provider::shutdown`]
+//!   before stopping the server.
+//!
+//! Dropping a started provider without [`Provider::shutdown`] (or dropping a
+//! [`Provider::serve`] future before it completes) acts like a crash: its tasks stop and the
+//! record stays until the lease expires ([`ProviderBuilder::lease_ttl`]), so consumers keep
+//! calling a gone instance for up to a TTL. Stop it gracefully instead.
+//!
+//! One concept per file:
+//!
+//! * `builder`: the settings, validated without I/O; `address`: the registered host;
 //! * `record`: the instance record's well-known metadata (pure);
 //! * `lease`: registration under a lease, keep-alive, re-registration;
 //! * `mappings`: interface -> app links, retried in the background;
 //! * `report_cleanup`: removing reported revisions no instance uses;
-//! * `own_server`: MetadataService on a listener of the provider's own;
+//! * `serve`: the user's router served with MetadataService; `own_server`: MetadataService
+//!   on a listener of the provider's own; `reflection`: gRPC reflection for both;
+//! * `check`: the start-up check that MetadataService answers;
 //! * `stop`: the graceful stop.
 
+mod address;
 mod builder;
+mod check;
 mod lease;
 mod mappings;
 mod own_server;
 mod record;
+mod reflection;
 mod report_cleanup;
+mod serve;
 mod stop;
 
 use std::collections::BTreeMap;
@@ -35,7 +59,7 @@ use tracing::Instrument as _;
 
 pub use builder::ProviderBuilder;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::mapping::Mapping;
 use crate::model::{MetadataInfo, ServiceInfo, ServiceInstance, StorageType};
@@ -61,13 +85,25 @@ enum MetadataServing {
 }
 
 /// A running (or ready to run) provider instance. See the module docs.
+///
+/// Dropping a started provider without [`Provider::shutdown`] acts like a crash: the record
+/// stays registered until its lease expires.
 pub struct Provider {
     /// The span of the provider's tasks and calls.
     span: tracing::Span,
     shared: Arc<Shared>,
+    settings: Settings,
+    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// How the provider serves MetadataService and finds its address.
+struct Settings {
     serving: MetadataServing,
     tls: Option<tonic::transport::ServerTlsConfig>,
-    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// Whether the user gave the host (else it is learned from the listener).
+    host_given: bool,
+    check_metadata_service: bool,
+    reflection: bool,
 }
 
 /// What the provider's tasks share.
@@ -133,6 +169,11 @@ impl Provider {
     /// type `remote`), registers the instance under a fresh lease, links the exported
     /// interfaces to the app and keeps the lease alive. Returns once the instance is
     /// registered; mappings that could not be written yet are retried in the background.
+    ///
+    /// Inside your own tonic server, start the server (with [`Self::metadata_service`]
+    /// added) first: `start` fails with [`Error::MetadataServiceMissing`] when it does not
+    /// answer (see [`ProviderBuilder::check_metadata_service`]), and with
+    /// [`Error::Config`] when the port was never set. [`Self::serve`] does all of it.
     pub async fn start(&self) -> Result<()> {
         self.start_inner()
             .instrument(tracing::info_span!(parent: &self.span, "start"))
@@ -140,9 +181,29 @@ impl Provider {
     }
 
     async fn start_inner(&self) -> Result<()> {
-        if let MetadataServing::OwnPort(addr) = self.serving {
-            self.serve_own_port(addr).await?;
+        match self.settings.serving {
+            MetadataServing::OwnPort(addr) => self.serve_own_port(addr).await?,
+            MetadataServing::InUserServer => {
+                if self.shared.state.lock().await.instance.port == 0 {
+                    return Err(Error::Config(
+                        "the instance port was never set: call `.port(..)` on the builder \
+                         with the port your tonic server listens on, or let `Provider::serve` \
+                         learn it from the listener"
+                            .into(),
+                    ));
+                }
+                if self.settings.check_metadata_service
+                    && self.shared.storage_type == StorageType::Local
+                {
+                    self.check_metadata_service().await?;
+                }
+            }
         }
+        self.register_and_spawn().await
+    }
+
+    /// Registers the instance, writes the mappings and starts the background tasks.
+    async fn register_and_spawn(&self) -> Result<()> {
         self.shared.register_with_new_lease().await?;
         let pending = self.shared.write_mappings().await;
         if !pending.is_empty() {
@@ -200,15 +261,20 @@ impl Provider {
     pub async fn shutdown(self) -> Result<()> {
         let result = self
             .shared
-            .deregister_gracefully()
+            .deregister_gracefully(self.shared.drain)
             .instrument(tracing::info_span!(parent: &self.span, "shutdown"))
             .await;
+        self.stop_tasks().await;
+        result
+    }
+
+    /// Stops the background tasks (and the provider's own server) and waits for them.
+    async fn stop_tasks(&self) {
         self.shared.cancel.cancel();
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
         for task in tasks {
             let _ = task.await;
         }
-        result
     }
 
     /// Stops every task at once without deregistering, as a crash would: the record stays
@@ -239,7 +305,7 @@ impl std::fmt::Debug for Provider {
         f.debug_struct("Provider")
             .field("app", &current.app)
             .field("revision", &current.revision)
-            .field("serving", &self.serving)
+            .field("serving", &self.settings.serving)
             .finish_non_exhaustive()
     }
 }

@@ -3,20 +3,16 @@
 use std::net::SocketAddr;
 
 use super::Provider;
+use super::reflection::add_reflection;
 use crate::error::{Error, Result};
 
 impl Provider {
-    /// Binds `addr`, learns the port (the instance's too when none was set) and serves
-    /// MetadataService with reflection there until the provider stops.
+    /// Binds `addr`, learns the port (the instance's too when none was set, and the host
+    /// when none was given) and serves MetadataService with reflection there until the
+    /// provider stops.
     pub(super) async fn serve_own_port(&self, addr: SocketAddr) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
-        let port = listener.local_addr()?.port();
-        let mut state = self.shared.state.lock().await;
-        state.metadata_port = port;
-        if state.instance.port == 0 {
-            state.instance.port = port;
-        }
-        drop(state);
+        self.learn_address(listener.local_addr()?, true).await;
         let service = self.metadata_service();
         let cancel = self.shared.cancel.clone();
         // TCP_NODELAY on every accepted connection: tonic applies its own socket options
@@ -25,16 +21,17 @@ impl Provider {
         let incoming =
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         let mut server = tonic::transport::Server::builder();
-        if let Some(tls) = self.tls.clone() {
+        if let Some(tls) = self.settings.tls.clone() {
             server = server
                 .tls_config(tls)
                 .map_err(|e| Error::Server(format!("TLS: {e}")))?;
         }
-        let reflection = crate::rpc::reflection_service()?;
+        let mut router = server.add_service(service);
+        if self.settings.reflection {
+            router = add_reflection(router)?;
+        }
         self.spawn(async move {
-            let served = server
-                .add_service(service)
-                .add_service(reflection)
+            let served = router
                 .serve_with_incoming_shutdown(incoming, cancel.cancelled_owned())
                 .await;
             if let Err(e) = served {

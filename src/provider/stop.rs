@@ -4,13 +4,14 @@
 //! keeps renewing the lease (and re-registers the disabled record if the lease is lost)
 //! until the record is deleted.
 
+use std::time::Duration;
+
 use super::Shared;
 use crate::error::{Error, Result};
 
 impl Shared {
-    /// Marks the instance disabled, waits the drain period, deletes the record and revokes
-    /// the lease.
-    pub(super) async fn deregister_gracefully(&self) -> Result<()> {
+    /// Marks the instance disabled, waits `drain`, deletes the record and revokes the lease.
+    pub(super) async fn deregister_gracefully(&self, drain: Duration) -> Result<()> {
         let disabled = {
             let mut state = self.state.lock().await;
             if state.lease.is_none() || state.stopped {
@@ -23,7 +24,7 @@ impl Shared {
             match &disabled {
                 Ok(_) => tracing::info!(
                     address = %state.instance.address(),
-                    drain = ?self.drain,
+                    ?drain,
                     "instance disabled; draining"
                 ),
                 Err(e) => {
@@ -33,7 +34,7 @@ impl Shared {
             disabled
         };
         if disabled.is_ok() {
-            tokio::time::sleep(self.drain).await;
+            tokio::time::sleep(drain).await;
         }
         let mut state = self.state.lock().await;
         state.stopped = true;
