@@ -155,7 +155,8 @@ impl Provider {
         self.shared.exported.current().revision.clone()
     }
 
-    /// The instance record as last written.
+    /// The instance record as last written. Before [`Self::start`] or [`Self::serve`], a
+    /// host or port still to be learned from the listener reads `127.0.0.1` or `0`.
     pub async fn instance(&self) -> ServiceInstance {
         self.shared.state.lock().await.instance.clone()
     }
