@@ -341,6 +341,7 @@ async fn registry_volume(
         let mut builder = Provider::builder(APP, store.clone())
             .host(HOST)
             .port(port(i))
+            .check_metadata_service(false)
             .lease_ttl(Duration::from_secs(600));
         for service in services(0) {
             builder = builder.export(service);
@@ -566,6 +567,7 @@ async fn memory_and_push(
     let mut joiner = Provider::builder(APP, store.clone())
         .host(HOST)
         .port(port(n))
+        .check_metadata_service(false)
         .lease_ttl(Duration::from_secs(600));
     for service in services(0) {
         joiner = joiner.export(service);

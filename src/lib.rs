@@ -36,8 +36,9 @@
 //! # }
 //! ```
 //!
-//! A provider inside an existing tonic server adds [`Provider::metadata_service`] to its
-//! router and registers its own RPC port instead of calling `serve_metadata_on`.
+//! A tonic server hands its router to [`Provider::serve`], which adds MetadataService,
+//! registers once the server runs and deregisters gracefully before it stops; see the
+//! [`provider`] module for the other ways to run one.
 //!
 //! A consumer that calls a gRPC service turns a live subscription into a load-balanced
 //! tonic channel that follows the endpoints as they come and go:
@@ -67,7 +68,10 @@
 //!   typed layers over the store that alone know it and the JSON formats.
 //! * [`rpc`]: the `MetadataServiceV2` contract (`proto/metadata_service_v2.proto`), its server
 //!   and client.
-//! * [`provider`]: what a Rust RPC server embeds.
+//! * [`provider`]: what a Rust RPC server embeds: `builder` (settings), `record` (the
+//!   instance record's metadata, pure), `lease`, `mappings`, `report_cleanup`, `serve` (the
+//!   user's router), `own_server`, `reflection`, `check` (MetadataService answers at start)
+//!   and `stop` (the graceful stop), one file each under `src/provider/`.
 //! * [`consumer`]: what a Rust RPC client embeds: the [`Resolver`], live subscriptions and
 //!   a load-balanced tonic channel over one ([`Resolver::balanced_channel`]).
 //! * [`limits`]: size limits on everything read from the store or the network.

@@ -26,19 +26,6 @@ pub mod pb {
 
 pub use pb::metadata_service_v2_server::MetadataServiceV2Server;
 
-/// A gRPC server reflection service describing MetadataServiceV2, so generic gRPC tools can
-/// list and call it without the proto file.
-pub fn reflection_service() -> Result<
-    tonic_reflection::server::v1::ServerReflectionServer<
-        impl tonic_reflection::server::v1::ServerReflection,
-    >,
-> {
-    tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| Error::Server(format!("reflection: {e}")))
-}
-
 /// The gRPC path of `GetMetadataInfo`.
 pub const GET_METADATA_INFO_PATH: &str =
     "/org.apache.dubbo.metadata.MetadataServiceV2/GetMetadataInfo";

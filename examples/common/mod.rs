@@ -1,5 +1,5 @@
-//! What the Greeter examples share: the generated code, the Greeter service, a provider
-//! that serves it beside MetadataService, the store and metrics flags.
+//! What the Greeter examples share: the generated code, the Greeter service, the store and
+//! metrics flags. The Introspect code of each role is in its example file.
 //!
 //! Each example uses part of it, hence the `dead_code` allowance.
 
@@ -7,11 +7,9 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
+use introspect::Store;
 use introspect::metrics::{Metrics, serve_metrics};
-use introspect::{Provider, Store};
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::{Request, Response, Status};
 
@@ -57,10 +55,8 @@ pub async fn maybe_serve_metrics(
     Ok(Some(task))
 }
 
-/// Answers `SayHello` with a greeting naming the server's address.
-pub struct HelloGreeter {
-    address: String,
-}
+/// Answers `SayHello` with a greeting naming the server address it was called at.
+pub struct HelloGreeter;
 
 #[tonic::async_trait]
 impl Greeter for HelloGreeter {
@@ -68,83 +64,22 @@ impl Greeter for HelloGreeter {
         &self,
         request: Request<HelloRequest>,
     ) -> Result<Response<HelloReply>, Status> {
+        let server = request
+            .local_addr()
+            .map_or_else(|| "an unknown address".to_owned(), |a| a.to_string());
         let name = request.into_inner().name;
         Ok(Response::new(HelloReply {
-            message: format!("Hello {name}, from {}", self.address),
+            message: format!("Hello {name}, from {server}"),
         }))
     }
+}
+
+/// A tonic router serving the Greeter.
+pub fn greeter_router() -> tonic::transport::server::Router {
+    tonic::transport::Server::builder().add_service(GreeterServer::new(HelloGreeter))
 }
 
 /// The server address a greeting names.
 pub fn server_of(message: &str) -> &str {
     message.rsplit(", from ").next().unwrap_or(message)
-}
-
-/// A Greeter server with its provider, registered in the store.
-pub struct GreeterNode {
-    /// The registered address (`host:port`).
-    pub address: String,
-    /// The provider, to stop gracefully or to expose in metrics.
-    pub provider: Provider,
-    stop: oneshot::Sender<()>,
-    server: JoinHandle<Result<(), tonic::transport::Error>>,
-}
-
-impl GreeterNode {
-    /// Starts a Greeter server listening at `listen` (port 0: any free port), with
-    /// MetadataService in the same tonic server, and registers it as an instance of `app`
-    /// at `host` (default: the listening IP) and the listening port.
-    pub async fn start(
-        store: Arc<dyn Store>,
-        app: &str,
-        listen: SocketAddr,
-        host: Option<String>,
-        drain: Duration,
-    ) -> Result<GreeterNode, BoxError> {
-        let listener = tokio::net::TcpListener::bind(listen).await?;
-        let bound = listener.local_addr()?;
-        let host = match host {
-            Some(host) => host,
-            None if bound.ip().is_unspecified() => {
-                return Err(
-                    "listening on all interfaces: give --host, the address consumers reach".into(),
-                );
-            }
-            None => bound.ip().to_string(),
-        };
-        let provider = Provider::builder(app, store)
-            .host(host)
-            .port(bound.port())
-            .drain_period(drain)
-            .export_service::<GreeterServer<HelloGreeter>>()
-            .build()?;
-        let address = introspect::rpc::authority(&provider.instance().await.host, bound.port());
-        let greeter = HelloGreeter {
-            address: address.clone(),
-        };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let router = tonic::transport::Server::builder()
-            .add_service(GreeterServer::new(greeter))
-            .add_service(provider.metadata_service());
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        let server = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
-            let _ = stopped.await;
-        }));
-        provider.start().await?;
-        Ok(GreeterNode {
-            address,
-            provider,
-            stop,
-            server,
-        })
-    }
-
-    /// Stops gracefully: the provider is disabled, drained and deregistered (consumers stop
-    /// calling it), then the server stops, letting calls in flight finish.
-    pub async fn shutdown(self) -> Result<(), BoxError> {
-        self.provider.shutdown().await?;
-        let _ = self.stop.send(());
-        self.server.await??;
-        Ok(())
-    }
 }

@@ -1,0 +1,24 @@
+//! gRPC server reflection describing MetadataService, in both protocol versions (`v1`, and
+//! `v1alpha`, which Python's `grpcio-reflection` and other older tools speak), so generic
+//! tools list and call it without the proto file. The only place reflection is built.
+
+use tonic::transport::server::Router;
+
+use super::serve::add_once;
+use crate::error::{Error, Result};
+use crate::rpc::pb::FILE_DESCRIPTOR_SET;
+
+/// Adds reflection `v1` and `v1alpha` describing MetadataServiceV2 to `router`.
+pub(super) fn add_reflection<L>(router: Router<L>) -> Result<Router<L>> {
+    let configure = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+    };
+    let failed = |e: tonic_reflection::server::Error| Error::Server(format!("reflection: {e}"));
+    let v1 = configure().build_v1().map_err(failed)?;
+    let v1alpha = configure().build_v1alpha().map_err(failed)?;
+    let router = add_once(router, "gRPC reflection v1", move |r| r.add_service(v1))?;
+    add_once(router, "gRPC reflection v1alpha", move |r| {
+        r.add_service(v1alpha)
+    })
+}
