@@ -67,9 +67,7 @@ async fn main() -> Result<(), BoxError> {
     tokio::signal::ctrl_c().await?;
     println!("stopping: disabled, draining for {} ms", args.drain_ms);
     node.shutdown().await?;
-    if let Some(task) = metrics_task {
-        task.abort();
-    }
+    drop(metrics_task);
     println!("stopped");
     Ok(())
 }

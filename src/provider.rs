@@ -59,6 +59,7 @@ pub struct ProviderBuilder {
     revision_grace: Duration,
     storage_type: StorageType,
     serving: MetadataServing,
+    #[cfg(feature = "tls")]
     tls: Option<tonic::transport::ServerTlsConfig>,
     store_timeout: Duration,
     report_cleanup: Option<Duration>,
@@ -151,6 +152,8 @@ impl ProviderBuilder {
 
     /// Serves the provider's own MetadataService listener over TLS (see
     /// [`Self::serve_metadata_on`]). Inside the user's server, TLS is the user's setting.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls(mut self, tls: tonic::transport::ServerTlsConfig) -> Self {
         self.tls = Some(tls);
         self
@@ -202,6 +205,7 @@ impl ProviderBuilder {
                 cancel: CancellationToken::new(),
             }),
             serving: self.serving,
+            #[cfg(feature = "tls")]
             tls: self.tls,
             tasks: std::sync::Mutex::new(Vec::new()),
         })
@@ -221,6 +225,7 @@ pub struct Provider {
     span: tracing::Span,
     shared: Arc<Shared>,
     serving: MetadataServing,
+    #[cfg(feature = "tls")]
     tls: Option<tonic::transport::ServerTlsConfig>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
@@ -266,6 +271,7 @@ impl Provider {
             storage_type: StorageType::Local,
             report_cleanup: None,
             serving: MetadataServing::InUserServer,
+            #[cfg(feature = "tls")]
             tls: None,
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
         }
@@ -324,17 +330,20 @@ impl Provider {
             // an answer back until the client's delayed ACK (~40 ms on Linux).
             let incoming =
                 tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-            let mut server = tonic::transport::Server::builder();
-            if let Some(tls) = self.tls.clone() {
-                server = server
+            let server = tonic::transport::Server::builder();
+            #[cfg(feature = "tls")]
+            let server = match self.tls.clone() {
+                Some(tls) => server
                     .tls_config(tls)
-                    .map_err(|e| Error::Server(format!("TLS: {e}")))?;
-            }
-            let reflection = crate::rpc::reflection_service()?;
+                    .map_err(|e| Error::Server(format!("TLS: {e}")))?,
+                None => server,
+            };
+            let mut server = server;
+            let router = server.add_service(service);
+            #[cfg(feature = "reflection")]
+            let router = router.add_service(crate::rpc::reflection_service()?);
             self.spawn(async move {
-                let served = server
-                    .add_service(service)
-                    .add_service(reflection)
+                let served = router
                     .serve_with_incoming_shutdown(incoming, cancel.cancelled_owned())
                     .await;
                 if let Err(e) = served {

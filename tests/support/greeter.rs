@@ -12,9 +12,7 @@ use tokio::task::JoinHandle;
 use tonic::{Request, Response, Status};
 
 /// The generated Greeter code.
-pub mod pb {
-    tonic::include_proto!("helloworld");
-}
+#[rustfmt::skip] #[path = "../../proto/generated/helloworld.rs"] pub mod pb;
 
 use pb::greeter_server::{Greeter, GreeterServer};
 use pb::{HelloReply, HelloRequest};
