@@ -26,12 +26,12 @@
 
 #[path = "baseline/mod.rs"]
 mod baseline;
-#[path = "common/mod.rs"]
-mod common;
 /// Test certificates, which the etcd harness below needs for its TLS mode.
 #[allow(dead_code)]
 #[path = "../tests/support/certs.rs"]
 mod certs;
+#[path = "common/mod.rs"]
+mod common;
 /// The test suite's throwaway etcd, shared rather than copied.
 #[allow(dead_code)]
 #[path = "../tests/support/etcd.rs"]

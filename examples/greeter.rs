@@ -212,9 +212,7 @@ async fn main() -> Result<(), BoxError> {
     for stopped in futures::future::join_all(nodes.into_iter().map(Node::shutdown)).await {
         stopped?;
     }
-    if let Some(task) = metrics_task {
-        task.abort();
-    }
+    drop(metrics_task);
     if failed > 0 {
         return Err(format!("{failed} call(s) failed").into());
     }

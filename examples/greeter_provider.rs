@@ -81,9 +81,7 @@ async fn main() -> Result<(), BoxError> {
         .serve(common::greeter_router(), listener, ctrl_c)
         .await?;
 
-    if let Some(task) = metrics_task {
-        task.abort();
-    }
+    drop(metrics_task);
     println!("stopped");
     Ok(())
 }

@@ -7,16 +7,14 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use introspect::Store;
-use introspect::metrics::{Metrics, serve_metrics};
-use tokio::task::JoinHandle;
+use introspect::metrics::{Metrics, MetricsTask};
+use introspect::{EtcdOptions, EtcdStore, MemoryStore, Store};
 use tonic::{Request, Response, Status};
 
 /// Code generated from `proto/helloworld.proto`.
-pub mod pb {
-    tonic::include_proto!("helloworld");
-}
+#[rustfmt::skip] #[path = "../../proto/generated/helloworld.rs"] pub mod pb;
 
 use pb::greeter_server::{Greeter, GreeterServer};
 use pb::{HelloReply, HelloRequest};
@@ -37,22 +35,31 @@ pub fn init_tracing(default: &str) {
         .init();
 }
 
-/// etcd at `urls` (comma-separated), or the embedded store.
+/// etcd at `urls` (comma-separated), or the embedded store when `None`.
 pub async fn open_store(urls: Option<&str>) -> Result<Arc<dyn Store>, BoxError> {
-    Ok(introspect::store::open(urls).await?)
+    Ok(match urls {
+        Some(urls) => {
+            let endpoints = EtcdOptions::parse_endpoints(urls)?;
+            Arc::new(EtcdStore::connect(EtcdOptions::new(endpoints)).await?)
+        }
+        None => Arc::new(MemoryStore::new()),
+    })
 }
 
-/// Serves `metrics` at `http://{addr}/metrics` when an address is given.
+/// When an address is given, installs the Prometheus exporter at `http://{addr}/metrics`
+/// and publishes `metrics` to it every second until the returned task is dropped.
 pub async fn maybe_serve_metrics(
     addr: Option<SocketAddr>,
     metrics: Metrics,
-) -> Result<Option<JoinHandle<()>>, BoxError> {
+) -> Result<Option<MetricsTask>, BoxError> {
     let Some(addr) = addr else {
         return Ok(None);
     };
-    let (bound, task) = serve_metrics(addr, metrics).await?;
-    println!("metrics at http://{bound}/metrics");
-    Ok(Some(task))
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .install()?;
+    println!("metrics at http://{addr}/metrics");
+    Ok(Some(metrics.spawn(Duration::from_secs(1))))
 }
 
 /// Answers `SayHello` with a greeting naming the server address it was called at.

@@ -39,6 +39,7 @@ pub struct ProviderBuilder {
     revision_grace: Duration,
     storage_type: StorageType,
     serving: MetadataServing,
+    #[cfg(feature = "tls")]
     tls: Option<tonic::transport::ServerTlsConfig>,
     store_timeout: Duration,
     report_cleanup: Option<Duration>,
@@ -64,6 +65,7 @@ impl ProviderBuilder {
             storage_type: StorageType::Local,
             report_cleanup: None,
             serving: MetadataServing::InUserServer,
+            #[cfg(feature = "tls")]
             tls: None,
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
             check_metadata_service: true,
@@ -166,6 +168,8 @@ impl ProviderBuilder {
 
     /// Serves the provider's own MetadataService listener over TLS (see
     /// [`Self::serve_metadata_on`]). Inside the user's server, TLS is the user's setting.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls(mut self, tls: tonic::transport::ServerTlsConfig) -> Self {
         self.tls = Some(tls);
         self
@@ -248,6 +252,7 @@ impl ProviderBuilder {
             }),
             settings: Settings {
                 serving: self.serving,
+                #[cfg(feature = "tls")]
                 tls: self.tls,
                 host_given: self.host.is_some(),
                 check_metadata_service: self.check_metadata_service,

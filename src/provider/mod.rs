@@ -99,6 +99,7 @@ pub struct Provider {
 /// How the provider serves MetadataService and finds its address.
 struct Settings {
     serving: MetadataServing,
+    #[cfg(feature = "tls")]
     tls: Option<tonic::transport::ServerTlsConfig>,
     /// Whether the user gave the host (else it is learned from the listener).
     host_given: bool,

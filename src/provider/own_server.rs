@@ -4,7 +4,9 @@ use std::net::SocketAddr;
 
 use super::Provider;
 use super::reflection::add_reflection;
-use crate::error::{Error, Result};
+#[cfg(feature = "tls")]
+use crate::error::Error;
+use crate::error::Result;
 
 impl Provider {
     /// Binds `addr`, learns the port (the instance's too when none was set, and the host
@@ -20,7 +22,9 @@ impl Provider {
         // an answer back until the client's delayed ACK (~40 ms on Linux).
         let incoming =
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        #[allow(unused_mut)]
         let mut server = tonic::transport::Server::builder();
+        #[cfg(feature = "tls")]
         if let Some(tls) = self.settings.tls.clone() {
             server = server
                 .tls_config(tls)

@@ -14,9 +14,7 @@ use tonic::{Request, Response, Status};
 use super::wait::eventually;
 
 /// The generated Greeter code.
-pub mod pb {
-    tonic::include_proto!("helloworld");
-}
+#[rustfmt::skip] #[path = "../../proto/generated/helloworld.rs"] pub mod pb;
 
 use pb::greeter_server::{Greeter, GreeterServer};
 use pb::{HelloReply, HelloRequest};
