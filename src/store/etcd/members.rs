@@ -14,7 +14,10 @@
 //! Retrying a write on another member is safe for the store's callers: a put writes the
 //! same value again, a delete or revoke that already happened reports the key or lease
 //! gone, a compare-and-swap that already happened reports a conflict with our own value,
-//! and a lease granted twice leaves one to expire unused.
+//! and a lease granted twice leaves one to expire unused. A write sent to a member that
+//! stalled (frozen, partitioned) may still be carried out when it comes back, after later
+//! writes; the callers' writes are re-assertions of their own state, so a late repeat
+//! writes what was already there.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,18 +5,18 @@
 //! again, on whichever member answers, from the first revision the watcher has not seen:
 //! the watcher sees no gap and no duplicate. Resuming is tried for the connect timeout plus
 //! the request timeout; after that the watch ends with [`Error::WatchEnded`] and the
-//! watcher re-lists. A resumed stream on a member whose store revision is behind what the
-//! watcher has seen (the store was wiped or replaced) ends the watch too, so the watcher
-//! re-lists instead of waiting for changes that will never come.
+//! watcher re-lists. When the cluster's revision (read linearizably before resuming) is
+//! behind what the watcher has seen, the store was wiped or replaced: the watch ends too, so
+//! the watcher re-lists instead of waiting for changes that will never come.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, WatchOptions, WatchRequestSender, WatchResponseStream};
+use etcd_client::{Client, GetOptions, WatchOptions, WatchRequestSender, WatchResponseStream};
 use tokio::sync::mpsc;
 
 use super::EtcdStore;
-use super::convert::{convert_event, prefix_range};
+use super::convert::{convert_event, header_revision, prefix_range};
 use super::errors::{map_error, map_watch_error};
 use super::members::Members;
 use crate::error::{Error, Result};
@@ -171,16 +171,32 @@ impl Follower {
         tx: &mpsc::Sender<Result<Vec<WatchEvent>>>,
         next_revision: i64,
     ) -> Result<Stream> {
-        let open = open_stream(
-            &self.members,
-            self.resume_timeout,
-            self.max_response_bytes,
-            &self.prefix,
-            next_revision,
-        );
+        let reopen = async {
+            // A linearizable read first: the revision of the cluster as it is now, which a
+            // member that merely lags cannot understate.
+            let revision = self.current_revision().await?;
+            if revision + 1 < next_revision {
+                // The store went backwards: wiped or replaced. A re-list is the only safe
+                // way on; resuming would wait for changes that never come.
+                return Err(Error::WatchEnded(format!(
+                    "etcd watch of {:?}: the store is at revision {revision} after revision {} \
+                     was seen",
+                    Error::shorten(&self.prefix),
+                    next_revision - 1
+                )));
+            }
+            open_stream(
+                &self.members,
+                self.resume_timeout,
+                self.max_response_bytes,
+                &self.prefix,
+                next_revision,
+            )
+            .await
+        };
         let stream = tokio::select! {
             _ = tx.closed() => return Err(Error::Shutdown),
-            opened = open => opened,
+            reopened = reopen => reopened,
         };
         let stream = match stream {
             Ok(stream) => stream,
@@ -193,18 +209,29 @@ impl Follower {
                 )));
             }
         };
-        if stream.created_at + 1 < next_revision {
-            // The member is behind what was already seen: the store was wiped or replaced
-            // (or this member lags); a re-list is the only safe way on.
-            return Err(Error::WatchEnded(format!(
-                "etcd watch of {:?}: the store is at revision {} after revision {} was seen",
-                Error::shorten(&self.prefix),
-                stream.created_at,
-                next_revision - 1
-            )));
-        }
         tracing::debug!(prefix = %self.prefix, from = next_revision, "etcd watch resumed");
         Ok(stream)
+    }
+}
+
+impl Follower {
+    /// The cluster's store revision now, read linearizably from a member that answers.
+    async fn current_revision(&self) -> Result<i64> {
+        let what = || "etcd revision".to_owned();
+        let (revision, _) = self
+            .members
+            .run(self.resume_timeout, what, |client: Client| async move {
+                // One key, counted only: the answer is small whatever the prefix holds.
+                let (key, _) = prefix_range(&self.prefix);
+                let response = client
+                    .kv_client()
+                    .get(key, Some(GetOptions::new().with_count_only()))
+                    .await
+                    .map_err(|e| map_error(e, &what()))?;
+                header_revision(response.header(), &what())
+            })
+            .await?;
+        Ok(revision)
     }
 }
 
