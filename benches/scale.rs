@@ -26,6 +26,10 @@
 
 #[path = "baseline/mod.rs"]
 mod baseline;
+/// The certificates the shared etcd harness makes for its TLS server.
+#[allow(dead_code)]
+#[path = "../tests/support/certs.rs"]
+mod certs;
 #[path = "common/mod.rs"]
 mod common;
 /// The test suite's throwaway etcd, shared rather than copied.

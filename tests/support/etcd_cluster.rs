@@ -99,9 +99,7 @@ impl EtcdCluster {
 
     /// The leader according to member `i`, if it answers and knows one.
     async fn leader_seen_by(&self, i: usize) -> Option<usize> {
-        if self.members[i].child.is_none() {
-            return None;
-        }
+        self.members[i].child.as_ref()?;
         let options = etcd_client::ConnectOptions::new()
             .with_connect_timeout(Duration::from_millis(500))
             .with_timeout(Duration::from_millis(500));
