@@ -15,10 +15,10 @@ use super::options::{EtcdOptions, parse_endpoint};
 use crate::error::{Error, Result};
 use crate::store::LeaseId;
 
-/// Granted lease TTLs remembered for [`Store::keep_alive`]; past this the memo is reset.
+/// Granted lease TTLs remembered for [`Store::keep_alive`](crate::Store::keep_alive); past this the memo is reset.
 const MAX_REMEMBERED_LEASES: usize = 10_000;
 
-/// The etcd [`Store`]. Cheap to share behind an `Arc`; every call is one etcd request,
+/// The etcd [`Store`](crate::Store). Cheap to share behind an `Arc`; every call is one etcd request,
 /// failing over between the cluster's members (see [`EtcdOptions::new`]).
 pub struct EtcdStore {
     pub(super) members: Arc<Members>,
