@@ -371,7 +371,7 @@ impl EtcdServer {
 
 /// The program `name` on `PATH`. When missing: a panic under CI (the tests that need it are
 /// mandatory there), else a loud SKIPPED message and `None`.
-fn require(name: &str, debian_package: &str) -> Option<PathBuf> {
+pub fn require(name: &str, debian_package: &str) -> Option<PathBuf> {
     if let Some(found) = find_on_path(name) {
         return Some(found);
     }
@@ -435,7 +435,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// Two distinct free loopback ports (bound together, then released for etcd).
-fn free_ports() -> (u16, u16) {
+pub fn free_ports() -> (u16, u16) {
     let bind = || TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
     let (a, b) = (bind(), bind());
     let port = |l: &TcpListener| l.local_addr().expect("local address").port();
@@ -443,7 +443,7 @@ fn free_ports() -> (u16, u16) {
 }
 
 /// Whether etcd's `/health` says it has a leader and serves reads (one bounded attempt).
-async fn healthy(port: u16) -> bool {
+pub async fn healthy(port: u16) -> bool {
     let attempt = async {
         let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await

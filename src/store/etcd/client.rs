@@ -1,26 +1,30 @@
-//! The connection to etcd: connecting, the deadline on each request, and the memo of
-//! granted lease TTLs.
+//! The store's handle: connecting (now or in the background), the deadline on each
+//! request, and the memo of granted lease TTLs.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::Client;
 
 use super::errors::map_error;
+use super::members::Members;
 use super::options::{EtcdOptions, parse_endpoint};
 use crate::error::{Error, Result};
 use crate::store::LeaseId;
 
-/// Granted lease TTLs remembered for [`Store::keep_alive`]; past this the memo is reset.
+/// Granted lease TTLs remembered for [`Store::keep_alive`](crate::Store::keep_alive); past this the memo is reset.
 const MAX_REMEMBERED_LEASES: usize = 10_000;
 
-/// The etcd [`Store`]. Cheap to share behind an `Arc`; every call is one etcd request.
+/// The etcd [`Store`](crate::Store). Cheap to share behind an `Arc`; every call is one etcd request,
+/// failing over between the cluster's members (see [`EtcdOptions::new`]).
 pub struct EtcdStore {
-    pub(super) client: Client,
-    request_timeout: Duration,
+    pub(super) members: Arc<Members>,
+    pub(super) request_timeout: Duration,
+    /// How long a broken watch keeps trying to resume on a live member.
+    pub(super) resume_timeout: Duration,
     pub(super) max_response_bytes: usize,
     endpoints: Vec<String>,
     /// TTLs etcd granted to the leases this handle created, so a keep-alive can answer
@@ -38,12 +42,16 @@ impl fmt::Debug for EtcdStore {
 }
 
 impl EtcdStore {
-    /// Connects to etcd and checks that an endpoint answers (and, with a user, that the
+    /// Connects to etcd and checks that a member answers (and, with a user, that the
     /// credentials are accepted).
     ///
-    /// Fails with [`Error::Config`] on unusable options, [`Error::StoreUnavailable`] when no
-    /// endpoint answers within the connect timeout plus the request timeout, and
-    /// [`Error::Unauthenticated`] when etcd refuses the credentials.
+    /// Fails with [`Error::Config`] on unusable options, [`Error::Unauthenticated`] when etcd
+    /// refuses the credentials, and [`Error::StoreUnavailable`] when no member answers
+    /// within the connect timeout plus the request timeout, unless the options say
+    /// [`with_connect_in_background`](EtcdOptions::with_connect_in_background): then an
+    /// unreachable cluster (and only that) returns the store after one connect timeout, and
+    /// its members are connected on first use; requests fail with
+    /// [`Error::StoreUnavailable`] until one answers.
     pub async fn connect(options: EtcdOptions) -> Result<EtcdStore> {
         if options.endpoints.is_empty() {
             return Err(Error::Config("no etcd endpoints given".into()));
@@ -51,50 +59,63 @@ impl EtcdStore {
         for endpoint in &options.endpoints {
             parse_endpoint(endpoint)?;
         }
-        let connect_options = options.connect_options()?;
-        let deadline = options.connect_timeout + options.request_timeout;
-        let endpoints = options.endpoints.clone();
-        let unavailable = |reason: String| {
-            Error::StoreUnavailable(format!("cannot reach etcd at {endpoints:?}: {reason}"))
-        };
-        let attempt = async {
-            let client = Client::connect(&options.endpoints, Some(connect_options))
-                .await
-                .map_err(|e| match e {
-                    etcd_client::Error::InvalidArgs(reason) => {
-                        Error::Config(format!("etcd options: {reason}"))
-                    }
-                    etcd_client::Error::InvalidUri(e) => {
-                        Error::Config(format!("etcd endpoint: {e}"))
-                    }
-                    // The channel connects lazily: a transport error here is the endpoint or
-                    // TLS setup, not the network.
-                    etcd_client::Error::TransportError(e) => {
-                        Error::Config(format!("etcd endpoint or TLS settings: {e}"))
-                    }
-                    other => map_error(other, "authenticate to etcd"),
-                })?;
-            // The channel connects lazily: one cheap request proves an endpoint answers.
-            client
-                .maintenance_client()
-                .status()
-                .await
-                .map_err(|e| map_error(e, "etcd status"))?;
-            Ok::<_, Error>(client)
-        };
-        let client = match tokio::time::timeout(deadline, attempt).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(Error::StoreUnavailable(reason))) => return Err(unavailable(reason)),
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(unavailable(format!("no answer within {deadline:?}"))),
-        };
-        Ok(EtcdStore {
-            client,
+        let members = Arc::new(Members::new(&options.endpoints, options.connect_options()?));
+        let store = EtcdStore {
+            members,
             request_timeout: options.request_timeout,
+            resume_timeout: options.connect_timeout + options.request_timeout,
             max_response_bytes: options.max_response_bytes,
-            endpoints: options.endpoints,
+            endpoints: options.endpoints.clone(),
             granted: Mutex::new(HashMap::new()),
-        })
+        };
+        let background = options.connect_in_background;
+        let budget = if background {
+            options.connect_timeout
+        } else {
+            options.connect_timeout + options.request_timeout
+        };
+        // Members connect lazily: one cheap request proves that one answers and, with a
+        // user, that the credentials are good.
+        match store.check(budget).await {
+            Ok(()) => Ok(store),
+            Err(error) if background && error.is_transient() => {
+                tracing::warn!(
+                    endpoints = %store.endpoints.join(", "),
+                    %error,
+                    "etcd unreachable; connecting in the background"
+                );
+                Ok(store)
+            }
+            Err(error @ (Error::StoreUnavailable(_) | Error::Timeout { .. })) => {
+                let reason = match error {
+                    Error::StoreUnavailable(reason) => reason,
+                    _ => format!("no answer within {budget:?}"),
+                };
+                Err(Error::StoreUnavailable(format!(
+                    "cannot reach etcd at {}: {reason}",
+                    store.endpoints.join(", ")
+                )))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// One status request within `budget`.
+    async fn check(&self, budget: Duration) -> Result<()> {
+        self.members
+            .run(
+                budget,
+                || "etcd status".to_owned(),
+                |mut client| async move {
+                    client
+                        .status()
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| map_error(e, "etcd status"))
+                },
+            )
+            .await
+            .map(|((), _)| ())
     }
 
     /// The endpoints this store was connected with.
@@ -102,23 +123,22 @@ impl EtcdStore {
         &self.endpoints
     }
 
-    /// Runs one request under the request timeout.
-    pub(super) async fn timed<T>(
-        &self,
-        what: impl FnOnce() -> String,
-        request: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
-        match tokio::time::timeout(self.request_timeout, request).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::Timeout {
-                what: what(),
-                after: self.request_timeout,
-            }),
-        }
+    /// Runs one request under the request timeout, failing over between members.
+    pub(super) async fn timed<T, F, Fut>(&self, what: impl Fn() -> String, request: F) -> Result<T>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let (answer, _) = self
+            .members
+            .run(self.request_timeout, what, request)
+            .await?;
+        Ok(answer)
     }
 
-    pub(super) fn kv(&self) -> etcd_client::KvClient {
-        self.client
+    /// A KV client for `client` that accepts responses up to the configured size.
+    pub(super) fn kv(&self, client: &Client) -> etcd_client::KvClient {
+        client
             .kv_client()
             .max_decoding_message_size(self.max_response_bytes)
     }

@@ -29,7 +29,7 @@ struct TlsSettings {
     domain: Option<String>,
 }
 
-/// Connection options for [`EtcdStore`], built like `etcd-client`'s own options:
+/// Connection options for [`EtcdStore`](super::EtcdStore), built like `etcd-client`'s own options:
 ///
 /// ```
 /// use std::time::Duration;
@@ -43,7 +43,8 @@ struct TlsSettings {
 /// ```
 ///
 /// Defaults: connect timeout 5 s, request timeout 5 s, HTTP/2 keep-alive every 10 s with a
-/// 5 s deadline while watches are open, responses up to 64 MiB, no authentication, no TLS.
+/// 5 s deadline while watches are open, responses up to 64 MiB, no authentication, no TLS,
+/// connect now (not in the background).
 #[derive(Clone)]
 pub struct EtcdOptions {
     pub(super) endpoints: Vec<String>,
@@ -53,6 +54,7 @@ pub struct EtcdOptions {
     pub(super) request_timeout: Duration,
     keep_alive: Option<(Duration, Duration)>,
     pub(super) max_response_bytes: usize,
+    pub(super) connect_in_background: bool,
 }
 
 impl fmt::Debug for EtcdOptions {
@@ -69,6 +71,7 @@ impl fmt::Debug for EtcdOptions {
             .field("request_timeout", &self.request_timeout)
             .field("keep_alive", &self.keep_alive)
             .field("max_response_bytes", &self.max_response_bytes)
+            .field("connect_in_background", &self.connect_in_background)
             .finish()
     }
 }
@@ -76,6 +79,10 @@ impl fmt::Debug for EtcdOptions {
 impl EtcdOptions {
     /// Options for the given endpoints (`http://host:port` or `https://host:port`), with the
     /// defaults listed on [`EtcdOptions`].
+    ///
+    /// Several endpoints are the members of one cluster: requests go to one member and fail
+    /// over to the next when it cannot answer (dead, partitioned, without a leader), and a
+    /// watch whose member dies resumes on another from the next revision, without a gap.
     pub fn new<I, S>(endpoints: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -89,6 +96,7 @@ impl EtcdOptions {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             keep_alive: Some((DEFAULT_KEEP_ALIVE_INTERVAL, DEFAULT_KEEP_ALIVE_TIMEOUT)),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            connect_in_background: false,
         }
     }
 
@@ -145,7 +153,7 @@ impl EtcdOptions {
     }
 
     /// The deadline for opening a connection (and, added to the request timeout, for
-    /// [`EtcdStore::connect`] as a whole). Zero is replaced by the default.
+    /// [`EtcdStore::connect`](super::EtcdStore::connect) as a whole). Zero is replaced by the default.
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = nonzero_or(timeout, DEFAULT_CONNECT_TIMEOUT);
         self
@@ -163,6 +171,19 @@ impl EtcdOptions {
     /// connection ends). `None` turns it off. etcd refuses pings more often than every 5 s.
     pub fn with_keep_alive(mut self, keep_alive: Option<(Duration, Duration)>) -> Self {
         self.keep_alive = keep_alive;
+        self
+    }
+
+    /// Whether [`EtcdStore::connect`](super::EtcdStore::connect) returns the store when no
+    /// member can be reached (after one connect timeout), connecting on first use, instead
+    /// of failing with [`Error::StoreUnavailable`]. Off by default.
+    ///
+    /// Turn it on where a process must start while etcd is down: a consumer then serves
+    /// its snapshot and follows the store once it answers; a provider serves and keeps
+    /// trying to register. Refused credentials still fail at connect when etcd answers;
+    /// when it answers only later, the first request fails with [`Error::Unauthenticated`].
+    pub fn with_connect_in_background(mut self, background: bool) -> Self {
+        self.connect_in_background = background;
         self
     }
 

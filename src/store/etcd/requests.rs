@@ -16,9 +16,9 @@ use crate::store::{CasOutcome, KeyValue, LeaseId, Range, Store, Watch};
 impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         let what = || format!("etcd get {}", Error::shorten(key));
-        self.timed(what, async {
+        self.timed(what, |client| async move {
             let mut response = self
-                .kv()
+                .kv(&client)
                 .get(key, None)
                 .await
                 .map_err(|e| map_error(e, &what()))?;
@@ -34,10 +34,10 @@ impl Store for EtcdStore {
 
     async fn get_prefix(&self, prefix: &str) -> Result<Range> {
         let what = || format!("etcd get prefix {}", Error::shorten(prefix));
-        self.timed(what, async {
+        self.timed(what, |client| async move {
             let (key, end) = prefix_range(prefix);
             let mut response = self
-                .kv()
+                .kv(&client)
                 .get(key, Some(GetOptions::new().with_range(end)))
                 .await
                 .map_err(|e| map_error(e, &what()))?;
@@ -54,24 +54,29 @@ impl Store for EtcdStore {
 
     async fn put(&self, key: &str, value: Vec<u8>, lease: Option<LeaseId>) -> Result<i64> {
         let what = || format!("etcd put {}", Error::shorten(key));
-        self.timed(what, async {
-            let options = lease.map(|id| PutOptions::new().with_lease(id));
-            let response = self.kv().put(key, value, options).await.map_err(|e| {
-                match (lease, is_lease_not_found(&e)) {
-                    (Some(id), true) => Error::LeaseNotFound(id),
-                    _ => map_error(e, &what()),
-                }
-            })?;
-            header_revision(response.header(), &what())
+        self.timed(what, |client| {
+            let value = value.clone();
+            async move {
+                let options = lease.map(|id| PutOptions::new().with_lease(id));
+                let response =
+                    self.kv(&client)
+                        .put(key, value, options)
+                        .await
+                        .map_err(|e| match (lease, is_lease_not_found(&e)) {
+                            (Some(id), true) => Error::LeaseNotFound(id),
+                            _ => map_error(e, &what()),
+                        })?;
+                header_revision(response.header(), &what())
+            }
         })
         .await
     }
 
     async fn delete(&self, key: &str) -> Result<bool> {
         let what = || format!("etcd delete {}", Error::shorten(key));
-        self.timed(what, async {
+        self.timed(what, |client| async move {
             let response = self
-                .kv()
+                .kv(&client)
                 .delete(key, None)
                 .await
                 .map_err(|e| map_error(e, &what()))?;
@@ -88,40 +93,41 @@ impl Store for EtcdStore {
         lease: Option<LeaseId>,
     ) -> Result<CasOutcome> {
         let what = || format!("etcd compare-and-swap {}", Error::shorten(key));
-        self.timed(what, async {
-            let put = TxnOp::put(key, value, lease.map(|id| PutOptions::new().with_lease(id)));
-            // A key's mod_revision compares as 0 when the key is absent.
-            let txn = Txn::new()
-                .when([Compare::mod_revision(
-                    key,
-                    CompareOp::Equal,
-                    expected_mod_revision,
-                )])
-                .and_then([put])
-                .or_else([TxnOp::get(key, None)]);
-            let response =
-                self.kv()
-                    .txn(txn)
-                    .await
-                    .map_err(|e| match (lease, is_lease_not_found(&e)) {
+        self.timed(what, |client| {
+            let value = value.clone();
+            async move {
+                let put = TxnOp::put(key, value, lease.map(|id| PutOptions::new().with_lease(id)));
+                // A key's mod_revision compares as 0 when the key is absent.
+                let txn = Txn::new()
+                    .when([Compare::mod_revision(
+                        key,
+                        CompareOp::Equal,
+                        expected_mod_revision,
+                    )])
+                    .and_then([put])
+                    .or_else([TxnOp::get(key, None)]);
+                let response = self.kv(&client).txn(txn).await.map_err(|e| {
+                    match (lease, is_lease_not_found(&e)) {
                         (Some(id), true) => Error::LeaseNotFound(id),
                         _ => map_error(e, &what()),
-                    })?;
-            let revision = header_revision(response.header(), &what())?;
-            if response.succeeded() {
-                return Ok(CasOutcome::Written { revision });
-            }
-            let mut current = None;
-            for op in response.0.responses {
-                if let Some(PbTxnOpResponse::ResponseRange(range)) = op.response {
-                    current = range
-                        .kvs
-                        .into_iter()
-                        .find(|kv| kv.key == key.as_bytes())
-                        .and_then(convert_kv);
+                    }
+                })?;
+                let revision = header_revision(response.header(), &what())?;
+                if response.succeeded() {
+                    return Ok(CasOutcome::Written { revision });
                 }
+                let mut current = None;
+                for op in response.0.responses {
+                    if let Some(PbTxnOpResponse::ResponseRange(range)) = op.response {
+                        current = range
+                            .kvs
+                            .into_iter()
+                            .find(|kv| kv.key == key.as_bytes())
+                            .and_then(convert_kv);
+                    }
+                }
+                Ok(CasOutcome::Conflict { current })
             }
-            Ok(CasOutcome::Conflict { current })
         })
         .await
     }
@@ -141,8 +147,8 @@ impl Store for EtcdStore {
             .max(1);
         let what = || format!("etcd grant lease of {seconds}s");
         let response = self
-            .timed(what, async {
-                self.client
+            .timed(what, |client| async move {
+                client
                     .lease_client()
                     .grant(seconds, None)
                     .await
@@ -159,10 +165,10 @@ impl Store for EtcdStore {
 
     async fn keep_alive(&self, lease: LeaseId) -> Result<Duration> {
         let what = || format!("etcd keep-alive of lease {lease}");
-        self.timed(what, async {
+        self.timed(what, |client| async move {
             // One keep-alive request on a fresh stream; etcd answers TTL 0 for a lease that
             // is gone, which `etcd-client` reports as an error.
-            match self.client.lease_client().keep_alive(lease).await {
+            match client.lease_client().keep_alive(lease).await {
                 Ok(_) => {}
                 Err(e) if is_lease_not_found(&e) => {
                     self.forget_lease(lease);
@@ -178,8 +184,7 @@ impl Store for EtcdStore {
                 return Ok(ttl);
             }
             // A lease granted elsewhere: ask etcd for its TTL.
-            let info = self
-                .client
+            let info = client
                 .lease_client()
                 .time_to_live(lease, None)
                 .await
@@ -197,8 +202,8 @@ impl Store for EtcdStore {
     async fn revoke_lease(&self, lease: LeaseId) -> Result<()> {
         let what = || format!("etcd revoke lease {lease}");
         let result = self
-            .timed(what, async {
-                match self.client.lease_client().revoke(lease).await {
+            .timed(what, |client| async move {
+                match client.lease_client().revoke(lease).await {
                     Ok(_) => Ok(()),
                     Err(e) if is_lease_not_found(&e) => Err(Error::LeaseNotFound(lease)),
                     Err(e) => Err(map_error(e, &what())),
@@ -213,8 +218,8 @@ impl Store for EtcdStore {
 
     async fn compact(&self, revision: i64) -> Result<()> {
         let what = || format!("etcd compact to revision {revision}");
-        self.timed(what, async {
-            match self.kv().compact(revision, None).await {
+        self.timed(what, |client| async move {
+            match self.kv(&client).compact(revision, None).await {
                 Ok(_) => Ok(()),
                 // Already compacted at or past it: the history is gone, as asked.
                 Err(e) if is_compacted(&e) => Ok(()),
