@@ -5,7 +5,7 @@
 //! neither calls the other, so dependencies point one way: resolver and subscriptions →
 //! context → store, metadata source, counters.
 
-use tonic::transport::ClientTlsConfig;
+use crate::tls::ClientTlsConfig;
 
 use super::metadata::MetadataSource;
 use super::stats::Counters;

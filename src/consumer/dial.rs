@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use tonic::transport::{ClientTlsConfig, Endpoint as TonicEndpoint};
+use tonic::transport::Endpoint as TonicEndpoint;
 
 use crate::error::{Error, Result};
+use crate::tls::ClientTlsConfig;
 
 /// Default deadline of one connection attempt to an endpoint.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -14,6 +15,7 @@ pub const DEFAULT_CHANGE_CAPACITY: usize = 1024;
 
 /// Which TLS configuration the channel's endpoints use.
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(not(feature = "tls"), allow(dead_code))]
 pub(super) enum TlsChoice {
     /// The resolver's (plaintext when it has none).
     #[default]
@@ -59,6 +61,8 @@ impl ChannelOptions {
     }
 
     /// Dials the endpoints over TLS with this configuration instead of the resolver's.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls(mut self, tls: ClientTlsConfig) -> Self {
         self.tls = TlsChoice::Use(Box::new(tls));
         self
@@ -101,9 +105,8 @@ impl Dialer {
             endpoint = endpoint.timeout(timeout);
         }
         if let Some(tls) = &self.tls {
-            endpoint = endpoint
-                .tls_config(tls.clone())
-                .map_err(|e| invalid(format!("TLS: {e}")))?;
+            endpoint =
+                crate::tls::apply(endpoint, tls).map_err(|e| invalid(format!("TLS: {e}")))?;
         }
         Ok(endpoint)
     }

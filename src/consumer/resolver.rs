@@ -44,7 +44,7 @@ pub struct ResolverBuilder {
     fetch_attempts: usize,
     cache_capacity: u64,
     cache_idle: Duration,
-    tls: Option<tonic::transport::ClientTlsConfig>,
+    tls: Option<crate::tls::ClientTlsConfig>,
     store_timeout: Duration,
     subscribe_options: SubscribeOptions,
 }
@@ -97,7 +97,9 @@ impl ResolverBuilder {
     }
 
     /// Calls MetadataServices over TLS with this configuration.
-    pub fn tls(mut self, tls: tonic::transport::ClientTlsConfig) -> Self {
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls(mut self, tls: crate::tls::ClientTlsConfig) -> Self {
         self.tls = Some(tls);
         self
     }
@@ -112,10 +114,12 @@ impl ResolverBuilder {
     /// Builds the resolver.
     pub fn build(self) -> Resolver {
         let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));
-        let mut client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
-        if let Some(tls) = &self.tls {
-            client = client.with_tls(tls.clone());
-        }
+        let client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
+        #[cfg(feature = "tls")]
+        let client = match &self.tls {
+            Some(tls) => client.with_tls(tls.clone()),
+            None => client,
+        };
         let report = MetadataReport::new(store.clone(), self.layout.clone(), self.limits.clone());
         Resolver {
             context: Arc::new(Context {
