@@ -17,6 +17,8 @@
 //! | `introspect_relists_total` | counter | instance lists read again after a watch ended |
 //! | `introspect_protection_active` | gauge | 1 while self-preservation holds removals |
 //! | `introspect_pushes_total` | counter | endpoint sets pushed to subscribers |
+//! | `introspect_revision_checks_total{rule,outcome}` | counter | metadata answers checked against their revision: rule `sha256-v1`, `sha256-v2`, `java-md5` (no rule declared) or `other`; outcome `verified`, `rejected` or `unverifiable` |
+//! | `introspect_unsupported_metadata_services_total` | counter | instances not asked for metadata: their MetadataService is not V2 over tri or grpc |
 //! | `introspect_provider_metadata_requests_total{app,instance}` | counter | `GetMetadataInfo` requests a provider answered |
 //!
 //! and the other fields of [`ResolverStats`], each under `introspect_` with its own help
@@ -162,7 +164,7 @@ pub fn render_resolver_stats(
     stats: &ResolverStats,
     instances_per_app: &BTreeMap<String, u64>,
 ) {
-    let counters: [(&str, &str, u64); 17] = [
+    let counters: [(&str, &str, u64); 18] = [
         (
             "metadata_fetches_total",
             "MetadataService calls made (each attempt on an instance counts once).",
@@ -187,6 +189,11 @@ pub fn render_resolver_stats(
             "revision_mismatches_total",
             "Metadata answers rejected because their content did not hash to their revision.",
             stats.revision_mismatches,
+        ),
+        (
+            "unsupported_metadata_services_total",
+            "Instances not asked for metadata: their MetadataService is not V2 over tri or grpc.",
+            stats.unsupported_metadata_services,
         ),
         (
             "metadata_report_reads_total",
@@ -272,6 +279,30 @@ pub fn render_resolver_stats(
             let name = format!("introspect_{name}");
             header(out, &name, kind, help);
             let _ = writeln!(out, "{name} {value}");
+        }
+    }
+    header(
+        out,
+        "introspect_revision_checks_total",
+        "counter",
+        "Metadata answers checked against their revision, by declared rule and outcome.",
+    );
+    let checks = &stats.revision_checks;
+    for (rule, counts) in [
+        ("sha256-v1", checks.sha256_v1),
+        ("sha256-v2", checks.sha256_v2),
+        ("java-md5", checks.java_md5),
+        ("other", checks.other_rules),
+    ] {
+        for (outcome, n) in [
+            ("verified", counts.verified),
+            ("rejected", counts.rejected),
+            ("unverifiable", counts.unverifiable),
+        ] {
+            let _ = writeln!(
+                out,
+                "introspect_revision_checks_total{{rule=\"{rule}\",outcome=\"{outcome}\"}} {n}"
+            );
         }
     }
     header(

@@ -36,7 +36,7 @@ pub use resolver::{
     Resolver, ResolverBuilder,
 };
 pub use snapshot::SnapshotOptions;
-pub use stats::ResolverStats;
+pub use stats::{ResolverStats, RevisionChecks, RuleCounts};
 pub use subscribe::{
     DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_START_TIMEOUT, SubscribeOptions,
     SubscriptionHandle,

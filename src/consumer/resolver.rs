@@ -15,7 +15,10 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::mapping::Mapping;
-use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance, StorageType};
+use crate::model::{
+    EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance, StorageType, Verification,
+    verification,
+};
 use crate::registry::{Instances, Registry};
 use crate::report::MetadataReport;
 use crate::rpc::MetadataClient;
@@ -367,24 +370,28 @@ impl Resolver {
             revision: revision.to_owned(),
             reason: "no instance to ask".into(),
         };
+        // The revision's rule, when any of its instances declares one (see
+        // `verification::effective_rule`).
+        let group_rule = verification::effective_rule(
+            None,
+            candidates.iter().map(|i| i.declared_revision_rule()),
+        )
+        .map(str::to_owned);
         if candidates
             .iter()
             .any(|i| i.storage_type() == StorageType::Remote)
         {
             Counters::bump(&counters.report_reads);
             match self.inner.report.get(app, revision).await {
-                Ok(Some(info)) => match check_answer(
-                    &info,
-                    app,
-                    revision,
-                    candidates.iter().any(|i| i.declares_sha256_v1()),
-                ) {
-                    Ok(()) => return Ok(info),
-                    Err(e) => {
-                        Counters::bump(&counters.revision_mismatches);
-                        last_error = e;
+                Ok(Some(info)) => {
+                    match check_answer(&info, app, revision, group_rule.as_deref(), counters) {
+                        Ok(()) => return Ok(info),
+                        Err(e) => {
+                            Counters::bump(&counters.revision_mismatches);
+                            last_error = e;
+                        }
                     }
-                },
+                }
                 Ok(None) => {}
                 Err(e) => {
                     Counters::bump(&counters.fetch_failures);
@@ -392,6 +399,16 @@ impl Resolver {
                 }
             }
         }
+        // Instances whose MetadataService this client cannot speak are not dialled.
+        candidates.retain(|instance| match instance.metadata_service_target() {
+            Ok(_) => true,
+            Err(e) => {
+                Counters::bump(&counters.unsupported_metadata_services);
+                tracing::warn!(error = %e, "instance not asked for metadata");
+                last_error = e;
+                false
+            }
+        });
         candidates.shuffle(&mut rand::rng());
         for instance in candidates.iter().take(self.inner.fetch_attempts) {
             Counters::bump(&counters.metadata_fetches);
@@ -404,7 +421,11 @@ impl Resolver {
                 .instrument(span)
                 .await;
             match answer.and_then(|info| {
-                check_answer(&info, app, revision, instance.declares_sha256_v1()).map(|()| info)
+                let declared = verification::effective_rule(
+                    instance.declared_revision_rule(),
+                    [group_rule.as_deref()],
+                );
+                check_answer(&info, app, revision, declared, counters).map(|()| info)
             }) {
                 Ok(info) => return Ok(info),
                 Err(e) => {
@@ -422,9 +443,16 @@ impl Resolver {
     }
 }
 
-/// Checks that an answer belongs to `app` at `revision` and, when the provider declares the
-/// `sha256-v1` rule, that its content hashes to that revision.
-fn check_answer(info: &MetadataInfo, app: &str, revision: &str, verify: bool) -> Result<()> {
+/// Checks that an answer belongs to `app` at `revision` and that its content hashes to that
+/// revision under the `declared` rule (see [`verification::verify`]; only a declared rule
+/// rejects), counting the outcome.
+fn check_answer(
+    info: &MetadataInfo,
+    app: &str,
+    revision: &str,
+    declared: Option<&str>,
+    counters: &Counters,
+) -> Result<()> {
     if info.app != app || info.revision != revision {
         return Err(Error::Malformed {
             what: "metadata answer",
@@ -435,10 +463,15 @@ fn check_answer(info: &MetadataInfo, app: &str, revision: &str, verify: bool) ->
             ),
         });
     }
-    if verify {
-        info.verify_revision()
-    } else {
-        Ok(())
+    let outcome = verification::verify(declared, revision, info);
+    counters.count_check(declared, outcome);
+    match outcome {
+        Verification::Rejected(rule) => Err(Error::RevisionMismatch {
+            app: app.to_owned(),
+            claimed: revision.to_owned(),
+            computed: info.computed_revision_under(rule),
+        }),
+        Verification::Verified(_) | Verification::Unverifiable => Ok(()),
     }
 }
 
