@@ -3,7 +3,7 @@
 
 mod endpoint;
 mod instance;
-mod instance_record;
+pub mod instance_record;
 pub mod keys;
 mod metadata_info;
 pub mod metadata_service;

@@ -8,7 +8,7 @@ use crate::model::{MetadataInfo, ServiceInfo, revision, revision_java, revision_
 /// A rule turning an app's exported services into its revision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RevisionRule {
-    /// `sha256-v1`: SHA-256 of an unframed text (see [`revision`]); declared by providers of
+    /// `sha256-v1`: SHA-256 of an unframed text (see [`mod@revision`]); declared by providers of
     /// this crate before `sha256-v2`.
     Sha256V1,
     /// `sha256-v2`: SHA-256 of a framed encoding (see [`revision_v2`]); declared by providers
