@@ -256,6 +256,22 @@ async fn revisions_are_verified_by_rule_and_only_a_declared_rule_rejects() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let resolver = Resolver::new(store);
 
+    // A provider of this crate declaring sha256-v2 (`PROVIDER_REVISION_RULE`): verified.
+    let v2_info =
+        MetadataInfo::new_with_rule("shop", [ServiceInfo::new(ORDERS)], RevisionRule::Sha256V2)
+            .unwrap();
+    let v2 = v2_info.revision.clone();
+    let port = serve_fixed(to_wire(&v2_info)).await;
+    resolver
+        .metadata(
+            "shop",
+            &v2,
+            &[&v2_instance("shop", port, &v2, Some("sha256-v2"))],
+        )
+        .await
+        .unwrap();
+    resolver.clear_cache().await;
+
     // A Java 3.2+ provider (no rule declared) whose MD5 revision matches its content.
     let md5 = honest.computed_revision_under(RevisionRule::JavaMd5);
     let port = serve_fixed(to_wire(&claim(&honest, &md5))).await;
@@ -265,7 +281,6 @@ async fn revisions_are_verified_by_rule_and_only_a_declared_rule_rejects() {
         .unwrap();
 
     // A forged answer under a declared sha256-v2 claim: rejected, nothing cached.
-    let v2 = honest.computed_revision_under(RevisionRule::Sha256V2);
     let port = serve_fixed(to_wire(&claim(&forged_content, &v2))).await;
     let e = resolver
         .metadata(
@@ -291,6 +306,7 @@ async fn revisions_are_verified_by_rule_and_only_a_declared_rule_rejects() {
     assert_eq!(stats.revision_checks.java_md5.verified, 1);
     assert_eq!(stats.revision_checks.java_md5.unverifiable, 1);
     assert_eq!(stats.revision_checks.java_md5.rejected, 0);
+    assert_eq!(stats.revision_checks.sha256_v2.verified, 1);
     assert_eq!(stats.revision_checks.sha256_v2.rejected, 1);
     assert_eq!(stats.revision_mismatches, 1);
     assert_eq!(
