@@ -55,9 +55,20 @@ pub enum Error {
         computed: String,
     },
 
-    /// The store refused or failed a request.
+    /// The store refused or failed a request for a reason no other variant names.
     #[error("store error: {0}")]
     Store(String),
+
+    /// The store did not accept who we are: wrong user or password, no credentials where
+    /// they are required, an invalid or expired token that could not be renewed. Permanent:
+    /// retrying the same call cannot help. The message never holds a password.
+    #[error("store authentication failed: {0}")]
+    Unauthenticated(String),
+
+    /// The store knows who we are but does not let us do this (a read-only user writing, a
+    /// user without access to the key range). Permanent: retrying cannot help.
+    #[error("store permission denied: {0}")]
+    PermissionDenied(String),
 
     /// The store could not be reached.
     #[error("store unavailable: {0}")]
@@ -143,6 +154,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A provider's own MetadataService did not answer for its revision when the provider
+    /// started, so consumers could not have learned its services.
+    #[error("the provider's MetadataService does not answer at {address}: {advice}")]
+    MetadataServiceMissing {
+        /// The address that was called: the instance's host and MetadataService port.
+        address: String,
+        /// What went wrong and what to do about it.
+        advice: String,
+    },
+
     /// A local I/O error (snapshot file, server socket).
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
@@ -173,6 +194,21 @@ impl Error {
             let head: String = value.chars().take(MAX).collect();
             format!("{head}… ({} bytes)", value.len())
         }
+    }
+
+    /// Whether the error cannot go away by retrying: the store refused our credentials
+    /// ([`Error::Unauthenticated`]) or our permissions ([`Error::PermissionDenied`]), or the
+    /// configuration is unusable ([`Error::Config`]). Whoever keeps following the store
+    /// should stop and report it rather than retry.
+    ///
+    /// An error is never both permanent and [transient](Self::is_transient); some are
+    /// neither (a malformed record, a store failure of unknown cause), and callers decide
+    /// for those.
+    pub fn is_permanent(&self) -> bool {
+        matches!(
+            self,
+            Error::Unauthenticated(_) | Error::PermissionDenied(_) | Error::Config(_)
+        )
     }
 
     /// Whether retrying the same call later might succeed.

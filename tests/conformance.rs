@@ -536,6 +536,54 @@ mod cases {
         );
     }
 
+    /// A watcher that stops reading costs at most [`Watch::BUFFER`] batches: past that the
+    /// store ends the watch (the watcher re-lists) instead of buffering without bound, and
+    /// never waits for it. The watcher first gets what was buffered, in order, then an
+    /// error that says to re-list.
+    pub async fn a_watcher_that_falls_behind_is_ended_not_buffered(s: &dyn Store) {
+        let mut slow = s.watch_prefix("/slow/", 0).await.unwrap();
+        let mut keeping_up = s.watch_prefix("/slow/", 0).await.unwrap();
+        let total = Watch::BUFFER + 64;
+        let mut last = 0;
+        for i in 0..total {
+            last = put(s, &format!("/slow/{i:05}"), "v").await;
+            // The other watcher keeps up, so it alone proves the store went on.
+            let batch = next_batch(&mut keeping_up).await.unwrap();
+            assert_eq!(batch.last().map(WatchEvent::mod_revision), Some(last));
+        }
+        let mut received = 0;
+        let mut batches = 0;
+        let mut previous = 0;
+        let end = loop {
+            match next_batch(&mut slow).await {
+                Ok(batch) => {
+                    batches += 1;
+                    for event in batch {
+                        assert!(event.mod_revision() > previous, "out of order");
+                        previous = event.mod_revision();
+                        received += 1;
+                    }
+                    if previous == last {
+                        break None;
+                    }
+                }
+                Err(end) => break Some(end),
+            }
+        };
+        assert!(batches <= Watch::BUFFER, "{batches} batches buffered");
+        match end {
+            // Ended: what came before the end is a gap-free prefix of the changes.
+            Some(end) => {
+                assert!(matches!(end, Error::WatchEnded(_)), "{end}");
+                assert!(received < total, "ended after everything arrived");
+            }
+            // etcd may pack several revisions into one batch, so the buffer need not fill.
+            None => assert_eq!(received, total),
+        }
+        // The re-list the watcher does next sees everything.
+        assert_eq!(s.get_prefix("/slow/").await.unwrap().kvs.len(), total);
+    }
+
     pub async fn dropping_a_watch_leaves_others_alone(s: &dyn Store) {
         let first = s.watch_prefix("/dw/", 0).await.unwrap();
         let mut second = s.watch_prefix("/dw/", 0).await.unwrap();
@@ -608,7 +656,38 @@ conformance!(
     rebinding_a_key_detaches_it_from_the_old_lease,
     watch_from_compacted_revision_fails,
     dropping_a_watch_leaves_others_alone,
+    a_watcher_that_falls_behind_is_ended_not_buffered,
 );
+
+/// What only the memory store shows exactly: one batch per revision, so the bound is hit.
+mod memory_only {
+    use super::*;
+    use introspect::store::MemoryStore;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_watcher_is_dropped_at_the_bound_and_replay_fits() {
+        let store = MemoryStore::new();
+        let mut slow = store.watch_prefix("/slow/", 0).await.unwrap();
+        let first = store.revision() + 1;
+        for i in 0..Watch::BUFFER + 1 {
+            put(&store, &format!("/slow/{i:05}"), "v").await;
+        }
+        // The store let go of the watcher (no memory held for it) ...
+        assert_eq!(store.watch_count(), 0);
+        // ... which gets exactly the buffered batches, then an end that says to re-list.
+        for _ in 0..Watch::BUFFER {
+            assert_eq!(next_batch(&mut slow).await.unwrap().len(), 1);
+        }
+        let end = next_batch(&mut slow).await.unwrap_err();
+        assert!(matches!(end, Error::WatchEnded(_)), "{end}");
+
+        // Replaying more revisions than the buffer holds still works: history is packed.
+        let mut replay = store.watch_prefix("/slow/", first).await.unwrap();
+        let events = events_until(&mut replay, &format!("/slow/{:05}", Watch::BUFFER)).await;
+        assert_eq!(events.len(), Watch::BUFFER + 1);
+        assert_increasing(&events);
+    }
+}
 
 /// What only etcd has: connecting, credentials, a server that goes away.
 mod etcd_only {
@@ -669,9 +748,10 @@ mod etcd_only {
         admin.user_grant_role("root", "root").await.unwrap();
         admin.auth_enable().await.unwrap();
 
-        match EtcdStore::connect(server.options().with_user("root", "wrong")).await {
-            Err(Error::Store(message)) => {
-                assert!(message.contains("authentication failed"), "{message}")
+        match EtcdStore::connect(server.options().with_user("root", "not-the-pw-x7")).await {
+            Err(error @ Error::Unauthenticated(_)) => {
+                assert!(error.is_permanent() && !error.is_transient(), "{error}");
+                assert!(!error.to_string().contains("not-the-pw-x7"), "{error}");
             }
             Err(other) => panic!("expected an authentication error, got {other}"),
             Ok(_) => panic!("connected with a wrong password"),
@@ -683,11 +763,8 @@ mod etcd_only {
             Err(e) => e,
             Ok(store) => store.get("/k").await.unwrap_err(),
         };
-        assert!(
-            matches!(&error, Error::Store(m) if m.contains("authentication failed")),
-            "{error}"
-        );
-        assert!(!error.is_transient());
+        assert!(matches!(&error, Error::Unauthenticated(_)), "{error}");
+        assert!(error.is_permanent() && !error.is_transient());
 
         let store = EtcdStore::connect(server.options().with_user("root", "rootpw"))
             .await

@@ -20,6 +20,9 @@ use crate::error::{Error, Result};
 
 /// Store revisions of history kept for watches by default.
 const DEFAULT_HISTORY: usize = 100_000;
+/// Events per batch when a watch replays history (whole revisions, so a batch may hold a
+/// few more).
+const REPLAY_BATCH_EVENTS: usize = 4096;
 
 /// The embedded in-memory [`Store`]. Cheap to create; lives as long as its handle.
 pub struct MemoryStore {
@@ -350,7 +353,7 @@ impl Store for MemoryStore {
 
     async fn watch_prefix(&self, prefix: &str, from_revision: i64) -> Result<Watch> {
         let mut state = self.shared.lock();
-        let (tx, rx) = mpsc::channel(Watch::BUFFER);
+        let (tx, watch) = Watch::channel();
         if from_revision > 0 && from_revision <= state.revision {
             if from_revision < state.compacted {
                 return Err(Error::Compacted {
@@ -358,20 +361,32 @@ impl Store for MemoryStore {
                     compacted: state.compacted,
                 });
             }
-            for (revision, events) in &state.history {
-                if *revision < from_revision {
-                    continue;
-                }
-                let mine: Vec<WatchEvent> = events
-                    .iter()
-                    .filter(|e| e.key().starts_with(prefix))
-                    .cloned()
-                    .collect();
-                if !mine.is_empty() && tx.try_send(Ok(mine)).is_err() {
+            // The history is replayed in batches of whole revisions, a few thousand events
+            // each, so a long replay fits the watch buffer.
+            let mut batch: Vec<WatchEvent> = Vec::new();
+            let replay = state
+                .history
+                .iter()
+                .filter(|(revision, _)| *revision >= from_revision);
+            for (_, events) in replay {
+                batch.extend(
+                    events
+                        .iter()
+                        .filter(|e| e.key().starts_with(prefix))
+                        .cloned(),
+                );
+                if batch.len() >= REPLAY_BATCH_EVENTS
+                    && tx.try_send(Ok(batch.split_off(0))).is_err()
+                {
                     return Err(Error::WatchEnded(
                         "history to replay exceeds the watch buffer".into(),
                     ));
                 }
+            }
+            if !batch.is_empty() && tx.try_send(Ok(batch)).is_err() {
+                return Err(Error::WatchEnded(
+                    "history to replay exceeds the watch buffer".into(),
+                ));
             }
         }
         state.watchers.push(Watcher {
@@ -379,7 +394,7 @@ impl Store for MemoryStore {
             from_revision,
             events: tx,
         });
-        Ok(Watch::new(rx))
+        Ok(watch)
     }
 
     async fn grant_lease(&self, ttl: Duration) -> Result<LeaseId> {

@@ -3,10 +3,11 @@
 //! An etcd-shaped key-value interface: range by prefix, put (optionally bound to a lease),
 //! delete, compare-and-swap on a key's modification revision, watch a prefix from a store
 //! revision, and leases whose expiry deletes the keys bound to them. [`MemoryStore`] and
-//! [`EtcdStore`] implement it with the same semantics, checked by one conformance suite;
+//! `EtcdStore` (feature `etcd`) implement it with the same semantics, checked by one conformance suite;
 //! nothing above this module knows which one it talks to.
 
 mod deadline;
+#[cfg(feature = "etcd")]
 mod etcd;
 mod memory;
 
@@ -19,6 +20,8 @@ use tokio::sync::mpsc;
 use crate::error::Result;
 
 pub use deadline::DeadlineStore;
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use etcd::{EtcdOptions, EtcdStore};
 pub use memory::MemoryStore;
 
@@ -108,6 +111,46 @@ pub enum CasOutcome {
 }
 
 /// A stream of changes under a prefix. Dropping it cancels the watch.
+///
+/// # For implementers of [`Store`]
+///
+/// A store outside this crate makes its watches with [`Watch::channel`] (or
+/// [`Watch::new`] on a channel of at most [`Watch::BUFFER`] batches) and feeds the sender
+/// from its own task:
+///
+/// * send each change as a batch of one or more whole store revisions, in revision order,
+///   never an empty batch;
+/// * send with `try_send`, never an awaiting `send`: when the buffer is full the watcher is
+///   [`BUFFER`](Watch::BUFFER) batches behind, so end the watch (drop the sender, or send an
+///   `Err` if there is room) and let the watcher re-list. Memory per watch stays bounded
+///   and the store never waits on a slow subscriber;
+/// * an `Err` is the last item: send [`crate::Error::Compacted`] when the history asked
+///   for is gone and [`crate::Error::WatchEnded`] when the watch breaks, then drop the
+///   sender;
+/// * stop (and release the store's watcher) when the sender reports the channel closed:
+///   the [`Watch`] was dropped.
+///
+/// ```
+/// use introspect::store::{Watch, WatchEvent};
+/// use tokio::sync::mpsc::{Receiver, error::TrySendError};
+///
+/// /// A store's task forwarding its changes (one batch per revision) to one watcher.
+/// fn watch(mut changes: Receiver<Vec<WatchEvent>>) -> Watch {
+///     let (events, watch) = Watch::channel();
+///     tokio::spawn(async move {
+///         while let Some(batch) = changes.recv().await {
+///             if let Err(TrySendError::Full(_) | TrySendError::Closed(_)) =
+///                 events.try_send(Ok(batch))
+///             {
+///                 return; // too far behind, or dropped: the watcher re-lists
+///             }
+///         }
+///         let ended = introspect::Error::WatchEnded("the source closed".into());
+///         let _ = events.try_send(Err(ended));
+///     });
+///     watch
+/// }
+/// ```
 #[derive(Debug)]
 pub struct Watch {
     events: mpsc::Receiver<Result<Vec<WatchEvent>>>,
@@ -115,13 +158,22 @@ pub struct Watch {
 
 impl Watch {
     /// Batches buffered between a store and a slow watcher before the store ends the watch
-    /// (the watcher then re-lists). Tokio allocates channel blocks lazily, so a large bound
-    /// costs nothing until used.
-    pub(crate) const BUFFER: usize = 65_536;
+    /// (the watcher then re-lists from a fresh read). A bound, not a target: a watcher that
+    /// keeps up holds a handful; one that falls this far behind costs one re-list rather
+    /// than unbounded memory, and the store never waits for it.
+    pub const BUFFER: usize = 512;
 
-    /// A watch fed by a store's task through `events`.
-    pub(crate) fn new(events: mpsc::Receiver<Result<Vec<WatchEvent>>>) -> Self {
+    /// A watch fed by a store's task through `events` (see the type's docs for the rules
+    /// a feeding task follows). A channel bounded by more than [`BUFFER`](Self::BUFFER)
+    /// batches works but gives up the memory bound.
+    pub fn new(events: mpsc::Receiver<Result<Vec<WatchEvent>>>) -> Self {
         Watch { events }
+    }
+
+    /// A watch and the sender that feeds it, bounded by [`BUFFER`](Self::BUFFER) batches.
+    pub fn channel() -> (mpsc::Sender<Result<Vec<WatchEvent>>>, Watch) {
+        let (sender, receiver) = mpsc::channel(Self::BUFFER);
+        (sender, Watch::new(receiver))
     }
 
     /// The next batch of events, of one or more store revisions, in order. An `Err` is
@@ -129,7 +181,9 @@ impl Watch {
     pub async fn next(&mut self) -> Result<Vec<WatchEvent>> {
         match self.events.recv().await {
             Some(batch) => batch,
-            None => Err(crate::Error::WatchEnded("closed by the store".into())),
+            None => Err(crate::Error::WatchEnded(
+                "closed by the store (the watcher fell behind, or the store went away)".into(),
+            )),
         }
     }
 }
@@ -181,19 +235,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// The backend's name, for logs: `memory` or `etcd`.
     fn backend(&self) -> &'static str;
-}
-
-/// Opens the store a command line asks for: etcd at `etcd_urls` (comma-separated, see
-/// [`EtcdOptions::parse_endpoints`]) with default options, or the embedded memory store when
-/// `None`.
-pub async fn open(etcd_urls: Option<&str>) -> Result<std::sync::Arc<dyn Store>> {
-    Ok(match etcd_urls {
-        Some(urls) => {
-            let endpoints = EtcdOptions::parse_endpoints(urls)?;
-            std::sync::Arc::new(EtcdStore::connect(EtcdOptions::new(endpoints)).await?)
-        }
-        None => std::sync::Arc::new(MemoryStore::new()),
-    })
 }
 
 /// Default deadline of one store call made by a provider or a resolver.

@@ -10,8 +10,10 @@
 //! does `let Some(etcd) = EtcdServer::start().await else { return };`.
 //!
 //! [`EtcdServer::start_tls`] starts one that speaks only TLS and wants client certificates,
-//! made with the `openssl` command for the occasion; [`EtcdServer::options`] then carries
-//! them.
+//! generated in-process for the occasion; [`EtcdServer::options`] then carries them.
+//!
+//! Signals (freeze, resume) are sent with a system call; a signal that cannot be sent fails
+//! the test at once rather than letting it go on against a server in an unknown state.
 //!
 //! The member runs with a short heartbeat (50 ms) and election timeout (500 ms): it becomes
 //! leader quickly after a (re)start, and its minimum lease TTL is 1 s instead of 2 s. Its log
@@ -24,8 +26,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use introspect::store::{EtcdOptions, EtcdStore};
+use rustix::process::{Pid, Signal, kill_process};
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::certs::TestCa;
 
 /// How long a (re)start may take before the harness gives up.
 const START_DEADLINE: Duration = Duration::from_secs(30);
@@ -64,11 +69,9 @@ impl EtcdServer {
     }
 
     /// Like [`start`](Self::start), but the server speaks only TLS on its client port and
-    /// requires a client certificate; see [`tls`](Self::tls). Needs the `openssl` command
-    /// as well (same skip rules as for `etcd`).
+    /// requires a client certificate; see [`tls`](Self::tls).
     pub async fn start_tls() -> Option<EtcdServer> {
-        let openssl = require("openssl", "openssl")?;
-        Self::start_with(Some(make_certificates(&openssl))).await
+        Self::start_with(Some(make_certificates())).await
     }
 
     async fn start_with(tls: Option<TlsMaterial>) -> Option<EtcdServer> {
@@ -233,17 +236,17 @@ impl EtcdServer {
 
     /// Freezes the server (SIGSTOP): connections stay open but nothing answers, as in a
     /// network partition or a stalled disk. Undo with [`resume`](Self::resume).
+    /// Panics when the server is not running or the signal cannot be sent.
     pub fn pause(&mut self) {
-        if self.signal("STOP") {
-            self.paused = true;
-        }
+        self.signal(Signal::STOP, "SIGSTOP");
+        self.paused = true;
     }
 
-    /// Lets a [`pause`](Self::pause)d server run again (SIGCONT).
+    /// Lets a [`pause`](Self::pause)d server run again (SIGCONT). Panics when the server is
+    /// not running or the signal cannot be sent.
     pub fn resume(&mut self) {
-        if self.signal("CONT") {
-            self.paused = false;
-        }
+        self.signal(Signal::CONT, "SIGCONT");
+        self.paused = false;
     }
 
     /// The server's log so far (errors only).
@@ -259,15 +262,14 @@ impl EtcdServer {
         self.dir.path().join("etcd.log")
     }
 
-    fn signal(&self, signal: &str) -> bool {
-        let Some(pid) = self.pid() else {
-            return false;
-        };
-        Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(pid.to_string())
-            .status()
-            .is_ok_and(|status| status.success())
+    /// Sends `signal` to the running server; panics (naming `what`) when there is none or
+    /// the system refuses.
+    fn signal(&self, signal: Signal, what: &str) {
+        let child = self
+            .child
+            .as_ref()
+            .unwrap_or_else(|| panic!("cannot send {what}: the test etcd is not running"));
+        send_signal(child, signal, what);
     }
 
     /// Spawns etcd on the current ports and data dir and waits until it is healthy.
@@ -369,7 +371,7 @@ impl EtcdServer {
 
 /// The program `name` on `PATH`. When missing: a panic under CI (the tests that need it are
 /// mandatory there), else a loud SKIPPED message and `None`.
-fn require(name: &str, debian_package: &str) -> Option<PathBuf> {
+pub fn require(name: &str, debian_package: &str) -> Option<PathBuf> {
     if let Some(found) = find_on_path(name) {
         return Some(found);
     }
@@ -395,50 +397,35 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         .find(|candidate| is_executable(candidate))
 }
 
-/// A CA, a server certificate for 127.0.0.1 and a client certificate, made with `openssl`.
-fn make_certificates(openssl: &Path) -> TlsMaterial {
+/// A CA, a server certificate for 127.0.0.1 and `localhost`, and a client certificate,
+/// written where etcd reads them.
+fn make_certificates() -> TlsMaterial {
     let dir = TempDir::with_prefix("introspect-etcd-tls-").expect("create a temporary dir");
-    let run = |command: String| {
-        let args: Vec<&str> = command.split_whitespace().collect();
-        let output = Command::new(openssl)
-            .args(&args)
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .output()
-            .expect("run openssl");
-        assert!(
-            output.status.success(),
-            "openssl {command} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+    let ca = TestCa::new("introspect-test-ca");
+    let server = ca.leaf(&["127.0.0.1", "localhost"]);
+    let client = ca.leaf(&["introspect-test-client"]);
+    let write = |name: &str, pem: &str| {
+        std::fs::write(dir.path().join(name), pem).expect("write a certificate file");
     };
-    let new_key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    run(format!(
-        "req -x509 {new_key} -keyout ca.key -out ca.pem -days 2 -subj /CN=introspect-test-ca"
-    ));
-    for (name, extensions) in [
-        (
-            "server",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-        ),
-        ("client", "extendedKeyUsage=clientAuth\n"),
-    ] {
-        std::fs::write(dir.path().join(format!("{name}.ext")), extensions)
-            .expect("write an openssl extension file");
-        run(format!(
-            "req {new_key} -keyout {name}.key -out {name}.csr -subj /CN=introspect-test-{name}"
-        ));
-        run(format!(
-            "x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out {name}.pem \
-             -days 2 -extfile {name}.ext"
-        ));
-    }
-    let read = |name: &str| std::fs::read(dir.path().join(name)).expect("read a certificate");
+    write("ca.pem", &ca.pem());
+    write("server.pem", &server.cert_pem);
+    write("server.key", &server.key_pem);
     TlsMaterial {
-        ca_pem: read("ca.pem"),
-        client_cert_pem: read("client.pem"),
-        client_key_pem: read("client.key"),
+        ca_pem: ca.pem().into_bytes(),
+        client_cert_pem: client.cert_pem.into_bytes(),
+        client_key_pem: client.key_pem.into_bytes(),
         dir,
+    }
+}
+
+/// Sends `signal` to `child`; panics (naming `what`) when the system refuses.
+pub fn send_signal(child: &Child, signal: Signal, what: &str) {
+    let pid = Pid::from_child(child);
+    if let Err(error) = kill_process(pid, signal) {
+        panic!(
+            "cannot send {what} to the test etcd (pid {}): {error}",
+            child.id()
+        );
     }
 }
 
@@ -448,7 +435,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// Two distinct free loopback ports (bound together, then released for etcd).
-fn free_ports() -> (u16, u16) {
+pub fn free_ports() -> (u16, u16) {
     let bind = || TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
     let (a, b) = (bind(), bind());
     let port = |l: &TcpListener| l.local_addr().expect("local address").port();
@@ -456,7 +443,7 @@ fn free_ports() -> (u16, u16) {
 }
 
 /// Whether etcd's `/health` says it has a leader and serves reads (one bounded attempt).
-async fn healthy(port: u16) -> bool {
+pub async fn healthy(port: u16) -> bool {
     let attempt = async {
         let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await

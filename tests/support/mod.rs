@@ -6,6 +6,7 @@
 
 pub mod certs;
 pub mod etcd;
+pub mod etcd_cluster;
 pub mod faulty;
 pub mod fleet;
 pub mod greeter;

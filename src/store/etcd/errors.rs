@@ -1,0 +1,107 @@
+//! Sorting `etcd-client`'s errors into the crate's [`Error`] variants: transient (retry),
+//! permanent (credentials, permissions), or a plain store failure.
+
+use tonic::Code;
+
+use crate::error::Error;
+
+/// Sorts an `etcd-client` error for the layers above; `what` says what was being done.
+pub(super) fn map_error(error: etcd_client::Error, what: &str) -> Error {
+    use etcd_client::Error as E;
+    match error {
+        E::GRpcStatus(status) => map_status(&status, what),
+        E::TransportError(e) => Error::StoreUnavailable(format!("{what}: {e}")),
+        E::IoError(e) => Error::StoreUnavailable(format!("{what}: {e}")),
+        E::WatchError(e) => Error::WatchEnded(format!("{what}: {e}")),
+        E::InvalidArgs(e) => Error::Store(format!("{what}: invalid arguments: {e}")),
+        other => Error::Store(format!("{what}: {other}")),
+    }
+}
+
+/// Sorts a gRPC status from etcd; see [`map_error`].
+pub(super) fn map_status(status: &tonic::Status, what: &str) -> Error {
+    let message = status.message();
+    let auth_failure = message.contains("authentication failed")
+        || message.contains("user name is empty")
+        || message.contains("authentication is not enabled")
+        || message.contains("invalid auth token")
+        || message.contains("user name not found");
+    match status.code() {
+        _ if auth_failure => Error::Unauthenticated(format!("{what}: {message}")),
+        Code::Unauthenticated => Error::Unauthenticated(format!("{what}: {message}")),
+        Code::PermissionDenied => Error::PermissionDenied(format!("{what}: {message}")),
+        // No leader, leader changed, request timed out inside etcd, connection refused or
+        // lost, the request canceled under us: all worth retrying.
+        Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded | Code::Aborted => {
+            Error::StoreUnavailable(format!("{what}: {message}"))
+        }
+        // Transport failures that tonic could not classify.
+        Code::Unknown | Code::Internal
+            if message.contains("transport")
+                || message.contains("connection")
+                || message.contains("h2 protocol error")
+                || message.contains("broken pipe") =>
+        {
+            Error::StoreUnavailable(format!("{what}: {message}"))
+        }
+        code => Error::Store(format!("{what}: {message} ({code:?})")),
+    }
+}
+
+/// Whether etcd said that a lease does not exist.
+pub(super) fn is_lease_not_found(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::GRpcStatus(status) => {
+            status.code() == Code::NotFound && status.message().contains("lease not found")
+        }
+        // `LeaseClient::keep_alive` reports a TTL of 0 (lease gone) this way.
+        etcd_client::Error::LeaseKeepAliveError(_) => true,
+        _ => false,
+    }
+}
+
+/// Whether etcd said that a revision is compacted.
+pub(super) fn is_compacted(error: &etcd_client::Error) -> bool {
+    matches!(error, etcd_client::Error::GRpcStatus(status)
+        if status.code() == Code::OutOfRange && status.message().contains("compacted"))
+}
+
+pub(super) fn map_watch_error(error: etcd_client::Error, prefix: &str) -> Error {
+    match map_error(error, &format!("etcd watch of {prefix:?}")) {
+        // Every failure of an established stream ends the watch the same way: re-list.
+        Error::StoreUnavailable(reason) | Error::Store(reason) => Error::WatchEnded(reason),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorts_statuses() {
+        let unavailable = map_status(&tonic::Status::unavailable("etcdserver: no leader"), "x");
+        assert!(matches!(unavailable, Error::StoreUnavailable(_)));
+        let auth = map_status(
+            &tonic::Status::invalid_argument(
+                "etcdserver: authentication failed, invalid user ID or password",
+            ),
+            "x",
+        );
+        assert!(matches!(&auth, Error::Unauthenticated(_)), "{auth}");
+        assert!(auth.is_permanent() && !auth.is_transient());
+        let denied = map_status(
+            &tonic::Status::permission_denied("etcdserver: permission denied"),
+            "x",
+        );
+        assert!(matches!(&denied, Error::PermissionDenied(_)), "{denied}");
+        assert!(denied.is_permanent() && !denied.is_transient());
+        let token = map_status(
+            &tonic::Status::unauthenticated("etcdserver: invalid auth token"),
+            "x",
+        );
+        assert!(matches!(&token, Error::Unauthenticated(_)), "{token}");
+        let other = map_status(&tonic::Status::invalid_argument("etcdserver: bad"), "x");
+        assert!(matches!(other, Error::Store(_)));
+    }
+}
