@@ -19,6 +19,8 @@ pub fn instance_json(data: &[u8]) {
             instance.revision(),
             instance.storage_type(),
             instance.metadata_service_port(),
+            instance.metadata_service_target(),
+            instance.declared_revision_rule(),
         );
         let _ = (
             instance.protocol_ports(),
@@ -35,6 +37,10 @@ pub fn metadata_json(data: &[u8]) {
             MetadataInfo::from_json(&info.to_json(), &Limits::default()).expect("round trip");
         assert_eq!(again, info);
         let _ = info.verify_revision();
+        for rule in introspect::model::RevisionRule::ALL {
+            let _ = rule.canonical_bytes(&info);
+        }
+        let _ = introspect::model::verify(None, &info.revision, &info);
         let _ = info.matching("a.B", None, None, None).count();
     }
 }

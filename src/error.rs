@@ -127,6 +127,22 @@ pub enum Error {
         reason: String,
     },
 
+    /// An instance's MetadataService speaks a protocol or contract this crate cannot call
+    /// (this crate speaks `MetadataServiceV2` over Triple or gRPC).
+    #[error(
+        "MetadataService over {protocol} ({contract}) is not supported; need {need} (instance {address})"
+    )]
+    UnsupportedMetadataService {
+        /// The instance, `{host}:{port}`.
+        address: String,
+        /// The protocol it advertises, e.g. `dubbo`.
+        protocol: String,
+        /// The contract it advertises: `V1`, `V2` or `version {other}`.
+        contract: String,
+        /// What it would take: `tri`, or `MetadataServiceV2` when the protocol already is.
+        need: &'static str,
+    },
+
     /// The metadata of a revision could not be had from any instance or report.
     #[error("metadata of app {app:?} revision {revision} unavailable: {reason}")]
     MetadataUnavailable {

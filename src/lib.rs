@@ -115,11 +115,33 @@
 //! | `/dubbo/mapping/{interface}` | app names joined by `,` |
 //! | `/dubbo/metadata/{app}/{revision}` | metadata info JSON (storage type `remote`) |
 //!
-//! # Revision rule `sha256-v1`
+//! Instance records are read in both shapes Dubbo writes: Dubbo Java's camel-case names and
+//! dubbo-go's Go field names (`ServiceName`, `Host`, `Port`, `Enable`, `Healthy`, `Metadata`,
+//! `null` for nil maps); see [`mod@model::instance_record`]. Records that still fail are skipped
+//! with the reason.
 //!
-//! Lowercase hex SHA-256 of the app name followed, for each service in ascending match-key
-//! order, by `matchKey + port + path + {k1=v1, k2=v2}`; `0` for no services. Run-to-run
-//! parameters (`pid`, `timestamp`, ...) never enter it. See [`mod@model::revision`].
+//! # Revision rules
+//!
+//! * `sha256-v1`: lowercase hex SHA-256 of the app name followed, for each service in
+//!   ascending match-key order, by `matchKey + port + path + {k1=v1, k2=v2}`; `0` for no
+//!   services. Run-to-run parameters (`pid`, `timestamp`, ...) never enter it. Unframed, so
+//!   two configurations can share a text. See [`mod@model::revision`].
+//! * `sha256-v2`: SHA-256 of a framed encoding: every string as a 4-byte big-endian UTF-8
+//!   length and its bytes, every list preceded by its count, services by match key and
+//!   params by key in UTF-8 byte order. Two different exports never share an encoding. The
+//!   full definition is in [`mod@model::revision_v2`]; vectors in `tests/data/revision_v2.json`.
+//! * Dubbo Java 3.2+'s rule: the `sha256-v1` text over all served params in Java's UTF-16
+//!   order, hashed with MD5 (see [`mod@model::revision_java`]).
+//!
+//! An instance declares its rule under `introspect.revision-rule`. A consumer checks every
+//! answer for an (app, revision) under the rule any of its instances declares: a mismatch is
+//! rejected. With no rule declared it checks Dubbo Java's rule: a match is verified, a
+//! mismatch is merely unverifiable (dubbo-go and older Java use other rules) and the answer is
+//! used. See [`mod@model::verification`]; [`ResolverStats::revision_checks`] counts outcomes.
+//!
+//! A consumer speaks `MetadataServiceV2` over Triple or gRPC. An instance advertising another
+//! MetadataService (Dubbo's default: V1 over `dubbo`) is not dialled; the error names what it
+//! found and the next instance is tried (see [`mod@model::metadata_service`]).
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

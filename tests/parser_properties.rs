@@ -24,6 +24,13 @@ fn valid_instance() -> Vec<u8> {
     i.to_json()
 }
 
+/// A record in dubbo-go's shape: Go field names, `null` for nil maps and pointers.
+fn valid_go_instance() -> Vec<u8> {
+    br#"{"ID":"10.0.0.7:20000","ServiceName":"go-orders","Host":"10.0.0.7","Port":20000,"Weight":0,"Enable":true,"Healthy":true,"Metadata":{"dubbo.metadata.revision":"abc","dubbo.endpoints":"[{\"port\":20000,\"protocol\":\"tri\"}]","meta-v":"2.0.0"},"ServiceMetadata":null,"Address":"","GroupName":"","Tag":""}
+"#
+    .to_vec()
+}
+
 fn valid_metadata() -> MetadataInfo {
     MetadataInfo::new(
         "shop-orders",
@@ -38,6 +45,7 @@ fn valid_metadata() -> MetadataInfo {
 fn valid_snapshot_body() -> Vec<u8> {
     let instance =
         ServiceInstance::from_json(&valid_instance(), &introspect::Limits::default()).unwrap();
+    ServiceInstance::from_json(&valid_go_instance(), &introspect::Limits::default()).unwrap();
     let snapshot = introspect::consumer::snapshot::Snapshot {
         subscription: (
             "shop.OrderService".into(),
@@ -90,6 +98,9 @@ proptest! {
     fn instance_json_mutated(data in mutated(valid_instance())) { checks::instance_json(&data) }
 
     #[test]
+    fn instance_json_go_mutated(data in mutated(valid_go_instance())) { checks::instance_json(&data) }
+
+    #[test]
     fn metadata_json_arbitrary(data in prop::collection::vec(any::<u8>(), 0..512)) { checks::metadata_json(&data) }
 
     #[test]
@@ -121,6 +132,7 @@ proptest! {
 fn valid_seeds_parse() {
     // The mutation seeds themselves must parse, or the mutated cases test nothing.
     ServiceInstance::from_json(&valid_instance(), &introspect::Limits::default()).unwrap();
+    ServiceInstance::from_json(&valid_go_instance(), &introspect::Limits::default()).unwrap();
     MetadataInfo::from_json(&valid_metadata().to_json(), &introspect::Limits::default()).unwrap();
     let body = valid_snapshot_body();
     let file = introspect::consumer::snapshot::Snapshot::frame(&body);

@@ -17,7 +17,7 @@ use tracing::Instrument as _;
 
 use super::stats::Counters;
 use crate::error::{Error, Result};
-use crate::model::{MetadataInfo, ServiceInstance, StorageType};
+use crate::model::{MetadataInfo, ServiceInstance, StorageType, Verification, verification};
 use crate::report::MetadataReport;
 use crate::rpc::MetadataClient;
 
@@ -114,6 +114,14 @@ impl MetadataSource {
             revision: revision.to_owned(),
             reason: "no instance to ask".into(),
         };
+        // The revision's rule, when any of its instances declares one (see
+        // `verification::effective_rule`): an instance that declares nothing cannot get an
+        // unchecked answer into the shared cache.
+        let group_rule = verification::effective_rule(
+            None,
+            candidates.iter().map(|i| i.declared_revision_rule()),
+        )
+        .map(str::to_owned);
         if candidates
             .iter()
             .any(|i| i.storage_type() == StorageType::Remote)
@@ -121,8 +129,7 @@ impl MetadataSource {
             Counters::bump(&counters.report_reads);
             match self.report.get(app, revision).await {
                 Ok(Some(info)) => {
-                    let declared = candidates.iter().any(|i| i.declares_sha256_v1());
-                    match verify_answer(&info, app, revision, declared) {
+                    match verify_answer(&info, app, revision, group_rule.as_deref(), counters) {
                         Ok(()) => return Ok(info),
                         Err(e) => {
                             Counters::bump(&counters.revision_mismatches);
@@ -137,6 +144,16 @@ impl MetadataSource {
                 }
             }
         }
+        // Instances whose MetadataService this client cannot speak are not dialled.
+        candidates.retain(|instance| match instance.metadata_service_target() {
+            Ok(_) => true,
+            Err(e) => {
+                Counters::bump(&counters.unsupported_metadata_services);
+                tracing::warn!(error = %e, "instance not asked for metadata");
+                last_error = e;
+                false
+            }
+        });
         candidates.shuffle(&mut rand::rng());
         for instance in candidates.iter().take(self.fetch_attempts) {
             Counters::bump(&counters.metadata_fetches);
@@ -148,7 +165,11 @@ impl MetadataSource {
                 .instrument(span)
                 .await;
             let checked = answer.and_then(|info| {
-                verify_answer(&info, app, revision, instance.declares_sha256_v1()).map(|()| info)
+                let declared = verification::effective_rule(
+                    instance.declared_revision_rule(),
+                    [group_rule.as_deref()],
+                );
+                verify_answer(&info, app, revision, declared, counters).map(|()| info)
             });
             match checked {
                 Ok(info) => return Ok(info),
@@ -170,13 +191,16 @@ impl MetadataSource {
 /// The one verification decision: whether an answer (from a MetadataService or the report)
 /// is accepted as the metadata of `app` at `revision`.
 ///
-/// It must name that app and revision; when the provider declares the `sha256-v1` rule
-/// (`declares_sha256_v1`), its content must also hash to that revision.
+/// It must name that app and revision, and its content must hash to that revision under
+/// the `declared` rule (see [`verification::verify`]: only a declared rule rejects; with no
+/// rule, Dubbo Java's MD5 rule is tried and a mismatch is merely unverifiable). The outcome
+/// is counted per rule.
 pub(crate) fn verify_answer(
     info: &MetadataInfo,
     app: &str,
     revision: &str,
-    declares_sha256_v1: bool,
+    declared: Option<&str>,
+    counters: &Counters,
 ) -> Result<()> {
     if info.app != app || info.revision != revision {
         return Err(Error::Malformed {
@@ -188,10 +212,15 @@ pub(crate) fn verify_answer(
             ),
         });
     }
-    if declares_sha256_v1 {
-        info.verify_revision()
-    } else {
-        Ok(())
+    let outcome = verification::verify(declared, revision, info);
+    counters.count_check(declared, outcome);
+    match outcome {
+        Verification::Rejected(rule) => Err(Error::RevisionMismatch {
+            app: app.to_owned(),
+            claimed: revision.to_owned(),
+            computed: info.computed_revision_under(rule),
+        }),
+        Verification::Verified(_) | Verification::Unverifiable => Ok(()),
     }
 }
 
@@ -202,19 +231,21 @@ mod tests {
 
     #[test]
     fn answers_for_another_app_or_revision_are_refused() {
+        let counters = Counters::default();
+        let v1 = Some("sha256-v1");
         let info = MetadataInfo::new("shop", [ServiceInfo::new("shop.A")]).unwrap();
-        assert!(verify_answer(&info, "shop", &info.revision, true).is_ok());
-        assert!(verify_answer(&info, "other", &info.revision, false).is_err());
-        assert!(verify_answer(&info, "shop", "abc", false).is_err());
+        assert!(verify_answer(&info, "shop", &info.revision, v1, &counters).is_ok());
+        assert!(verify_answer(&info, "other", &info.revision, None, &counters).is_err());
+        assert!(verify_answer(&info, "shop", "abc", None, &counters).is_err());
         let mut forged = info.clone();
         forged.services.clear();
         assert!(
-            verify_answer(&forged, "shop", &info.revision, true).is_err(),
+            verify_answer(&forged, "shop", &info.revision, v1, &counters).is_err(),
             "content that does not hash to the revision"
         );
         assert!(
-            verify_answer(&forged, "shop", &info.revision, false).is_ok(),
-            "not checked when the provider declares no rule"
+            verify_answer(&forged, "shop", &info.revision, None, &counters).is_ok(),
+            "not rejected when the provider declares no rule"
         );
     }
 }

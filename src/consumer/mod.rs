@@ -64,7 +64,7 @@ pub use resolver::{
     Resolver, ResolverBuilder,
 };
 pub use snapshot::{MAX_SNAPSHOT_BYTES, SnapshotOptions};
-pub use stats::ResolverStats;
+pub use stats::{ResolverStats, RevisionChecks, RuleCounts};
 pub use subscribe::{
     APP_RELEASE_GRACE, DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_START_TIMEOUT,
     SubscribeOptions, SubscriptionHandle,

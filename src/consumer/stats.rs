@@ -4,6 +4,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::model::{RevisionRule, Verification};
+
 /// Live counters of a resolver.
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -29,6 +31,10 @@ pub struct Counters {
     pub(crate) probes: AtomicU64,
     pub(crate) snapshot_writes: AtomicU64,
     pub(crate) snapshot_loads: AtomicU64,
+    pub(crate) unsupported_metadata_services: AtomicU64,
+    /// Revision checks by rule bucket (see [`RevisionChecks`]) and outcome (verified,
+    /// rejected, unverifiable).
+    pub(crate) revision_checks: [[AtomicU64; 3]; 4],
     /// Ids handed to subscriptions, for their entry in `instances`.
     pub(crate) next_subscription: AtomicU64,
     /// Routable instances per app, as each live subscription sees them.
@@ -42,6 +48,23 @@ impl Counters {
 
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts the check of one answer whose instance declared `declared` (the rule's name,
+    /// `None` for no rule).
+    pub(crate) fn count_check(&self, declared: Option<&str>, outcome: Verification) {
+        let bucket = match declared.map(RevisionRule::declared) {
+            Some(Some(RevisionRule::Sha256V1)) => 0,
+            Some(Some(RevisionRule::Sha256V2)) => 1,
+            None | Some(Some(RevisionRule::JavaMd5)) => 2,
+            Some(None) => 3,
+        };
+        let outcome = match outcome {
+            Verification::Verified(_) => 0,
+            Verification::Rejected(_) => 1,
+            Verification::Unverifiable => 2,
+        };
+        Self::bump(&self.revision_checks[bucket][outcome]);
     }
 
     /// Lowers a gauge, never below zero.
@@ -102,8 +125,48 @@ impl Counters {
             probes: get(&self.probes),
             snapshot_writes: get(&self.snapshot_writes),
             snapshot_loads: get(&self.snapshot_loads),
+            unsupported_metadata_services: get(&self.unsupported_metadata_services),
+            revision_checks: {
+                let counts = |bucket: &[AtomicU64; 3]| RuleCounts {
+                    verified: get(&bucket[0]),
+                    rejected: get(&bucket[1]),
+                    unverifiable: get(&bucket[2]),
+                };
+                RevisionChecks {
+                    sha256_v1: counts(&self.revision_checks[0]),
+                    sha256_v2: counts(&self.revision_checks[1]),
+                    java_md5: counts(&self.revision_checks[2]),
+                    other_rules: counts(&self.revision_checks[3]),
+                }
+            },
         }
     }
+}
+
+/// Metadata answers checked against their revision under one rule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleCounts {
+    /// Answers whose content hashes to their revision.
+    pub verified: u64,
+    /// Answers rejected: a declared rule, and content that does not hash to the revision.
+    pub rejected: u64,
+    /// Answers used unchecked: no known rule reproduces their revision.
+    pub unverifiable: u64,
+}
+
+/// Metadata answers checked against their revision, by the rule the instance declared (see
+/// [`crate::model::verification`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RevisionChecks {
+    /// Instances declaring `sha256-v1`.
+    pub sha256_v1: RuleCounts,
+    /// Instances declaring `sha256-v2`.
+    pub sha256_v2: RuleCounts,
+    /// Instances declaring no rule, checked under Dubbo Java 3.2+'s MD5 rule; a mismatch is
+    /// unverifiable, never rejected.
+    pub java_md5: RuleCounts,
+    /// Instances declaring a rule this crate does not know: always unverifiable.
+    pub other_rules: RuleCounts,
 }
 
 /// A copy of a resolver's counters.
@@ -162,4 +225,9 @@ pub struct ResolverStats {
     pub snapshot_writes: u64,
     /// Subscriptions started from a local snapshot because the store was unreachable.
     pub snapshot_loads: u64,
+    /// Instances not asked for metadata because their MetadataService speaks a protocol or
+    /// contract this crate cannot call (e.g. Dubbo's V1 over `dubbo`).
+    pub unsupported_metadata_services: u64,
+    /// Metadata answers checked against their revision, per rule.
+    pub revision_checks: RevisionChecks,
 }

@@ -38,6 +38,8 @@
 //! | `introspect_relists_total` | counter | instance lists read again after a watch ended |
 //! | `introspect_protection_active` | gauge | 1 while self-preservation holds removals |
 //! | `introspect_pushes_total` | counter | endpoint sets pushed to subscribers |
+//! | `introspect_revision_checks_total{rule,outcome}` | counter | metadata answers checked against their revision: rule `sha256-v1`, `sha256-v2`, `java-md5` (no rule declared) or `other`; outcome `verified`, `rejected` or `unverifiable` |
+//! | `introspect_unsupported_metadata_services_total` | counter | instances not asked for metadata: their MetadataService is not V2 over tri or grpc |
 //! | `introspect_provider_metadata_requests_total{app,instance}` | counter | `GetMetadataInfo` requests a provider answered |
 //! | `introspect_provider_revision_info{app,instance,revision}` | gauge | 1 for a provider's current revision, 0 for those it had |
 //!
@@ -286,8 +288,14 @@ impl Drop for MetricsTask {
 
 /// Every field of [`ResolverStats`]: its metric name (without `introspect_`), whether it
 /// is a counter, its description and its value.
-fn resolver_series(stats: &ResolverStats) -> [(&'static str, bool, &'static str, u64); 21] {
+fn resolver_series(stats: &ResolverStats) -> [(&'static str, bool, &'static str, u64); 22] {
     [
+        (
+            "unsupported_metadata_services_total",
+            true,
+            "Instances not asked for metadata: their MetadataService is not V2 over tri or grpc.",
+            stats.unsupported_metadata_services,
+        ),
         (
             "metadata_fetches_total",
             true,
@@ -426,6 +434,26 @@ fn record_resolver(stats: &ResolverStats) {
         } else {
             describe_gauge!(name.clone(), help);
             gauge!(name).set(value as f64);
+        }
+    }
+    describe_counter!(
+        "introspect_revision_checks_total",
+        "Metadata answers checked against their revision, by rule and outcome."
+    );
+    let checks = &stats.revision_checks;
+    for (rule, counts) in [
+        ("sha256-v1", checks.sha256_v1),
+        ("sha256-v2", checks.sha256_v2),
+        ("java-md5", checks.java_md5),
+        ("other", checks.other_rules),
+    ] {
+        for (outcome, n) in [
+            ("verified", counts.verified),
+            ("rejected", counts.rejected),
+            ("unverifiable", counts.unverifiable),
+        ] {
+            counter!("introspect_revision_checks_total", "rule" => rule, "outcome" => outcome)
+                .absolute(n);
         }
     }
 }

@@ -1,5 +1,5 @@
 //! A service instance: one running process of an app, in Dubbo's `DefaultServiceInstance`
-//! JSON form.
+//! JSON form (read in either shape Dubbo writes; see [`super::instance_record`]).
 
 use std::collections::BTreeMap;
 
@@ -40,8 +40,13 @@ pub struct ProtocolPort {
 }
 
 /// One running process of an app: where it listens and its metadata map.
+///
+/// Written in Dubbo Java's camel-case form; read from Dubbo Java's and dubbo-go's forms.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(
+    rename_all = "camelCase",
+    from = "super::instance_record::InstanceRecord"
+)]
 pub struct ServiceInstance {
     /// The app name.
     pub service_name: String,
@@ -50,18 +55,11 @@ pub struct ServiceInstance {
     /// The instance's main port.
     pub port: u16,
     /// `false` while the instance drains before a graceful stop: route no new calls to it.
-    #[serde(default = "yes")]
     pub enabled: bool,
     /// The instance's own view of its health.
-    #[serde(default = "yes")]
     pub healthy: bool,
     /// The metadata map; see [`keys`] for the well-known entries.
-    #[serde(default)]
     pub metadata: BTreeMap<String, String>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 impl ServiceInstance {
@@ -104,6 +102,15 @@ impl ServiceInstance {
             Some("remote") => StorageType::Remote,
             _ => StorageType::Local,
         }
+    }
+
+    /// The revision rule the instance declares under [`keys::REVISION_RULE`], if any (an empty
+    /// value counts as none). See [`crate::model::verification`].
+    pub fn declared_revision_rule(&self) -> Option<&str> {
+        self.metadata
+            .get(keys::REVISION_RULE)
+            .map(String::as_str)
+            .filter(|rule| !rule.is_empty())
     }
 
     /// Whether the instance declares that its revision follows the `sha256-v1` rule.

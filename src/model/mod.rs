@@ -3,14 +3,24 @@
 
 mod endpoint;
 mod instance;
+pub mod instance_record;
 pub mod keys;
 mod metadata_info;
+pub mod metadata_service;
 pub mod names;
 pub mod revision;
+pub mod revision_diff;
+pub mod revision_java;
+mod revision_rule;
+pub mod revision_v2;
 mod service_info;
+pub mod verification;
 
 pub use endpoint::Endpoint;
 pub use instance::{ProtocolPort, ServiceInstance, StorageType};
 pub use metadata_info::MetadataInfo;
+pub use metadata_service::MetadataServiceAdvert;
 pub use revision::{EMPTY_REVISION, revision};
+pub use revision_rule::RevisionRule;
 pub use service_info::{DEFAULT_PROTOCOL, ServiceInfo, match_key};
+pub use verification::{Verification, verify};
