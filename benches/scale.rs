@@ -26,7 +26,7 @@
 
 #[path = "baseline/mod.rs"]
 mod baseline;
-/// The certificates the shared etcd harness makes for its TLS server.
+/// Test certificates, which the etcd harness below needs for its TLS mode.
 #[allow(dead_code)]
 #[path = "../tests/support/certs.rs"]
 mod certs;
@@ -345,6 +345,7 @@ async fn registry_volume(
         let mut builder = Provider::builder(APP, store.clone())
             .host(HOST)
             .port(port(i))
+            .check_metadata_service(false)
             .lease_ttl(Duration::from_secs(600));
         for service in services(0) {
             builder = builder.export(service);
@@ -570,6 +571,7 @@ async fn memory_and_push(
     let mut joiner = Provider::builder(APP, store.clone())
         .host(HOST)
         .port(port(n))
+        .check_metadata_service(false)
         .lease_ttl(Duration::from_secs(600));
     for service in services(0) {
         joiner = joiner.export(service);

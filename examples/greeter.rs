@@ -21,9 +21,12 @@ use std::time::Duration;
 use clap::Parser;
 use common::pb::HelloRequest;
 use common::pb::greeter_client::GreeterClient;
-use common::{BoxError, GreeterNode};
+use common::pb::greeter_server::GreeterServer;
+use common::{BoxError, HelloGreeter};
 use introspect::metrics::Metrics;
-use introspect::{Resolver, Store, Subscription};
+use introspect::{Provider, Resolver, Store, Subscription};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 
 /// Greeter providers and a consumer in one process.
@@ -95,9 +98,43 @@ fn report(phase: &str, tally: &Tally, before: &BTreeMap<String, u64>) -> BTreeMa
     now
 }
 
-async fn start_node(store: &Arc<dyn Store>) -> Result<GreeterNode, BoxError> {
-    let listen = SocketAddr::from(([127, 0, 0, 1], 0));
-    GreeterNode::start(store.clone(), APP, listen, None, DRAIN).await
+/// A Greeter server run by `Provider::serve`.
+struct Node {
+    address: SocketAddr,
+    stop: oneshot::Sender<()>,
+    serving: JoinHandle<introspect::Result<()>>,
+}
+
+impl Node {
+    /// Stops gracefully: the provider is disabled, drained and deregistered (consumers stop
+    /// calling it), then the server stops, letting calls in flight finish.
+    async fn shutdown(self) -> Result<(), BoxError> {
+        let _ = self.stop.send(());
+        self.serving.await??;
+        Ok(())
+    }
+}
+
+/// Starts a Greeter server on a free loopback port, registered as an instance of the app
+/// (and exposed in `metrics`).
+async fn start_node(store: &Arc<dyn Store>, metrics: &mut Metrics) -> Result<Node, BoxError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    let provider = Provider::builder(APP, store.clone())
+        .drain_period(DRAIN)
+        .export_service::<GreeterServer<HelloGreeter>>()
+        .build()?;
+    *metrics = std::mem::take(metrics).provider(&provider).await;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let signal = async {
+        let _ = stopped.await;
+    };
+    let serving = tokio::spawn(provider.serve(common::greeter_router(), listener, signal));
+    Ok(Node {
+        address,
+        stop,
+        serving,
+    })
 }
 
 #[tokio::main]
@@ -106,9 +143,10 @@ async fn main() -> Result<(), BoxError> {
     let args = Args::parse();
     let phase = Duration::from_millis(args.phase_ms);
     let store = common::open_store(None).await?;
+    let mut metrics = Metrics::new();
     let mut nodes = Vec::new();
     for _ in 0..args.providers.max(2) {
-        nodes.push(start_node(&store).await?);
+        nodes.push(start_node(&store, &mut metrics).await?);
     }
     println!("{} providers of {} started", nodes.len(), common::INTERFACE);
 
@@ -121,10 +159,7 @@ async fn main() -> Result<(), BoxError> {
         tokio::time::timeout(Duration::from_secs(5), handle.changed()).await??;
     }
     println!("balancing over {:?}", handle.addresses());
-    let mut metrics = Metrics::new().resolver(&resolver);
-    for node in &nodes {
-        metrics = metrics.provider(&node.provider).await;
-    }
+    let metrics = metrics.resolver(&resolver);
     let metrics_task = common::maybe_serve_metrics(args.metrics, metrics).await?;
 
     let tally: Tally = Arc::default();
@@ -138,7 +173,7 @@ async fn main() -> Result<(), BoxError> {
     let seen = report("calls spread over the providers", &tally, &BTreeMap::new());
 
     let leaving = nodes.remove(0);
-    let address = leaving.address.clone();
+    let address = leaving.address;
     leaving.shutdown().await?;
     tokio::time::sleep(phase).await;
     let seen = report(
@@ -147,7 +182,7 @@ async fn main() -> Result<(), BoxError> {
         &seen,
     );
 
-    let newcomer = start_node(&store).await?;
+    let newcomer = start_node(&store, &mut Metrics::new()).await?;
     println!("{} joined", newcomer.address);
     nodes.push(newcomer);
     tokio::time::sleep(phase).await;
@@ -174,12 +209,10 @@ async fn main() -> Result<(), BoxError> {
         println!("holding; Ctrl-C to stop");
         tokio::signal::ctrl_c().await?;
     }
-    for stopped in futures::future::join_all(nodes.into_iter().map(GreeterNode::shutdown)).await {
+    for stopped in futures::future::join_all(nodes.into_iter().map(Node::shutdown)).await {
         stopped?;
     }
-    if let Some(task) = metrics_task {
-        task.abort();
-    }
+    drop(metrics_task);
     if failed > 0 {
         return Err(format!("{failed} call(s) failed").into());
     }

@@ -108,8 +108,6 @@ async fn main() -> Result<(), BoxError> {
     for (server, n) in &by_server {
         println!("  {server}: {n}");
     }
-    if let Some(task) = metrics_task {
-        task.abort();
-    }
+    drop(metrics_task);
     Ok(())
 }

@@ -1,6 +1,6 @@
-//! A Greeter provider: a tonic server with `helloworld.Greeter` and MetadataService,
-//! registered in etcd through the provider module. Ctrl-C stops it gracefully (disabled,
-//! drained, deregistered, then the server stops).
+//! A Greeter provider: a tonic server with `helloworld.Greeter`, run by `Provider::serve`,
+//! which adds MetadataService, registers in etcd once the server runs and, on Ctrl-C, stops
+//! gracefully (disabled, drained, deregistered, then the server stops).
 //!
 //! ```text
 //! cargo run --example greeter_provider -- --etcd http://127.0.0.1:2379
@@ -16,7 +16,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use common::{BoxError, GreeterNode};
+use common::pb::greeter_server::GreeterServer;
+use common::{BoxError, HelloGreeter};
+use introspect::Provider;
 use introspect::metrics::Metrics;
 
 /// A Greeter provider registered in etcd.
@@ -31,7 +33,8 @@ struct Args {
     /// Where to listen (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
-    /// The host consumers reach this instance at (default: the listening IP).
+    /// The host consumers reach this instance at (default: the listening IP; on all
+    /// interfaces, the IP of the interface that routes outward).
     #[arg(long)]
     host: Option<String>,
     /// Drain period of the graceful stop, in milliseconds.
@@ -47,29 +50,38 @@ async fn main() -> Result<(), BoxError> {
     common::init_tracing("info");
     let args = Args::parse();
     let store = common::open_store(Some(&args.etcd)).await?;
-    let node = GreeterNode::start(
-        store,
-        &args.app,
-        args.listen,
-        args.host,
-        Duration::from_millis(args.drain_ms),
-    )
-    .await?;
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+
+    // The provider: the app, what it exports, how it stops.
+    let mut builder = Provider::builder(&args.app, store)
+        .drain_period(Duration::from_millis(args.drain_ms))
+        .export_service::<GreeterServer<HelloGreeter>>();
+    if let Some(host) = args.host {
+        builder = builder.host(host);
+    }
+    let provider = builder.build()?;
     println!(
-        "{} serving {} at {} (revision {})",
+        "{} serving {} on {} (revision {})",
         args.app,
         common::INTERFACE,
-        node.address,
-        node.provider.revision()
+        listener.local_addr()?,
+        provider.revision()
     );
-    let metrics = Metrics::new().provider(&node.provider).await;
+    let metrics = Metrics::new().provider(&provider).await;
     let metrics_task = common::maybe_serve_metrics(args.metrics, metrics).await?;
-    tokio::signal::ctrl_c().await?;
-    println!("stopping: disabled, draining for {} ms", args.drain_ms);
-    node.shutdown().await?;
-    if let Some(task) = metrics_task {
-        task.abort();
-    }
+
+    // Serve the Greeter router with MetadataService added; register once serving; on
+    // Ctrl-C deregister gracefully, then stop the server.
+    let drain_ms = args.drain_ms;
+    let ctrl_c = async move {
+        let _ = tokio::signal::ctrl_c().await;
+        println!("stopping: disabled, draining for {drain_ms} ms");
+    };
+    provider
+        .serve(common::greeter_router(), listener, ctrl_c)
+        .await?;
+
+    drop(metrics_task);
     println!("stopped");
     Ok(())
 }

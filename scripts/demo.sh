@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the demo on the embedded in-memory store: a hundred instances, two revisions, two
 # metadata fetches. Extra arguments go to the demo (e.g. --etcd http://127.0.0.1:2379).
+# The demo is part of the `introspect` tool, the workspace's `cli` crate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec cargo run --quiet --release --bin introspect -- demo "$@"
+exec cargo run --quiet --release -p introspect-cli --bin introspect -- demo "$@"

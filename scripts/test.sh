@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --with-etcd
-exec cargo test "$@"
+exec cargo test --workspace "$@"

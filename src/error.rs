@@ -138,6 +138,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A provider's own MetadataService did not answer for its revision when the provider
+    /// started, so consumers could not have learned its services.
+    #[error("the provider's MetadataService does not answer at {address}: {advice}")]
+    MetadataServiceMissing {
+        /// The address that was called: the instance's host and MetadataService port.
+        address: String,
+        /// What went wrong and what to do about it.
+        advice: String,
+    },
+
     /// A local I/O error (snapshot file, server socket).
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),

@@ -36,8 +36,9 @@
 //! # }
 //! ```
 //!
-//! A provider inside an existing tonic server adds [`Provider::metadata_service`] to its
-//! router and registers its own RPC port instead of calling `serve_metadata_on`.
+//! A tonic server hands its router to [`Provider::serve`], which adds MetadataService,
+//! registers once the server runs and deregisters gracefully before it stops; see the
+//! [`provider`] module for the other ways to run one.
 //!
 //! A consumer that calls a gRPC service turns a live subscription into a load-balanced
 //! tonic channel that follows the endpoints as they come and go:
@@ -55,25 +56,46 @@
 //! The examples `greeter`, `greeter_provider` and `greeter_consumer` show the whole path,
 //! with tracing (`RUST_LOG`) and metrics (`--metrics ADDR`).
 //!
+//! # Features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `etcd` | on | [`store::EtcdStore`] and its options, through `etcd-client` |
+//! | `tls` | on | TLS for MetadataService, balanced channels and etcd (tonic's `tls-ring`, etcd-client's `tls`) |
+//! | `reflection` | on | gRPC server reflection on a provider's own MetadataService listener ([`rpc::reflection_service`]) |
+//!
+//! `default-features = false` leaves an embedded-store library with plaintext gRPC. No
+//! feature needs `protoc`: the generated MetadataService code is checked in (etcd-client's
+//! own build still runs `protoc` when `etcd` is on).
+//!
+//! The library logs through [`tracing`] and publishes metrics through the [`::metrics`]
+//! facade; installing a subscriber and a metrics exporter is up to the application. The
+//! `introspect` command-line tool (crate `introspect-cli` in this workspace, directory
+//! `cli/`) holds the demo, the argument parsing and the Prometheus exporter, so a service
+//! that embeds the library never builds them.
+//!
 //! # Layout
 //!
 //! * [`model`]: service info and match key, metadata info, the revision rule, instances and
 //!   endpoints. Pure: no I/O.
 //! * [`store`]: the [`Store`] trait, the one seam to the outside, with the embedded
-//!   [`MemoryStore`] and [`EtcdStore`] (with its [`EtcdOptions`]), which share one
-//!   conformance suite. `store/etcd/` holds the etcd store, one file per concept: options,
-//!   client (connecting, deadlines), members (fail-over), requests, watch, convert, errors.
+//!   [`MemoryStore`] and `EtcdStore` (feature `etcd`, with its `EtcdOptions`), which share
+//!   one conformance suite. `store/etcd/` holds the etcd store, one file per concept:
+//!   options, client (connecting, deadlines), members (fail-over), requests, watch,
+//!   convert, errors; `store/memory/` the memory store (handle and calls, locked state).
 //! * [`layout`]: the Dubbo 3 key layout; [`registry`], [`mapping`] and [`report`] are the
 //!   typed layers over the store that alone know it and the JSON formats.
 //! * [`rpc`]: the `MetadataServiceV2` contract (`proto/metadata_service_v2.proto`), its server
 //!   and client.
-//! * [`provider`]: what a Rust RPC server embeds.
+//! * [`provider`]: what a Rust RPC server embeds: `builder` (settings), `record` (the
+//!   instance record's metadata, pure), `lease`, `mappings`, `report_cleanup`, `serve` (the
+//!   user's router), `own_server`, `reflection`, `check` (MetadataService answers at start)
+//!   and `stop` (the graceful stop), one file each under `src/provider/`.
 //! * [`consumer`]: what a Rust RPC client embeds: the [`Resolver`], live subscriptions and
 //!   a load-balanced tonic channel over one ([`Resolver::balanced_channel`]).
 //! * [`limits`]: size limits on everything read from the store or the network.
-//! * [`metrics`]: resolver and provider counters in the Prometheus text format, and a tiny
-//!   HTTP endpoint serving them.
-//! * [`demo`]: the demo run by `introspect demo`.
+//! * [`metrics`]: resolver and provider counters and gauges, published through the
+//!   `metrics` facade with bounded label values.
 //!
 //! # Store keys
 //!
@@ -90,9 +112,9 @@
 //! parameters (`pid`, `timestamp`, ...) never enter it. See [`mod@model::revision`].
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod consumer;
-pub mod demo;
 pub mod error;
 pub mod layout;
 pub mod limits;
@@ -106,6 +128,7 @@ pub mod rpc;
 pub mod store;
 
 mod backoff;
+mod tls;
 
 pub use consumer::{Resolver, ResolverStats, SubscribeOptions, Subscription, SubscriptionHandle};
 pub use error::{Error, Result};
@@ -113,6 +136,8 @@ pub use layout::Layout;
 pub use limits::Limits;
 pub use model::{Endpoint, MetadataInfo, ServiceInfo, ServiceInstance};
 pub use provider::Provider;
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use store::{EtcdOptions, EtcdStore};
 pub use store::{MemoryStore, Store};
 

@@ -14,30 +14,17 @@ use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::{MetadataInfo, ServiceInfo};
 
-/// Code generated from `proto/metadata_service_v2.proto`.
+/// Code generated from `proto/metadata_service_v2.proto`, checked in so that building the
+/// library needs no `protoc` (the test `generated_code` checks it is up to date).
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod pb {
-    tonic::include_proto!("org.apache.dubbo.metadata");
+    include!("rpc/generated.rs");
 
     /// The encoded file descriptor set of the contract, for gRPC server reflection.
-    pub const FILE_DESCRIPTOR_SET: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/metadata_descriptor.bin"));
+    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("rpc/metadata_descriptor.bin");
 }
 
 pub use pb::metadata_service_v2_server::MetadataServiceV2Server;
-
-/// A gRPC server reflection service describing MetadataServiceV2, so generic gRPC tools can
-/// list and call it without the proto file.
-pub fn reflection_service() -> Result<
-    tonic_reflection::server::v1::ServerReflectionServer<
-        impl tonic_reflection::server::v1::ServerReflection,
-    >,
-> {
-    tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| Error::Server(format!("reflection: {e}")))
-}
 
 /// The gRPC path of `GetMetadataInfo`.
 pub const GET_METADATA_INFO_PATH: &str =
@@ -219,7 +206,7 @@ pub struct MetadataClient {
     timeout: Duration,
     connect_timeout: Duration,
     limits: Limits,
-    tls: Option<tonic::transport::ClientTlsConfig>,
+    tls: Option<crate::tls::ClientTlsConfig>,
 }
 
 impl MetadataClient {
@@ -234,6 +221,8 @@ impl MetadataClient {
     }
 
     /// Speaks TLS with this configuration (CA, optional client identity, domain name).
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn with_tls(mut self, tls: tonic::transport::ClientTlsConfig) -> Self {
         self.tls = Some(tls);
         self
@@ -285,9 +274,8 @@ impl MetadataClient {
             .connect_timeout(self.connect_timeout)
             .timeout(self.timeout);
         if let Some(tls) = &self.tls {
-            endpoint = endpoint
-                .tls_config(tls.clone())
-                .map_err(|e| connect_error(e.to_string()))?;
+            endpoint =
+                crate::tls::apply(endpoint, tls).map_err(|e| connect_error(e.to_string()))?;
         }
         match tokio::time::timeout(self.connect_timeout, endpoint.connect()).await {
             Err(_) => Err(Error::Timeout {

@@ -157,23 +157,26 @@ async fn calls_spread_survive_a_graceful_stop_and_reach_a_newcomer() {
     // waits out a coalescing window: the drain has to cover it.
     let d = start_greeter(&store, APP, DRAIN).await;
 
-    // A graceful stop: disabled, drained, deregistered; only then the server stops. No call
-    // reaches it after the drain, and no call fails.
+    // A graceful stop: disabled, drained, deregistered; only then the server stops. The
+    // provider leaves the balancer during its drain, no call reaches it after that while
+    // its server still runs, and no call fails.
     let gone = a.address.to_string();
     let mut a = a;
-    a.deregister().await;
-    assert!(
-        !handle.addresses().contains(&gone),
-        "the stopped provider left the balancer during its drain"
-    );
+    a.stop();
+    eventually(
+        DRAIN,
+        "the stopping provider to leave the balancer",
+        || async { !handle.addresses().contains(&gone) },
+    )
+    .await;
     let last = a.calls();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         a.calls(),
         last,
-        "no call reached the provider after its drain, while its server still ran"
+        "no call reached the provider after it left the balancer"
     );
-    a.stop_server().await;
+    a.stopped().await;
     assert_eq!(load.failed(), 0, "no call failed across the graceful stop");
 
     // The newcomer receives calls, beside the two that stayed.

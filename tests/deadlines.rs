@@ -88,6 +88,7 @@ async fn provider_start_on_a_hanging_store_times_out() {
     let store: Arc<dyn Store> = Arc::new(FaultyStore::hanging());
     let err = Provider::builder("shop-orders", store)
         .port(50051)
+        .check_metadata_service(false)
         .export(ServiceInfo::new("shop.OrderService"))
         .store_timeout(Duration::from_secs(2))
         .start()

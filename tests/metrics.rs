@@ -1,81 +1,39 @@
-//! The Prometheus metrics endpoint, scraped with a raw HTTP request over TCP.
+//! Metrics through the `metrics` facade: a resolver's and its providers' stats recorded into
+//! a Prometheus recorder and read back from its exposition.
 
 mod support;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use introspect::metrics::{Metrics, serve_metrics};
+use introspect::metrics::Metrics;
 use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
+use metrics_exporter_prometheus::PrometheusBuilder;
 use support::fleet::start_fleet;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Sends `request` and reads the whole answer (the server closes after `Connection: close`).
-async fn raw_http(address: std::net::SocketAddr, request: &str) -> String {
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
-        .await
-        .expect("the server answers and closes")
-        .unwrap();
-    String::from_utf8(answer).expect("UTF-8 answer")
-}
-
-fn get(path: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-}
-
-/// Checks the text exposition format and returns the samples by series.
-fn parse_exposition(body: &str) -> HashMap<String, f64> {
-    let mut typed: HashMap<String, String> = HashMap::new();
-    let mut helped = std::collections::HashSet::new();
-    let mut samples = HashMap::new();
-    for line in body.lines() {
-        if let Some(rest) = line.strip_prefix("# HELP ") {
-            let (name, help) = rest.split_once(' ').expect("HELP has a text");
-            assert!(!help.is_empty());
-            assert!(
-                helped.insert(name.to_owned()),
-                "one HELP per metric: {name}"
-            );
-        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest.split_once(' ').expect("TYPE has a kind");
-            assert!(["counter", "gauge"].contains(&kind), "{line}");
-            assert!(helped.contains(name), "HELP before TYPE: {name}");
-            assert!(
-                typed.insert(name.to_owned(), kind.to_owned()).is_none(),
-                "one TYPE per metric: {name}"
-            );
-        } else {
-            assert!(!line.starts_with('#') && !line.is_empty(), "{line:?}");
+/// The samples of a text exposition, by series (`name{labels}`).
+fn samples(exposition: &str) -> HashMap<String, f64> {
+    exposition
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| {
             let (series, value) = line.rsplit_once(' ').expect("`series value`");
-            let name = series.split('{').next().unwrap();
-            assert!(
-                name.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
-                "{name}"
-            );
-            assert!(typed.contains_key(name), "sample after its TYPE: {line}");
-            if typed[name] == "counter" {
-                assert!(name.ends_with("_total"), "{name}");
-            }
-            if series.contains('{') {
-                assert!(series.ends_with('}'), "{series}");
-            }
-            let value: f64 = value.parse().expect("numeric value");
-            assert!(
-                samples.insert(series.to_owned(), value).is_none(),
-                "duplicate series {series}"
-            );
-        }
-    }
-    samples
+            (series.to_owned(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+/// Records one round of `metrics` into a fresh recorder and returns its exposition.
+async fn publish_once(metrics: &Metrics) -> String {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let sample = metrics.sample().await;
+    metrics::with_local_recorder(&recorder, || metrics.record(&sample));
+    handle.render()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_endpoint_serves_resolver_and_provider_counters() {
+async fn resolver_and_provider_stats_reach_the_recorder() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let fleet = start_fleet(
         &store,
@@ -95,19 +53,8 @@ async fn metrics_endpoint_serves_resolver_and_provider_counters() {
     for provider in &fleet {
         metrics = metrics.provider(provider).await;
     }
-    let (address, server) = serve_metrics("127.0.0.1:0".parse().unwrap(), metrics)
-        .await
-        .unwrap();
-
-    let answer = raw_http(address, &get("/metrics")).await;
-    let (head, body) = answer.split_once("\r\n\r\n").expect("head and body");
-    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
-    assert!(
-        head.to_ascii_lowercase()
-            .contains("content-type: text/plain; version=0.0.4; charset=utf-8"),
-        "{head}"
-    );
-    let samples = parse_exposition(body);
+    let body = publish_once(&metrics).await;
+    let samples = samples(&body);
     let stats = resolver.stats().await;
     assert_eq!(
         stats.metadata_fetches, 1,
@@ -127,18 +74,20 @@ async fn metrics_endpoint_serves_resolver_and_provider_counters() {
     expect("introspect_revisions_known", 1.0);
     expect("introspect_subscriptions", 1.0);
     expect("introspect_protection_active", 0.0);
-    expect("introspect_watch_restarts_total", 0.0);
     expect("introspect_pushes_total", stats.pushes as f64);
     expect("introspect_app_instances{app=\"shop-orders\"}", 3.0);
+    assert!(
+        body.contains("# HELP introspect_metadata_fetches_total MetadataService calls made"),
+        "descriptions reach the exporter:\n{body}"
+    );
     let revision = fleet[0].revision();
     let mut served_total = 0.0;
     for provider in &fleet {
         let instance = provider.instance().await.address();
-        let series = format!(
-            "introspect_provider_metadata_requests_total{{app=\"shop-orders\",instance=\"{instance}\"}}"
-        );
         served_total += samples
-            .get(&series)
+            .get(&format!(
+                "introspect_provider_metadata_requests_total{{app=\"shop-orders\",instance=\"{instance}\"}}"
+            ))
             .copied()
             .expect("a series per provider");
         expect(
@@ -149,45 +98,37 @@ async fn metrics_endpoint_serves_resolver_and_provider_counters() {
         );
     }
     assert_eq!(served_total, 1.0, "the providers answered one fetch in all");
-
-    let missing = raw_http(address, &get("/other")).await;
-    assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
-    let post = raw_http(
-        address,
-        "POST /metrics HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-    )
-    .await;
-    assert!(post.starts_with("HTTP/1.1 405"), "{post}");
-    let garbage = raw_http(address, "\u{1}\u{2} nonsense\r\n\r\n").await;
-    assert!(
-        garbage.is_empty() || garbage.starts_with("HTTP/1.1 400"),
-        "{garbage}"
-    );
-
-    // The gauge follows the subscription; it is gone with it.
-    drop(live);
-    support::wait::eventually(Duration::from_secs(5), "the gauge to go", || async {
-        resolver.instances_per_app().is_empty()
-    })
-    .await;
-    server.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_demo_serves_metrics_when_asked() {
+async fn app_labels_from_the_store_are_bounded() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let options = introspect::demo::DemoOptions {
-        blue: 2,
-        green: 2,
-        payments: 1,
-        metrics: Some("127.0.0.1:0".parse().unwrap()),
-        ..Default::default()
-    };
-    let mut out = Vec::new();
-    let report = introspect::demo::run(store, options, &mut out)
+    let mut fleet = Vec::new();
+    for app in ["app-a", "app-b", "app-c", "app-d"] {
+        fleet.extend(start_fleet(&store, app, 1, &[ServiceInfo::new("shop.Shared")]).await);
+    }
+    let resolver = Resolver::new(store.clone());
+    let live = resolver
+        .subscribe(Subscription::new("shop.Shared"))
         .await
         .unwrap();
-    assert_eq!(report.instances, 5);
-    let text = String::from_utf8(out).unwrap();
-    assert!(text.contains("Metrics at http://127.0.0.1:"), "{text}");
+    assert_eq!(live.current().len(), 4);
+    let metrics = Metrics::new().resolver(&resolver).max_app_labels(2);
+    let body = publish_once(&metrics).await;
+    let series: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("introspect_app_instances{"))
+        .collect();
+    assert_eq!(series.len(), 3, "two apps and `other`: {series:?}");
+    let samples = samples(&body);
+    assert_eq!(
+        samples.get("introspect_app_instances{app=\"other\"}"),
+        Some(&2.0),
+        "{body}"
+    );
+    let total: f64 = series
+        .iter()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(total, 4.0, "every instance is counted once: {body}");
 }

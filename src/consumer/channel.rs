@@ -31,7 +31,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::channel::Change;
-use tonic::transport::{Channel, ClientTlsConfig, Endpoint as TonicEndpoint};
+use tonic::transport::{Channel, Endpoint as TonicEndpoint};
 use tracing::Instrument;
 
 use super::resolver::Resolver;
@@ -39,6 +39,7 @@ use super::subscribe::SubscriptionHandle;
 use crate::error::{Error, Result};
 use crate::model::Endpoint;
 use crate::rpc::authority;
+use crate::tls::ClientTlsConfig;
 
 /// Default deadline of one connection attempt to an endpoint.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -47,6 +48,7 @@ pub const DEFAULT_CHANGE_CAPACITY: usize = 1024;
 
 /// Which TLS configuration the channel's endpoints use.
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(not(feature = "tls"), allow(dead_code))]
 enum TlsChoice {
     /// The resolver's (plaintext when it has none).
     #[default]
@@ -92,6 +94,8 @@ impl ChannelOptions {
     }
 
     /// Dials the endpoints over TLS with this configuration instead of the resolver's.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls(mut self, tls: ClientTlsConfig) -> Self {
         self.tls = TlsChoice::Use(Box::new(tls));
         self
@@ -134,9 +138,8 @@ impl Dialer {
             endpoint = endpoint.timeout(timeout);
         }
         if let Some(tls) = &self.tls {
-            endpoint = endpoint
-                .tls_config(tls.clone())
-                .map_err(|e| invalid(format!("TLS: {e}")))?;
+            endpoint =
+                crate::tls::apply(endpoint, tls).map_err(|e| invalid(format!("TLS: {e}")))?;
         }
         Ok(endpoint)
     }

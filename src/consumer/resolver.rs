@@ -41,7 +41,7 @@ pub struct ResolverBuilder {
     fetch_attempts: usize,
     cache_capacity: u64,
     cache_idle: Duration,
-    tls: Option<tonic::transport::ClientTlsConfig>,
+    tls: Option<crate::tls::ClientTlsConfig>,
     store_timeout: Duration,
     subscribe_options: SubscribeOptions,
 }
@@ -93,6 +93,8 @@ impl ResolverBuilder {
     }
 
     /// Calls MetadataServices over TLS with this configuration.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls(mut self, tls: tonic::transport::ClientTlsConfig) -> Self {
         self.tls = Some(tls);
         self
@@ -108,10 +110,12 @@ impl ResolverBuilder {
     /// Builds the resolver.
     pub fn build(self) -> Resolver {
         let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));
-        let mut client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
-        if let Some(tls) = &self.tls {
-            client = client.with_tls(tls.clone());
-        }
+        let client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
+        #[cfg(feature = "tls")]
+        let client = match &self.tls {
+            Some(tls) => client.with_tls(tls.clone()),
+            None => client,
+        };
         Resolver {
             inner: Arc::new(Inner {
                 registry: Registry::new(store.clone(), self.layout.clone(), self.limits.clone()),
@@ -145,7 +149,7 @@ struct Inner {
     mapping: Mapping,
     report: MetadataReport,
     client: MetadataClient,
-    tls: Option<tonic::transport::ClientTlsConfig>,
+    tls: Option<crate::tls::ClientTlsConfig>,
     fetch_attempts: usize,
     cache: moka::future::Cache<CacheKey, Arc<MetadataInfo>>,
     counters: Counters,
@@ -325,7 +329,7 @@ impl Resolver {
         &self.inner.limits
     }
 
-    pub(super) fn tls(&self) -> Option<&tonic::transport::ClientTlsConfig> {
+    pub(super) fn tls(&self) -> Option<&crate::tls::ClientTlsConfig> {
         self.inner.tls.as_ref()
     }
 

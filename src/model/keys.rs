@@ -4,7 +4,8 @@
 pub const REVISION: &str = "dubbo.metadata.revision";
 /// Where consumers read the metadata: `local` (the instance) or `remote` (the report).
 pub const STORAGE_TYPE: &str = "dubbo.metadata.storage-type";
-/// JSON array `[{"port":50051,"protocol":"tri"}]`, one entry per protocol port.
+/// JSON array `[{"port":50051,"protocol":"tri"}]`: one entry per protocol, with the port
+/// its services listen on (Dubbo consumers dial a protocol at that port).
 pub const ENDPOINTS: &str = "dubbo.endpoints";
 /// JSON object of strings with at least `port`, `protocol` and `version` of the
 /// MetadataService.

@@ -3,10 +3,11 @@
 //! An etcd-shaped key-value interface: range by prefix, put (optionally bound to a lease),
 //! delete, compare-and-swap on a key's modification revision, watch a prefix from a store
 //! revision, and leases whose expiry deletes the keys bound to them. [`MemoryStore`] and
-//! [`EtcdStore`] implement it with the same semantics, checked by one conformance suite;
+//! `EtcdStore` (feature `etcd`) implement it with the same semantics, checked by one conformance suite;
 //! nothing above this module knows which one it talks to.
 
 mod deadline;
+#[cfg(feature = "etcd")]
 mod etcd;
 mod memory;
 
@@ -19,6 +20,8 @@ use tokio::sync::mpsc;
 use crate::error::Result;
 
 pub use deadline::DeadlineStore;
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use etcd::{EtcdOptions, EtcdStore};
 pub use memory::MemoryStore;
 
@@ -232,19 +235,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// The backend's name, for logs: `memory` or `etcd`.
     fn backend(&self) -> &'static str;
-}
-
-/// Opens the store a command line asks for: etcd at `etcd_urls` (comma-separated, see
-/// [`EtcdOptions::parse_endpoints`]) with default options, or the embedded memory store when
-/// `None`.
-pub async fn open(etcd_urls: Option<&str>) -> Result<std::sync::Arc<dyn Store>> {
-    Ok(match etcd_urls {
-        Some(urls) => {
-            let endpoints = EtcdOptions::parse_endpoints(urls)?;
-            std::sync::Arc::new(EtcdStore::connect(EtcdOptions::new(endpoints)).await?)
-        }
-        None => std::sync::Arc::new(MemoryStore::new()),
-    })
 }
 
 /// Default deadline of one store call made by a provider or a resolver.

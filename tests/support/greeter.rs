@@ -1,5 +1,5 @@
-//! Real tonic Greeter servers on loopback, each registered through the provider module and
-//! counting the calls it answers.
+//! Real tonic Greeter servers on loopback, each run by `Provider::serve` and counting the
+//! calls it answers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,19 +11,29 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::{Request, Response, Status};
 
+use super::wait::eventually;
+
 /// The generated Greeter code.
-pub mod pb {
-    tonic::include_proto!("helloworld");
-}
+#[rustfmt::skip] #[path = "../../proto/generated/helloworld.rs"] pub mod pb;
 
 use pb::greeter_server::{Greeter, GreeterServer};
 use pb::{HelloReply, HelloRequest};
 
-/// Answers `SayHello` and counts the calls.
+/// Answers `SayHello` naming its server's address, and counts the calls.
 #[derive(Clone)]
 pub struct CountingGreeter {
     calls: Arc<AtomicU64>,
     address: SocketAddr,
+}
+
+impl CountingGreeter {
+    /// A greeter naming `address` in its answers.
+    pub fn new(address: SocketAddr) -> Self {
+        CountingGreeter {
+            calls: Arc::default(),
+            address,
+        }
+    }
 }
 
 #[tonic::async_trait]
@@ -40,15 +50,24 @@ impl Greeter for CountingGreeter {
     }
 }
 
-/// One running Greeter server and its provider.
+/// A tonic router serving `greeter`.
+pub fn greeter_router(greeter: CountingGreeter) -> tonic::transport::server::Router {
+    tonic::transport::Server::builder().add_service(GreeterServer::new(greeter))
+}
+
+/// Whether the instance record of `app` at `address` is in `store` (enabled or not).
+pub async fn is_registered(store: &Arc<dyn Store>, app: &str, address: SocketAddr) -> bool {
+    let key = format!("/services/{app}/{address}");
+    store.get(&key).await.expect("store answers").is_some()
+}
+
+/// One Greeter server run by `Provider::serve`.
 pub struct GreeterNode {
-    /// Where the server listens.
+    /// Where the server listens (and the instance is registered).
     pub address: SocketAddr,
-    /// Calls answered so far.
-    pub calls: Arc<AtomicU64>,
-    provider: Option<Provider>,
-    stop: oneshot::Sender<()>,
-    server: JoinHandle<Result<(), tonic::transport::Error>>,
+    calls: Arc<AtomicU64>,
+    stop: Option<oneshot::Sender<()>>,
+    serving: JoinHandle<introspect::Result<()>>,
 }
 
 impl GreeterNode {
@@ -57,61 +76,55 @@ impl GreeterNode {
         self.calls.load(Ordering::Relaxed)
     }
 
-    /// The provider's graceful stop (disabled, drained, deregistered), then the server's.
-    pub async fn shutdown(mut self) {
-        self.deregister().await;
-        self.stop_server().await;
-    }
-
-    /// The provider's graceful stop: disabled, drained, deregistered. The server still runs.
-    pub async fn deregister(&mut self) {
-        if let Some(provider) = self.provider.take() {
-            provider.shutdown().await.expect("graceful deregistration");
+    /// Sends the shutdown signal: the provider disables the instance, drains and
+    /// deregisters while the server still answers; then the server stops.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
     }
 
-    /// Stops the server (gracefully: calls in flight finish).
-    pub async fn stop_server(self) {
-        let _ = self.stop.send(());
-        tokio::time::timeout(Duration::from_secs(5), self.server)
+    /// Waits until `serve` has returned, which it does after the server stopped.
+    pub async fn stopped(self) {
+        tokio::time::timeout(Duration::from_secs(10), self.serving)
             .await
-            .expect("server stops in time")
-            .expect("server task")
-            .expect("server ran");
+            .expect("serve returns in time")
+            .expect("serve task")
+            .expect("graceful stop");
+    }
+
+    /// The whole graceful stop.
+    pub async fn shutdown(mut self) {
+        self.stop();
+        self.stopped().await;
     }
 }
 
-/// Starts a Greeter server on `127.0.0.1:0` serving MetadataService beside it, and registers
-/// it as an instance of `app` at its port, with the given drain period.
+/// Starts a Greeter server on `127.0.0.1:0` with `Provider::serve` as an instance of `app`
+/// with the given drain period, and waits until it is registered.
 pub async fn start_greeter(store: &Arc<dyn Store>, app: &str, drain: Duration) -> GreeterNode {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let calls = Arc::new(AtomicU64::new(0));
-    let greeter = CountingGreeter {
-        calls: calls.clone(),
-        address,
-    };
+    let greeter = CountingGreeter::new(address);
+    let calls = greeter.calls.clone();
     let provider = Provider::builder(app, store.clone())
-        .port(address.port())
         .lease_ttl(Duration::from_secs(10))
         .drain_period(drain)
         .export_service::<GreeterServer<CountingGreeter>>()
         .build()
         .expect("valid provider");
     let (stop, stopped) = oneshot::channel::<()>();
-    let router = tonic::transport::Server::builder()
-        .add_service(GreeterServer::new(greeter))
-        .add_service(provider.metadata_service());
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let server = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
+    let serving = tokio::spawn(provider.serve(greeter_router(greeter), listener, async {
         let _ = stopped.await;
     }));
-    provider.start().await.expect("provider registers");
+    eventually(Duration::from_secs(5), "the greeter to register", || {
+        is_registered(store, app, address)
+    })
+    .await;
     GreeterNode {
         address,
         calls,
-        provider: Some(provider),
-        stop,
-        server,
+        stop: Some(stop),
+        serving,
     }
 }

@@ -3,16 +3,17 @@
 mod output;
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use introspect::consumer::{Resolver, Subscription};
-use introspect::demo::DemoOptions;
 use introspect::mapping::Mapping;
+use introspect::metrics::Metrics;
 use introspect::registry::Registry;
-use introspect::store::Store;
 use introspect::{Error, Layout, Limits};
+use introspect_cli::demo::DemoOptions;
+use introspect_cli::store::StoreArgs;
 use output::Output;
 
 /// Application-level service discovery: inspect registered apps, instances, revisions,
@@ -24,16 +25,17 @@ use output::Output;
     after_help = "Examples:\n  \
         introspect demo                               # 105 providers, 3 revisions, 3 fetches\n  \
         introspect --etcd http://127.0.0.1:2379 apps\n  \
+        INTROSPECT_ETCD=https://10.0.0.2:2379 introspect --cacert ca.pem --user reader apps\n  \
         introspect --etcd http://127.0.0.1:2379 instances shop-orders\n  \
         introspect --etcd http://127.0.0.1:2379 resolve shop.OrderService --version 1.0\n  \
         introspect --etcd http://127.0.0.1:2379 --json metadata shop-orders\n  \
         introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n\n\
-        Without --etcd the embedded in-memory store is used, which only the demo fills."
+        The store is etcd at --etcd or INTROSPECT_ETCD; the password of --user comes from\n\
+        INTROSPECT_PASSWORD or a prompt. The demo runs on the embedded store unless given etcd."
 )]
 struct Cli {
-    /// etcd endpoints, comma-separated (default: the embedded in-memory store).
-    #[arg(long, global = true, value_name = "URLS")]
-    etcd: Option<String>,
+    #[command(flatten)]
+    store: StoreArgs,
 
     /// Key namespace such as `/staging` (default: none).
     #[arg(long, global = true, default_value = "")]
@@ -139,36 +141,26 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
+        // `introspect ... | head`: the reader has gone, so stop quietly.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
-/// Stops a background task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-async fn open_store(cli: &Cli) -> Result<Arc<dyn Store>, Error> {
-    match &cli.etcd {
-        Some(urls) => introspect::store::open(Some(urls)).await,
-        None => {
-            if !matches!(cli.command, Command::Demo { .. }) {
-                eprintln!("note: no --etcd given; the embedded store of a new process is empty");
-            }
-            introspect::store::open(None).await
-        }
-    }
+fn is_broken_pipe(error: &Error) -> bool {
+    matches!(error, Error::Io(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 async fn run(cli: Cli) -> Result<(), Error> {
-    let store = open_store(&cli).await?;
+    let mut store_args = cli.store.clone();
+    // The demo fills a store of its own: the embedded one unless etcd is named.
+    if matches!(cli.command, Command::Demo { .. }) && store_args.etcd.is_none() {
+        store_args.memory = true;
+    }
+    let store = introspect_cli::store::open(&store_args).await?;
     let layout = Layout::new(cli.namespace.clone())?;
     let out = Output::new(cli.json);
     let registry = Registry::new(store.clone(), layout.clone(), Limits::default());
@@ -195,7 +187,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
                 metrics: *metrics,
                 ..Default::default()
             };
-            let report = introspect::demo::run(store, options, &mut std::io::stdout()).await?;
+            let report = introspect_cli::demo::run(store, options, &mut std::io::stdout()).await?;
             if report.fetches as usize != report.revisions {
                 return Err(Error::Config(format!(
                     "expected one fetch per revision, made {} for {}",
@@ -203,8 +195,8 @@ async fn run(cli: Cli) -> Result<(), Error> {
                 )));
             }
         }
-        Command::Apps => out.apps(&registry.list_apps().await?),
-        Command::Instances { app } => out.instances(&registry.list(app).await?),
+        Command::Apps => out.apps(&registry.list_apps().await?)?,
+        Command::Instances { app } => out.instances(&registry.list(app).await?)?,
         Command::Metadata { app, revision } => {
             let list = registry.list(app).await?;
             let mut by_revision: BTreeMap<&str, Vec<_>> = BTreeMap::new();
@@ -228,33 +220,35 @@ async fn run(cli: Cli) -> Result<(), Error> {
                     "no instance of {app:?} has revision {revision}"
                 )));
             }
-            out.metadata(&*resolver.metadata(app, &revision, &members).await?);
+            out.metadata(&*resolver.metadata(app, &revision, &members).await?)?;
         }
         Command::Mapping { interface } => {
             let mapping = Mapping::new(store, layout, Limits::default());
-            out.mapping(interface, &mapping.get(interface).await?.apps);
+            out.mapping(interface, &mapping.get(interface).await?.apps)?;
         }
-        Command::Resolve(target) => out.endpoints(&resolver.resolve(&target.subscription()).await?),
+        Command::Resolve(target) => {
+            out.endpoints(&resolver.resolve(&target.subscription()).await?)?
+        }
         Command::Watch { target, metrics } => {
             let mut handle = resolver.subscribe(target.subscription()).await?;
             let _metrics = match metrics {
                 Some(addr) => {
-                    let source = introspect::metrics::Metrics::new().resolver(&resolver);
-                    let (bound, task) = introspect::metrics::serve_metrics(*addr, source).await?;
-                    eprintln!("metrics at http://{bound}/metrics");
-                    Some(AbortOnDrop(task))
+                    let bound = introspect_cli::exporter::install(*addr)?;
+                    let _ = writeln!(std::io::stderr(), "metrics at http://{bound}/metrics");
+                    let publishing = Metrics::new().resolver(&resolver);
+                    Some(publishing.spawn(introspect_cli::exporter::PUBLISH_INTERVAL))
                 }
                 None => None,
             };
             let mut shown = Vec::new();
-            out.changes(&shown, &handle.current(), handle.protection_active());
+            out.changes(&shown, &handle.current(), handle.protection_active())?;
             shown = handle.current().to_vec();
             loop {
                 tokio::select! {
                     _ = tokio::signal::ctrl_c() => break,
                     next = handle.changed() => {
                         let next = next?;
-                        out.changes(&shown, &next, handle.protection_active());
+                        out.changes(&shown, &next, handle.protection_active())?;
                         shown = next.to_vec();
                     }
                 }

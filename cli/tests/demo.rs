@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use introspect::demo::{DemoOptions, run};
 use introspect::{MemoryStore, Store};
+use introspect_cli::demo::{DemoOptions, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundred_instances_two_revisions_two_fetches() {

@@ -11,13 +11,14 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::consumer::{Resolver, Subscription};
-use crate::error::Result;
-use crate::model::ServiceInfo;
-use crate::provider::Provider;
-use crate::registry::Registry;
-use crate::store::Store;
-use crate::{Layout, Limits};
+use introspect::consumer::{Resolver, Subscription};
+use introspect::error::Result;
+use introspect::metrics::Metrics;
+use introspect::model::ServiceInfo;
+use introspect::provider::Provider;
+use introspect::registry::Registry;
+use introspect::store::Store;
+use introspect::{Layout, Limits};
 
 /// The sizes of the demo fleet.
 pub struct DemoOptions {
@@ -32,8 +33,9 @@ pub struct DemoOptions {
     /// When set, the providers stay registered until this future completes (e.g. Ctrl-C),
     /// so that other tools can look at them.
     pub hold: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
-    /// When set, serves the consumer's and the providers' metrics at `http://{addr}/metrics`
-    /// (port 0: any free port) while the demo runs.
+    /// When set, installs the Prometheus exporter at `http://{addr}/metrics` (port 0: any
+    /// free port) and publishes the consumer's and the providers' metrics to it while the
+    /// demo runs.
     pub metrics: Option<std::net::SocketAddr>,
 }
 
@@ -171,13 +173,13 @@ pub async fn run(
     let resolver = Resolver::new(store.clone());
     let mut metrics_task = None;
     if let Some(addr) = options.metrics {
-        let mut metrics = crate::metrics::Metrics::new().resolver(&resolver);
+        let bound = crate::exporter::install(addr)?;
+        let mut metrics = Metrics::new().resolver(&resolver);
         for p in &providers {
             metrics = metrics.provider(p).await;
         }
-        let (bound, task) = crate::metrics::serve_metrics(addr, metrics).await?;
         writeln!(out, "\nMetrics at http://{bound}/metrics")?;
-        metrics_task = Some(task);
+        metrics_task = Some(metrics.spawn(crate::exporter::PUBLISH_INTERVAL));
     }
     let subscriptions = [
         Subscription::new("shop.OrderService"),
@@ -291,9 +293,7 @@ pub async fn run(
         out.flush()?;
         hold.await;
     }
-    if let Some(task) = metrics_task {
-        task.abort();
-    }
+    drop(metrics_task);
     writeln!(
         out,
         "\nStopping providers gracefully (disabled, drained, deregistered)..."

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use introspect::registry::{InstanceList, Instances};
 use introspect::{Endpoint, MetadataInfo};
 use serde_json::json;
+use std::fmt::Write as _;
+use std::io::{self, Write as _};
 
 /// Prints results as tables or as JSON.
 pub struct Output {
@@ -20,18 +22,22 @@ impl Output {
         }
     }
 
-    fn emit(&self, value: serde_json::Value, table: impl FnOnce()) {
+    /// Writes `value` as JSON, or the table `table` writes.
+    fn emit(&self, value: serde_json::Value, table: impl FnOnce(&mut String)) -> io::Result<()> {
+        let mut t = String::new();
         if self.json {
-            println!(
+            let _ = writeln!(
+                t,
                 "{}",
                 serde_json::to_string_pretty(&value).unwrap_or_default()
             );
         } else {
-            table();
+            table(&mut t);
         }
+        write_out(&t)
     }
 
-    pub fn apps(&self, apps: &BTreeMap<String, Instances>) {
+    pub fn apps(&self, apps: &BTreeMap<String, Instances>) -> io::Result<()> {
         let revisions = |instances: &Instances| -> BTreeMap<String, usize> {
             let mut counts = BTreeMap::new();
             for i in instances.values() {
@@ -43,30 +49,32 @@ impl Output {
             .iter()
             .map(|(app, instances)| json!({"app": app, "instances": instances.len(), "revisions": revisions(instances)}))
             .collect();
-        self.emit(value, || {
-            println!("{:<24} {:>9}  REVISIONS", "APP", "INSTANCES");
+        self.emit(value, |t| {
+            let _ = writeln!(t, "{:<24} {:>9}  REVISIONS", "APP", "INSTANCES");
             for (app, instances) in apps {
                 let revs: Vec<String> = revisions(instances)
                     .iter()
                     .map(|(r, n)| format!("{}×{n}", short(r)))
                     .collect();
-                println!("{:<24} {:>9}  {}", app, instances.len(), revs.join(", "));
+                let _ = writeln!(t, "{:<24} {:>9}  {}", app, instances.len(), revs.join(", "));
             }
-        });
+        })
     }
 
-    pub fn instances(&self, list: &InstanceList) {
+    pub fn instances(&self, list: &InstanceList) -> io::Result<()> {
         let value = json!({
             "instances": list.instances.values().map(|i| serde_json::to_value(&**i).unwrap_or_default()).collect::<Vec<_>>(),
             "skipped": list.skipped.iter().map(|(k, r)| json!({"address": k, "reason": r})).collect::<Vec<_>>(),
         });
-        self.emit(value, || {
-            println!(
+        self.emit(value, |t| {
+            let _ = writeln!(
+                t,
                 "{:<28} {:<8} {:<14} {:<8} {:>6}",
                 "ADDRESS", "ENABLED", "REVISION", "STORAGE", "META"
             );
             for i in list.instances.values() {
-                println!(
+                let _ = writeln!(
+                    t,
                     "{:<28} {:<8} {:<14} {:<8} {:>6}",
                     i.address(),
                     i.enabled,
@@ -76,41 +84,51 @@ impl Output {
                 );
             }
             for (address, reason) in &list.skipped {
-                println!("skipped {address}: {reason}");
+                let _ = writeln!(t, "skipped {address}: {reason}");
             }
-        });
+        })
     }
 
-    pub fn metadata(&self, info: &MetadataInfo) {
-        self.emit(serde_json::to_value(info).unwrap_or_default(), || {
-            println!("app {}  revision {}", info.app, info.revision);
-            println!("{:<48} {:>6}  {:<24} PARAMS", "MATCH KEY", "PORT", "PATH");
+    pub fn metadata(&self, info: &MetadataInfo) -> io::Result<()> {
+        self.emit(serde_json::to_value(info).unwrap_or_default(), |t| {
+            let _ = writeln!(t, "app {}  revision {}", info.app, info.revision);
+            let _ = writeln!(
+                t,
+                "{:<48} {:>6}  {:<24} PARAMS",
+                "MATCH KEY", "PORT", "PATH"
+            );
             for (key, s) in &info.services {
-                println!("{:<48} {:>6}  {:<24} {:?}", key, s.port, s.path, s.params);
+                let _ = writeln!(
+                    t,
+                    "{:<48} {:>6}  {:<24} {:?}",
+                    key, s.port, s.path, s.params
+                );
             }
-        });
+        })
     }
 
-    pub fn mapping(&self, interface: &str, apps: &BTreeSet<String>) {
-        self.emit(json!({"interface": interface, "apps": apps}), || {
+    pub fn mapping(&self, interface: &str, apps: &BTreeSet<String>) -> io::Result<()> {
+        self.emit(json!({"interface": interface, "apps": apps}), |t| {
             if apps.is_empty() {
-                println!("no app exports {interface}");
+                let _ = writeln!(t, "no app exports {interface}");
             }
             for app in apps {
-                println!("{app}");
+                let _ = writeln!(t, "{app}");
             }
-        });
+        })
     }
 
-    pub fn endpoints(&self, endpoints: &[Endpoint]) {
+    pub fn endpoints(&self, endpoints: &[Endpoint]) -> io::Result<()> {
         let value = endpoints.iter().map(endpoint_json).collect();
-        self.emit(value, || {
-            println!(
+        self.emit(value, |t| {
+            let _ = writeln!(
+                t,
                 "{:<20} {:<28} {:<6} {:<14} SERVICE",
                 "APP", "ADDRESS", "PROTO", "REVISION"
             );
             for e in endpoints {
-                println!(
+                let _ = writeln!(
+                    t,
                     "{:<20} {:<28} {:<6} {:<14} {}",
                     e.app,
                     e.address(),
@@ -119,19 +137,25 @@ impl Output {
                     e.service.match_key()
                 );
             }
-            println!("{} endpoints", endpoints.len());
-        });
+            let _ = writeln!(t, "{} endpoints", endpoints.len());
+        })
     }
 }
 
 impl Output {
     /// One line per endpoint that came or went since `before`, with a timestamp.
-    pub fn changes(&self, before: &[Endpoint], after: &[Endpoint], protection_active: bool) {
+    pub fn changes(
+        &self,
+        before: &[Endpoint],
+        after: &[Endpoint],
+        protection_active: bool,
+    ) -> io::Result<()> {
         let (old, new): (BTreeSet<&Endpoint>, BTreeSet<&Endpoint>) =
             (before.iter().collect(), after.iter().collect());
         let added: Vec<&Endpoint> = new.difference(&old).copied().collect();
         let removed: Vec<&Endpoint> = old.difference(&new).copied().collect();
         let now = self.started.elapsed().as_secs_f64();
+        let mut t = String::new();
         if self.json {
             let line = json!({
                 "seconds": now,
@@ -140,17 +164,18 @@ impl Output {
                 "added": added.iter().map(|e| endpoint_json(e)).collect::<Vec<_>>(),
                 "removed": removed.iter().map(|e| endpoint_json(e)).collect::<Vec<_>>(),
             });
-            println!("{line}");
-            return;
+            let _ = writeln!(t, "{line}");
+            return write_out(&t);
         }
         let protection = if protection_active {
             " (self-preservation holding removals)"
         } else {
             ""
         };
-        println!("[+{now:.3}s] {} endpoints{protection}", after.len());
+        let _ = writeln!(t, "[+{now:.3}s] {} endpoints{protection}", after.len());
         for e in added {
-            println!(
+            let _ = writeln!(
+                t,
                 "  + {:<20} {:<28} {}",
                 e.app,
                 e.address(),
@@ -158,16 +183,27 @@ impl Output {
             );
         }
         for e in removed {
-            println!(
+            let _ = writeln!(
+                t,
                 "  - {:<20} {:<28} {}",
                 e.app,
                 e.address(),
                 e.service.match_key()
             );
         }
+        write_out(&t)
     }
 }
 
+/// Writes `text` to standard output at once. A closed pipe (`| head`) comes back as an
+/// error of kind [`io::ErrorKind::BrokenPipe`], which the caller takes as "stop quietly".
+fn write_out(text: &str) -> io::Result<()> {
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()
+}
+
+/// An endpoint as JSON.
 pub fn endpoint_json(e: &Endpoint) -> serde_json::Value {
     json!({
         "app": e.app, "host": e.host, "port": e.port, "protocol": e.protocol,

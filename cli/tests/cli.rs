@@ -1,0 +1,328 @@
+//! The `introspect` binary against a real etcd holding real providers.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use introspect::{ServiceInfo, Store};
+use support::etcd::EtcdServer;
+use support::fleet::start_provider;
+
+/// What a run of the binary did.
+struct Run {
+    ok: bool,
+    out: String,
+    err: String,
+}
+
+/// Runs the binary with `args` and `env` (no `INTROSPECT_*` variables inherited, no
+/// terminal on standard input).
+fn run_with(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_introspect"));
+    command.args(args).stdin(Stdio::null());
+    for var in ["INTROSPECT_ETCD", "INTROSPECT_USER", "INTROSPECT_PASSWORD"] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied());
+    let output = command.output().expect("binary runs");
+    Run {
+        ok: output.status.success(),
+        out: String::from_utf8_lossy(&output.stdout).into_owned(),
+        err: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn introspect(args: &[&str]) -> (bool, String, String) {
+    let run = run_with(args, &[]);
+    (run.ok, run.out, run.err)
+}
+
+/// Runs the binary with its standard output closed before it writes, as `| head` does
+/// once it has its lines.
+fn with_stdout_closed(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_introspect"))
+        .args(args)
+        .env_remove("INTROSPECT_ETCD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("binary ends");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_show_what_is_registered() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let store: Arc<dyn Store> = etcd.store().await;
+    let orders = start_provider(
+        &store,
+        "shop-orders",
+        vec![ServiceInfo::new("shop.OrderService").with_version("1.0")],
+    )
+    .await;
+    let _second = start_provider(
+        &store,
+        "shop-orders",
+        vec![ServiceInfo::new("shop.OrderService").with_version("1.0")],
+    )
+    .await;
+    let endpoint = etcd.endpoint();
+    let etcd_args = ["--etcd", endpoint.as_str()];
+    let run = |rest: &[&str]| {
+        let args: Vec<&str> = etcd_args.iter().chain(rest).copied().collect();
+        tokio::task::block_in_place(|| introspect(&args))
+    };
+
+    let (ok, out, err) = run(&["apps"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("shop-orders") && out.contains(&format!("{}×2", &orders.revision()[..12])),
+        "{out}"
+    );
+
+    let (ok, out, _) = run(&["--json", "instances", "shop-orders"]);
+    assert!(ok);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["instances"].as_array().unwrap().len(), 2);
+    assert_eq!(json["instances"][0]["serviceName"], "shop-orders");
+
+    let (ok, out, _) = run(&["--json", "resolve", "shop.OrderService", "--version", "1.0"]);
+    assert!(ok);
+    let endpoints: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(endpoints.as_array().unwrap().len(), 2);
+
+    let (ok, out, _) = run(&["resolve", "shop.OrderService", "--version", "2.0"]);
+    assert!(ok);
+    assert!(out.contains("0 endpoints"), "{out}");
+
+    let (ok, out, _) = run(&["mapping", "shop.OrderService"]);
+    assert!(ok && out.trim() == "shop-orders", "{out}");
+
+    let (ok, out, _) = run(&["--json", "metadata", "shop-orders"]);
+    assert!(ok);
+    let info: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(info["revision"], orders.revision().as_str());
+    assert!(
+        info["services"]["shop.OrderService:1.0:tri"].is_object(),
+        "{info}"
+    );
+}
+
+#[test]
+fn errors_are_one_line_with_a_failing_exit_code() {
+    let (ok, out, err) = introspect(&["--etcd", "http://127.0.0.1:1,http://127.0.0.1:2", "apps"]);
+    assert!(!ok && out.is_empty());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(
+            "error: store unavailable: cannot reach etcd at http://127.0.0.1:1, http://127.0.0.1:2: "
+        ),
+        "{err}"
+    );
+    assert!(
+        !err.contains("[\"") && !err.contains("\\\""),
+        "no Debug-quoted list: {err}"
+    );
+
+    // No store named: an error that says how to name one, not an empty embedded store.
+    let (ok, out, err) = introspect(&["apps"]);
+    assert!(!ok && out.is_empty());
+    assert!(
+        err.starts_with("error:") && err.contains("--etcd") && err.contains("INTROSPECT_ETCD"),
+        "{err}"
+    );
+
+    let (ok, _, err) = introspect(&["--memory", "instances", "a/b"]);
+    assert!(!ok);
+    assert!(err.contains("invalid app name"), "{err}");
+
+    let (ok, _, err) = introspect(&["--etcd", "", "apps"]);
+    assert!(!ok && err.starts_with("error:"), "{err}");
+}
+
+#[test]
+fn a_closed_pipe_stops_the_tool_quietly() {
+    for args in [
+        &["--memory", "apps"][..],
+        &["demo", "--blue", "1", "--green", "1", "--payments", "1"][..],
+    ] {
+        let (code, err) = with_stdout_closed(args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("error"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_pipe_after_output_from_etcd_stops_quietly() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let store: Arc<dyn Store> = etcd.store().await;
+    let _orders = start_provider(&store, "shop-orders", vec![ServiceInfo::new("shop.A")]).await;
+    let endpoint = etcd.endpoint();
+    let (code, err) =
+        tokio::task::block_in_place(|| with_stdout_closed(&["--etcd", endpoint.as_str(), "apps"]));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_come_from_the_environment() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let store: Arc<dyn Store> = etcd.store().await;
+    let _orders = start_provider(&store, "shop-orders", vec![ServiceInfo::new("shop.A")]).await;
+    let endpoint = etcd.endpoint();
+    let run = tokio::task::block_in_place(|| {
+        run_with(
+            &["mapping", "shop.A"],
+            &[("INTROSPECT_ETCD", endpoint.as_str())],
+        )
+    });
+    assert!(run.ok, "{}", run.err);
+    assert_eq!(run.out.trim(), "shop-orders");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_come_from_the_environment_and_never_show() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let store: Arc<dyn Store> = etcd.store().await;
+    let _orders = start_provider(&store, "shop-orders", vec![ServiceInfo::new("shop.A")]).await;
+    etcd.enable_auth();
+    let endpoint = etcd.endpoint();
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut all = vec!["--etcd", endpoint.as_str()];
+        all.extend_from_slice(args);
+        tokio::task::block_in_place(|| run_with(&all, env))
+    };
+
+    let reader = run(
+        &["--user", "reader", "mapping", "shop.A"],
+        &[("INTROSPECT_PASSWORD", "reader-pw")],
+    );
+    assert!(reader.ok, "{}", reader.err);
+    assert_eq!(reader.out.trim(), "shop-orders");
+
+    let from_env = run(
+        &["mapping", "shop.A"],
+        &[
+            ("INTROSPECT_USER", "reader"),
+            ("INTROSPECT_PASSWORD", "reader-pw"),
+        ],
+    );
+    assert!(from_env.ok, "{}", from_env.err);
+
+    let wrong = run(
+        &["--user", "reader", "apps"],
+        &[("INTROSPECT_PASSWORD", "not-the-pw-42")],
+    );
+    assert!(!wrong.ok);
+    assert!(wrong.err.contains("authentication failed"), "{}", wrong.err);
+    assert!(!wrong.err.contains("not-the-pw-42"), "{}", wrong.err);
+    assert_eq!(wrong.err.trim().lines().count(), 1, "{}", wrong.err);
+
+    // No password and no terminal to ask on: say what to set, do not wait.
+    let unasked = run(&["--user", "reader", "apps"], &[]);
+    assert!(!unasked.ok);
+    assert!(
+        unasked.err.contains("INTROSPECT_PASSWORD"),
+        "{}",
+        unasked.err
+    );
+
+    // The password never goes on the command line, and is never repeated.
+    let inline = run(&["--user", "reader:reader-pw", "apps"], &[]);
+    assert!(!inline.ok);
+    assert!(!inline.err.contains("reader-pw"), "{}", inline.err);
+    assert!(inline.err.contains("INTROSPECT_PASSWORD"), "{}", inline.err);
+
+    let in_url = endpoint.replace("http://", "http://reader:reader-pw@");
+    let url = tokio::task::block_in_place(|| run_with(&["--etcd", in_url.as_str(), "apps"], &[]));
+    assert!(!url.ok);
+    assert!(!url.err.contains("reader-pw"), "{}", url.err);
+    assert!(url.err.contains("credentials in the URL"), "{}", url.err);
+    assert_eq!(url.err.trim().lines().count(), 1, "{}", url.err);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_options_are_etcdctls() {
+    let Some(etcd) = EtcdServer::start_tls().await else {
+        return;
+    };
+    let store: Arc<dyn Store> = etcd.store().await;
+    let _orders = start_provider(&store, "shop-orders", vec![ServiceInfo::new("shop.A")]).await;
+    let tls = etcd.tls().expect("a TLS server");
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, pem: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let ca = write("ca.pem", &tls.ca_pem);
+    let cert = write("client.pem", &tls.client_cert_pem);
+    let key = write("client-key.pem", &tls.client_key_pem);
+    let endpoint = etcd.endpoint();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--etcd", endpoint.as_str()];
+        all.extend_from_slice(args);
+        all.extend(["mapping", "shop.A"]);
+        tokio::task::block_in_place(|| run_with(&all, &[]))
+    };
+
+    let ok = run(&["--cacert", &ca, "--cert", &cert, "--key", &key]);
+    assert!(ok.ok, "{}", ok.err);
+    assert_eq!(ok.out.trim(), "shop-orders");
+
+    // The server wants a client certificate: without one, a one-line error.
+    let no_identity = run(&["--cacert", &ca]);
+    assert!(!no_identity.ok);
+    assert_eq!(
+        no_identity.err.trim().lines().count(),
+        1,
+        "{}",
+        no_identity.err
+    );
+
+    let half = run(&["--cacert", &ca, "--cert", &cert]);
+    assert!(!half.ok && half.err.contains("--key"), "{}", half.err);
+
+    let missing = run(&["--cacert", "/nonexistent/ca.pem"]);
+    assert!(
+        !missing.ok && missing.err.contains("--cacert"),
+        "{}",
+        missing.err
+    );
+}
+
+#[test]
+fn help_shows_examples() {
+    let (ok, out, _) = introspect(&["--help"]);
+    assert!(ok);
+    for word in [
+        "demo",
+        "apps",
+        "instances",
+        "metadata",
+        "mapping",
+        "resolve",
+        "watch",
+        "Examples:",
+    ] {
+        assert!(out.contains(word), "--help lacks {word}: {out}");
+    }
+}

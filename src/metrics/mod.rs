@@ -1,0 +1,431 @@
+//! Resolver and provider metrics, published through the [`metrics`] facade.
+//!
+//! The library holds no HTTP server and formats no text: it records into whatever recorder
+//! the application installed (for Prometheus, `metrics-exporter-prometheus`; the
+//! `introspect` tool's `--metrics ADDR` does that). Without a recorder, publishing costs
+//! next to nothing.
+//!
+//! [`Metrics`] names what to publish (a resolver's counters and instances per app, the
+//! MetadataService requests each provider answered). [`Metrics::publish`] records the
+//! current values once; [`Metrics::spawn`] does it now and then every interval until the
+//! returned [`MetricsTask`] is dropped. The values are read from the stats snapshots
+//! ([`crate::ResolverStats`], [`crate::rpc::ExportedMetadata::served`]), so counters are
+//! set to their absolute totals.
+//!
+//! ```no_run
+//! # async fn demo(resolver: introspect::Resolver, provider: introspect::Provider) {
+//! use std::time::Duration;
+//! use introspect::metrics::Metrics;
+//!
+//! // After installing a recorder (e.g. metrics_exporter_prometheus::PrometheusBuilder):
+//! let _publishing = Metrics::new()
+//!     .resolver(&resolver)
+//!     .provider(&provider)
+//!     .await
+//!     .spawn(Duration::from_secs(1));
+//! # }
+//! ```
+//!
+//! | metric | type | meaning |
+//! |---|---|---|
+//! | `introspect_metadata_fetches_total` | counter | MetadataService calls made |
+//! | `introspect_metadata_cache_hits_total` | counter | metadata lookups answered from the cache |
+//! | `introspect_metadata_cache_misses_total` | counter | metadata lookups that had to load |
+//! | `introspect_metadata_fetch_failures_total` | counter | MetadataService calls or report reads that failed |
+//! | `introspect_revisions_known` | gauge | (app, revision) pairs whose metadata is cached |
+//! | `introspect_app_instances{app}` | gauge | routable instances per app, as subscriptions see them |
+//! | `introspect_watch_restarts_total` | counter | watches that ended with an error and were restarted |
+//! | `introspect_relists_total` | counter | instance lists read again after a watch ended |
+//! | `introspect_protection_active` | gauge | 1 while self-preservation holds removals |
+//! | `introspect_pushes_total` | counter | endpoint sets pushed to subscribers |
+//! | `introspect_provider_metadata_requests_total{app,instance}` | counter | `GetMetadataInfo` requests a provider answered |
+//! | `introspect_provider_revision_info{app,instance,revision}` | gauge | 1 for a provider's current revision, 0 for those it had |
+//!
+//! and the other fields of [`ResolverStats`], each under `introspect_` with its own
+//! description.
+//!
+//! # Label cardinality
+//!
+//! The `app` label of `introspect_app_instances` takes its values from the store, which
+//! whoever writes the store controls. At most [`DEFAULT_MAX_APP_LABELS`] distinct apps get
+//! a series of their own ([`Metrics::max_app_labels`] changes the bound), first come, first
+//! served; the instances of the others are summed under `app="other"`. A provider's labels
+//! come from its own configuration, not from the store.
+
+mod labels;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use metrics::{counter, describe_counter, describe_gauge, gauge};
+use tokio::task::JoinHandle;
+
+use crate::consumer::{Resolver, ResolverStats};
+use crate::provider::Provider;
+use crate::rpc::ExportedMetadata;
+
+pub use labels::OTHER as OTHER_APPS;
+
+/// The default bound on distinct `app` label values; see the module docs.
+pub const DEFAULT_MAX_APP_LABELS: usize = 100;
+
+/// What to publish: at most one resolver and any number of providers. Cheap to clone; the
+/// clones share the label bound's state.
+#[derive(Clone)]
+pub struct Metrics {
+    resolver: Option<Resolver>,
+    providers: Vec<ProviderSource>,
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Clone)]
+struct ProviderSource {
+    instance: String,
+    exported: Arc<ExportedMetadata>,
+}
+
+/// What publishing remembers between two rounds.
+struct State {
+    apps: labels::BoundedLabels,
+    /// The revision last published per provider instance, to set its info gauge to 0 once
+    /// it is replaced.
+    revisions: BTreeMap<String, String>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            resolver: None,
+            providers: Vec::new(),
+            state: Arc::new(Mutex::new(State {
+                apps: labels::BoundedLabels::new(DEFAULT_MAX_APP_LABELS),
+                revisions: BTreeMap::new(),
+            })),
+        }
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("resolver", &self.resolver.is_some())
+            .field(
+                "providers",
+                &self
+                    .providers
+                    .iter()
+                    .map(|p| &p.instance)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// The values of one publishing round, read from the stats snapshots.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sample {
+    /// The resolver's counters, if a resolver is published.
+    pub resolver: Option<ResolverStats>,
+    /// Routable instances per app, as the resolver's live subscriptions see them.
+    pub instances_per_app: BTreeMap<String, u64>,
+    /// Per provider: its app, its instance address, its current revision and the
+    /// `GetMetadataInfo` requests it answered.
+    pub providers: Vec<ProviderSample>,
+}
+
+/// One provider's values in a [`Sample`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProviderSample {
+    /// The provider's app.
+    pub app: String,
+    /// Its instance address, `host:port`.
+    pub instance: String,
+    /// Its current revision.
+    pub revision: String,
+    /// `GetMetadataInfo` requests it answered (found or not).
+    pub served: u64,
+}
+
+impl Metrics {
+    /// Nothing to publish yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Publishes this resolver's counters (replacing any resolver given before).
+    pub fn resolver(mut self, resolver: &Resolver) -> Self {
+        self.resolver = Some(resolver.clone());
+        self
+    }
+
+    /// Publishes the MetadataService requests `provider` answers, labelled with its app and
+    /// its instance address (read now: add the provider once it has started).
+    pub async fn provider(mut self, provider: &Provider) -> Self {
+        self.providers.push(ProviderSource {
+            instance: provider.instance().await.address(),
+            exported: provider.exported().clone(),
+        });
+        self
+    }
+
+    /// At most `max` distinct `app` label values (default [`DEFAULT_MAX_APP_LABELS`]); the
+    /// rest are summed under [`OTHER_APPS`]. Resets what was admitted so far.
+    pub fn max_app_labels(self, max: usize) -> Self {
+        if let Ok(mut state) = self.state.lock() {
+            state.apps = labels::BoundedLabels::new(max);
+        }
+        self
+    }
+
+    /// Reads the current values.
+    pub async fn sample(&self) -> Sample {
+        let mut sample = Sample::default();
+        if let Some(resolver) = &self.resolver {
+            sample.resolver = Some(resolver.stats().await);
+            sample.instances_per_app = resolver.instances_per_app();
+        }
+        sample.providers = self
+            .providers
+            .iter()
+            .map(|p| {
+                let current = p.exported.current();
+                ProviderSample {
+                    app: current.app.clone(),
+                    instance: p.instance.clone(),
+                    revision: current.revision.clone(),
+                    served: p.exported.served(),
+                }
+            })
+            .collect();
+        sample
+    }
+
+    /// Records `sample` into the installed recorder, folding `app` labels past the bound.
+    pub fn record(&self, sample: &Sample) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(stats) = &sample.resolver {
+            record_resolver(stats);
+            describe_gauge!(
+                "introspect_app_instances",
+                "Routable instances per app, as the live subscriptions see them."
+            );
+            for (app, n) in state.apps.fold(&sample.instances_per_app) {
+                gauge!("introspect_app_instances", "app" => app).set(n as f64);
+            }
+        }
+        if !sample.providers.is_empty() {
+            describe_counter!(
+                "introspect_provider_metadata_requests_total",
+                "GetMetadataInfo requests the provider answered (found or not)."
+            );
+            describe_gauge!(
+                "introspect_provider_revision_info",
+                "1 for the provider's current revision, 0 for the revisions it had before."
+            );
+        }
+        for p in &sample.providers {
+            counter!(
+                "introspect_provider_metadata_requests_total",
+                "app" => p.app.clone(),
+                "instance" => p.instance.clone()
+            )
+            .absolute(p.served);
+            let previous = state
+                .revisions
+                .insert(p.instance.clone(), p.revision.clone());
+            if let Some(previous) = previous.filter(|r| *r != p.revision) {
+                gauge!(
+                    "introspect_provider_revision_info",
+                    "app" => p.app.clone(),
+                    "instance" => p.instance.clone(),
+                    "revision" => previous
+                )
+                .set(0.0);
+            }
+            gauge!(
+                "introspect_provider_revision_info",
+                "app" => p.app.clone(),
+                "instance" => p.instance.clone(),
+                "revision" => p.revision.clone()
+            )
+            .set(1.0);
+        }
+    }
+
+    /// Reads the current values and records them.
+    pub async fn publish(&self) {
+        let sample = self.sample().await;
+        self.record(&sample);
+    }
+
+    /// Publishes now and then every `every` (at least 10 ms) on a task of its own, until the
+    /// returned handle is dropped. Needs a tokio runtime.
+    pub fn spawn(self, every: Duration) -> MetricsTask {
+        let every = every.max(Duration::from_millis(10));
+        MetricsTask(tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                self.publish().await;
+            }
+        }))
+    }
+}
+
+/// The task [`Metrics::spawn`] started; dropping it stops publishing.
+#[derive(Debug)]
+pub struct MetricsTask(JoinHandle<()>);
+
+impl Drop for MetricsTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Every field of [`ResolverStats`]: its metric name (without `introspect_`), whether it
+/// is a counter, its description and its value.
+fn resolver_series(stats: &ResolverStats) -> [(&'static str, bool, &'static str, u64); 21] {
+    [
+        (
+            "metadata_fetches_total",
+            true,
+            "MetadataService calls made (each attempt on an instance counts once).",
+            stats.metadata_fetches,
+        ),
+        (
+            "metadata_cache_hits_total",
+            true,
+            "Metadata lookups answered from the cache.",
+            stats.cache_hits,
+        ),
+        (
+            "metadata_cache_misses_total",
+            true,
+            "Metadata lookups that had to load (concurrent callers share one load).",
+            stats.cache_misses,
+        ),
+        (
+            "metadata_fetch_failures_total",
+            true,
+            "MetadataService calls or metadata report reads that failed.",
+            stats.fetch_failures,
+        ),
+        (
+            "revision_mismatches_total",
+            true,
+            "Metadata answers rejected because their content did not hash to their revision.",
+            stats.revision_mismatches,
+        ),
+        (
+            "metadata_report_reads_total",
+            true,
+            "Metadata report reads (storage type remote).",
+            stats.report_reads,
+        ),
+        (
+            "metadata_retries_total",
+            true,
+            "Background metadata fetches retried after a failure.",
+            stats.metadata_retries,
+        ),
+        (
+            "skipped_records_total",
+            true,
+            "Instance records skipped as malformed, oversized or misplaced.",
+            stats.skipped_records,
+        ),
+        (
+            "pushes_total",
+            true,
+            "Endpoint sets pushed to subscribers.",
+            stats.pushes,
+        ),
+        (
+            "unchanged_updates_total",
+            true,
+            "Coalesced updates not pushed because the endpoint set was unchanged.",
+            stats.unchanged_updates,
+        ),
+        (
+            "relists_total",
+            true,
+            "Instance lists read again after a watch ended.",
+            stats.relists,
+        ),
+        (
+            "watch_restarts_total",
+            true,
+            "Mapping and instance watches that ended with an error and were started again.",
+            stats.watch_restarts,
+        ),
+        (
+            "held_removals_total",
+            true,
+            "Instance expiries held by self-preservation.",
+            stats.held_removals,
+        ),
+        (
+            "set_aside_total",
+            true,
+            "Times an endpoint was set aside after consecutive call failures.",
+            stats.set_aside,
+        ),
+        (
+            "health_probes_total",
+            true,
+            "Health probes of set-aside endpoints.",
+            stats.probes,
+        ),
+        (
+            "snapshot_writes_total",
+            true,
+            "Local snapshots written.",
+            stats.snapshot_writes,
+        ),
+        (
+            "snapshot_loads_total",
+            true,
+            "Subscriptions started from the local snapshot because the store was unreachable.",
+            stats.snapshot_loads,
+        ),
+        (
+            "revisions_known",
+            false,
+            "Distinct (app, revision) pairs whose metadata is cached.",
+            stats.revisions_known,
+        ),
+        (
+            "subscriptions",
+            false,
+            "Live subscriptions.",
+            stats.subscriptions,
+        ),
+        (
+            "protected_apps",
+            false,
+            "Apps (per subscription) whose removals self-preservation holds right now.",
+            stats.protected_apps,
+        ),
+        (
+            "protection_active",
+            false,
+            "1 while self-preservation holds removals in any subscription, else 0.",
+            u64::from(stats.protection_active),
+        ),
+    ]
+}
+
+fn record_resolver(stats: &ResolverStats) {
+    for (name, is_counter, help, value) in resolver_series(stats) {
+        let name = format!("introspect_{name}");
+        if is_counter {
+            describe_counter!(name.clone(), help);
+            counter!(name).absolute(value);
+        } else {
+            describe_gauge!(name.clone(), help);
+            gauge!(name).set(value as f64);
+        }
+    }
+}

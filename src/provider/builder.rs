@@ -1,0 +1,271 @@
+//! The provider's settings: [`ProviderBuilder`], validated without I/O by
+//! [`ProviderBuilder::build`].
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+use tonic::server::NamedService;
+
+use super::{
+    DEFAULT_DRAIN, DEFAULT_LEASE_TTL, DEFAULT_REVISION_GRACE, MetadataServing, Provider, Settings,
+    Shared, State, address,
+};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::limits::Limits;
+use crate::mapping::Mapping;
+use crate::model::{MetadataInfo, ServiceInfo, ServiceInstance, StorageType, names};
+use crate::registry::Registry;
+use crate::report::MetadataReport;
+use crate::rpc::ExportedMetadata;
+use crate::store::{DeadlineStore, Store};
+
+/// Builds a [`Provider`]. Only the app name and the store are required.
+pub struct ProviderBuilder {
+    app: String,
+    store: Arc<dyn Store>,
+    host: Option<String>,
+    port: Option<u16>,
+    services: Vec<ServiceInfo>,
+    extra_metadata: BTreeMap<String, String>,
+    layout: Layout,
+    limits: Limits,
+    lease_ttl: Duration,
+    drain: Duration,
+    revision_grace: Duration,
+    storage_type: StorageType,
+    serving: MetadataServing,
+    #[cfg(feature = "tls")]
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    store_timeout: Duration,
+    report_cleanup: Option<Duration>,
+    check_metadata_service: bool,
+    reflection: bool,
+}
+
+impl ProviderBuilder {
+    /// The defaults, for a provider of `app` registering in `store`.
+    pub(super) fn new(app: String, store: Arc<dyn Store>) -> Self {
+        ProviderBuilder {
+            app,
+            store,
+            host: None,
+            port: None,
+            services: Vec::new(),
+            extra_metadata: BTreeMap::new(),
+            layout: Layout::default(),
+            limits: Limits::default(),
+            lease_ttl: DEFAULT_LEASE_TTL,
+            drain: DEFAULT_DRAIN,
+            revision_grace: DEFAULT_REVISION_GRACE,
+            storage_type: StorageType::Local,
+            report_cleanup: None,
+            serving: MetadataServing::InUserServer,
+            #[cfg(feature = "tls")]
+            tls: None,
+            store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
+            check_metadata_service: true,
+            reflection: true,
+        }
+    }
+
+    /// Sets the host consumers reach the instance at: a name or IP address, never an
+    /// unspecified one (`0.0.0.0`, `::`), which nobody can connect to.
+    ///
+    /// When none is given: with [`Provider::serve`] or [`Self::serve_metadata_on`], the
+    /// listener's IP, or for a listener on all interfaces (`0.0.0.0`, `::`) the IP of the
+    /// interface that routes outward (loopback when there is none); with
+    /// [`Provider::start`] inside your own server, `127.0.0.1`, which only this machine
+    /// reaches.
+    pub fn host(mut self, host: impl Into<String>) -> Self {
+        self.host = Some(host.into());
+        self
+    }
+
+    /// Sets the instance's RPC port: the port consumers dial. Required with
+    /// [`Provider::start`] inside your own tonic server; [`Provider::serve`] and
+    /// [`Self::serve_metadata_on`] learn it from their listener (set it only when consumers
+    /// reach the instance at another port, as behind a port mapping).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
+    }
+
+    /// Exports a service.
+    pub fn export(mut self, service: ServiceInfo) -> Self {
+        self.services.push(service);
+        self
+    }
+
+    /// Exports a tonic service by its `NamedService::NAME`, with the default protocol.
+    pub fn export_service<S: NamedService>(self) -> Self {
+        self.export(ServiceInfo::new(S::NAME))
+    }
+
+    /// Adds an entry to the instance's metadata map (well-known keys are set by the provider
+    /// and cannot be overridden).
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.extra_metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Puts every key under a namespace such as `/staging` (default: none).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Sets the size limits (default: [`Limits::default`]).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets the lease TTL (default [`DEFAULT_LEASE_TTL`]); keep-alives go every third of it.
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self
+    }
+
+    /// Sets the drain period of a graceful shutdown (default [`DEFAULT_DRAIN`]).
+    pub fn drain_period(mut self, drain: Duration) -> Self {
+        self.drain = drain;
+        self
+    }
+
+    /// Sets how long an earlier revision stays answerable (default
+    /// [`DEFAULT_REVISION_GRACE`]).
+    pub fn revision_grace(mut self, grace: Duration) -> Self {
+        self.revision_grace = grace;
+        self
+    }
+
+    /// Sets the storage type (default `local`); `remote` also writes the metadata report.
+    pub fn storage_type(mut self, storage_type: StorageType) -> Self {
+        self.storage_type = storage_type;
+        self
+    }
+
+    /// With storage type `remote`: removes reported revisions of the app that no registered
+    /// instance uses once they have been unused for `grace` (default: never removed). Every
+    /// provider of the app may run it; removals are idempotent. A consumer that still needs
+    /// a removed revision falls back to the MetadataService call.
+    pub fn report_cleanup(mut self, grace: Duration) -> Self {
+        self.report_cleanup = Some(grace);
+        self
+    }
+
+    /// Serves MetadataService on a listener of the provider's own at `addr` (port 0: any
+    /// free port) instead of inside the user's tonic server.
+    pub fn serve_metadata_on(mut self, addr: SocketAddr) -> Self {
+        self.serving = MetadataServing::OwnPort(addr);
+        self
+    }
+
+    /// Serves the provider's own MetadataService listener over TLS (see
+    /// [`Self::serve_metadata_on`]). Inside the user's server, TLS is the user's setting.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls(mut self, tls: tonic::transport::ServerTlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Sets the deadline of each store call (default
+    /// [`crate::store::DEFAULT_STORE_TIMEOUT`]): a hanging store costs a timeout, never a
+    /// hung provider.
+    pub fn store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = timeout;
+        self
+    }
+
+    /// Whether [`Provider::start`] first calls the provider's own MetadataService at the
+    /// registered host and port, and fails with [`Error::MetadataServiceMissing`] when it
+    /// does not answer for the provider's revision (default: on). It catches a router
+    /// without [`Provider::metadata_service`], which would register an instance no consumer
+    /// can use. Only inside your own server with storage type `local`:
+    /// [`Provider::serve`] and [`Self::serve_metadata_on`] serve it themselves, and `remote`
+    /// storage answers from the report. Turn it off when the registered address is not
+    /// reachable from the process itself, or your server speaks TLS.
+    pub fn check_metadata_service(mut self, check: bool) -> Self {
+        self.check_metadata_service = check;
+        self
+    }
+
+    /// Whether [`Provider::serve`] and [`Self::serve_metadata_on`] add gRPC server
+    /// reflection (`v1` and `v1alpha`) describing MetadataService (default: on). Turn it off
+    /// when your router serves reflection of its own.
+    pub fn reflection(mut self, reflection: bool) -> Self {
+        self.reflection = reflection;
+        self
+    }
+
+    /// Validates the settings and builds the provider, without I/O.
+    pub fn build(self) -> Result<Provider> {
+        if let Some(host) = &self.host {
+            address::check_host(host)?;
+        }
+        let port = match (self.port, self.serving) {
+            (Some(0), MetadataServing::OwnPort(_)) | (None, _) => 0,
+            (Some(port), _) => names::validate_port(i64::from(port))?,
+        };
+        if self.lease_ttl < Duration::from_secs(1) {
+            return Err(Error::Config(
+                "lease TTL must be at least one second".into(),
+            ));
+        }
+        let metadata = MetadataInfo::new(self.app.clone(), self.services)?;
+        let exported = Arc::new(ExportedMetadata::new(metadata, self.revision_grace));
+        let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));
+        let span = tracing::info_span!("provider", app = %self.app);
+        Ok(Provider {
+            span,
+            shared: Arc::new(Shared {
+                registry: Registry::new(store.clone(), self.layout.clone(), self.limits.clone()),
+                mapping: Mapping::new(store.clone(), self.layout.clone(), self.limits.clone()),
+                report: MetadataReport::new(store.clone(), self.layout, self.limits.clone()),
+                store,
+                exported,
+                limits: self.limits,
+                lease_ttl: self.lease_ttl,
+                drain: self.drain,
+                storage_type: self.storage_type,
+                report_cleanup: self.report_cleanup,
+                state: Mutex::new(State {
+                    instance: ServiceInstance::new(
+                        self.app,
+                        self.host
+                            .clone()
+                            .unwrap_or_else(|| address::LOOPBACK.into()),
+                        port,
+                    ),
+                    extra_metadata: self.extra_metadata,
+                    lease: None,
+                    metadata_port: port,
+                    stopped: false,
+                }),
+                cancel: CancellationToken::new(),
+            }),
+            settings: Settings {
+                serving: self.serving,
+                #[cfg(feature = "tls")]
+                tls: self.tls,
+                host_given: self.host.is_some(),
+                check_metadata_service: self.check_metadata_service,
+                reflection: self.reflection,
+            },
+            tasks: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Builds the provider and starts it (see [`Provider::start`]).
+    pub async fn start(self) -> Result<Provider> {
+        let provider = self.build()?;
+        provider.start().await?;
+        Ok(provider)
+    }
+}

@@ -1,0 +1,332 @@
+//! The provider: what a Rust RPC server embeds to be discovered.
+//!
+//! It registers one instance record for its app carrying the revision of its exports, serves
+//! MetadataService (inside the user's tonic server or on a port of its own), links each
+//! exported interface to its app in the mapping, keeps its lease alive and re-registers when
+//! the lease is lost, and stops gracefully: disabled first, deregistered after a drain.
+//!
+//! One concept per file:
+//!
+//! Three ways to run one, from the most to the least managed:
+//!
+//! * [`Provider::serve`] runs your tonic router with MetadataService added, registers once
+//!   it runs and stops gracefully on a signal before the server stops;
+//! * [`ProviderBuilder::serve_metadata_on`] then [`Provider::start`]: MetadataService on a
+//!   listener of the provider's own, beside whatever serves your RPCs;
+//! * [`Provider::start`] inside your own tonic server, to which you add
+//!   [`Provider::metadata_service`]; `start` checks that it answers
+//!   ([`ProviderBuilder::check_metadata_service`]), and you call [`Provider::shutdown`]
+//!   before stopping the server.
+//!
+//! Dropping a started provider without [`Provider::shutdown`] (or dropping a
+//! [`Provider::serve`] future before it completes) acts like a crash: its tasks stop and the
+//! record stays until the lease expires ([`ProviderBuilder::lease_ttl`]), so consumers keep
+//! calling a gone instance for up to a TTL. Stop it gracefully instead.
+//!
+//! One concept per file:
+//!
+//! * `builder`: the settings, validated without I/O; `address`: the registered host;
+//! * `record`: the instance record's well-known metadata (pure);
+//! * `lease`: registration under a lease, keep-alive, re-registration;
+//! * `mappings`: interface -> app links, retried in the background;
+//! * `report_cleanup`: removing reported revisions no instance uses;
+//! * `serve`: the user's router served with MetadataService; `own_server`: MetadataService
+//!   on a listener of the provider's own; `reflection`: gRPC reflection for both;
+//! * `check`: the start-up check that MetadataService answers;
+//! * `stop`: the graceful stop.
+
+mod address;
+mod builder;
+mod check;
+mod lease;
+mod mappings;
+mod own_server;
+mod record;
+mod reflection;
+mod report_cleanup;
+mod serve;
+mod stop;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+pub use builder::ProviderBuilder;
+
+use crate::error::{Error, Result};
+use crate::limits::Limits;
+use crate::mapping::Mapping;
+use crate::model::{MetadataInfo, ServiceInfo, ServiceInstance, StorageType};
+use crate::registry::Registry;
+use crate::report::MetadataReport;
+use crate::rpc::{ExportedMetadata, MetadataServer, MetadataServiceV2Server};
+use crate::store::{LeaseId, Store};
+
+/// Default lease TTL: a crashed provider disappears this long after its last keep-alive.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
+/// Default time between marking an instance disabled and deregistering it.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(2);
+/// Default time an earlier revision stays answerable after an export change.
+pub const DEFAULT_REVISION_GRACE: Duration = Duration::from_secs(120);
+
+/// Where the provider's MetadataService is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MetadataServing {
+    /// The user adds [`Provider::metadata_service`] to their own tonic server.
+    InUserServer,
+    /// The provider serves it on its own listener at this address (port 0: any free port).
+    OwnPort(SocketAddr),
+}
+
+/// A running (or ready to run) provider instance. See the module docs.
+///
+/// Dropping a started provider without [`Provider::shutdown`] acts like a crash: the record
+/// stays registered until its lease expires.
+pub struct Provider {
+    /// The span of the provider's tasks and calls.
+    span: tracing::Span,
+    shared: Arc<Shared>,
+    settings: Settings,
+    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// How the provider serves MetadataService and finds its address.
+struct Settings {
+    serving: MetadataServing,
+    #[cfg(feature = "tls")]
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    /// Whether the user gave the host (else it is learned from the listener).
+    host_given: bool,
+    check_metadata_service: bool,
+    reflection: bool,
+}
+
+/// What the provider's tasks share.
+struct Shared {
+    store: Arc<dyn Store>,
+    registry: Registry,
+    mapping: Mapping,
+    report: MetadataReport,
+    exported: Arc<ExportedMetadata>,
+    limits: Limits,
+    lease_ttl: Duration,
+    drain: Duration,
+    storage_type: StorageType,
+    report_cleanup: Option<Duration>,
+    /// Serializes every write of the instance record (export changes, lease recovery, stop).
+    state: Mutex<State>,
+    cancel: CancellationToken,
+}
+
+/// The instance record as last written, and the lease it is bound to.
+struct State {
+    instance: ServiceInstance,
+    extra_metadata: BTreeMap<String, String>,
+    lease: Option<LeaseId>,
+    metadata_port: u16,
+    /// Set once the record is being deleted: nothing may register it again.
+    stopped: bool,
+}
+
+impl Provider {
+    /// A builder for a provider of `app` registering in `store`.
+    pub fn builder(app: impl Into<String>, store: Arc<dyn Store>) -> ProviderBuilder {
+        ProviderBuilder::new(app.into(), store)
+    }
+
+    /// The MetadataService to add to the user's tonic server (when not served on a port of
+    /// the provider's own).
+    pub fn metadata_service(&self) -> MetadataServiceV2Server<MetadataServer> {
+        MetadataServer::new(self.shared.exported.clone()).into_service(&self.shared.limits)
+    }
+
+    /// What this provider answers MetadataService calls with.
+    pub fn exported(&self) -> &Arc<ExportedMetadata> {
+        &self.shared.exported
+    }
+
+    /// The current revision.
+    pub fn revision(&self) -> String {
+        self.shared.exported.current().revision.clone()
+    }
+
+    /// The instance record as last written. Before [`Self::start`] or [`Self::serve`], a
+    /// host or port still to be learned from the listener reads `127.0.0.1` or `0`.
+    pub async fn instance(&self) -> ServiceInstance {
+        self.shared.state.lock().await.instance.clone()
+    }
+
+    /// The lease the instance is bound to, once registered.
+    pub async fn lease(&self) -> Option<LeaseId> {
+        self.shared.state.lock().await.lease
+    }
+
+    /// Starts serving MetadataService (when on its own port), publishes the report (storage
+    /// type `remote`), registers the instance under a fresh lease, links the exported
+    /// interfaces to the app and keeps the lease alive. Returns once the instance is
+    /// registered; mappings that could not be written yet are retried in the background.
+    ///
+    /// Inside your own tonic server, start the server (with [`Self::metadata_service`]
+    /// added) first: `start` fails with [`Error::MetadataServiceMissing`] when it does not
+    /// answer (see [`ProviderBuilder::check_metadata_service`]), and with
+    /// [`Error::Config`] when the port was never set. [`Self::serve`] does all of it.
+    pub async fn start(&self) -> Result<()> {
+        self.start_inner()
+            .instrument(tracing::info_span!(parent: &self.span, "start"))
+            .await
+    }
+
+    async fn start_inner(&self) -> Result<()> {
+        match self.settings.serving {
+            MetadataServing::OwnPort(addr) => self.serve_own_port(addr).await?,
+            MetadataServing::InUserServer => {
+                if self.shared.state.lock().await.instance.port == 0 {
+                    return Err(Error::Config(
+                        "the instance port was never set: call `.port(..)` on the builder \
+                         with the port your tonic server listens on, or let `Provider::serve` \
+                         learn it from the listener"
+                            .into(),
+                    ));
+                }
+                if self.settings.check_metadata_service
+                    && self.shared.storage_type == StorageType::Local
+                {
+                    self.check_metadata_service().await?;
+                }
+            }
+        }
+        self.register_and_spawn().await
+    }
+
+    /// Registers the instance, writes the mappings and starts the background tasks.
+    async fn register_and_spawn(&self) -> Result<()> {
+        self.shared.register_with_new_lease().await?;
+        let pending = self.shared.write_mappings().await;
+        if !pending.is_empty() {
+            let shared = self.shared.clone();
+            self.spawn(async move { shared.retry_mappings(pending).await });
+        }
+        let shared = self.shared.clone();
+        self.spawn(async move { shared.keep_alive_loop().await });
+        if let (StorageType::Remote, Some(grace)) =
+            (self.shared.storage_type, self.shared.report_cleanup)
+        {
+            let shared = self.shared.clone();
+            self.spawn(async move { shared.report_cleanup_loop(grace).await });
+        }
+        Ok(())
+    }
+
+    /// Changes the exported services: a new revision, the instance record updated under the
+    /// same lease, new interfaces mapped. The old revision stays answerable for the grace
+    /// period.
+    pub async fn set_services(
+        &self,
+        services: impl IntoIterator<Item = ServiceInfo>,
+    ) -> Result<()> {
+        let metadata = MetadataInfo::new(self.shared.exported.current().app.clone(), services)?;
+        if metadata.revision == self.revision() {
+            return Ok(());
+        }
+        tracing::info!(app = %metadata.app, revision = %metadata.revision, "exports changed");
+        if self.shared.storage_type == StorageType::Remote {
+            self.shared.report.publish(&metadata).await?;
+        }
+        self.shared.exported.replace(metadata);
+        {
+            let mut state = self.shared.state.lock().await;
+            self.shared.refresh_metadata(&mut state);
+            if state.lease.is_some() {
+                self.shared
+                    .registry
+                    .register(&state.instance, state.lease)
+                    .await?;
+            }
+        }
+        let pending = self.shared.write_mappings().await;
+        if !pending.is_empty() {
+            let shared = self.shared.clone();
+            self.spawn(async move { shared.retry_mappings(pending).await });
+        }
+        Ok(())
+    }
+
+    /// Stops gracefully: marks the instance disabled (consumers stop routing to it at once),
+    /// waits the drain period, deletes the record, revokes the lease and stops the tasks and
+    /// the provider's own server.
+    pub async fn shutdown(self) -> Result<()> {
+        let result = self
+            .shared
+            .deregister_gracefully(self.shared.drain)
+            .instrument(tracing::info_span!(parent: &self.span, "shutdown"))
+            .await;
+        self.stop_tasks().await;
+        result
+    }
+
+    /// Stops the background tasks (and the provider's own server) and waits for them.
+    async fn stop_tasks(&self) {
+        self.shared.cancel.cancel();
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+
+    /// Stops every task at once without deregistering, as a crash would: the record stays
+    /// until the lease expires. Meant for tests and fault drills.
+    pub fn abort(&self) {
+        self.shared.cancel.cancel();
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
+
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tokio::spawn(task.instrument(self.span.clone())));
+    }
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let current = self.shared.exported.current();
+        f.debug_struct("Provider")
+            .field("app", &current.app)
+            .field("revision", &current.revision)
+            .field("serving", &self.settings.serving)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        self.shared.cancel.cancel();
+    }
+}
+
+impl Shared {
+    /// Rewrites the well-known metadata entries from the current exports.
+    fn refresh_metadata(&self, state: &mut State) {
+        state.instance.metadata = record::instance_metadata(
+            &state.extra_metadata,
+            &self.exported.current(),
+            self.storage_type,
+            state.instance.port,
+            state.metadata_port,
+        );
+    }
+}

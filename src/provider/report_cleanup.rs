@@ -1,0 +1,48 @@
+//! With storage type `remote`: removing reported revisions that no instance uses any more.
+
+use std::time::Duration;
+
+use super::Shared;
+
+impl Shared {
+    /// Removes reported revisions that no registered instance has used for `grace`,
+    /// checking every half grace period.
+    pub(super) async fn report_cleanup_loop(&self, grace: Duration) {
+        let app = self.exported.current().app.clone();
+        let mut unused_since = std::collections::HashMap::new();
+        let period = (grace / 2).max(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                _ = tokio::time::sleep(period) => {}
+            }
+            let (reported, list) = match (
+                self.report.revisions(&app).await,
+                self.registry.list(&app).await,
+            ) {
+                (Ok(reported), Ok(list)) if list.skipped.is_empty() => (reported, list),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::debug!(%app, error = %e, "report cleanup skipped this round");
+                    continue;
+                }
+                // A record we cannot read may use any revision: remove nothing.
+                _ => continue,
+            };
+            let mut used: std::collections::HashSet<String> = list
+                .instances
+                .values()
+                .map(|i| i.revision().to_owned())
+                .collect();
+            used.insert(self.exported.current().revision.clone());
+            let now = tokio::time::Instant::now();
+            for revision in
+                crate::report::unused_revisions(&mut unused_since, &reported, &used, now, grace)
+            {
+                match self.report.remove(&app, &revision).await {
+                    Ok(_) => tracing::info!(%app, %revision, "unused reported revision removed"),
+                    Err(e) => tracing::warn!(%app, %revision, error = %e, "report not removed"),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! [`Provider::serve`]: the user's tonic router served with MetadataService added, the
+//! instance registered once the server runs and withdrawn gracefully before it stops.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::body::Body;
+use tonic::codegen::http::{Request, Response};
+use tonic::codegen::{Bytes, Service, StdError};
+use tonic::server::NamedService;
+use tonic::service::Routes;
+use tonic::transport::server::{Router, TcpIncoming};
+use tower_layer::Layer;
+use tracing::Instrument as _;
+
+use super::reflection::add_reflection;
+use super::{MetadataServing, Provider, address};
+use crate::error::{Error, Result};
+use crate::rpc::MetadataServiceV2Server;
+
+impl Provider {
+    /// Runs `router` on `listener` with MetadataService (and gRPC reflection, see
+    /// [`super::ProviderBuilder::reflection`]) added, until `signal` completes.
+    ///
+    /// Once the server runs, the provider registers (as [`Provider::start`] does); when
+    /// `signal` completes it stops gracefully, while the server still answers: the instance
+    /// is marked disabled, the drain period passes (the lease kept alive), the record is
+    /// deleted and the lease revoked; only then does the server stop, letting calls in
+    /// flight finish. Returns when the server has stopped.
+    ///
+    /// The port is the listener's (bind port 0 for any free one) unless
+    /// [`super::ProviderBuilder::port`] says consumers reach it at another; the host is the
+    /// listener's IP unless [`super::ProviderBuilder::host`] is given (see there for a
+    /// listener on all interfaces). A provider of a tonic service is then:
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use introspect::{Provider, ServiceInfo, Store};
+    /// # async fn run(
+    /// #     router: tonic::transport::server::Router, // Server::builder().add_service(..)
+    /// #     store: Arc<dyn Store>,
+    /// # ) -> Result<(), Box<dyn std::error::Error>> {
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:50051").await?;
+    /// let provider = Provider::builder("greeter", store)
+    ///     .export(ServiceInfo::new("helloworld.Greeter")) // or export_service::<GreeterServer<_>>()
+    ///     .build()?;
+    /// let ctrl_c = async { tokio::signal::ctrl_c().await.unwrap_or_default() };
+    /// provider.serve(router, listener, ctrl_c).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// If the server fails before `signal`, the record is deleted at once and the error
+    /// returned. Dropping the returned future before it completes stops serving without
+    /// deregistering, as a crash would: the record stays until its lease expires.
+    pub async fn serve<L, ResBody, F>(
+        self,
+        router: Router<L>,
+        listener: TcpListener,
+        signal: F,
+    ) -> Result<()>
+    where
+        F: Future<Output = ()>,
+        L: Layer<Routes>,
+        L::Service: Service<Request<Body>, Response = Response<ResBody>> + Clone + Send + 'static,
+        <L::Service as Service<Request<Body>>>::Future: Send,
+        <L::Service as Service<Request<Body>>>::Error: Into<StdError> + Send,
+        ResBody: tonic::codegen::Body<Data = Bytes> + Send + 'static,
+        ResBody::Error: Into<StdError>,
+    {
+        if let MetadataServing::OwnPort(addr) = self.settings.serving {
+            return Err(Error::Config(format!(
+                "`serve` adds MetadataService to your router, yet `serve_metadata_on({addr})` \
+                 asks for a listener of its own: use one of the two"
+            )));
+        }
+        let local = listener.local_addr()?;
+        self.learn_address(local, false).await;
+        let service = self.metadata_service();
+        let mut router = add_once(router, MetadataServiceV2Server::<()>::NAME, move |r| {
+            r.add_service(service)
+        })?;
+        if self.settings.reflection {
+            router = add_reflection(router)?;
+        }
+        // TCP_NODELAY on every accepted connection, as tonic does on listeners it binds.
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let stop = CancellationToken::new();
+        let server = router.serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
+        let lifecycle = Box::pin(async {
+            self.register_and_spawn()
+                .instrument(tracing::info_span!(parent: &self.span, "start"))
+                .await?;
+            signal.await;
+            self.shared
+                .deregister_gracefully(self.shared.drain)
+                .instrument(tracing::info_span!(parent: &self.span, "shutdown"))
+                .await
+        });
+        tokio::pin!(server);
+        let result = tokio::select! {
+            result = lifecycle => {
+                stop.cancel();
+                let served = server.await.map_err(|e| Error::Server(e.to_string()));
+                result.and(served)
+            }
+            served = &mut server => {
+                let reason = match served {
+                    Ok(()) => "the server stopped before the shutdown signal".to_owned(),
+                    Err(e) => e.to_string(),
+                };
+                tracing::error!(error = %reason, "server failed; deregistering at once");
+                if let Err(e) = self.shared.deregister_gracefully(Duration::ZERO).await {
+                    tracing::warn!(error = %e, "instance not deregistered");
+                }
+                Err(Error::Server(reason))
+            }
+        };
+        self.stop_tasks().await;
+        result
+    }
+
+    /// Takes the host (when none was given) and the port (when none was set) from a
+    /// listener at `local`. MetadataService is reached where the instance is, unless
+    /// `own_listener` says it has a listener of its own.
+    pub(super) async fn learn_address(&self, local: SocketAddr, own_listener: bool) {
+        let mut state = self.shared.state.lock().await;
+        if !self.settings.host_given {
+            state.instance.host = address::default_host(local);
+        }
+        if state.instance.port == 0 {
+            state.instance.port = local.port();
+        }
+        state.metadata_port = if own_listener {
+            local.port()
+        } else {
+            state.instance.port
+        };
+    }
+}
+
+/// Adds one service to `router` with `add`, turning tonic's panic on a service the router
+/// already serves into an error.
+pub(super) fn add_once<L>(
+    router: Router<L>,
+    what: &str,
+    add: impl FnOnce(Router<L>) -> Router<L>,
+) -> Result<Router<L>> {
+    std::panic::catch_unwind(AssertUnwindSafe(move || add(router))).map_err(|_| {
+        Error::Config(format!(
+            "the router already serves {what}: `Provider::serve` adds it itself (turn \
+             reflection off with `reflection(false)` if yours serves its own)"
+        ))
+    })
+}
