@@ -81,8 +81,8 @@
 //! * [`store`]: the [`Store`] trait, the one seam to the outside, with the embedded
 //!   [`MemoryStore`] and `EtcdStore` (feature `etcd`, with its `EtcdOptions`), which share
 //!   one conformance suite. `store/etcd/` holds the etcd store, one file per concept:
-//!   options, client (connecting, deadlines), members (fail-over), requests, watch, convert,
-//!   errors.
+//!   options, client (connecting, deadlines), members (fail-over), requests, watch,
+//!   convert, errors; `store/memory/` the memory store (handle and calls, locked state).
 //! * [`layout`]: the Dubbo 3 key layout; [`registry`], [`mapping`] and [`report`] are the
 //!   typed layers over the store that alone know it and the JSON formats.
 //! * [`rpc`]: the `MetadataServiceV2` contract (`proto/metadata_service_v2.proto`), its server
