@@ -133,7 +133,9 @@
 //! * Dubbo Java 3.2+'s rule: the `sha256-v1` text over all served params in Java's UTF-16
 //!   order, hashed with MD5 (see [`mod@model::revision_java`]).
 //!
-//! An instance declares its rule under `introspect.revision-rule`. A consumer checks every
+//! An instance declares its rule under `introspect.revision-rule`; providers of this crate
+//! write `sha256-v2`, and consumers verify `sha256-v1` and `sha256-v2` alike, so a fleet can
+//! roll over. A consumer checks every
 //! answer for an (app, revision) under the rule any of its instances declares: a mismatch is
 //! rejected. With no rule declared it checks Dubbo Java's rule: a match is verified, a
 //! mismatch is merely unverifiable (dubbo-go and older Java use other rules) and the answer is

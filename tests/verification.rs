@@ -49,7 +49,8 @@ async fn a_poisoned_metadata_answer_is_rejected_and_another_instance_tried() {
     poisoned.revision = revision.clone();
     let hostile_port = serve_hostile(poisoned).await;
 
-    // Its record claims the honest revision and the sha256-v1 rule, next to the honest one.
+    // Its record claims the honest revision and the provider's rule (sha256-v2), next to the
+    // honest one.
     let mut record = honest.instance().await;
     record.port = hostile_port;
     record.metadata.insert(
@@ -57,7 +58,7 @@ async fn a_poisoned_metadata_answer_is_rejected_and_another_instance_tried() {
         format!(r#"{{"port":"{hostile_port}","protocol":"tri","version":"2.0.0"}}"#),
     );
     record.metadata.insert(keys::ENDPOINTS.into(), "[]".into());
-    assert!(record.declares_sha256_v1());
+    assert_eq!(record.declared_revision_rule(), Some("sha256-v2"));
     Records::new(store.clone()).register(&record, None).await;
     let hostile = Arc::new(record);
 

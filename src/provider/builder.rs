@@ -218,7 +218,11 @@ impl ProviderBuilder {
                 "lease TTL must be at least one second".into(),
             ));
         }
-        let metadata = MetadataInfo::new(self.app.clone(), self.services)?;
+        let metadata = MetadataInfo::new_with_rule(
+            self.app.clone(),
+            self.services,
+            crate::model::revision::PROVIDER_REVISION_RULE,
+        )?;
         let exported = Arc::new(ExportedMetadata::new(metadata, self.revision_grace));
         let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));
         let span = tracing::info_span!("provider", app = %self.app);

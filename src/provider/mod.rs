@@ -230,7 +230,11 @@ impl Provider {
         &self,
         services: impl IntoIterator<Item = ServiceInfo>,
     ) -> Result<()> {
-        let metadata = MetadataInfo::new(self.shared.exported.current().app.clone(), services)?;
+        let metadata = MetadataInfo::new_with_rule(
+            self.shared.exported.current().app.clone(),
+            services,
+            crate::model::revision::PROVIDER_REVISION_RULE,
+        )?;
         if metadata.revision == self.revision() {
             return Ok(());
         }

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::model::revision::REVISION_RULE_SHA256_V1;
+use crate::model::revision::PROVIDER_REVISION_RULE;
 use crate::model::{MetadataInfo, ProtocolPort, ServiceInfo, StorageType, keys};
 
 /// The protocol MetadataService is served with: gRPC-compatible Triple.
@@ -27,7 +27,10 @@ pub(super) fn instance_metadata(
     metadata.insert(keys::REVISION.into(), current.revision.clone());
     metadata.insert(keys::STORAGE_TYPE.into(), storage_type.as_str().into());
     metadata.insert(keys::META_V.into(), keys::META_V_2.into());
-    metadata.insert(keys::REVISION_RULE.into(), REVISION_RULE_SHA256_V1.into());
+    metadata.insert(
+        keys::REVISION_RULE.into(),
+        PROVIDER_REVISION_RULE.name().into(),
+    );
     let endpoints = protocol_ports(current.services.values().map(|s| &**s), instance_port);
     metadata.insert(
         keys::ENDPOINTS.into(),
