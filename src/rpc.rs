@@ -62,7 +62,7 @@ impl ExportedMetadata {
     }
 
     /// Replaces the current metadata, keeping the old one answerable for the grace period.
-    pub fn replace(&self, next: MetadataInfo) {
+    pub(crate) fn replace(&self, next: MetadataInfo) {
         let old = std::mem::replace(
             &mut *self.current.write().unwrap_or_else(|p| p.into_inner()),
             Arc::new(next),
@@ -134,7 +134,9 @@ impl pb::metadata_service_v2_server::MetadataServiceV2 for MetadataServer {
     }
 }
 
-/// Converts metadata info to its wire form (`version` carries the revision).
+/// Converts metadata info to its wire form (`version` carries the revision). Wire helper:
+/// public for the fuzz targets and tests, not part of the supported API.
+#[doc(hidden)]
 pub fn to_wire(info: &MetadataInfo) -> pb::MetadataInfoV2 {
     pb::MetadataInfoV2 {
         app: info.app.clone(),
@@ -158,7 +160,9 @@ pub fn to_wire(info: &MetadataInfo) -> pb::MetadataInfoV2 {
     }
 }
 
-/// Converts and validates metadata info received from the wire.
+/// Converts and validates metadata info received from the wire. Wire helper: public for
+/// the fuzz targets and tests, not part of the supported API.
+#[doc(hidden)]
 pub fn from_wire(wire: pb::MetadataInfoV2, limits: &Limits) -> Result<MetadataInfo> {
     if wire.services.len() > limits.max_services {
         return Err(Error::TooLarge {
@@ -293,7 +297,7 @@ impl MetadataClient {
 }
 
 /// `host:port`, with IPv6 literals in brackets.
-pub fn authority(host: &str, port: u16) -> String {
+pub(crate) fn authority(host: &str, port: u16) -> String {
     if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]:{port}")
     } else {

@@ -1,5 +1,8 @@
 //! Resolver and provider metrics, published through the [`metrics`] facade.
 //!
+//! (This file is long for one reason: it lists every published series, with its name, kind
+//! and description, in one place.)
+//!
 //! The library holds no HTTP server and formats no text: it records into whatever recorder
 //! the application installed (for Prometheus, `metrics-exporter-prometheus`; the
 //! `introspect` tool's `--metrics ADDR` does that). Without a recorder, publishing costs
