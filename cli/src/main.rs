@@ -1,6 +1,7 @@
 //! `introspect`: run the demo, and see what is registered without writing code.
 
 mod output;
+mod unreadable;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -196,9 +197,18 @@ async fn run(cli: Cli) -> Result<(), Error> {
             }
         }
         Command::Apps => out.apps(&registry.list_apps().await?)?,
-        Command::Instances { app } => out.instances(&registry.list(app).await?)?,
+        Command::Instances { app } => {
+            let list = registry.list(app).await?;
+            out.instances(&list)?;
+            if let Some(error) = unreadable::check(app, &list) {
+                return Err(error);
+            }
+        }
         Command::Metadata { app, revision } => {
             let list = registry.list(app).await?;
+            if let Some(error) = unreadable::check(app, &list) {
+                return Err(error);
+            }
             let mut by_revision: BTreeMap<&str, Vec<_>> = BTreeMap::new();
             for i in list.instances.values() {
                 by_revision.entry(i.revision()).or_default().push(i);
@@ -227,7 +237,12 @@ async fn run(cli: Cli) -> Result<(), Error> {
             out.mapping(interface, &mapping.get(interface).await?.apps)?;
         }
         Command::Resolve(target) => {
-            out.endpoints(&resolver.resolve(&target.subscription()).await?)?
+            let resolved =
+                unreadable::resolve(&resolver, &registry, &target.subscription()).await?;
+            out.endpoints(&resolved.endpoints)?;
+            if let Some(error) = resolved.unreadable {
+                return Err(error);
+            }
         }
         Command::Watch { target, metrics } => {
             let mut handle = resolver.subscribe(target.subscription()).await?;

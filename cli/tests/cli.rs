@@ -5,7 +5,7 @@ mod support;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use introspect::{ServiceInfo, Store};
+use introspect::{Layout, ServiceInfo, Store};
 use support::etcd::EtcdServer;
 use support::fleet::start_provider;
 
@@ -115,6 +115,78 @@ async fn commands_show_what_is_registered() {
         info["services"]["shop.OrderService:1.0:tri"].is_object(),
         "{info}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_of_unreadable_records_fails_instances_and_resolve() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let store: Arc<dyn Store> = etcd.store().await;
+    let layout = Layout::default();
+    // Two records of go-orders that cannot be read: not JSON, and JSON of another shape.
+    for (port, garbage) in [(20000, &b"not json"[..]), (20001, &br#"{"name": 1}"#[..])] {
+        let key = layout.instance_key("go-orders", "10.0.0.9", port);
+        store.put(&key, garbage.to_vec(), None).await.unwrap();
+    }
+    // A readable app with one unreadable record beside its live one.
+    let _orders = start_provider(&store, "shop-orders", vec![ServiceInfo::new("shop.A")]).await;
+    let stray = layout.instance_key("shop-orders", "10.0.0.9", 20002);
+    store.put(&stray, b"{}".to_vec(), None).await.unwrap();
+    let endpoint = etcd.endpoint();
+    let run = |rest: &[&str]| {
+        let mut args = vec!["--etcd", endpoint.as_str()];
+        args.extend_from_slice(rest);
+        tokio::task::block_in_place(|| introspect(&args))
+    };
+    // One error line; a warning per unreadable record of a readable app may precede it.
+    let fails_with_one_error = |(ok, _, err): &(bool, String, String)| {
+        assert!(!ok, "{err}");
+        let errors: Vec<&str> = err.lines().filter(|l| l.contains("error:")).collect();
+        assert_eq!(errors.len(), 1, "{err}");
+        assert!(
+            errors[0].starts_with("error:")
+                && errors[0]
+                    .contains("all 2 records of app \"go-orders\" were skipped as unreadable"),
+            "{err}"
+        );
+    };
+    let fails_in_one_line = |run: &(bool, String, String)| {
+        fails_with_one_error(run);
+        assert_eq!(run.2.trim().lines().count(), 1, "{}", run.2);
+    };
+
+    let instances = run(&["instances", "go-orders"]);
+    fails_in_one_line(&instances);
+    assert!(
+        instances.1.contains("skipped 10.0.0.9:20000"),
+        "{}",
+        instances.1
+    );
+
+    let resolve = run(&["resolve", "shop.A", "--provided-by", "go-orders"]);
+    fails_in_one_line(&resolve);
+    assert!(resolve.1.contains("0 endpoints"), "{}", resolve.1);
+
+    // The readable app's endpoints are still printed, and the exit code still fails.
+    let both = run(&[
+        "--json",
+        "resolve",
+        "shop.A",
+        "--provided-by",
+        "go-orders,shop-orders",
+    ]);
+    fails_with_one_error(&both);
+    let endpoints: serde_json::Value = serde_json::from_str(&both.1).unwrap();
+    assert_eq!(endpoints.as_array().unwrap().len(), 1, "{endpoints}");
+
+    // One unreadable record beside a readable one is not a failure.
+    let (ok, out, err) = run(&["resolve", "shop.A", "--provided-by", "shop-orders"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("1 endpoints"), "{out}");
+    let (ok, out, err) = run(&["instances", "shop-orders"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("skipped 10.0.0.9:20002"), "{out}");
 }
 
 #[test]
