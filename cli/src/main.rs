@@ -1,6 +1,7 @@
 //! `introspect`: run the demo, and see what is registered without writing code.
 
 mod output;
+mod revision;
 mod unreadable;
 
 use std::collections::BTreeMap;
@@ -30,6 +31,7 @@ use output::Output;
         introspect --etcd http://127.0.0.1:2379 instances shop-orders\n  \
         introspect --etcd http://127.0.0.1:2379 resolve shop.OrderService --version 1.0\n  \
         introspect --etcd http://127.0.0.1:2379 --json metadata shop-orders\n  \
+        introspect --etcd http://127.0.0.1:2379 revision shop-orders  # why revisions differ\n  \
         introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n\n\
         The store is etcd at --etcd or INTROSPECT_ETCD; the password of --user comes from\n\
         INTROSPECT_PASSWORD or a prompt. The demo runs on the embedded store unless given etcd."
@@ -83,6 +85,16 @@ enum Command {
         app: String,
         /// The revision.
         revision: Option<String>,
+    },
+    /// Why an app's instances have the revisions they have: each revision's canonical form
+    /// under every rule, and which services and params differ between revisions.
+    Revision {
+        /// The app name.
+        app: String,
+        /// A revision (default: every live revision, most instances first).
+        revision_a: Option<String>,
+        /// A second revision, to compare with the first.
+        revision_b: Option<String>,
     },
     /// The apps exporting an interface.
     Mapping {
@@ -235,6 +247,18 @@ async fn run(cli: Cli) -> Result<(), Error> {
         Command::Mapping { interface } => {
             let mapping = Mapping::new(store, layout, Limits::default());
             out.mapping(interface, &mapping.get(interface).await?.apps)?;
+        }
+        Command::Revision {
+            app,
+            revision_a,
+            revision_b,
+        } => {
+            let asked: Vec<String> = revision_a.iter().chain(revision_b).cloned().collect();
+            let report = revision::gather(&registry, &resolver, app, &asked).await?;
+            out.revisions(&report)?;
+            if let Some(error) = report.revisions.into_iter().find_map(|v| v.fetched.err()) {
+                return Err(error);
+            }
         }
         Command::Resolve(target) => {
             let resolved =

@@ -118,6 +118,91 @@ async fn commands_show_what_is_registered() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revision_shows_why_two_instances_differ() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let store: Arc<dyn Store> = etcd.store().await;
+    let order = |weight: &str| {
+        vec![
+            ServiceInfo::new("shop.OrderService")
+                .with_version("1.0")
+                .with_param("weight", weight),
+            ServiceInfo::new("shop.CartService"),
+        ]
+    };
+    // Two instances in one configuration, one in another: the first is listed first.
+    let blue = start_provider(&store, "shop-orders", order("100")).await;
+    let _blue_too = start_provider(&store, "shop-orders", order("100")).await;
+    let green = start_provider(&store, "shop-orders", order("200")).await;
+    let (blue_rev, green_rev) = (blue.revision(), green.revision());
+    assert_ne!(blue_rev, green_rev);
+    let endpoint = etcd.endpoint();
+    let run = |rest: &[&str]| {
+        let mut args = vec!["--etcd", endpoint.as_str()];
+        args.extend_from_slice(rest);
+        tokio::task::block_in_place(|| introspect(&args))
+    };
+
+    let (ok, out, err) = run(&["revision", "shop-orders"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("revision {blue_rev}  instances 2"))
+            && out.contains(&format!("revision {green_rev}  instances 1")),
+        "{out}"
+    );
+    assert!(
+        out.contains("~ shop.OrderService:1.0:tri  param weight: 100 -> 200"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("shop.CartService:tri  "),
+        "equal services are not listed: {out}"
+    );
+
+    let (ok, out, err) = run(&["--json", "revision", "shop-orders", &green_rev, &blue_rev]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let revisions = json["revisions"].as_array().unwrap();
+    assert_eq!(revisions.len(), 2);
+    for (view, claimed) in revisions.iter().zip([&green_rev, &blue_rev]) {
+        assert_eq!(view["revision"], claimed.as_str());
+        // Exactly the rule the providers declare reproduces the claimed revision.
+        let matching: Vec<_> = view["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["matches_claimed"] == true)
+            .collect();
+        assert_eq!(matching.len(), 1, "{view}");
+        assert_eq!(matching[0]["rule"], view["declared_rules"][0], "{view}");
+        assert_eq!(matching[0]["revision"], claimed.as_str());
+        assert!(
+            matching[0]["canonical"]
+                .as_str()
+                .is_some_and(|c| !c.is_empty()),
+            "{view}"
+        );
+    }
+    let d = &json["diffs"][0];
+    assert_eq!(d["from"], green_rev.as_str());
+    assert_eq!(d["to"], blue_rev.as_str());
+    let changed = d["changed"].as_object().unwrap();
+    assert_eq!(changed.len(), 1, "{d}");
+    let fields = &changed["shop.OrderService:1.0:tri"];
+    assert_eq!(fields[0]["field"], "param weight");
+    assert_eq!(fields[0]["before"], "200");
+    assert_eq!(fields[0]["after"], "100");
+
+    let (ok, out, err) = run(&["revision", "shop-orders", "0123456789abcdef"]);
+    assert!(!ok && out.is_empty(), "{out}");
+    assert!(
+        err.contains("no instance of \"shop-orders\" has revision"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_of_unreadable_records_fails_instances_and_resolve() {
     let Some(etcd) = EtcdServer::start().await else {
         return;
@@ -390,6 +475,7 @@ fn help_shows_examples() {
         "apps",
         "instances",
         "metadata",
+        "revision",
         "mapping",
         "resolve",
         "watch",
