@@ -249,6 +249,9 @@ async fn an_app_of_unreadable_records_fails_instances_and_resolve() {
         instances.1
     );
 
+    fails_in_one_line(&run(&["metadata", "go-orders"]));
+    fails_in_one_line(&run(&["revision", "go-orders"]));
+
     let resolve = run(&["resolve", "shop.A", "--provided-by", "go-orders"]);
     fails_in_one_line(&resolve);
     assert!(resolve.1.contains("0 endpoints"), "{}", resolve.1);
