@@ -1,6 +1,8 @@
 //! `introspect`: run the demo, and see what is registered without writing code.
 
 mod output;
+mod revision;
+mod unreadable;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -29,6 +31,7 @@ use output::Output;
         introspect --etcd http://127.0.0.1:2379 instances shop-orders\n  \
         introspect --etcd http://127.0.0.1:2379 resolve shop.OrderService --version 1.0\n  \
         introspect --etcd http://127.0.0.1:2379 --json metadata shop-orders\n  \
+        introspect --etcd http://127.0.0.1:2379 revision shop-orders  # why revisions differ\n  \
         introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n\n\
         The store is etcd at --etcd or INTROSPECT_ETCD; the password of --user comes from\n\
         INTROSPECT_PASSWORD or a prompt. The demo runs on the embedded store unless given etcd."
@@ -82,6 +85,16 @@ enum Command {
         app: String,
         /// The revision.
         revision: Option<String>,
+    },
+    /// Why an app's instances have the revisions they have: each revision's canonical form
+    /// under every rule, and which services and params differ between revisions.
+    Revision {
+        /// The app name.
+        app: String,
+        /// A revision (default: every live revision, most instances first).
+        revision_a: Option<String>,
+        /// A second revision, to compare with the first.
+        revision_b: Option<String>,
     },
     /// The apps exporting an interface.
     Mapping {
@@ -196,9 +209,18 @@ async fn run(cli: Cli) -> Result<(), Error> {
             }
         }
         Command::Apps => out.apps(&registry.list_apps().await?)?,
-        Command::Instances { app } => out.instances(&registry.list(app).await?)?,
+        Command::Instances { app } => {
+            let list = registry.list(app).await?;
+            out.instances(&list)?;
+            if let Some(error) = unreadable::check(app, &list) {
+                return Err(error);
+            }
+        }
         Command::Metadata { app, revision } => {
             let list = registry.list(app).await?;
+            if let Some(error) = unreadable::check(app, &list) {
+                return Err(error);
+            }
             let mut by_revision: BTreeMap<&str, Vec<_>> = BTreeMap::new();
             for i in list.instances.values() {
                 by_revision.entry(i.revision()).or_default().push(i);
@@ -226,8 +248,25 @@ async fn run(cli: Cli) -> Result<(), Error> {
             let mapping = Mapping::new(store, layout, Limits::default());
             out.mapping(interface, &mapping.get(interface).await?.apps)?;
         }
+        Command::Revision {
+            app,
+            revision_a,
+            revision_b,
+        } => {
+            let asked: Vec<String> = revision_a.iter().chain(revision_b).cloned().collect();
+            let report = revision::gather(&registry, &resolver, app, &asked).await?;
+            out.revisions(&report)?;
+            if let Some(error) = report.revisions.into_iter().find_map(|v| v.fetched.err()) {
+                return Err(error);
+            }
+        }
         Command::Resolve(target) => {
-            out.endpoints(&resolver.resolve(&target.subscription()).await?)?
+            let resolved =
+                unreadable::resolve(&resolver, &registry, &target.subscription()).await?;
+            out.endpoints(&resolved.endpoints)?;
+            if let Some(error) = resolved.unreadable {
+                return Err(error);
+            }
         }
         Command::Watch { target, metrics } => {
             let mut handle = resolver.subscribe(target.subscription()).await?;

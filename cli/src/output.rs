@@ -2,11 +2,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use introspect::model::revision_diff::MetadataDiff;
 use introspect::registry::{InstanceList, Instances};
 use introspect::{Endpoint, MetadataInfo};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
+
+use crate::revision::{RevisionReport, RevisionView};
 
 /// Prints results as tables or as JSON.
 pub struct Output {
@@ -213,4 +216,135 @@ pub fn endpoint_json(e: &Endpoint) -> serde_json::Value {
 
 fn short(revision: &str) -> &str {
     revision.get(..12).unwrap_or(revision)
+}
+
+impl Output {
+    /// Each revision's canonical forms, and how the later revisions differ from the first.
+    pub fn revisions(&self, report: &RevisionReport) -> io::Result<()> {
+        let value = json!({
+            "app": report.app,
+            "revisions": report.revisions.iter().map(revision_json).collect::<Vec<_>>(),
+            "diffs": report.diffs.iter().map(|(from, to, d)| diff_json(from, to, d)).collect::<Vec<_>>(),
+        });
+        self.emit(value, |t| {
+            for view in &report.revisions {
+                let declared = if view.declared_rules.is_empty() {
+                    "none".to_owned()
+                } else {
+                    view.declared_rules
+                        .iter()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let _ = writeln!(
+                    t,
+                    "app {}  revision {}  instances {}  declared rule {}",
+                    report.app, view.revision, view.instances, declared
+                );
+                match &view.fetched {
+                    Err(e) => {
+                        let _ = writeln!(t, "  metadata unavailable: {e}");
+                    }
+                    Ok((_, forms)) => {
+                        for form in forms {
+                            let verdict = if form.matches_claimed {
+                                "matches"
+                            } else {
+                                "differs"
+                            };
+                            let _ = writeln!(
+                                t,
+                                "  {:<10} {:<8} {}",
+                                form.rule.name(),
+                                verdict,
+                                form.revision
+                            );
+                            let _ = writeln!(
+                                t,
+                                "    {}",
+                                form.canonical.as_deref().unwrap_or("(exports nothing)")
+                            );
+                        }
+                    }
+                }
+            }
+            for (from, to, d) in &report.diffs {
+                let _ = writeln!(t, "{} -> {}", short(from), short(to));
+                if d.is_empty() {
+                    let _ = writeln!(
+                        t,
+                        "  same services and params: the revisions come from different rules"
+                    );
+                }
+                if d.app_changed {
+                    let _ = writeln!(t, "  ~ app name");
+                }
+                for key in &d.only_before {
+                    let _ = writeln!(t, "  - {key}  (only in {})", short(from));
+                }
+                for key in &d.only_after {
+                    let _ = writeln!(t, "  + {key}  (only in {})", short(to));
+                }
+                for (key, changes) in &d.changed {
+                    for c in changes {
+                        let _ = writeln!(
+                            t,
+                            "  ~ {key}  {}: {} -> {}",
+                            c.field,
+                            c.before.as_deref().unwrap_or("(absent)"),
+                            c.after.as_deref().unwrap_or("(absent)")
+                        );
+                    }
+                }
+            }
+        })
+    }
+}
+
+fn revision_json(view: &RevisionView) -> serde_json::Value {
+    let mut value = json!({
+        "revision": view.revision,
+        "instances": view.instances,
+        "declared_rules": view.declared_rules,
+    });
+    match &view.fetched {
+        Ok((_, forms)) => {
+            value["rules"] = forms
+                .iter()
+                .map(|f| {
+                    json!({
+                        "rule": f.rule.name(),
+                        "revision": f.revision,
+                        "matches_claimed": f.matches_claimed,
+                        "canonical": f.canonical,
+                    })
+                })
+                .collect();
+        }
+        Err(e) => value["error"] = json!(e.to_string()),
+    }
+    value
+}
+
+fn diff_json(from: &str, to: &str, d: &MetadataDiff) -> serde_json::Value {
+    let changed: BTreeMap<&String, Vec<serde_json::Value>> = d
+        .changed
+        .iter()
+        .map(|(key, changes)| {
+            let fields = changes
+                .iter()
+                .map(|c| json!({"field": c.field, "before": c.before, "after": c.after}))
+                .collect();
+            (key, fields)
+        })
+        .collect();
+    json!({
+        "from": from,
+        "to": to,
+        "app_changed": d.app_changed,
+        "only_in_from": d.only_before,
+        "only_in_to": d.only_after,
+        "changed": changed,
+    })
 }

@@ -5,7 +5,7 @@ mod support;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use introspect::{ServiceInfo, Store};
+use introspect::{Layout, ServiceInfo, Store};
 use support::etcd::EtcdServer;
 use support::fleet::start_provider;
 
@@ -115,6 +115,166 @@ async fn commands_show_what_is_registered() {
         info["services"]["shop.OrderService:1.0:tri"].is_object(),
         "{info}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revision_shows_why_two_instances_differ() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let store: Arc<dyn Store> = etcd.store().await;
+    let order = |weight: &str| {
+        vec![
+            ServiceInfo::new("shop.OrderService")
+                .with_version("1.0")
+                .with_param("weight", weight),
+            ServiceInfo::new("shop.CartService"),
+        ]
+    };
+    // Two instances in one configuration, one in another: the first is listed first.
+    let blue = start_provider(&store, "shop-orders", order("100")).await;
+    let _blue_too = start_provider(&store, "shop-orders", order("100")).await;
+    let green = start_provider(&store, "shop-orders", order("200")).await;
+    let (blue_rev, green_rev) = (blue.revision(), green.revision());
+    assert_ne!(blue_rev, green_rev);
+    let endpoint = etcd.endpoint();
+    let run = |rest: &[&str]| {
+        let mut args = vec!["--etcd", endpoint.as_str()];
+        args.extend_from_slice(rest);
+        tokio::task::block_in_place(|| introspect(&args))
+    };
+
+    let (ok, out, err) = run(&["revision", "shop-orders"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("revision {blue_rev}  instances 2"))
+            && out.contains(&format!("revision {green_rev}  instances 1")),
+        "{out}"
+    );
+    assert!(
+        out.contains("~ shop.OrderService:1.0:tri  param weight: 100 -> 200"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("shop.CartService:tri  "),
+        "equal services are not listed: {out}"
+    );
+
+    let (ok, out, err) = run(&["--json", "revision", "shop-orders", &green_rev, &blue_rev]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let revisions = json["revisions"].as_array().unwrap();
+    assert_eq!(revisions.len(), 2);
+    for (view, claimed) in revisions.iter().zip([&green_rev, &blue_rev]) {
+        assert_eq!(view["revision"], claimed.as_str());
+        // Exactly the rule the providers declare reproduces the claimed revision.
+        let matching: Vec<_> = view["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["matches_claimed"] == true)
+            .collect();
+        assert_eq!(matching.len(), 1, "{view}");
+        assert_eq!(matching[0]["rule"], view["declared_rules"][0], "{view}");
+        assert_eq!(matching[0]["revision"], claimed.as_str());
+        assert!(
+            matching[0]["canonical"]
+                .as_str()
+                .is_some_and(|c| !c.is_empty()),
+            "{view}"
+        );
+    }
+    let d = &json["diffs"][0];
+    assert_eq!(d["from"], green_rev.as_str());
+    assert_eq!(d["to"], blue_rev.as_str());
+    let changed = d["changed"].as_object().unwrap();
+    assert_eq!(changed.len(), 1, "{d}");
+    let fields = &changed["shop.OrderService:1.0:tri"];
+    assert_eq!(fields[0]["field"], "param weight");
+    assert_eq!(fields[0]["before"], "200");
+    assert_eq!(fields[0]["after"], "100");
+
+    let (ok, out, err) = run(&["revision", "shop-orders", "0123456789abcdef"]);
+    assert!(!ok && out.is_empty(), "{out}");
+    assert!(
+        err.contains("no instance of \"shop-orders\" has revision"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_of_unreadable_records_fails_instances_and_resolve() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let store: Arc<dyn Store> = etcd.store().await;
+    let layout = Layout::default();
+    // Two records of go-orders that cannot be read: not JSON, and JSON of another shape.
+    for (port, garbage) in [(20000, &b"not json"[..]), (20001, &br#"{"name": 1}"#[..])] {
+        let key = layout.instance_key("go-orders", "10.0.0.9", port);
+        store.put(&key, garbage.to_vec(), None).await.unwrap();
+    }
+    // A readable app with one unreadable record beside its live one.
+    let _orders = start_provider(&store, "shop-orders", vec![ServiceInfo::new("shop.A")]).await;
+    let stray = layout.instance_key("shop-orders", "10.0.0.9", 20002);
+    store.put(&stray, b"{}".to_vec(), None).await.unwrap();
+    let endpoint = etcd.endpoint();
+    let run = |rest: &[&str]| {
+        let mut args = vec!["--etcd", endpoint.as_str()];
+        args.extend_from_slice(rest);
+        tokio::task::block_in_place(|| introspect(&args))
+    };
+    // One error line; a warning per unreadable record of a readable app may precede it.
+    let fails_with_one_error = |(ok, _, err): &(bool, String, String)| {
+        assert!(!ok, "{err}");
+        let errors: Vec<&str> = err.lines().filter(|l| l.contains("error:")).collect();
+        assert_eq!(errors.len(), 1, "{err}");
+        assert!(
+            errors[0].starts_with("error:")
+                && errors[0]
+                    .contains("all 2 records of app \"go-orders\" were skipped as unreadable"),
+            "{err}"
+        );
+    };
+    let fails_in_one_line = |run: &(bool, String, String)| {
+        fails_with_one_error(run);
+        assert_eq!(run.2.trim().lines().count(), 1, "{}", run.2);
+    };
+
+    let instances = run(&["instances", "go-orders"]);
+    fails_in_one_line(&instances);
+    assert!(
+        instances.1.contains("skipped 10.0.0.9:20000"),
+        "{}",
+        instances.1
+    );
+
+    fails_in_one_line(&run(&["metadata", "go-orders"]));
+    fails_in_one_line(&run(&["revision", "go-orders"]));
+
+    let resolve = run(&["resolve", "shop.A", "--provided-by", "go-orders"]);
+    fails_in_one_line(&resolve);
+    assert!(resolve.1.contains("0 endpoints"), "{}", resolve.1);
+
+    // The readable app's endpoints are still printed, and the exit code still fails.
+    let both = run(&[
+        "--json",
+        "resolve",
+        "shop.A",
+        "--provided-by",
+        "go-orders,shop-orders",
+    ]);
+    fails_with_one_error(&both);
+    let endpoints: serde_json::Value = serde_json::from_str(&both.1).unwrap();
+    assert_eq!(endpoints.as_array().unwrap().len(), 1, "{endpoints}");
+
+    // One unreadable record beside a readable one is not a failure.
+    let (ok, out, err) = run(&["resolve", "shop.A", "--provided-by", "shop-orders"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("1 endpoints"), "{out}");
+    let (ok, out, err) = run(&["instances", "shop-orders"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("skipped 10.0.0.9:20002"), "{out}");
 }
 
 #[test]
@@ -318,6 +478,7 @@ fn help_shows_examples() {
         "apps",
         "instances",
         "metadata",
+        "revision",
         "mapping",
         "resolve",
         "watch",
