@@ -57,7 +57,8 @@ pub fn greeter_router(greeter: CountingGreeter) -> tonic::transport::server::Rou
 
 /// Whether the instance record of `app` at `address` is in `store` (enabled or not).
 pub async fn is_registered(store: &Arc<dyn Store>, app: &str, address: SocketAddr) -> bool {
-    let key = format!("/services/{app}/{address}");
+    // The store key keeps Dubbo's unbracketed form, also for IPv6 hosts (`::1:50051`).
+    let key = format!("/services/{app}/{}:{}", address.ip(), address.port());
     store.get(&key).await.expect("store answers").is_some()
 }
 
