@@ -62,11 +62,11 @@
 //! |---|---|---|
 //! | `etcd` | on | [`store::EtcdStore`] and its options, through `etcd-client` |
 //! | `tls` | on | TLS for MetadataService, balanced channels and etcd (tonic's `tls-ring`, etcd-client's `tls`) |
-//! | `reflection` | on | gRPC server reflection on a provider's own MetadataService listener ([`rpc::reflection_service`]) |
+//! | `reflection` | on | gRPC server reflection (`v1` and `v1alpha`) wherever a provider serves MetadataService (`Provider::serve`, its own listener) |
 //!
-//! `default-features = false` leaves an embedded-store library with plaintext gRPC. No
-//! feature needs `protoc`: the generated MetadataService code is checked in (etcd-client's
-//! own build still runs `protoc` when `etcd` is on).
+//! `default-features = false` leaves an embedded-store library with plaintext gRPC, which
+//! builds without `protoc`: the generated MetadataService code is checked in. The `etcd`
+//! feature does need `protoc` (with its well-known types), for etcd-client's own build.
 //!
 //! The library logs through [`tracing`] and publishes metrics through the [`::metrics`]
 //! facade; installing a subscriber and a metrics exporter is up to the application. The
