@@ -59,20 +59,30 @@ pub fn canonical_text<S: AsRef<ServiceInfo>>(
         text.push_str(match_key);
         let _ = write!(text, "{}", service.port);
         text.push_str(&service.path);
-        text.push('{');
-        let mut first = true;
-        for (k, v) in service.params.iter().filter(|(k, _)| !is_volatile_param(k)) {
-            if !first {
-                text.push_str(", ");
-            }
-            first = false;
-            text.push_str(k);
-            text.push('=');
-            text.push_str(v);
-        }
-        text.push('}');
+        push_params(
+            &mut text,
+            service.params.iter().filter(|(k, _)| !is_volatile_param(k)),
+        );
     }
     Some(text)
+}
+
+/// Appends params as `{k1=v1, k2=v2}`, in the order given: the params part of the `sha256-v1`
+/// text, which Dubbo Java's MD5 rule shares (each rule sorts in its own order).
+pub(crate) fn push_params<'a>(
+    text: &mut String,
+    params: impl IntoIterator<Item = (&'a String, &'a String)>,
+) {
+    text.push('{');
+    for (i, (k, v)) in params.into_iter().enumerate() {
+        if i > 0 {
+            text.push_str(", ");
+        }
+        text.push_str(k);
+        text.push('=');
+        text.push_str(v);
+    }
+    text.push('}');
 }
 
 /// The `sha256-v1` revision of an app's services (keyed by match key).

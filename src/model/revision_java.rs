@@ -25,7 +25,7 @@ use std::fmt::Write as _;
 use md5::{Digest, Md5};
 
 use crate::model::ServiceInfo;
-use crate::model::revision::EMPTY_REVISION;
+use crate::model::revision::{EMPTY_REVISION, push_params};
 
 /// A name for this rule in counters and messages. Instances do not declare it: it is the rule
 /// checked when an instance declares none.
@@ -54,16 +54,7 @@ pub fn canonical_text<S: AsRef<ServiceInfo>>(
         text.push_str(&service.path);
         let mut params: Vec<(&String, &String)> = service.params.iter().collect();
         params.sort_by(|a, b| java_string_order(a.0, b.0));
-        text.push('{');
-        for (i, (k, v)) in params.into_iter().enumerate() {
-            if i > 0 {
-                text.push_str(", ");
-            }
-            text.push_str(k);
-            text.push('=');
-            text.push_str(v);
-        }
-        text.push('}');
+        push_params(&mut text, params);
     }
     Some(text)
 }
