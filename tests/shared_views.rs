@@ -9,22 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use introspect::consumer::{APP_RELEASE_GRACE, VIEW_RELEASE_GRACE};
-use introspect::{Layout, MemoryStore, Resolver, ServiceInfo, Store, Subscription};
-use support::records::{Records, ports};
+use introspect::{Layout, Resolver, Store, Subscription};
+use support::records::{HOUR, ORDERS, memory, orders, ports};
 use support::wait::settle;
-
-const ORDERS: &str = "shop.OrderService";
-const HOUR: Duration = Duration::from_secs(3600);
-
-fn orders(app: &str) -> introspect::MetadataInfo {
-    Records::metadata(app, &[ServiceInfo::new(ORDERS)])
-}
-
-fn memory() -> (Arc<MemoryStore>, Records) {
-    let memory = Arc::new(MemoryStore::new());
-    let records = Records::new(memory.clone() as Arc<dyn Store>);
-    (memory, records)
-}
 
 /// Writes the mapping of ORDERS as `apps` joined by commas.
 async fn write_mapping(store: &Arc<dyn Store>, apps: &[String]) {

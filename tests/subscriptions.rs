@@ -11,21 +11,8 @@ use introspect::consumer::DEFAULT_MAX_HOLD;
 use introspect::consumer::{ProtectionOptions, SubscribeOptions};
 use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
 use support::faulty::FaultyStore;
-use support::records::{Records, ports};
+use support::records::{HOUR, ORDERS, Records, memory, orders, ports};
 use support::wait::settle;
-
-const ORDERS: &str = "shop.OrderService";
-const HOUR: Duration = Duration::from_secs(3600);
-
-fn orders(app: &str) -> introspect::MetadataInfo {
-    Records::metadata(app, &[ServiceInfo::new(ORDERS)])
-}
-
-fn memory() -> (Arc<MemoryStore>, Records) {
-    let memory = Arc::new(MemoryStore::new());
-    let records = Records::new(memory.clone() as Arc<dyn Store>);
-    (memory, records)
-}
 
 fn window() -> Duration {
     introspect::consumer::DEFAULT_COALESCE_WINDOW

@@ -109,3 +109,20 @@ pub fn ports(endpoints: &[introspect::Endpoint]) -> Vec<u16> {
     ports.sort_unstable();
     ports
 }
+
+/// The interface most subscription tests follow.
+pub const ORDERS: &str = "shop.OrderService";
+/// A lease TTL no test outlives.
+pub const HOUR: Duration = Duration::from_secs(3600);
+
+/// The metadata of `app` exporting [`ORDERS`] alone.
+pub fn orders(app: &str) -> MetadataInfo {
+    Records::metadata(app, &[ServiceInfo::new(ORDERS)])
+}
+
+/// A fresh memory store (kept typed, for its watch count) and records over it.
+pub fn memory() -> (Arc<introspect::MemoryStore>, Records) {
+    let memory = Arc::new(introspect::MemoryStore::new());
+    let records = Records::new(memory.clone() as Arc<dyn Store>);
+    (memory, records)
+}
