@@ -202,8 +202,12 @@ mod tests {
     fn stale_nonces_are_ignored_and_nacks_keep_the_subscription() {
         let mut p = StreamProtocol::default();
         p.on_request(&request(CLUSTER_LOAD_ASSIGNMENT, &["a"], ""));
-        let first = p.respond(CLUSTER_LOAD_ASSIGNMENT, vec![any(1)], true).unwrap();
-        let second = p.respond(CLUSTER_LOAD_ASSIGNMENT, vec![any(2)], false).unwrap();
+        let first = p
+            .respond(CLUSTER_LOAD_ASSIGNMENT, vec![any(1)], true)
+            .unwrap();
+        let second = p
+            .respond(CLUSTER_LOAD_ASSIGNMENT, vec![any(2)], false)
+            .unwrap();
         let stale = request(CLUSTER_LOAD_ASSIGNMENT, &["a", "b"], &first.nonce);
         assert_eq!(p.on_request(&stale), Verdict::Stale);
         assert_eq!(

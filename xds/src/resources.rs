@@ -190,7 +190,9 @@ pub fn load_assignment(service: &str, endpoints: &[Endpoint]) -> ClusterLoadAssi
             .and_then(|w| w.trim().parse::<u32>().ok())
             .filter(|w| *w > 0);
         let host = e.host.trim_start_matches('[').trim_end_matches(']');
-        by_address.entry((host.to_owned(), e.port)).or_insert(weight);
+        by_address
+            .entry((host.to_owned(), e.port))
+            .or_insert(weight);
     }
     let lb_endpoints = by_address
         .into_iter()
@@ -263,8 +265,16 @@ mod tests {
     #[test]
     fn only_grpc_protocols_with_protobuf_are_callable() {
         assert!(grpc_callable(&at(1, "tri", &[])));
-        assert!(grpc_callable(&at(1, "GRPC", &[("serialization", "protobuf")])));
-        assert!(!grpc_callable(&at(1, "tri", &[("serialization", "hessian2")])));
+        assert!(grpc_callable(&at(
+            1,
+            "GRPC",
+            &[("serialization", "protobuf")]
+        )));
+        assert!(!grpc_callable(&at(
+            1,
+            "tri",
+            &[("serialization", "hessian2")]
+        )));
         assert!(!grpc_callable(&at(1, "dubbo", &[])));
         assert!(!grpc_callable(&at(1, "rest", &[])));
     }

@@ -20,7 +20,12 @@ pub const HTTP_PROTOCOL_OPTIONS: &str =
     "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 
 /// The four resource types served, in the order a client usually asks for them.
-pub const SERVED: [&str; 4] = [LISTENER, ROUTE_CONFIGURATION, CLUSTER, CLUSTER_LOAD_ASSIGNMENT];
+pub const SERVED: [&str; 4] = [
+    LISTENER,
+    ROUTE_CONFIGURATION,
+    CLUSTER,
+    CLUSTER_LOAD_ASSIGNMENT,
+];
 
 /// Whether a response for `type_url` must list every resource that exists among the
 /// subscribed names, so that a name left out means "does not exist" (LDS and CDS in the
