@@ -68,6 +68,19 @@ impl XdsServerBuilder {
         self
     }
 
+    /// Serves over TLS with the PEM certificate chain and key of the server, checking
+    /// client certificates against `client_ca` when given (mutual TLS).
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_pem(self, cert: &[u8], key: &[u8], client_ca: Option<&[u8]>) -> Self {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
+        if let Some(ca) = client_ca {
+            tls = tls.client_ca_root(Certificate::from_pem(ca));
+        }
+        self.tls(tls)
+    }
+
     /// The server.
     pub fn build(self) -> XdsServer {
         let (stop, stopped) = watch::channel(false);
