@@ -10,15 +10,11 @@ use std::time::Duration;
 use introspect::{MemoryStore, Resolver, Store};
 use introspect_xds::XdsServer;
 use introspect_xds::envoy_types::pb::envoy::config::cluster::v3::Cluster;
-use introspect_xds::envoy_types::pb::envoy::config::core::v3::address::Address;
-use introspect_xds::envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier;
-use introspect_xds::envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use introspect_xds::envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier;
 use introspect_xds::envoy_types::pb::envoy::config::listener::v3::Listener;
 use introspect_xds::envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use introspect_xds::types::{CLUSTER, CLUSTER_LOAD_ASSIGNMENT, LISTENER, ROUTE_CONFIGURATION};
 use prost::Message;
-use support::ads::AdsClient;
+use support::ads::{AdsClient, addresses};
 use support::greeter::start_greeter;
 use tokio::sync::oneshot;
 
@@ -47,34 +43,6 @@ async fn fixture() -> Fixture {
         address,
         _stop: stop,
     }
-}
-
-/// The `host:port`s of a load assignment, sorted.
-fn addresses(response: &DiscoveryResponse) -> Vec<String> {
-    assert_eq!(response.type_url, CLUSTER_LOAD_ASSIGNMENT);
-    let mut out = Vec::new();
-    for any in &response.resources {
-        let cla = ClusterLoadAssignment::decode(any.value.as_slice()).unwrap();
-        assert_eq!(cla.cluster_name, GREETER);
-        for locality in &cla.endpoints {
-            for e in &locality.lb_endpoints {
-                let Some(HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
-                    panic!("an endpoint address")
-                };
-                let Some(Address::SocketAddress(s)) =
-                    ep.address.as_ref().and_then(|a| a.address.as_ref())
-                else {
-                    panic!("a socket address")
-                };
-                let Some(PortSpecifier::PortValue(port)) = s.port_specifier else {
-                    panic!("a port")
-                };
-                out.push(format!("{}:{port}", s.address));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 fn names_of<M: Message + Default>(

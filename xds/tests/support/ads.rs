@@ -9,6 +9,12 @@ use introspect_xds::envoy_types::pb::envoy::service::discovery::v3::{
     DiscoveryRequest, DiscoveryResponse,
 };
 use introspect_xds::envoy_types::pb::google::rpc::Status;
+use introspect_xds::envoy_types::pb::envoy::config::core::v3::address::Address;
+use introspect_xds::envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier;
+use introspect_xds::envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use introspect_xds::envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier;
+use introspect_xds::types::CLUSTER_LOAD_ASSIGNMENT;
+use prost::Message;
 use tokio::sync::mpsc;
 use tonic::Streaming;
 
@@ -107,4 +113,31 @@ fn request(type_url: &str, names: &[&str], version: &str, nonce: &str) -> Discov
         response_nonce: nonce.to_owned(),
         ..Default::default()
     }
+}
+
+/// The `host:port`s in a response of load assignments, sorted.
+pub fn addresses(response: &DiscoveryResponse) -> Vec<String> {
+    assert_eq!(response.type_url, CLUSTER_LOAD_ASSIGNMENT);
+    let mut out = Vec::new();
+    for any in &response.resources {
+        let cla = ClusterLoadAssignment::decode(any.value.as_slice()).expect("a load assignment");
+        for locality in &cla.endpoints {
+            for e in &locality.lb_endpoints {
+                let Some(HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
+                    panic!("an endpoint address")
+                };
+                let Some(Address::SocketAddress(s)) =
+                    ep.address.as_ref().and_then(|a| a.address.as_ref())
+                else {
+                    panic!("a socket address")
+                };
+                let Some(PortSpecifier::PortValue(port)) = s.port_specifier else {
+                    panic!("a port")
+                };
+                out.push(format!("{}:{port}", s.address));
+            }
+        }
+    }
+    out.sort();
+    out
 }

@@ -7,8 +7,10 @@
 #![allow(dead_code)]
 
 pub mod ads;
+pub mod crash;
 #[path = "../../../tests/support/greeter.rs"]
 pub mod greeter;
+pub mod process;
 pub mod python;
 #[path = "../../../tests/support/wait.rs"]
 pub mod wait;
