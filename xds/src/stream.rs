@@ -16,12 +16,15 @@ use crate::resources::resource;
 /// Responses a stream may have queued before it waits for the client to read them.
 const QUEUED_RESPONSES: usize = 16;
 
+/// Where a stream's responses go.
+pub(crate) type Responses = mpsc::Sender<Result<DiscoveryResponse, Status>>;
+
 /// Runs one stream until the client closes it, the transport fails or the server stops.
 /// Responses go out through `out`.
 pub(crate) async fn run<S>(
     catalog: Arc<Catalog>,
     mut requests: S,
-    out: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    out: Responses,
     mut stop: watch::Receiver<bool>,
 ) where
     S: Stream<Item = Result<DiscoveryRequest, Status>> + Unpin,
@@ -87,7 +90,7 @@ async fn send(
     protocol: &mut StreamProtocol,
     type_url: &str,
     force: bool,
-    out: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    out: &Responses,
 ) -> bool {
     let Some(wanted) = protocol.wanted(type_url) else {
         return true;
@@ -115,9 +118,6 @@ async fn send(
 }
 
 /// The channel a stream's responses go through.
-pub(crate) fn channel() -> (
-    mpsc::Sender<Result<DiscoveryResponse, Status>>,
-    mpsc::Receiver<Result<DiscoveryResponse, Status>>,
-) {
+pub(crate) fn channel() -> (Responses, mpsc::Receiver<Result<DiscoveryResponse, Status>>) {
     mpsc::channel(QUEUED_RESPONSES)
 }

@@ -30,19 +30,26 @@ pub struct AdsClient {
 impl AdsClient {
     /// Opens a stream to the server at `address` (`http://127.0.0.1:PORT`).
     pub async fn connect(address: String) -> AdsClient {
-        let mut client = AggregatedDiscoveryServiceClient::connect(address)
+        let channel = tonic::transport::Endpoint::new(address)
+            .expect("a valid address")
+            .connect()
             .await
             .expect("the xDS server accepts connections");
+        AdsClient::open(channel).await.expect("the stream opens")
+    }
+
+    /// Opens a stream over `channel`, or the status the server refused it with.
+    pub async fn open(channel: tonic::transport::Channel) -> Result<AdsClient, tonic::Status> {
+        let mut client = AggregatedDiscoveryServiceClient::new(channel);
         let (requests, outgoing) = mpsc::channel(16);
         let responses = client
             .stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(outgoing))
-            .await
-            .expect("the stream opens")
+            .await?
             .into_inner();
-        AdsClient {
+        Ok(AdsClient {
             requests,
             responses,
-        }
+        })
     }
 
     /// Sends a request of `type_url` for `names`, answering `nonce` with `version`.

@@ -7,6 +7,8 @@
 #![allow(dead_code)]
 
 pub mod ads;
+#[path = "../../../tests/support/certs.rs"]
+pub mod certs;
 pub mod crash;
 #[path = "../../../tests/support/greeter.rs"]
 pub mod greeter;
