@@ -21,7 +21,7 @@
 //! 6. propagation from a registration to a live subscription's update against a raw put →
 //!    watch event of the same store, on the memory store and on etcd;
 //! 7. xDS push latency: registration → an ADS client's pushed load assignment, next to the
-//!    subscription's own propagation (`scale_xds.rs`).
+//!    subscription's own propagation (`xds/mod.rs`).
 //!
 //! The etcd scenarios start a throwaway etcd of their own (`common/etcd.rs`) when the `etcd`
 //! binary is on `PATH`, and say "skipped: etcd not installed" otherwise.
@@ -39,7 +39,7 @@ mod common;
 #[path = "../tests/support/etcd.rs"]
 mod etcd;
 /// Scenario 7: xDS push latency next to the resolver's own propagation.
-#[path = "scale_xds.rs"]
+#[path = "xds/mod.rs"]
 mod scale_xds;
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
