@@ -25,6 +25,7 @@
 //! * `protection.rs`: self-preservation against mass expiry (pure);
 //! * `coalesce.rs`: coalescing against notification storms (pure);
 //! * `health.rs`: consumer-side health, setting failing endpoints aside (pure, plus a probe);
+//! * `probes.rs`: the resolver's one health state and prober for every address;
 //! * `snapshot.rs`: the local snapshot on disk;
 //! * `stats.rs`: counters.
 
@@ -37,6 +38,7 @@ pub mod discover;
 mod endpoints;
 mod health;
 mod metadata;
+mod probes;
 mod protection;
 mod resolver;
 #[doc(hidden)]
@@ -53,11 +55,12 @@ pub use channel::{
 pub use coalesce::{CoalesceOptions, DEFAULT_COALESCE_WINDOW};
 pub use discover::Discovery;
 pub use health::{
-    DEFAULT_FAILURE_THRESHOLD, DEFAULT_PROBE_INTERVAL, DEFAULT_PROBE_TIMEOUT, HealthOptions, Probe,
+    DEFAULT_FAILURE_THRESHOLD, DEFAULT_PROBE_CONCURRENCY, DEFAULT_PROBE_INTERVAL,
+    DEFAULT_PROBE_TIMEOUT, HealthOptions, Probe,
 };
 pub use protection::{
     DEFAULT_MAX_HOLD, DEFAULT_MIN_INSTANCES, DEFAULT_PROTECTION_THRESHOLD,
-    DEFAULT_PROTECTION_WINDOW, ProtectionOptions,
+    DEFAULT_PROTECTION_WINDOW, DEFAULT_WIPE_RECOVERY, ProtectionOptions,
 };
 pub use resolver::{
     DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_IDLE, DEFAULT_FETCH_ATTEMPTS, DEFAULT_FETCH_TIMEOUT,

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use crate::backoff::Backoff;
 use crate::consumer::context::Context;
 use crate::consumer::stats::Counters;
+use crate::consumer::views::Routable;
 use crate::registry::{InstanceChange, InstanceList};
 
 /// First delay before a failed list or watch of the store is tried again.
@@ -26,6 +27,9 @@ pub(crate) enum Source {
     Reset(String, InstanceList),
     /// Changes to one app's instances, in order.
     Changes(String, Vec<InstanceChange>),
+    /// What one app's shared view routes to now (its view applied the protections); the
+    /// only instance update a subscription receives.
+    View(String, Arc<Routable>),
 }
 
 /// The mapping source: get, then watch; again with backoff after any error.
