@@ -19,9 +19,12 @@
 //! * `views.rs`: one shared watch and parsed view per app and per mapping for the whole
 //!   resolver, released after a grace when no subscription follows it;
 //! * `discover.rs`: a subscription as a stream of `tower::discover::Change`s;
-//! * `channel.rs`: the balanced channel, a tower balancer over that stream, and `dial.rs`:
-//!   how it dials each endpoint (`ChannelOptions`);
-//! * `app_view.rs`: one app's instances as a subscriber sees them (pure);
+//! * `channel.rs`: the balanced channel, a tower balancer over that stream; `dial.rs`:
+//!   how it dials each endpoint (`ChannelOptions`); `passive.rs`: the per-endpoint layer
+//!   recording each call's outcome into health (passive health, panic mode); `deadline.rs`:
+//!   call deadlines that also bound the wait for an endpoint;
+//! * `app_view.rs`: one app's instances as its shared view holds them, with
+//!   self-preservation and the recovery after a store wipe (pure);
 //! * `protection.rs`: self-preservation against mass expiry (pure);
 //! * `coalesce.rs`: coalescing against notification storms (pure);
 //! * `health.rs`: consumer-side health, setting failing endpoints aside (pure, plus a probe);
@@ -33,11 +36,13 @@ mod app_view;
 pub mod channel;
 mod coalesce;
 mod context;
+mod deadline;
 mod dial;
 pub mod discover;
 mod endpoints;
 mod health;
 mod metadata;
+mod passive;
 mod probes;
 mod protection;
 mod resolver;

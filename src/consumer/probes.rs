@@ -27,6 +27,17 @@ use super::context::Context;
 use super::health::{HealthOptions, HealthTracker, Outcome};
 use super::stats::Counters;
 
+/// Whether a channel endpoint may take calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Readiness {
+    /// Its address is not set aside.
+    Healthy,
+    /// Its address is set aside, and so is every other of its channel: route anyway.
+    Panic,
+    /// Its address is set aside: wait for a change of health.
+    Wait,
+}
+
 /// See the module docs.
 pub(crate) struct HealthRegistry {
     options: HealthOptions,
@@ -92,23 +103,23 @@ impl HealthRegistry {
         self.generation.subscribe()
     }
 
-    /// For a channel endpoint: `true` when `address` is not set aside (or `panic` says to
-    /// route to it anyway); otherwise registers `waker`, woken on the next change of
-    /// health, and returns `false`.
-    pub fn ready_or_wait(
-        &self,
-        address: &str,
-        panic: impl FnOnce() -> bool,
-        waker: &Waker,
-    ) -> bool {
+    /// Whether a channel endpoint at `address`, one of the channel's `addresses`, may take
+    /// calls. When it may not, `waker` is woken on the next change of health.
+    pub fn ready_or_wait(&self, address: &str, addresses: &[Arc<str>], waker: &Waker) -> Readiness {
         let mut inner = self.lock();
-        if !inner.tracker.is_set_aside(address) || panic() {
-            return true;
+        if !inner.tracker.is_set_aside(address) {
+            return Readiness::Healthy;
         }
+        // Registered in both remaining cases: in panic mode the endpoint wants to know when
+        // a sibling recovers too (it then polls again and waits).
         if !inner.wakers.iter().any(|w| w.will_wake(waker)) {
             inner.wakers.push(waker.clone());
         }
-        false
+        if addresses.iter().all(|a| inner.tracker.is_set_aside(a)) {
+            Readiness::Panic
+        } else {
+            Readiness::Wait
+        }
     }
 
     /// Records a call's outcome for `address`.

@@ -283,7 +283,7 @@ impl Resolver {
     }
 
     /// The shared context, for the channel built over a subscription.
-    pub(super) fn context(&self) -> &Context {
+    pub(super) fn context(&self) -> &Arc<Context> {
         &self.context
     }
 

@@ -96,6 +96,7 @@ pub(crate) async fn start(
         protection_active: AtomicBool::new(false),
         serving_snapshot: AtomicBool::new(false),
         reports: reports_tx,
+        context: context.clone(),
     });
     let (sources_tx, sources_rx) = mpsc::channel(SOURCE_BUFFER);
     let now = Instant::now();
