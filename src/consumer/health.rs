@@ -26,6 +26,10 @@ pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
 pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(5);
 /// Default deadline of one probe.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a set-aside address that is no endpoint any more stays set aside (unprobed)
+/// before it is forgotten: longer than a subscription and its channels take to drop it.
+const FORGET_GRACE: Duration = Duration::from_secs(10);
+
 /// Default number of probes one resolver runs at once.
 pub const DEFAULT_PROBE_CONCURRENCY: usize = 16;
 
@@ -174,6 +178,9 @@ struct State {
     set_aside: bool,
     /// Set aside as suspect (held by self-preservation), not for failed calls.
     suspect: bool,
+    /// Since when the address is no endpoint any more (it stays set aside, unprobed, for
+    /// [`FORGET_GRACE`], so that channels still holding it do not call it meanwhile).
+    gone_since: Option<Instant>,
     next_probe: Option<Instant>,
     probing: bool,
 }
@@ -223,6 +230,7 @@ impl HealthTracker {
         };
         let state = self.by_address.entry(address.to_owned()).or_default();
         state.failures = state.failures.saturating_add(1);
+        state.gone_since = None;
         if state.suspect && state.failures >= threshold {
             // A suspect that fails calls (panic mode routed to it) is failing.
             state.suspect = false;
@@ -243,6 +251,7 @@ impl HealthTracker {
             return false;
         }
         let state = self.by_address.entry(address.to_owned()).or_default();
+        state.gone_since = None;
         let newly = !state.set_aside;
         if newly {
             state.set_aside = true;
@@ -260,22 +269,37 @@ impl HealthTracker {
             && state.set_aside
             && !state.probing
         {
+            state.gone_since = None;
             state.next_probe = Some(now);
         }
     }
 
-    /// Forgets `address` (it is no endpoint any more). Returns whether it was set aside.
-    pub fn forget(&mut self, address: &str) -> bool {
+    /// `address` is no endpoint any more at `now`: forgotten at once if it is not set
+    /// aside, else after a grace, unprobed meanwhile. Forgets the addresses whose grace
+    /// ended; returns whether one of them was set aside.
+    pub fn forget(&mut self, address: &str, now: Instant) -> bool {
+        if let Some(state) = self.by_address.get_mut(address) {
+            if state.set_aside {
+                state.gone_since.get_or_insert(now);
+            } else {
+                self.by_address.remove(address);
+            }
+        }
+        let before = self.by_address.len();
         self.by_address
-            .remove(address)
-            .is_some_and(|state| state.set_aside)
+            .retain(|_, s| s.gone_since.is_none_or(|t| now < t + FORGET_GRACE));
+        self.by_address.len() != before
     }
 
     /// The set-aside addresses due for a probe at `now`; they are marked as being probed.
     pub fn due_probes(&mut self, now: Instant) -> Vec<String> {
         let mut due = Vec::new();
         for (address, state) in &mut self.by_address {
-            if state.set_aside && !state.probing && state.next_probe.is_some_and(|t| t <= now) {
+            if state.set_aside
+                && !state.probing
+                && state.gone_since.is_none()
+                && state.next_probe.is_some_and(|t| t <= now)
+            {
                 state.probing = true;
                 due.push(address.clone());
             }
@@ -299,7 +323,7 @@ impl HealthTracker {
     pub fn next_probe(&self) -> Option<Instant> {
         self.by_address
             .values()
-            .filter(|s| s.set_aside && !s.probing)
+            .filter(|s| s.set_aside && !s.probing && s.gone_since.is_none())
             .filter_map(|s| s.next_probe)
             .min()
     }
@@ -407,7 +431,11 @@ mod tests {
         assert_eq!(h.next_probe(), Some(now + DEFAULT_PROBE_INTERVAL));
         h.probe_soon(A, now + Duration::from_secs(1));
         assert_eq!(h.next_probe(), Some(now + Duration::from_secs(1)));
-        assert!(h.forget(A));
+        // Gone: still aside for a grace, unprobed, then forgotten.
+        assert!(!h.forget(A, now));
+        assert!(h.is_set_aside(A));
+        assert_eq!(h.next_probe(), None);
+        assert!(h.forget("10.0.0.9:1", now + FORGET_GRACE));
         assert!(!h.is_set_aside(A));
     }
 

@@ -155,7 +155,7 @@ impl HealthRegistry {
     /// `address` is no endpoint any more.
     pub fn forget(&self, address: &str) {
         let mut inner = self.lock();
-        if inner.tracker.forget(address) {
+        if inner.tracker.forget(address, Instant::now()) {
             self.bump(&mut inner);
         }
     }
