@@ -2,6 +2,45 @@
 //! live ([`Resolver::subscribe`]), with the registry-center protections of the design's
 //! section 8.
 //!
+//! # Protections
+//!
+//! Each applies once per resolver and app (in the app's shared view) or per address (in the
+//! resolver's health), however many subscriptions and channels there are; their settings
+//! sit on [`ResolverBuilder::subscribe_options`].
+//!
+//! * **Errors never empty a set**: a failed list, watch or mapping read keeps the last
+//!   state; an instance whose new revision's metadata cannot be had keeps its endpoints.
+//! * **Self-preservation** ([`ProtectionOptions`]): when more than a share of an app's
+//!   instances expire within a window (a partition looks like that), the removals are
+//!   held, the earlier expiries of the window too (retroactively), until the instances
+//!   return or [`ProtectionOptions::max_hold`] passes. Releasing a hold is logged with the
+//!   app and counts and counted (`hold_releases`). Graceful stops are never held.
+//! * **A hold never sends calls to the dead**: a held instance is suspect at once:
+//!   probed at once and then at the probe interval, and set aside in balanced channels
+//!   until a probe answers. The retroactive rule is kept for partitions (whose expiries
+//!   spread over the lease phases) because this guard keeps it from reviving a process
+//!   that really died: it stays out of the channels while its connections are refused.
+//!   [`SubscriptionHandle::current`] still lists a held instance;
+//!   [`SubscriptionHandle::is_set_aside`] marks it.
+//! * **Empty protection after a store wipe**, for apps of every size: a re-list whose store
+//!   revision is lower than the last one seen means a wiped or replaced store (the etcd
+//!   store also ends its watches when the cluster's revision goes backwards, which brings
+//!   that re-list at once). Each app then keeps the instances the re-list misses until
+//!   they re-register or [`ProtectionOptions::wipe_recovery`] passes (default
+//!   [`DEFAULT_WIPE_RECOVERY`], 30 s). Graceful stops and deletions on a healthy store
+//!   still leave at once.
+//! * **Consumer-side health** ([`HealthOptions`]): the balanced channel records every
+//!   call's outcome (passive health); applications may report outcomes too. After
+//!   [`HealthOptions::failure_threshold`] consecutive failures (a refused connection at
+//!   once) an address is set aside (left out of channels and of `current()`) and probed,
+//!   with at most [`HealthOptions::probe_concurrency`] probes at once for the resolver,
+//!   until it answers. If every endpoint of a channel is set aside, it routes to all
+//!   (panic mode, logged and counted as `panic_routes`).
+//! * **Deadlines**: a call through a balanced channel with a deadline fails with
+//!   UNAVAILABLE when no endpoint is ready by then, instead of waiting.
+//! * **Notification storms** are coalesced ([`CoalesceOptions`]); the **local snapshot**
+//!   ([`SnapshotOptions`]) serves a consumer that starts while the store is unreachable.
+//!
 //! Layout, one concept per file:
 //!
 //! * `context.rs`: what the resolver and every subscription share (store layers, metadata

@@ -266,3 +266,40 @@ async fn probe(context: Weak<Context>, address: String, semaphore: Arc<Semaphore
         context.health.wake_driver.notify_one();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn aside(registry: &HealthRegistry, address: &str) {
+        registry
+            .lock()
+            .tracker
+            .record(address, Outcome::Refused, Instant::now());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn set_aside_endpoints_wait_until_all_are_aside_then_all_route() {
+        let registry = HealthRegistry::new(HealthOptions::default());
+        let addresses: Vec<Arc<str>> = vec!["10.0.0.1:1".into(), "10.0.0.2:1".into()];
+        let waker = futures::task::noop_waker();
+        let ready = |a: &str| registry.ready_or_wait(a, &addresses, &waker);
+        assert_eq!(ready("10.0.0.1:1"), Readiness::Healthy);
+        aside(&registry, "10.0.0.1:1");
+        assert_eq!(ready("10.0.0.1:1"), Readiness::Wait);
+        assert_eq!(ready("10.0.0.2:1"), Readiness::Healthy);
+        assert_eq!(
+            registry.lock().wakers.len(),
+            1,
+            "one waker, registered once"
+        );
+        aside(&registry, "10.0.0.2:1");
+        assert_eq!(ready("10.0.0.1:1"), Readiness::Panic);
+        assert_eq!(ready("10.0.0.2:1"), Readiness::Panic);
+        // A change of health wakes whoever waits.
+        let mut inner = registry.lock();
+        registry.bump(&mut inner);
+        assert!(inner.wakers.is_empty());
+        assert_eq!(*registry.changes().borrow(), 1);
+    }
+}
