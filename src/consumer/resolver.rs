@@ -272,8 +272,11 @@ impl Resolver {
     /// views of the mapping and of each app's instances, with the protections set on the
     /// resolver ([`ResolverBuilder::subscribe_options`]); a subscription itself is only its
     /// filter. Returns once the first set is published, or once the start timeout passed
-    /// (serving the snapshot, if any, while the store is unreachable). Fails only on an
-    /// invalid subscription.
+    /// (serving the snapshot, if any, while the store is unreachable). Fails on an
+    /// invalid subscription, and with the permanent error (see [`Error::is_permanent`])
+    /// when the store refuses the credentials or permissions before the first set; after
+    /// it, such an error ends the subscription through
+    /// [`SubscriptionHandle::changed`].
     pub async fn subscribe(&self, subscription: Subscription) -> Result<SubscriptionHandle> {
         let options = (*self.subscribe_options).clone();
         subscribe::start(self.context.clone(), subscription, options).await

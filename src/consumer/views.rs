@@ -107,6 +107,18 @@ impl Views {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
+    /// Removes `key` now; returns the commands that were waiting in its inbox (under the
+    /// lock, so no join reaches the inbox after this).
+    fn close(&self, key: &ViewKey, inbox: &mut mpsc::UnboundedReceiver<Command>) -> Vec<Command> {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.remove(key);
+        let mut waiting = Vec::new();
+        while let Ok(command) = inbox.try_recv() {
+            waiting.push(command);
+        }
+        waiting
+    }
+
     /// Removes `key` if its view may stop: nothing is waiting in its inbox. Returns the
     /// commands that were waiting otherwise.
     fn try_release(
@@ -157,7 +169,13 @@ impl View {
             let release = self.idle_since.map(|t| t + VIEW_RELEASE_GRACE);
             tokio::select! {
                 Some(command) = self.inbox.recv() => self.on_command(command).await,
-                Some(update) = updates.recv() => self.on_update(update).await,
+                Some(update) = updates.recv() => {
+                    if let Source::Failed(_) = update {
+                        self.fail(update).await;
+                        break;
+                    }
+                    self.on_update(update).await;
+                }
                 () = sleep_until(release) => {
                     let waiting = self.context.views.try_release(&self.key, &mut self.inbox);
                     if waiting.is_empty() {
@@ -190,6 +208,25 @@ impl View {
         }
     }
 
+    /// Hands a permanent failure of the source to every member, including subscriptions
+    /// joining meanwhile, and leaves the resolver's views: a later join starts a new view,
+    /// which tries the store again.
+    async fn fail(&mut self, failure: Source) {
+        for command in self.context.views.close(&self.key, &mut self.inbox) {
+            match command {
+                Command::Join(id, to) => {
+                    self.members.insert(id, to);
+                }
+                Command::Leave(id) => {
+                    self.members.remove(&id);
+                }
+            }
+        }
+        for member in self.members.values() {
+            let _ = member.send(failure.clone()).await;
+        }
+    }
+
     async fn on_update(&mut self, update: Source) {
         if let Source::Reset(app, list) = &update {
             for (address, reason) in &list.skipped {
@@ -205,7 +242,7 @@ impl View {
             (Source::Changes(_, changes), Some(State::Instances(_, instances))) => {
                 apply(instances, changes);
             }
-            (Source::Changes(..), _) => {}
+            (Source::Changes(..) | Source::Failed(_), _) => {}
         }
         let mut gone = Vec::new();
         for (id, member) in &self.members {

@@ -28,6 +28,12 @@
 //! error never replaces a non-empty set with an empty one, while an instance that is really
 //! gone (its record deleted) leaves at once, whatever other revisions are doing.
 //!
+//! A permanent error (the store refused the credentials or the permissions) ends the
+//! subscription: its sources stop, the task logs one line and stops, the last set stays in
+//! [`SubscriptionHandle::current`] (and in channels built on it), and
+//! [`SubscriptionHandle::changed`] returns the error. Before the first set, `subscribe()`
+//! returns it. Transient errors are retried as above.
+//!
 //! Dropping the last [`SubscriptionHandle`] ends the task, which leaves its views; a view
 //! no subscription follows closes its watch after [`crate::consumer::VIEW_RELEASE_GRACE`].
 
@@ -94,6 +100,7 @@ pub(crate) async fn start(
     let shared = Arc::new(Shared {
         protection_active: AtomicBool::new(false),
         serving_snapshot: AtomicBool::new(false),
+        ended: std::sync::Mutex::new(None),
         reports: reports_tx,
     });
     let (sources_tx, sources_rx) = mpsc::channel(SOURCE_BUFFER);
@@ -135,10 +142,14 @@ pub(crate) async fn start(
         writes: JoinSet::new(),
         protected_apps: 0,
         dirty: false,
+        stopped: false,
     };
     let span = tracing::info_span!("subscription", interface = %subscription.interface, id);
     tokio::spawn(task.run().instrument(span));
-    ready_rx.await.map_err(|_| Error::Shutdown)?;
+    if ready_rx.await.is_err() {
+        // The task ended before its first set: the store refused it for good.
+        return Err(shared.ended().unwrap_or(Error::Shutdown));
+    }
     rx.borrow_and_update();
     Ok(SubscriptionHandle {
         subscription: Arc::new(subscription),

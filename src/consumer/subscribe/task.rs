@@ -85,6 +85,8 @@ pub(super) struct Task {
     pub(super) protected_apps: u64,
     /// Whether the routed instances, metadata or health changed since the last tick.
     pub(super) dirty: bool,
+    /// Set when the store refused for good: the task stops following it.
+    pub(super) stopped: bool,
 }
 
 impl Task {
@@ -147,6 +149,9 @@ impl Task {
                     Err(e) => tracing::warn!(error = %e, "snapshot not written"),
                 },
                 Wake::Timer => {}
+            }
+            if self.stopped {
+                break;
             }
         }
         Counters::sub(&self.context.counters.subscriptions, 1);
@@ -272,7 +277,29 @@ impl Task {
                     self.note(applied);
                 }
             }
+            Source::Failed(error) => self.fail(error),
         }
+    }
+
+    /// The store refused for good: keeps the last set (errors never remove endpoints),
+    /// records why for the handles and stops following the store. The handles see the
+    /// error from `changed()` once the task is gone.
+    fn fail(&mut self, error: Arc<Error>) {
+        if self.stopped {
+            return;
+        }
+        if self.ready.is_some() {
+            // `subscribe()` returns the error itself: nothing to keep, nothing to log.
+            tracing::debug!(%error, "the store refused the subscription before its first set");
+        } else {
+            tracing::warn!(
+                interface = %self.subscription.interface,
+                %error,
+                "the store refused the subscription; it no longer follows the store and keeps its last set"
+            );
+        }
+        *self.shared.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
+        self.stopped = true;
     }
 
     fn note(&mut self, applied: Applied) {
