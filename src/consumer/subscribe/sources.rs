@@ -3,6 +3,10 @@
 //! A transient failure (the store unreachable, a watch broken) is retried with backoff; a
 //! permanent one (credentials or permissions refused, see [`Error::is_permanent`]) ends
 //! the source with [`Source::Failed`], since no retry can help.
+//!
+//! Their warnings go through the resolver's aggregator ([`crate::warnings`]): under a long
+//! outage each cause (a read, a watch, per app or interface) writes at most one line per
+//! interval, with the count of the ones it suppressed.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -10,6 +14,7 @@ use std::time::Duration;
 
 use futures::FutureExt as _;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::backoff::Backoff;
 use crate::consumer::context::Context;
@@ -44,14 +49,33 @@ enum Next {
 }
 
 /// Handles a failure of a source: a permanent error is sent on as [`Source::Failed`] and
-/// stops the source; any other is logged and retried.
-async fn failed(error: Error, what: &str, subject: &str, tx: &mpsc::Sender<Source>) -> Next {
+/// stops the source; any other is logged (aggregated per `what` and `subject`) and retried.
+async fn failed(
+    context: &Context,
+    error: Error,
+    what: &str,
+    subject: &str,
+    tx: &mpsc::Sender<Source>,
+) -> Next {
     if error.is_permanent() {
         let _ = tx.send(Source::Failed(Arc::new(error))).await;
         return Next::Stop;
     }
-    tracing::warn!(%subject, %error, "{what}; retrying");
+    let cause = format!("{what}: {subject}");
+    if let Some(suppressed) = context.warnings.allow(&cause, Instant::now()) {
+        tracing::warn!(%subject, %error, suppressed, "{what}; retrying");
+    }
     Next::Retry
+}
+
+/// Logs that a watch ended (at info: it is read again at once), aggregated per `what` and
+/// `subject`.
+fn watch_restarted(context: &Context, error: &Error, what: &str, subject: &str) {
+    Counters::bump(&context.counters.watch_restarts);
+    let cause = format!("{what}: {subject}");
+    if let Some(suppressed) = context.warnings.allow(&cause, Instant::now()) {
+        tracing::info!(%subject, %error, suppressed, "{what}");
+    }
 }
 
 /// The mapping source: get, then watch; again with backoff after any transient error.
@@ -79,20 +103,22 @@ pub(crate) async fn watch_mapping(
                                     }
                                 }
                                 Err(e) if e.is_permanent() => {
-                                    break failed(e, "", &interface, &tx).await;
+                                    break failed(&context, e, "", &interface, &tx).await;
                                 }
                                 Err(e) => {
-                                    Counters::bump(&context.counters.watch_restarts);
-                                    tracing::info!(%interface, error = %e, "mapping watch ended; reading it again");
+                                    let what = "mapping watch ended; reading it again";
+                                    watch_restarted(&context, &e, what, &interface);
                                     break Next::Retry;
                                 }
                             }
                         }
                     }
-                    Err(e) => failed(e, "cannot watch the mapping", &interface, &tx).await,
+                    Err(e) => {
+                        failed(&context, e, "cannot watch the mapping", &interface, &tx).await
+                    }
                 }
             }
-            Err(e) => failed(e, "cannot read the mapping", &interface, &tx).await,
+            Err(e) => failed(&context, e, "cannot read the mapping", &interface, &tx).await,
         };
         if let Next::Stop = next {
             return;
@@ -112,7 +138,11 @@ pub(crate) async fn watch_app(context: Arc<Context>, app: String, tx: mpsc::Send
             Ok(list) => {
                 if relisting {
                     Counters::bump(&context.counters.relists);
-                    tracing::info!(%app, instances = list.instances.len(), revision = list.revision, "instances re-listed");
+                    let cause = format!("re-listed: {app}");
+                    if let Some(suppressed) = context.warnings.allow(&cause, Instant::now()) {
+                        let instances = list.instances.len();
+                        tracing::info!(%app, instances, revision = list.revision, suppressed, "instances re-listed");
+                    }
                 }
                 let from = list.revision + 1;
                 if tx.send(Source::Reset(app.clone(), list)).await.is_err() {
@@ -123,10 +153,10 @@ pub(crate) async fn watch_app(context: Arc<Context>, app: String, tx: mpsc::Send
                         backoff.reset();
                         follow(&context, &app, &mut watch, &tx).await
                     }
-                    Err(e) => failed(e, "cannot watch instances", &app, &tx).await,
+                    Err(e) => failed(&context, e, "cannot watch instances", &app, &tx).await,
                 }
             }
-            Err(e) => failed(e, "cannot list instances", &app, &tx).await,
+            Err(e) => failed(&context, e, "cannot list instances", &app, &tx).await,
         };
         if let Next::Stop = next {
             return;
@@ -180,9 +210,8 @@ async fn watch_ended(
     tx: &mpsc::Sender<Source>,
 ) -> Next {
     if error.is_permanent() {
-        return failed(error, "", app, tx).await;
+        return failed(context, error, "", app, tx).await;
     }
-    Counters::bump(&context.counters.watch_restarts);
-    tracing::info!(%app, %error, "instance watch ended; re-listing");
+    watch_restarted(context, &error, "instance watch ended; re-listing", app);
     Next::Retry
 }

@@ -146,7 +146,12 @@ impl Task {
                 }
                 Wake::Written(result) => match result {
                     Ok(()) => Counters::bump(&self.context.counters.snapshot_writes),
-                    Err(e) => tracing::warn!(error = %e, "snapshot not written"),
+                    Err(e) => {
+                        let cause = format!("snapshot not written: {}", self.id);
+                        if let Some(suppressed) = self.context.warnings.allow(&cause, now) {
+                            tracing::warn!(error = %e, suppressed, "snapshot not written");
+                        }
+                    }
                 },
                 Wake::Timer => {}
             }
