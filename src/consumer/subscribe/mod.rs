@@ -18,7 +18,9 @@
 //!
 //! The task applies updates to each app's [`AppView`] (self-preservation decides which
 //! expiries are held), fetches the metadata of new revisions in the background (retrying
-//! failures with exponential backoff and jitter, never blocking other revisions), applies
+//! failures with exponential backoff and jitter, never blocking other revisions; the first
+//! set waits for the first fetches only for [`DEFAULT_FIRST_FETCH_WAIT`] or the configured
+//! bound, after which a revision still being fetched joins when it arrives), applies
 //! consumer-side health, and pushes the endpoint set through a [`watch`] channel, coalesced
 //! by a [`Coalescer`] and only when it changed. It writes the local snapshot after pushes
 //! and serves from it when the store cannot be reached at start.
@@ -72,6 +74,9 @@ pub use options::SubscribeOptions;
 /// Default time a new subscription waits for the store (and the first metadata fetches)
 /// before it serves from the snapshot, or from what it has.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default time the first set waits for the first metadata fetches, once the store has been
+/// read: well under the fetch timeout, so one hung MetadataService never delays the others.
+pub const DEFAULT_FIRST_FETCH_WAIT: Duration = Duration::from_millis(500);
 /// Default first delay before a failed metadata fetch is retried.
 pub const DEFAULT_FETCH_RETRY_BASE: Duration = Duration::from_millis(500);
 /// Default longest delay between retries of a failed metadata fetch.
@@ -82,8 +87,9 @@ const SOURCE_BUFFER: usize = 1024;
 /// Health reports buffered; reports beyond it are dropped (they are advisory).
 const REPORT_BUFFER: usize = 4096;
 
-/// Starts a subscription; returns once the first set is published, or the start timeout
-/// passed.
+/// Starts a subscription; returns once the first set is published: when the store has been
+/// read and the first metadata fetches are done or have had their short wait
+/// ([`SubscribeOptions::first_fetch_wait`]), or when the start timeout passed.
 pub(crate) async fn start(
     context: Arc<Context>,
     subscription: Subscription,
@@ -112,6 +118,7 @@ pub(crate) async fn start(
     let task = Task {
         id,
         start_deadline: now + options.start_timeout,
+        fetch_wait_until: None,
         coalescer: Coalescer::new(&options.coalesce),
         health: HealthTracker::new(options.health.clone()),
         context,

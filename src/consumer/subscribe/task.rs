@@ -76,6 +76,8 @@ pub(super) struct Task {
     /// Taken when the first set is published.
     pub(super) ready: Option<oneshot::Sender<()>>,
     pub(super) start_deadline: Instant,
+    /// Until when the first set waits for first fetches, once the store has been read.
+    pub(super) fetch_wait_until: Option<Instant>,
     /// The snapshot read at start, until used or no longer needed.
     pub(super) snapshot: Option<Snapshot>,
     pub(super) serving_snapshot: bool,
@@ -204,7 +206,10 @@ impl Task {
         }
         let mut became_ready = false;
         if self.ready.is_some() {
-            if self.initial_complete() {
+            if self.fetch_wait_until.is_none() && self.store_read() {
+                self.fetch_wait_until = Some(now + self.options.first_fetch_wait);
+            }
+            if self.initial_complete(now) {
                 became_ready = true;
             } else if now >= self.start_deadline {
                 if let Some(snapshot) = self.snapshot.take() {
@@ -254,6 +259,7 @@ impl Task {
         };
         if self.ready.is_some() {
             consider(Some(self.start_deadline));
+            consider(self.fetch_wait_until);
         }
         for view in self.apps.values() {
             consider(view.next_release());
@@ -332,15 +338,20 @@ impl Task {
         }
     }
 
-    /// Whether the first publication can go out: apps known, every app listed, and no
-    /// revision on its first fetch.
-    fn initial_complete(&self) -> bool {
-        self.mapping_known
-            && self.apps.values().all(|v| v.synced)
-            && !self
-                .fetches
-                .values()
-                .any(|f| f.in_flight && f.failures() == 0)
+    /// Whether the apps are known and every app listed.
+    fn store_read(&self) -> bool {
+        self.mapping_known && self.apps.values().all(|v| v.synced)
+    }
+
+    /// Whether the first publication can go out: the store read, and no revision on its
+    /// first fetch, or the wait for the first fetches over.
+    fn initial_complete(&self, now: Instant) -> bool {
+        self.store_read()
+            && (self.fetch_wait_until.is_some_and(|t| now >= t)
+                || !self
+                    .fetches
+                    .values()
+                    .any(|f| f.in_flight && f.failures() == 0))
     }
 
     /// Whether everything comes from the store (not from the snapshot).
