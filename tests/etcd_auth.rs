@@ -166,8 +166,7 @@ async fn a_subscription_without_credentials_ends_with_an_authentication_error() 
     let err = resolver
         .subscribe(Subscription::new(ORDERS))
         .await
-        .err()
-        .expect("a refused subscription does not start");
+        .expect_err("a refused subscription does not start");
     assert!(matches!(err, Error::Unauthenticated(_)), "{err}");
     assert_permanent(&err);
     // The refusal ends it at once: no retry until the start timeout, and no empty set.

@@ -74,8 +74,7 @@ async fn a_consumer_started_while_etcd_is_down_serves_its_snapshot_then_follows_
     etcd.kill();
     let err = EtcdStore::connect(etcd.options())
         .await
-        .err()
-        .expect("etcd is down");
+        .expect_err("etcd is down");
     assert!(matches!(err, Error::StoreUnavailable(_)), "{err}");
     let store = background(&etcd).await;
     let resolver = resolver(store.clone(), dir.path());
