@@ -20,6 +20,8 @@
 //!    of the same keys plus one MetadataService call), on the memory store and on etcd;
 //! 6. propagation from a registration to a live subscription's update against a raw put →
 //!    watch event of the same store, on the memory store and on etcd.
+//! 7. failure: 60% of a fleet of 20 killed at once under consumers calling through balanced
+//!    channels, with and without consumer-side health (`scale_failure.rs`).
 //!
 //! The etcd scenarios start a throwaway etcd of their own (`common/etcd.rs`) when the `etcd`
 //! binary is on `PATH`, and say "skipped: etcd not installed" otherwise.
@@ -36,6 +38,9 @@ mod common;
 #[allow(dead_code)]
 #[path = "../tests/support/etcd.rs"]
 mod etcd;
+/// Scenario 7, failure.
+#[path = "scale_failure.rs"]
+mod scale_failure;
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::hint::black_box;
@@ -1216,6 +1221,10 @@ async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>
         propagation(sizes, &servers, &mut rows, &mut notes).await?;
         done("propagation");
     }
+    if wanted("failure") {
+        scale_failure::failure(&mut rows, &mut notes).await?;
+        done("failure");
+    }
     Ok((rows, notes))
 }
 
@@ -1271,7 +1280,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let bench = args.iter().any(|a| a == "--bench");
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only NAME` (volume, memory, calls, cold, propagation) runs one scenario, for
+    // `--only NAME` (volume, memory, calls, cold, propagation, failure) runs one scenario, for
     // profiling; it writes nothing.
     let only = args
         .iter()

@@ -99,8 +99,10 @@
 //!   apps followed, store sources, metadata fetches, assembly); a subscription as a stream
 //!   of tower `Change`s (`consumer/discover.rs`) and a tower balancer over it
 //!   ([`Resolver::balanced_channel`], `consumer/channel.rs`, dialing in `consumer/dial.rs`).
-//!   Endpoint building (`consumer/endpoints.rs`) and the protections (`app_view`,
-//!   `protection`, `coalesce`, `health`, `snapshot`) are pure.
+//!   Passive health and panic mode live in `consumer/passive.rs`, call deadlines in
+//!   `consumer/deadline.rs`, and the resolver's one health state and prober per address in
+//!   `consumer/probes.rs`. Endpoint building (`consumer/endpoints.rs`) and the protections
+//!   (`app_view`, `protection`, `coalesce`, `health`, `snapshot`) are pure.
 //! * [`limits`]: size limits on everything read from the store or the network, and the most
 //!   apps a mapping may name.
 //! * `warnings`: repeated warnings aggregated per cause (at most one line per interval).

@@ -1,6 +1,13 @@
-//! One subscriber's view of one app's instances: what the store says, updated as a reset
-//! (after a list) or as upserts and removals (from a watch), with self-preservation deciding
-//! which removals are held. Pure: no I/O.
+//! One app's instances as the resolver's shared view of the app holds them: what the store
+//! says, updated as a reset (after a list) or as upserts and removals (from a watch), with
+//! self-preservation deciding which removals are held and the recovery after a store wipe
+//! keeping what a wiped store forgot. Pure: no I/O.
+//!
+//! A wipe is seen as a re-list whose store revision is lower than the last one seen (the
+//! store was wiped or replaced: its revision restarted). The instances the re-list misses
+//! are then kept, in apps of any size, until they re-register or the recovery bound
+//! ([`super::ProtectionOptions::wipe_recovery`]) passes. Graceful stops and deletions on a
+//! healthy store are not affected: they leave at once.
 
 use std::sync::Arc;
 
@@ -11,14 +18,41 @@ use crate::model::ServiceInstance;
 use crate::registry::{InstanceChange, Instances};
 
 /// What applying an update did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Applied {
     /// Whether the instances routed to (registered and enabled, or held) may have changed.
     pub changed: bool,
-    /// Expiries newly held by self-preservation.
-    pub newly_held: usize,
+    /// Addresses newly held by self-preservation or kept by a wipe recovery.
+    pub newly_held: Vec<String>,
+    /// Held addresses whose record was written again (their hold ended).
+    pub returned: Vec<String>,
     /// Records skipped as unusable.
     pub skipped: usize,
+    /// Whether this update found the store wiped or replaced.
+    pub wiped: bool,
+}
+
+/// Holds released at one time (see [`AppView::release_due`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Released {
+    /// Instances self-preservation held for its maximum time.
+    pub held: Vec<String>,
+    /// Instances a wipe recovery kept until its bound.
+    pub kept: Vec<String>,
+}
+
+impl Released {
+    /// Whether nothing was released.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty() && self.kept.is_empty()
+    }
+}
+
+#[derive(Debug)]
+struct Recovery {
+    until: Instant,
+    /// Instances the wiped store forgot that have not re-registered.
+    kept: Instances,
 }
 
 /// See the module docs.
@@ -27,7 +61,11 @@ pub(crate) struct AppView {
     /// The registered instances by `{host}:{port}`, enabled or not.
     instances: Instances,
     protection: Protection,
-    /// Whether the store has been listed since the subscription started.
+    wipe_recovery: std::time::Duration,
+    recovery: Option<Recovery>,
+    /// The highest store revision a list was read at.
+    last_revision: i64,
+    /// Whether the store has been listed since the view started.
     pub synced: bool,
 }
 
@@ -35,15 +73,26 @@ impl AppView {
     pub fn new(options: ProtectionOptions) -> Self {
         AppView {
             instances: Instances::new(),
+            wipe_recovery: options.wipe_recovery,
             protection: Protection::new(options),
+            recovery: None,
+            last_revision: 0,
             synced: false,
         }
     }
 
-    /// Replaces the registered instances with a fresh list (after a list or a re-list).
-    /// Instances missing from it are removals; those last seen enabled are expiries.
-    pub fn reset(&mut self, list: Instances, now: Instant) -> Applied {
+    /// Replaces the registered instances with a fresh list read at store `revision` (after
+    /// a list or a re-list). Instances missing from it are removals, those last seen
+    /// enabled expiries, unless the revision went backwards: then they are kept until
+    /// they re-register or the recovery bound passes.
+    pub fn reset(&mut self, list: Instances, revision: i64, now: Instant) -> Applied {
         let mut applied = Applied::default();
+        let wiped = self.synced && revision < self.last_revision && !self.wipe_recovery.is_zero();
+        self.last_revision = if wiped {
+            revision
+        } else {
+            self.last_revision.max(revision)
+        };
         let gone: Vec<String> = self
             .instances
             .keys()
@@ -53,16 +102,34 @@ impl AppView {
         let new_count = list.len();
         let old = std::mem::take(&mut self.instances);
         for (address, instance) in &list {
-            self.protection.returned(address);
+            self.returned(address, &mut applied);
             if old.get(address) != Some(instance) {
                 applied.changed = true;
             }
         }
         self.instances = list;
+        if wiped {
+            applied.wiped = true;
+            let recovery = self.recovery.get_or_insert_with(|| Recovery {
+                until: now + self.wipe_recovery,
+                kept: Instances::new(),
+            });
+            for address in gone {
+                if let Some(previous) = old.get(&address).filter(|i| i.enabled) {
+                    recovery.kept.insert(address.clone(), previous.clone());
+                    applied.newly_held.push(address);
+                }
+            }
+            if recovery.kept.is_empty() {
+                self.recovery = None;
+            }
+            return applied;
+        }
         for address in gone {
             applied.changed = true;
             if let Some(previous) = old.get(&address) {
-                applied.newly_held += self.removed(&address, previous.clone(), new_count, now);
+                let held = self.removed(&address, previous.clone(), new_count, now);
+                applied.newly_held.extend(held);
             }
         }
         applied
@@ -75,14 +142,16 @@ impl AppView {
             match change {
                 InstanceChange::Upsert(instance) => {
                     let address = instance.address();
-                    self.protection.returned(&address);
+                    self.returned(&address, &mut applied);
                     self.instances.insert(address, instance);
                     applied.changed = true;
                 }
                 InstanceChange::Removed(address) => {
+                    self.forget_kept(&address);
                     if let Some(previous) = self.instances.remove(&address) {
                         let remaining = self.instances.len();
-                        applied.newly_held += self.removed(&address, previous, remaining, now);
+                        let held = self.removed(&address, previous, remaining, now);
+                        applied.newly_held.extend(held);
                         applied.changed = true;
                     }
                 }
@@ -92,13 +161,34 @@ impl AppView {
                     applied.skipped += 1;
                     if let Some(previous) = self.instances.remove(&address) {
                         let remaining = self.instances.len();
-                        applied.newly_held += self.removed(&address, previous, remaining, now);
+                        let held = self.removed(&address, previous, remaining, now);
+                        applied.newly_held.extend(held);
                         applied.changed = true;
                     }
                 }
             }
         }
         applied
+    }
+
+    /// The record at `address` was written again: its hold, if any, ends.
+    fn returned(&mut self, address: &str, applied: &mut Applied) {
+        let kept = self.forget_kept(address);
+        if self.protection.returned(address) || kept {
+            applied.returned.push(address.to_owned());
+        }
+    }
+
+    /// Drops `address` from a wipe recovery; returns whether it was kept.
+    fn forget_kept(&mut self, address: &str) -> bool {
+        let Some(recovery) = &mut self.recovery else {
+            return false;
+        };
+        let kept = recovery.kept.remove(address).is_some();
+        if recovery.kept.is_empty() {
+            self.recovery = None;
+        }
+        kept
     }
 
     /// A record went away: an expiry when last seen enabled, a graceful removal otherwise.
@@ -108,47 +198,76 @@ impl AppView {
         previous: Arc<ServiceInstance>,
         remaining: usize,
         now: Instant,
-    ) -> usize {
+    ) -> Vec<String> {
         if previous.enabled {
             self.protection.expired(address, previous, remaining, now)
         } else {
-            0
+            Vec::new()
         }
     }
 
-    /// Releases held instances whose maximum hold ended; returns whether any was released.
-    pub fn release_due(&mut self, now: Instant) -> bool {
-        !self.protection.release_due(now).is_empty()
+    /// Releases held instances whose maximum hold ended, and a wipe recovery whose bound
+    /// passed.
+    pub fn release_due(&mut self, now: Instant) -> Released {
+        let held = self.protection.release_due(now);
+        let kept = match self.recovery.take_if(|r| r.until <= now) {
+            Some(recovery) => recovery.kept.into_keys().collect(),
+            None => Vec::new(),
+        };
+        Released { held, kept }
     }
 
-    /// When the next held instance is released.
+    /// When the next held instance, or the wipe recovery, is released.
     pub fn next_release(&self) -> Option<Instant> {
-        self.protection.next_release()
+        let recovery = self.recovery.as_ref().map(|r| r.until);
+        match (self.protection.next_release(), recovery) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Whether removals are held.
+    /// Whether removals are held (by self-preservation or a wipe recovery).
     pub fn protection_active(&self) -> bool {
-        self.protection.is_active()
+        self.protection.is_active() || self.recovery.is_some()
     }
 
-    /// The instances to route to: registered and enabled, plus the held ones.
+    /// How many instances are held (by self-preservation or a wipe recovery).
+    pub fn held_count(&self) -> usize {
+        self.protection.held().count() + self.recovery.as_ref().map_or(0, |r| r.kept.len())
+    }
+
+    /// The instances to route to: registered and enabled, plus the held and kept ones.
+    #[cfg(test)]
     pub fn routable(&self) -> impl Iterator<Item = &Arc<ServiceInstance>> {
         self.routable_entries().map(|(_, i)| i)
     }
 
     /// The instances to route to, with their addresses (`{host}:{port}`).
     pub fn routable_entries(&self) -> impl Iterator<Item = (&String, &Arc<ServiceInstance>)> {
-        self.instances.iter().filter(|(_, i)| i.enabled).chain(
-            self.protection
-                .held()
-                .filter(|(a, _)| !self.instances.contains_key(*a)),
-        )
+        let kept = self.recovery.iter().flat_map(|r| r.kept.iter());
+        self.instances
+            .iter()
+            .filter(|(_, i)| i.enabled)
+            .chain(
+                self.protection
+                    .held()
+                    .filter(|(a, _)| !self.instances.contains_key(*a)),
+            )
+            .chain(kept.filter(|(a, _)| !self.instances.contains_key(*a)))
+    }
+
+    /// The instances to route to, as a map.
+    pub fn routable_map(&self) -> Instances {
+        self.routable_entries()
+            .map(|(a, i)| (a.clone(), i.clone()))
+            .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::consumer::protection::DEFAULT_WIPE_RECOVERY;
 
     fn instance(port: u16, enabled: bool) -> Arc<ServiceInstance> {
         let mut i = ServiceInstance::new("shop", "10.0.0.1", port);
@@ -169,11 +288,11 @@ mod tests {
     fn graceful_removal_is_never_held_and_disabled_leaves_at_once() {
         let now = Instant::now();
         let mut v = AppView::new(ProtectionOptions::default().min_instances(1).threshold(0.0));
-        v.reset(list(20), now);
+        v.reset(list(20), 1, now);
         v.apply(vec![InstanceChange::Upsert(instance(1000, false))], now);
         assert_eq!(v.routable().count(), 19, "disabled leaves at once");
         let a = v.apply(vec![InstanceChange::Removed("10.0.0.1:1000".into())], now);
-        assert_eq!(a.newly_held, 0);
+        assert!(a.newly_held.is_empty());
         assert!(!v.protection_active());
         assert_eq!(v.routable().count(), 19);
     }
@@ -182,13 +301,13 @@ mod tests {
     fn a_reset_missing_most_instances_is_held() {
         let now = Instant::now();
         let mut v = AppView::new(ProtectionOptions::default());
-        v.reset(list(20), now);
-        let a = v.reset(list(2), now);
+        v.reset(list(20), 1, now);
+        let a = v.reset(list(2), 2, now);
         assert!(a.changed);
-        assert_eq!(a.newly_held, 18);
+        assert_eq!(a.newly_held.len(), 18);
         assert_eq!(v.routable().count(), 20);
         // They come back with the next list.
-        v.reset(list(20), now);
+        v.reset(list(20), 1, now);
         assert!(!v.protection_active());
         assert_eq!(v.routable().count(), 20);
     }
@@ -197,7 +316,48 @@ mod tests {
     fn an_equal_reset_changes_nothing() {
         let now = Instant::now();
         let mut v = AppView::new(ProtectionOptions::default());
-        v.reset(list(3), now);
-        assert!(!v.reset(list(3), now).changed);
+        v.reset(list(3), 1, now);
+        assert!(!v.reset(list(3), 2, now).changed);
+    }
+
+    #[test]
+    fn a_wiped_store_keeps_a_small_app_until_it_re_registers_or_the_bound() {
+        let now = Instant::now();
+        let mut v = AppView::new(ProtectionOptions::default());
+        v.reset(list(2), 40, now);
+        v.synced = true;
+        // The store restarted empty: a re-list at a lower revision finds nothing.
+        let a = v.reset(Instances::new(), 1, now);
+        assert!(a.wiped);
+        assert_eq!(a.newly_held.len(), 2);
+        assert_eq!(v.routable().count(), 2, "an app of 2 is not emptied");
+        assert!(v.protection_active());
+        // One re-registers; the other is kept.
+        let one = list(1);
+        let a = v.apply(
+            vec![InstanceChange::Upsert(one["10.0.0.1:1000"].clone())],
+            now,
+        );
+        assert_eq!(a.returned, ["10.0.0.1:1000"]);
+        assert_eq!(v.routable().count(), 2);
+        assert_eq!(v.next_release(), Some(now + DEFAULT_WIPE_RECOVERY));
+        let released = v.release_due(now + DEFAULT_WIPE_RECOVERY);
+        assert_eq!(released.kept, ["10.0.0.1:1001"]);
+        assert_eq!(v.routable().count(), 1);
+        assert!(!v.protection_active());
+    }
+
+    #[test]
+    fn deletions_on_a_healthy_store_leave_at_once_whatever_the_app_size() {
+        let now = Instant::now();
+        let mut v = AppView::new(ProtectionOptions::default());
+        v.reset(list(2), 40, now);
+        v.synced = true;
+        let a = v.reset(list(1), 41, now);
+        assert!(!a.wiped);
+        assert_eq!(v.routable().count(), 1);
+        v.apply(vec![InstanceChange::Removed("10.0.0.1:1000".into())], now);
+        assert_eq!(v.routable().count(), 0);
+        assert!(!v.protection_active());
     }
 }

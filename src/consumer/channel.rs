@@ -6,10 +6,11 @@
 //! tonic's `GrpcService` asks). Inside:
 //!
 //! ```text
-//! BalancedChannel (Clone)      a tower Buffer: clones share one balancer task
+//! BalancedChannel (Clone)      call deadlines (see below), then a tower Buffer: clones
+//!                              share one balancer task
 //!   p2c::Balance               power of two choices by pending requests
 //!     PendingRequests          the load measure
-//!       <passive health>       where a per-endpoint layer seeing each call's outcome goes
+//!       passive health         records each call's outcome; not ready while set aside
 //!         tonic Channel        one per address, connected lazily
 //! ```
 //!
@@ -17,16 +18,27 @@
 //! distinct dialable `host:port`, so several services or protocols on one address are one
 //! balancer endpoint) and hands the balancer its changes, insertions first.
 //!
-//! The balancer follows exactly what the subscription publishes, so it inherits its
-//! protections: an instance marked `enabled: false` by a graceful stop leaves at once (its
-//! server keeps answering during the provider's drain period, so no call fails), endpoints
-//! set aside by consumer-side health leave and come back with the subscription's set,
-//! removals held by self-preservation stay, and a failed store read never empties it.
+//! The balancer follows what the subscription publishes, so it inherits its protections:
+//! an instance marked `enabled: false` by a graceful stop leaves at once (its server keeps
+//! answering during the provider's drain period, so no call fails), removals held by
+//! self-preservation stay, and a failed store read never empties it.
 //!
-//! While the set is empty (nothing registered yet, or everything really gone) calls wait
-//! for an endpoint: give them deadlines. Call outcomes are reported, when the caller knows
-//! the endpoint that failed, through [`ChannelHandle::subscription`]; an address set aside
-//! after consecutive failures leaves the balancer until a probe or a success brings it back.
+//! **Passive health**: every call's outcome is recorded into the resolver's consumer-side
+//! health, so the application reports nothing. A refused connection sets the address
+//! aside at once; transport errors, UNAVAILABLE and DEADLINE_EXCEEDED (from the headers of
+//! a trailers-only answer or from the trailers) count towards
+//! [`HealthOptions::failure_threshold`](super::HealthOptions::failure_threshold)
+//! consecutive failures. A set-aside endpoint is not ready, so the balancer routes around
+//! it at once, and it is probed until it answers, then rejoins. Instances that
+//! self-preservation holds are probed at once and take no calls until they answer: the
+//! registry view may hold the dead, the channel does not call them. If every endpoint is
+//! set aside, the channel routes to all of them (panic mode, logged and counted as
+//! `panic_routes`). [`ChannelOptions::passive_health`] turns the recording off.
+//!
+//! **Deadlines**: a call's deadline (its `grpc-timeout`, from `Request::set_timeout`, or
+//! [`ChannelOptions::request_timeout`]) also bounds its wait for an endpoint: when no
+//! endpoint is ready (nothing registered yet, everything really gone) it fails with
+//! UNAVAILABLE once its deadline passes. A call without a deadline waits.
 //!
 //! Each endpoint is dialled lazily with the connect timeout of [`ChannelOptions`], its
 //! request timeout, and the resolver's TLS configuration (if it has one, unless the options
@@ -48,7 +60,6 @@ use futures::future::BoxFuture;
 use futures::{FutureExt as _, Stream, StreamExt as _};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
 use tower::BoxError;
 use tower::balance::p2c::Balance;
 use tower::buffer::Buffer;
@@ -57,9 +68,12 @@ use tower::load::{CompleteOnResponse, PendingRequests};
 use tower::util::BoxService;
 use tracing::Instrument;
 
+use super::context::Context;
+use super::deadline::{Bounded, Dispatched, deadline_of};
 pub use super::dial::{ChannelOptions, DEFAULT_CHANGE_CAPACITY, DEFAULT_CONNECT_TIMEOUT};
 use super::dial::{Dialer, TlsChoice};
 use super::discover::{Change as DiscoveryChange, Discovery};
+use super::passive::{ChannelHealth, Guarded};
 use super::resolver::Resolver;
 use super::subscribe::SubscriptionHandle;
 use crate::error::{Error, Result};
@@ -117,17 +131,31 @@ type Response = http::Response<tonic::body::Body>;
 /// What the balancer's boxed service answers with.
 type BoxedFuture = BoxFuture<'static, std::result::Result<Response, BoxError>>;
 
-/// One balancer endpoint: the tonic channel of one address, measured by its pending
-/// requests. Passive health goes between the two: a layer over the [`Channel`] that sees
-/// each call's outcome (see [`endpoint_service`]).
-type EndpointService = PendingRequests<Channel, CompleteOnResponse>;
+/// One balancer endpoint: the tonic channel of one address under passive health,
+/// measured by its pending requests.
+type EndpointService = PendingRequests<Marked, CompleteOnResponse>;
+
+/// Marks each request handed to the endpoint (for [`Bounded`]), then calls it.
+struct Marked(Guarded);
+
+impl tower::Service<Request> for Marked {
+    type Response = Response;
+    type Error = BoxError;
+    type Future = BoxedFuture;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<std::result::Result<(), BoxError>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        Dispatched::mark(&request);
+        self.0.call(request)
+    }
+}
 
 /// The stack of one endpoint, built when the balancer is handed its address.
-///
-/// The place for per-endpoint layers: a passive-health layer wraps `channel` here, under
-/// the load measure, so that it sees every call routed to this address.
-fn endpoint_service(channel: Channel) -> EndpointService {
-    PendingRequests::new(channel, CompleteOnResponse::default())
+fn endpoint_service(guarded: Guarded) -> EndpointService {
+    PendingRequests::new(Marked(guarded), CompleteOnResponse::default())
 }
 
 /// A load-balanced channel over a subscription's endpoints. Generated tonic clients accept
@@ -137,6 +165,7 @@ fn endpoint_service(channel: Channel) -> EndpointService {
 #[derive(Clone)]
 pub struct BalancedChannel {
     inner: Buffer<Request, BoxedFuture>,
+    request_timeout: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for BalancedChannel {
@@ -154,16 +183,19 @@ impl tower::Service<Request> for BalancedChannel {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let deadline = deadline_of(&request, self.request_timeout);
+        let dispatched = Dispatched::default();
+        request.extensions_mut().insert(dispatched.clone());
         ResponseFuture {
-            inner: self.inner.call(request),
+            inner: Bounded::new(self.inner.call(request), deadline, dispatched),
         }
     }
 }
 
 /// The answer to a call through a [`BalancedChannel`].
 pub struct ResponseFuture {
-    inner: tower::buffer::future::ResponseFuture<BoxedFuture>,
+    inner: Bounded<tower::buffer::future::ResponseFuture<BoxedFuture>>,
 }
 
 impl std::fmt::Debug for ResponseFuture {
@@ -237,6 +269,7 @@ impl Resolver {
         let balance: Balance<Changes, Request> = Balance::new(Changes { receiver });
         let channel = BalancedChannel {
             inner: Buffer::new(BoxService::new(balance), REQUEST_BUFFER),
+            request_timeout: options.request_timeout,
         };
         let (published, addresses) = watch::channel(Arc::new(BTreeSet::new()));
         let cancel = CancellationToken::new();
@@ -248,6 +281,9 @@ impl Resolver {
             discovery: subscription.discover(),
             changes,
             dialer,
+            context: self.context().clone(),
+            health: Arc::new(ChannelHealth::default()),
+            record: options.passive_health,
             published,
             cancel: cancel.clone(),
             current: BTreeSet::new(),
@@ -267,6 +303,11 @@ struct Feeder {
     discovery: Discovery,
     changes: mpsc::Sender<Change<String, EndpointService>>,
     dialer: Dialer,
+    context: Arc<Context>,
+    /// What the channel's endpoints share for passive health.
+    health: Arc<ChannelHealth>,
+    /// Whether calls' outcomes are recorded.
+    record: bool,
     published: watch::Sender<Arc<BTreeSet<String>>>,
     cancel: CancellationToken,
     /// What the balancer has been handed.
@@ -317,13 +358,22 @@ impl Feeder {
                 };
                 tracing::debug!(%address, "endpoint added to the channel");
                 self.current.insert(address.clone());
-                Change::Insert(address, endpoint_service(endpoint.connect_lazy()))
+                self.health.insert(&address);
+                let guarded = Guarded::new(
+                    endpoint.connect_lazy(),
+                    &address,
+                    self.context.clone(),
+                    self.health.clone(),
+                    self.record,
+                );
+                Change::Insert(address, endpoint_service(guarded))
             }
             DiscoveryChange::Remove(address) => {
                 if !self.current.remove(&address) {
                     return true;
                 }
                 tracing::debug!(%address, "endpoint removed from the channel");
+                self.health.remove(&address);
                 Change::Remove(address)
             }
         };

@@ -1,5 +1,6 @@
 //! What the resolver and its subscriptions share: the typed store layers, the metadata
-//! source with its cache, the counters, the limits and the TLS configuration.
+//! source with its cache, the counters, the limits, the TLS configuration, the shared views
+//! and the health of every address.
 //!
 //! The [`super::Resolver`] facade and every subscription task hold one `Arc<Context>`;
 //! neither calls the other, so dependencies point one way: resolver and subscriptions →
@@ -8,6 +9,8 @@
 use crate::tls::ClientTlsConfig;
 
 use super::metadata::MetadataSource;
+use super::probes::HealthRegistry;
+use super::protection::ProtectionOptions;
 use super::stats::Counters;
 use super::views::Views;
 use crate::limits::Limits;
@@ -33,4 +36,8 @@ pub(crate) struct Context {
     pub views: Views,
     /// Repeated warnings, aggregated per cause.
     pub warnings: Aggregator,
+    /// Consumer-side health of every address, for all subscriptions and channels.
+    pub health: HealthRegistry,
+    /// Self-preservation, applied once per app in its shared view.
+    pub protection: ProtectionOptions,
 }

@@ -33,6 +33,7 @@ pub struct ChannelOptions {
     pub(super) request_timeout: Option<Duration>,
     pub(super) tls: TlsChoice,
     pub(super) capacity: usize,
+    pub(super) passive_health: bool,
 }
 
 impl Default for ChannelOptions {
@@ -42,6 +43,7 @@ impl Default for ChannelOptions {
             request_timeout: None,
             tls: TlsChoice::FromResolver,
             capacity: DEFAULT_CHANGE_CAPACITY,
+            passive_health: true,
         }
     }
 }
@@ -54,7 +56,9 @@ impl ChannelOptions {
     }
 
     /// Sets a deadline on every request sent through the channel (default: none; set
-    /// deadlines per call with `tonic::Request::set_timeout`).
+    /// deadlines per call with `tonic::Request::set_timeout`). A call's deadline also
+    /// bounds its wait for an endpoint: still waiting when it passes, it fails with
+    /// UNAVAILABLE.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = Some(timeout);
         self
@@ -71,6 +75,15 @@ impl ChannelOptions {
     /// Dials the endpoints in plaintext even when the resolver uses TLS.
     pub fn plaintext(mut self) -> Self {
         self.tls = TlsChoice::Plaintext;
+        self
+    }
+
+    /// Sets whether the channel records each call's outcome into the resolver's
+    /// consumer-side health (default `true`: passive health). Off, endpoints are still left
+    /// out while health sets them aside (on the application's reports, or while a held
+    /// instance does not answer its probe), but calls through the channel never do so.
+    pub fn passive_health(mut self, on: bool) -> Self {
+        self.passive_health = on;
         self
     }
 

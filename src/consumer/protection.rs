@@ -15,7 +15,13 @@
 //!
 //! The share is checked at each expiry over the expiries of the window, so the expiries
 //! before the crossing (applied at the time) are held again retroactively when the share is
-//! crossed. Pure: events and [`Instant`]s in, decisions out, no I/O.
+//! crossed. That is right for a partition, whose expiries spread over the instances' lease
+//! phases, and wrong for a process that really died just before: so every held instance,
+//! retroactive or not, is *suspect* to consumer-side health, set aside in balanced channels
+//! until a probe (at once, then at the probe interval) answers. The registry view holds
+//! it; calls go to it only when it is alive.
+//!
+//! Pure: events and [`Instant`]s in, decisions out, no I/O.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -45,6 +51,10 @@ pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(5 * 60);
 /// Default minimum number of known instances for protection to apply: apps with fewer are
 /// exempt (losing 2 of 3 instances is as likely a crash as a partition).
 pub const DEFAULT_MIN_INSTANCES: usize = 5;
+/// Default bound of the recovery after a store wipe: 30 s, three lease TTLs of the default
+/// 10 s, time enough for a provider whose keep-alive finds its lease gone to register
+/// again. Until it passes, an app keeps the instances it had that have not re-registered.
+pub const DEFAULT_WIPE_RECOVERY: Duration = Duration::from_secs(30);
 
 /// How self-preservation behaves. Every part has a default (see each setter).
 #[derive(Clone, Debug, PartialEq)]
@@ -54,6 +64,7 @@ pub struct ProtectionOptions {
     pub(crate) window: Duration,
     pub(crate) max_hold: Duration,
     pub(crate) min_instances: usize,
+    pub(crate) wipe_recovery: Duration,
 }
 
 impl Default for ProtectionOptions {
@@ -64,12 +75,14 @@ impl Default for ProtectionOptions {
             window: DEFAULT_PROTECTION_WINDOW,
             max_hold: DEFAULT_MAX_HOLD,
             min_instances: DEFAULT_MIN_INSTANCES,
+            wipe_recovery: DEFAULT_WIPE_RECOVERY,
         }
     }
 }
 
 impl ProtectionOptions {
-    /// Never holds removals.
+    /// Never holds mass expiries (the recovery after a store wipe is set apart, with
+    /// [`ProtectionOptions::wipe_recovery`]).
     pub fn disabled() -> Self {
         ProtectionOptions {
             enabled: false,
@@ -99,6 +112,15 @@ impl ProtectionOptions {
     /// Sets the longest an expired instance is held (default [`DEFAULT_MAX_HOLD`]).
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = max_hold;
+        self
+    }
+
+    /// Sets how long, after a re-list found the store wiped or replaced (its revision went
+    /// backwards), each app keeps the instances that have not re-registered (default
+    /// [`DEFAULT_WIPE_RECOVERY`]; zero turns this protection off). It applies to apps of
+    /// every size.
+    pub fn wipe_recovery(mut self, bound: Duration) -> Self {
+        self.wipe_recovery = bound;
         self
     }
 
@@ -144,7 +166,7 @@ impl Protection {
     }
 
     /// An instance last seen enabled vanished at `now` (lease expiry or crash); `remaining`
-    /// instances of the app are still registered. Returns how many instances became held
+    /// instances of the app are still registered. Returns the addresses that became held
     /// (this one and, when the share was just crossed, the window's earlier expiries).
     pub fn expired(
         &mut self,
@@ -152,9 +174,9 @@ impl Protection {
         instance: Arc<ServiceInstance>,
         remaining: usize,
         now: Instant,
-    ) -> usize {
+    ) -> Vec<String> {
         if !self.options.enabled {
-            return 0;
+            return Vec::new();
         }
         self.prune(now);
         self.recent.retain(|e| e.address != address);
@@ -172,9 +194,9 @@ impl Protection {
         if known < self.options.min_instances
             || self.recent.len() as f64 <= self.options.threshold * known as f64
         {
-            return 0;
+            return Vec::new();
         }
-        let mut newly = 0;
+        let mut newly = Vec::new();
         for e in &self.recent {
             if !self.held.contains_key(&e.address) {
                 self.held.insert(
@@ -184,7 +206,7 @@ impl Protection {
                         until: e.at + self.options.max_hold,
                     },
                 );
-                newly += 1;
+                newly.push(e.address.clone());
             }
         }
         newly
@@ -258,7 +280,7 @@ mod tests {
         let mut held = 0;
         for i in 0..count {
             let (address, instance) = instance(i);
-            held += p.expired(&address, instance, total - i - 1, now);
+            held += p.expired(&address, instance, total - i - 1, now).len();
         }
         held
     }
@@ -301,7 +323,10 @@ mod tests {
         for i in 0..15 {
             let (address, inst) = instance(i);
             remaining -= 1;
-            assert_eq!(p.expired(&address, inst, remaining, now), 0, "expiry {i}");
+            assert!(
+                p.expired(&address, inst, remaining, now).is_empty(),
+                "expiry {i}"
+            );
             now += DEFAULT_PROTECTION_WINDOW;
         }
     }

@@ -11,6 +11,7 @@ use futures::future::join_all;
 use super::context::Context;
 use super::endpoints::{build_endpoints, by_revision};
 use super::metadata::MetadataSource;
+use super::probes::HealthRegistry;
 use super::stats::{Counters, ResolverStats};
 use super::subscribe::{self, SubscribeOptions, SubscriptionHandle};
 use super::subscription::Subscription;
@@ -137,6 +138,8 @@ impl ResolverBuilder {
                 tls: self.tls,
                 views: Views::default(),
                 warnings: Aggregator::default(),
+                health: HealthRegistry::new(self.subscribe_options.health.clone()),
+                protection: self.subscribe_options.protection.clone(),
             }),
             subscribe_options: Arc::new(self.subscribe_options),
         }
@@ -287,7 +290,7 @@ impl Resolver {
     }
 
     /// The shared context, for the channel built over a subscription.
-    pub(super) fn context(&self) -> &Context {
+    pub(super) fn context(&self) -> &Arc<Context> {
         &self.context
     }
 

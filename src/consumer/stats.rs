@@ -29,6 +29,10 @@ pub struct Counters {
     pub(crate) oversized_mappings: AtomicU64,
     pub(crate) released_apps: AtomicU64,
     pub(crate) probes: AtomicU64,
+    pub(crate) hold_releases: AtomicU64,
+    pub(crate) wipes: AtomicU64,
+    pub(crate) call_failures: AtomicU64,
+    pub(crate) panic_routes: AtomicU64,
     pub(crate) snapshot_writes: AtomicU64,
     pub(crate) snapshot_loads: AtomicU64,
     pub(crate) unsupported_metadata_services: AtomicU64,
@@ -123,6 +127,10 @@ impl Counters {
             released_apps: get(&self.released_apps),
             shared_views: 0,
             probes: get(&self.probes),
+            hold_releases: get(&self.hold_releases),
+            wipes: get(&self.wipes),
+            call_failures: get(&self.call_failures),
+            panic_routes: get(&self.panic_routes),
             snapshot_writes: get(&self.snapshot_writes),
             snapshot_loads: get(&self.snapshot_loads),
             unsupported_metadata_services: get(&self.unsupported_metadata_services),
@@ -200,9 +208,9 @@ pub struct ResolverStats {
     pub watch_restarts: u64,
     /// Expiries held by self-preservation instead of being applied.
     pub held_removals: u64,
-    /// Apps (per subscription) whose removals are held right now (gauge).
+    /// Apps whose removals are held right now (gauge; one per app and resolver).
     pub protected_apps: u64,
-    /// Whether self-preservation holds removals in any subscription right now.
+    /// Whether self-preservation (or a wipe recovery) holds removals of some app right now.
     pub protection_active: bool,
     /// Background metadata fetches retried after a failure.
     pub metadata_retries: u64,
@@ -221,6 +229,18 @@ pub struct ResolverStats {
     pub shared_views: u64,
     /// Health probes of set-aside endpoints.
     pub probes: u64,
+    /// Held instances released: they returned, or their maximum hold (or the recovery
+    /// bound after a store wipe) passed.
+    pub hold_releases: u64,
+    /// Re-lists that found the store wiped or replaced (its revision went backwards), per
+    /// app.
+    pub wipes: u64,
+    /// Calls through balanced channels that failed (transport error, UNAVAILABLE or
+    /// DEADLINE_EXCEEDED), as passive health recorded them.
+    pub call_failures: u64,
+    /// Times a balanced channel found every endpoint set aside and routed to all of them
+    /// (panic mode).
+    pub panic_routes: u64,
     /// Local snapshots written.
     pub snapshot_writes: u64,
     /// Subscriptions started from a local snapshot because the store was unreachable.

@@ -3,9 +3,16 @@
 //!
 //! A view is a task that runs one source (an app's instance list and watch, or an
 //! interface's mapping read and watch, see [`super::subscribe`]'s sources), keeps the last
-//! state it read (the parsed instances, shared as `Arc`s, or the mapping's apps), and fans
-//! each update out to the subscriptions that joined it. A subscription that joins late
-//! starts from that state, as a reset. When the last subscription leaves, the view waits a
+//! state it read, and fans each update out to the subscriptions that joined it. A
+//! subscription that joins late starts from that state.
+//!
+//! An app's view owns the app's protections, once per resolver: its [`AppView`] applies
+//! self-preservation and the recovery after a store wipe, and what the subscriptions
+//! receive is the resulting routable set ([`Routable`], shared as one `Arc`). The view also
+//! tells the resolver's health ([`super::probes`]) what it decided: held instances are
+//! suspect (set aside in channels until a probe answers), returned ones are probed at
+//! once, and instances that left are forgotten. Releasing a hold is logged with the app
+//! and counts, and counted (`hold_releases`). When the last subscription leaves, the view waits a
 //! grace period ([`VIEW_RELEASE_GRACE`]) before it stops and closes its watch, so that a
 //! flapping mapping or a resubscription does not churn watches.
 //!
@@ -21,10 +28,21 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
+use super::app_view::{AppView, Applied, Released};
 use super::context::Context;
 use super::stats::Counters;
 use super::subscribe::sources::{Source, watch_app, watch_mapping};
-use crate::registry::{InstanceChange, Instances};
+use crate::registry::Instances;
+
+/// What one app's shared view routes to: registered and enabled instances plus the held
+/// ones, by `{host}:{port}`.
+#[derive(Debug, Default)]
+pub(crate) struct Routable {
+    /// The instances.
+    pub instances: Instances,
+    /// Whether some of them are held (by self-preservation or a wipe recovery).
+    pub protection_active: bool,
+}
 
 /// How long a view nobody follows keeps its watch before it stops.
 pub const VIEW_RELEASE_GRACE: Duration = Duration::from_secs(10);
@@ -90,12 +108,18 @@ impl Views {
             ViewKey::App(app) => tracing::debug_span!("app_view", %app),
             ViewKey::Mapping(interface) => tracing::debug_span!("mapping_view", %interface),
         };
+        let app = match &key {
+            ViewKey::App(_) => Some(AppView::new(context.protection.clone())),
+            ViewKey::Mapping(_) => None,
+        };
         let view = View {
             context: context.clone(),
             key,
             inbox,
             members: HashMap::new(),
             state: None,
+            app,
+            protected: false,
             idle_since: None,
         };
         tokio::spawn(view.run().instrument(span));
@@ -141,7 +165,7 @@ impl Views {
 /// The last state a view read, handed to subscriptions that join.
 enum State {
     Apps(std::collections::BTreeSet<String>),
-    Instances(String, Instances),
+    Instances(String, Arc<Routable>),
 }
 
 struct View {
@@ -150,6 +174,10 @@ struct View {
     inbox: mpsc::UnboundedReceiver<Command>,
     members: HashMap<u64, mpsc::Sender<Source>>,
     state: Option<State>,
+    /// An app view's instances and protections.
+    app: Option<AppView>,
+    /// Whether this view counts in the resolver's protected-apps gauge.
+    protected: bool,
     idle_since: Option<Instant>,
 }
 
@@ -167,6 +195,7 @@ impl View {
         };
         loop {
             let release = self.idle_since.map(|t| t + VIEW_RELEASE_GRACE);
+            let hold_ends = self.app.as_ref().and_then(AppView::next_release);
             tokio::select! {
                 Some(command) = self.inbox.recv() => self.on_command(command).await,
                 Some(update) = updates.recv() => {
@@ -176,6 +205,7 @@ impl View {
                     }
                     self.on_update(update).await;
                 }
+                () = sleep_until(hold_ends) => self.release_holds().await,
                 () = sleep_until(release) => {
                     let waiting = self.context.views.try_release(&self.key, &mut self.inbox);
                     if waiting.is_empty() {
@@ -186,6 +216,9 @@ impl View {
                     }
                 }
             }
+        }
+        if self.protected {
+            Counters::sub(&self.context.counters.protected_apps, 1);
         }
         tracing::debug!("view released");
     }
@@ -234,16 +267,124 @@ impl View {
                 tracing::warn!(%app, %address, %reason, "instance record skipped");
             }
         }
-        match (&update, &mut self.state) {
-            (Source::Apps(apps), state) => *state = Some(State::Apps(apps.clone())),
-            (Source::Reset(app, list), state) => {
-                *state = Some(State::Instances(app.clone(), list.instances.clone()));
+        let update = match (update, &mut self.app) {
+            (Source::Apps(apps), _) => {
+                self.state = Some(State::Apps(apps.clone()));
+                Source::Apps(apps)
             }
-            (Source::Changes(_, changes), Some(State::Instances(_, instances))) => {
-                apply(instances, changes);
+            (Source::Reset(app, list), Some(view)) => {
+                let now = Instant::now();
+                let before = view.routable_map();
+                let applied = view.reset(list.instances, list.revision, now);
+                view.synced = true;
+                self.applied(&app, applied, before)
             }
-            (Source::Changes(..) | Source::Failed(_), _) => {}
+            (Source::Changes(app, changes), Some(view)) if view.synced => {
+                let now = Instant::now();
+                let before = view.routable_map();
+                let applied = view.apply(changes, now);
+                self.applied(&app, applied, before)
+            }
+            _ => return,
+        };
+        self.send(update).await;
+    }
+
+    /// Acts on what an update did to the app: tells health, logs and counts, and returns
+    /// the routable set to send.
+    fn applied(&mut self, app: &str, applied: Applied, before: Instances) -> Source {
+        let context = &self.context;
+        let counters = &context.counters;
+        Counters::add(&counters.skipped_records, applied.skipped as u64);
+        if applied.wiped {
+            Counters::bump(&counters.wipes);
+            tracing::warn!(
+                %app,
+                kept = applied.newly_held.len(),
+                bound = ?context.protection.wipe_recovery,
+                "the store was wiped or replaced (its revision went backwards); keeping the \
+                 instances it forgot until they re-register"
+            );
+        } else if !applied.newly_held.is_empty() {
+            Counters::add(&counters.held_removals, applied.newly_held.len() as u64);
+            tracing::warn!(
+                %app,
+                held = applied.newly_held.len(),
+                "mass expiry: self-preservation holds the removals; held instances are probed"
+            );
         }
+        // Held instances are suspect before any subscription sees them routable again.
+        for address in &applied.newly_held {
+            context.health.suspect(context, address);
+        }
+        if !applied.returned.is_empty() {
+            Counters::add(&counters.hold_releases, applied.returned.len() as u64);
+            tracing::info!(
+                %app,
+                returned = applied.returned.len(),
+                still_held = self.app.as_ref().map_or(0, AppView::held_count),
+                "hold released: held instances registered again"
+            );
+            for address in &applied.returned {
+                context.health.returned(address);
+            }
+        }
+        self.routable(app, before)
+    }
+
+    /// Releases the holds that are due, and sends what is left.
+    async fn release_holds(&mut self) {
+        let Some(view) = &mut self.app else { return };
+        let before = view.routable_map();
+        let released: Released = view.release_due(Instant::now());
+        if released.is_empty() {
+            return;
+        }
+        let ViewKey::App(app) = self.key.clone() else {
+            return;
+        };
+        let count = (released.held.len() + released.kept.len()) as u64;
+        Counters::add(&self.context.counters.hold_releases, count);
+        tracing::warn!(
+            %app,
+            held = released.held.len(),
+            kept_after_wipe = released.kept.len(),
+            still_held = view.held_count(),
+            "hold released: held instances did not return in time and leave"
+        );
+        let update = self.routable(&app, before);
+        self.send(update).await;
+    }
+
+    /// The app's routable set as an update; forgets the health of instances that left.
+    fn routable(&mut self, app: &str, before: Instances) -> Source {
+        let Some(view) = &self.app else {
+            return Source::View(app.to_owned(), Arc::default());
+        };
+        let routable = Arc::new(Routable {
+            instances: view.routable_map(),
+            protection_active: view.protection_active(),
+        });
+        for address in before.keys() {
+            if !routable.instances.contains_key(address) {
+                self.context.health.forget(address);
+            }
+        }
+        if routable.protection_active != self.protected {
+            self.protected = routable.protection_active;
+            let gauge = &self.context.counters.protected_apps;
+            if self.protected {
+                Counters::bump(gauge);
+            } else {
+                Counters::sub(gauge, 1);
+            }
+        }
+        self.state = Some(State::Instances(app.to_owned(), routable.clone()));
+        Source::View(app.to_owned(), routable)
+    }
+
+    /// Sends `update` to every member; forgets those that left.
+    async fn send(&mut self, update: Source) {
         let mut gone = Vec::new();
         for (id, member) in &self.members {
             if member.send(update.clone()).await.is_err() {
@@ -263,27 +404,7 @@ impl State {
     fn as_source(&self) -> Source {
         match self {
             State::Apps(apps) => Source::Apps(apps.clone()),
-            State::Instances(app, instances) => Source::Reset(
-                app.clone(),
-                crate::registry::InstanceList {
-                    instances: instances.clone(),
-                    ..Default::default()
-                },
-            ),
-        }
-    }
-}
-
-/// Applies watch changes to the last listed instances.
-fn apply(instances: &mut Instances, changes: &[InstanceChange]) {
-    for change in changes {
-        match change {
-            InstanceChange::Upsert(instance) => {
-                instances.insert(instance.address(), instance.clone());
-            }
-            InstanceChange::Removed(address) | InstanceChange::Skipped { address, .. } => {
-                instances.remove(address);
-            }
+            State::Instances(app, routable) => Source::View(app.clone(), routable.clone()),
         }
     }
 }

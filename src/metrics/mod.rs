@@ -291,7 +291,7 @@ impl Drop for MetricsTask {
 
 /// Every field of [`ResolverStats`]: its metric name (without `introspect_`), whether it
 /// is a counter, its description and its value.
-fn resolver_series(stats: &ResolverStats) -> [(&'static str, bool, &'static str, u64); 22] {
+fn resolver_series(stats: &ResolverStats) -> [(&'static str, bool, &'static str, u64); 26] {
     [
         (
             "unsupported_metadata_services_total",
@@ -390,6 +390,30 @@ fn resolver_series(stats: &ResolverStats) -> [(&'static str, bool, &'static str,
             stats.probes,
         ),
         (
+            "hold_releases_total",
+            true,
+            "Held instances released: returned, or held for the maximum time.",
+            stats.hold_releases,
+        ),
+        (
+            "store_wipes_total",
+            true,
+            "Re-lists that found the store wiped or replaced, per app.",
+            stats.wipes,
+        ),
+        (
+            "call_failures_total",
+            true,
+            "Calls through balanced channels that failed, as passive health saw them.",
+            stats.call_failures,
+        ),
+        (
+            "panic_routes_total",
+            true,
+            "Times a balanced channel routed to set-aside endpoints because all were.",
+            stats.panic_routes,
+        ),
+        (
             "snapshot_writes_total",
             true,
             "Local snapshots written.",
@@ -416,13 +440,13 @@ fn resolver_series(stats: &ResolverStats) -> [(&'static str, bool, &'static str,
         (
             "protected_apps",
             false,
-            "Apps (per subscription) whose removals self-preservation holds right now.",
+            "Apps whose removals self-preservation holds right now.",
             stats.protected_apps,
         ),
         (
             "protection_active",
             false,
-            "1 while self-preservation holds removals in any subscription, else 0.",
+            "1 while self-preservation holds removals of some app, else 0.",
             u64::from(stats.protection_active),
         ),
     ]

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod calls;
 pub mod certs;
 pub mod etcd;
 pub mod etcd_cluster;
@@ -11,5 +12,6 @@ pub mod faulty;
 pub mod fleet;
 pub mod greeter;
 pub mod hostile;
+pub mod killable;
 pub mod records;
 pub mod wait;

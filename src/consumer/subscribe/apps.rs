@@ -8,18 +8,63 @@
 //! an app that serves, while the junk it named is released.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::task::Task;
-use crate::consumer::app_view::AppView;
 use crate::consumer::stats::Counters;
-use crate::consumer::views::ViewKey;
+use crate::consumer::views::{Routable, ViewKey};
+use crate::model::ServiceInstance;
+use crate::registry::Instances;
 
 /// How long an app no valid mapping names, and without routable instances, is kept before
 /// the subscription releases it (and its share of the app's watch).
 pub const APP_RELEASE_GRACE: Duration = Duration::from_secs(30);
+
+/// One app as a subscription follows it: what the app's shared view routes to (the view
+/// applied self-preservation and the wipe recovery, once for the resolver), or what the
+/// snapshot said until the view answers.
+#[derive(Debug, Default)]
+pub(super) struct AppState {
+    routable: Arc<Routable>,
+    /// Whether the app's view has answered (the store was listed).
+    pub synced: bool,
+}
+
+impl AppState {
+    /// Takes the view's routable set; returns whether it differs from the last one.
+    pub fn update(&mut self, routable: Arc<Routable>) -> bool {
+        self.synced = true;
+        let changed = !Arc::ptr_eq(&self.routable, &routable);
+        self.routable = routable;
+        changed
+    }
+
+    /// Serves `instances` (from the snapshot) until the view answers.
+    pub fn restore(&mut self, instances: Instances) {
+        self.routable = Arc::new(Routable {
+            instances,
+            protection_active: false,
+        });
+    }
+
+    /// Whether the view holds removals of this app.
+    pub fn protection_active(&self) -> bool {
+        self.routable.protection_active
+    }
+
+    /// The instances to route to.
+    pub fn routable(&self) -> impl Iterator<Item = &Arc<ServiceInstance>> {
+        self.routable.instances.values()
+    }
+
+    /// The instances to route to, with their addresses (`{host}:{port}`).
+    pub fn routable_entries(&self) -> impl Iterator<Item = (&String, &Arc<ServiceInstance>)> {
+        self.routable.instances.iter()
+    }
+}
 
 impl Task {
     /// Joins the shared view of the subscription's mapping.
@@ -38,8 +83,7 @@ impl Task {
         if self.apps.contains_key(&app) {
             return;
         }
-        self.apps
-            .insert(app.clone(), AppView::new(self.options.protection.clone()));
+        self.apps.insert(app.clone(), AppState::default());
         let key = ViewKey::App(app.clone());
         let membership =
             self.context

@@ -1,7 +1,7 @@
 //! Assembling a subscription's endpoint set from its routed instances, their revisions'
 //! metadata and consumer-side health, and pushing it when it changed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -43,8 +43,9 @@ impl Task {
     }
 
     /// The endpoint set: each routed instance's endpoints from its revision's metadata, or
-    /// its last endpoints while that metadata is not known; set-aside addresses left out
-    /// unless that would leave nothing.
+    /// its last endpoints while that metadata is not known; addresses the resolver's health
+    /// sets aside for failed calls left out unless that would leave nothing (held ones
+    /// that are merely suspect stay listed; balanced channels leave them out).
     ///
     /// Incremental: an instance's endpoints are rebuilt only when its record or its
     /// revision's metadata changed since the last pass, so a single-instance change costs
@@ -114,14 +115,12 @@ impl Task {
             .flat_map(|c| &c.endpoints)
             .collect();
         let mut chosen = all;
-        if !self.health.is_empty() {
-            let addresses: HashSet<String> =
-                chosen.iter().map(|e| authority(&e.host, e.port)).collect();
-            self.health.retain(|a| addresses.contains(a));
+        let health = &self.context.health;
+        if health.set_aside_count() > 0 {
             let healthy: Vec<&Endpoint> = chosen
                 .iter()
                 .copied()
-                .filter(|e| !self.health.is_set_aside(&authority(&e.host, e.port)))
+                .filter(|e| !health.is_failing(&authority(&e.host, e.port)))
                 .collect();
             if !healthy.is_empty() {
                 chosen = healthy;

@@ -5,19 +5,30 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch};
 
+use crate::consumer::context::Context;
 use crate::consumer::subscription::Subscription;
 use crate::error::{Error, Result};
 use crate::model::Endpoint;
 use crate::rpc::authority;
 
 /// What the handles and the task share.
-#[derive(Debug)]
 pub(super) struct Shared {
     pub(super) protection_active: AtomicBool,
     pub(super) serving_snapshot: AtomicBool,
     /// Why the subscription stopped following the store, once it did.
     pub(super) ended: Mutex<Option<Arc<Error>>>,
     pub(super) reports: mpsc::Sender<(String, bool)>,
+    /// The resolver's shared state (for its health).
+    pub(super) context: Arc<Context>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("protection_active", &self.protection_active)
+            .field("serving_snapshot", &self.serving_snapshot)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
@@ -98,6 +109,17 @@ impl SubscriptionHandle {
     /// been read since the start.
     pub fn serving_snapshot(&self) -> bool {
         self.shared.serving_snapshot.load(Ordering::Relaxed)
+    }
+
+    /// Whether consumer-side health sets `endpoint`'s address aside: for failed calls
+    /// (it is then left out of [`current`](Self::current) unless every endpoint is), or as
+    /// an instance held by self-preservation that has not answered a probe yet (listed, but
+    /// balanced channels send it no call).
+    pub fn is_set_aside(&self, endpoint: &Endpoint) -> bool {
+        self.shared
+            .context
+            .health
+            .is_set_aside(&authority(&endpoint.host, endpoint.port))
     }
 
     /// Reports that a call to `endpoint` succeeded (resets its failure count; brings it

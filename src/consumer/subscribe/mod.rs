@@ -16,12 +16,15 @@
 //!   it has, so subscribers only see the difference. A subscription that joins a running
 //!   view starts from the view's last list, as a reset.
 //!
-//! The task applies updates to each app's [`AppView`] (self-preservation decides which
-//! expiries are held), fetches the metadata of new revisions in the background (retrying
-//! failures with exponential backoff and jitter, never blocking other revisions; the first
-//! set waits for the first fetches only for [`DEFAULT_FIRST_FETCH_WAIT`] or the configured
-//! bound, after which a revision still being fetched joins when it arrives), applies
-//! consumer-side health, and pushes the endpoint set through a [`watch`] channel, coalesced
+//! Each app's shared view applies self-preservation and the recovery after a store wipe
+//! once for the resolver, and hands its subscriptions the app's routable set. The task
+//! keeps that set per app (its only per-app state besides its filter), fetches the
+//! metadata of new revisions in the background (retrying failures with exponential backoff
+//! and jitter, never blocking other revisions; the first set waits for the first fetches
+//! only for [`DEFAULT_FIRST_FETCH_WAIT`] or the configured bound, after which a revision
+//! still being fetched joins when it arrives), leaves out the addresses the resolver's
+//! consumer-side health sets aside for failed calls, and pushes the endpoint set through a
+//! [`watch`] channel, coalesced
 //! by a [`Coalescer`] and only when it changed. It writes the local snapshot after pushes
 //! and serves from it when the store cannot be reached at start.
 //!
@@ -60,7 +63,6 @@ use tracing::Instrument as _;
 
 use crate::consumer::coalesce::Coalescer;
 use crate::consumer::context::Context;
-use crate::consumer::health::HealthTracker;
 use crate::consumer::subscription::Subscription;
 use crate::error::{Error, Result};
 use handle::Shared;
@@ -108,6 +110,7 @@ pub(crate) async fn start(
         serving_snapshot: AtomicBool::new(false),
         ended: std::sync::Mutex::new(None),
         reports: reports_tx,
+        context: context.clone(),
     });
     let (sources_tx, sources_rx) = mpsc::channel(SOURCE_BUFFER);
     let now = Instant::now();
@@ -120,7 +123,7 @@ pub(crate) async fn start(
         start_deadline: now + options.start_timeout,
         fetch_wait_until: None,
         coalescer: Coalescer::new(&options.coalesce),
-        health: HealthTracker::new(options.health.clone()),
+        health_changes: context.health.changes(),
         context,
         subscription: subscription.clone(),
         options,
@@ -139,7 +142,6 @@ pub(crate) async fn start(
         by_instance: HashMap::new(),
         compute_pass: 0,
         reports,
-        probes: JoinSet::new(),
         tx,
         shared: shared.clone(),
         ready: Some(ready_tx),
@@ -147,7 +149,6 @@ pub(crate) async fn start(
         serving_snapshot: false,
         snapshot_dirty: false,
         writes: JoinSet::new(),
-        protected_apps: 0,
         dirty: false,
         stopped: false,
     };

@@ -62,7 +62,7 @@ impl Task {
                     .into_iter()
                     .map(|i| (i.address(), Arc::new(i)))
                     .collect();
-                view.reset(list, now);
+                view.restore(list);
             }
         }
         for info in snapshot.metadata {

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::backoff::Backoff;
 use crate::consumer::context::Context;
 use crate::consumer::stats::Counters;
+use crate::consumer::views::Routable;
 use crate::error::Error;
 use crate::registry::{InstanceChange, InstanceList};
 
@@ -36,6 +37,9 @@ pub(crate) enum Source {
     Reset(String, InstanceList),
     /// Changes to one app's instances, in order.
     Changes(String, Vec<InstanceChange>),
+    /// What one app's shared view routes to now (its view applied the protections); the
+    /// only instance update a subscription receives.
+    View(String, Arc<Routable>),
     /// The store refused for good (credentials, permissions): the source stopped.
     Failed(Arc<Error>),
 }

@@ -2,24 +2,22 @@
 //! the sources send, starts fetches and probes, and pushes coalesced endpoint sets.
 
 use std::collections::{BTreeMap, HashMap};
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use futures::FutureExt as _;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::apps::AppState;
 use super::assemble::Computed;
 use super::fetches::{Fetch, Joined, Key};
 use super::handle::Shared;
 use super::options::SubscribeOptions;
 use super::sources::Source;
-use crate::consumer::app_view::{AppView, Applied};
 use crate::consumer::coalesce::Coalescer;
 use crate::consumer::context::Context;
-use crate::consumer::health::HealthTracker;
+use crate::consumer::health::Outcome;
 use crate::consumer::snapshot::Snapshot;
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
@@ -32,7 +30,7 @@ enum Wake {
     Source(Source),
     Fetched(Joined),
     Report(String, bool),
-    Probed(String, bool),
+    Health,
     Written(Result<()>),
     Timer,
 }
@@ -51,7 +49,7 @@ pub(super) struct Task {
     pub(super) app_views: HashMap<String, Membership>,
     /// Apps a valid mapping no longer names, since when.
     pub(super) unmapped: HashMap<String, Instant>,
-    pub(super) apps: BTreeMap<String, AppView>,
+    pub(super) apps: BTreeMap<String, AppState>,
     /// Whether the apps are known (from the store, the subscription or the snapshot).
     pub(super) mapping_known: bool,
     /// Whether the apps are known from the store or the subscription.
@@ -68,9 +66,9 @@ pub(super) struct Task {
     /// How many times [`Task::compute`] ran (marks the entries of `by_instance` it saw).
     pub(super) compute_pass: u64,
     pub(super) coalescer: Coalescer,
-    pub(super) health: HealthTracker,
+    /// Moves when the resolver's health of some address changes.
+    pub(super) health_changes: watch::Receiver<u64>,
     pub(super) reports: mpsc::Receiver<(String, bool)>,
-    pub(super) probes: JoinSet<(String, bool)>,
     pub(super) tx: watch::Sender<Arc<Vec<Endpoint>>>,
     pub(super) shared: Arc<Shared>,
     /// Taken when the first set is published.
@@ -83,8 +81,6 @@ pub(super) struct Task {
     pub(super) serving_snapshot: bool,
     pub(super) snapshot_dirty: bool,
     pub(super) writes: JoinSet<Result<()>>,
-    /// How many apps hold removals (mirrored into the resolver's gauge).
-    pub(super) protected_apps: u64,
     /// Whether the routed instances, metadata or health changed since the last tick.
     pub(super) dirty: bool,
     /// Set when the store refused for good: the task stops following it.
@@ -115,10 +111,7 @@ impl Task {
                 Some(joined) = self.fetch_tasks.join_next_with_id(),
                     if !self.fetch_tasks.is_empty() => Wake::Fetched(joined),
                 Some((address, ok)) = self.reports.recv() => Wake::Report(address, ok),
-                Some(joined) = self.probes.join_next(), if !self.probes.is_empty() => match joined {
-                    Ok((address, ok)) => Wake::Probed(address, ok),
-                    Err(_) => Wake::Timer,
-                },
+                Ok(()) = self.health_changes.changed() => Wake::Health,
                 Some(joined) = self.writes.join_next(), if !self.writes.is_empty() => {
                     Wake::Written(joined.unwrap_or_else(|e| Err(Error::Io(std::io::Error::other(e)))))
                 }
@@ -135,17 +128,12 @@ impl Task {
                 }
                 Wake::Fetched(joined) => self.on_fetched(joined, now),
                 Wake::Report(address, ok) => {
-                    self.on_report(&address, ok, now);
+                    self.on_report(&address, ok);
                     while let Ok((address, ok)) = self.reports.try_recv() {
-                        self.on_report(&address, ok, now);
+                        self.on_report(&address, ok);
                     }
                 }
-                Wake::Probed(address, ok) => {
-                    if self.health.probed(&address, ok, now) {
-                        tracing::info!(%address, "set-aside endpoint answers again");
-                        self.dirty = true;
-                    }
-                }
+                Wake::Health => self.dirty = true,
                 Wake::Written(result) => match result {
                     Ok(()) => Counters::bump(&self.context.counters.snapshot_writes),
                     Err(e) => {
@@ -163,37 +151,14 @@ impl Task {
         }
         Counters::sub(&self.context.counters.subscriptions, 1);
         self.context.counters.set_instances(self.id, None);
-        Counters::sub(&self.context.counters.protected_apps, self.protected_apps);
         tracing::debug!(interface = %self.subscription.interface, "subscription ended");
     }
 
-    /// Does everything that is due at `now`: releases, fetches, probes, the first
-    /// publication, coalesced pushes and snapshot writes.
+    /// Does everything that is due at `now`: releases, fetches, the first publication,
+    /// coalesced pushes and snapshot writes.
     fn tick(&mut self, now: Instant) {
-        for view in self.apps.values_mut() {
-            if view.release_due(now) {
-                self.dirty = true;
-            }
-        }
         self.release_unmapped(now);
         self.ensure_fetches(now);
-        for address in self.health.due_probes(now) {
-            Counters::bump(&self.context.counters.probes);
-            let timeout = self.options.health.probe_timeout;
-            let probe = self.options.health.probe.clone();
-            self.probes.spawn(async move {
-                // A probe that panics counts as failed: the address stays set aside and is
-                // probed again at the next interval.
-                let attempt = AssertUnwindSafe(probe.probe(address.clone(), timeout))
-                    .catch_unwind()
-                    .await;
-                let ok = attempt.unwrap_or_else(|_| {
-                    tracing::warn!(%address, "health probe panicked; counted as failed");
-                    false
-                });
-                (address, ok)
-            });
-        }
         self.update_protection_flag();
         let live = self.live();
         if live && self.serving_snapshot {
@@ -261,13 +226,9 @@ impl Task {
             consider(Some(self.start_deadline));
             consider(self.fetch_wait_until);
         }
-        for view in self.apps.values() {
-            consider(view.next_release());
-        }
         for fetch in self.fetches.values().filter(|f| !f.in_flight) {
             consider(Some(fetch.next_try));
         }
-        consider(self.health.next_probe());
         consider(self.next_unmapped_release(now));
         next
     }
@@ -275,20 +236,14 @@ impl Task {
     fn on_source(&mut self, source: Source, now: Instant) {
         match source {
             Source::Apps(apps) => self.on_mapping(apps, now),
-            Source::Reset(app, list) => {
-                if let Some(view) = self.apps.get_mut(&app) {
-                    let applied = view.reset(list.instances, now);
-                    view.synced = true;
-                    self.note(applied);
-                }
-            }
-            Source::Changes(app, changes) => {
-                if let Some(view) = self.apps.get_mut(&app) {
-                    let applied = view.apply(changes, now);
-                    self.note(applied);
+            Source::View(app, routable) => {
+                if let Some(state) = self.apps.get_mut(&app) {
+                    self.dirty |= state.update(routable);
                 }
             }
             Source::Failed(error) => self.fail(error),
+            // The shared views apply lists and changes; subscriptions get `View`s.
+            Source::Reset(..) | Source::Changes(..) => {}
         }
     }
 
@@ -313,29 +268,16 @@ impl Task {
         self.stopped = true;
     }
 
-    fn note(&mut self, applied: Applied) {
-        let counters = &self.context.counters;
-        Counters::add(&counters.held_removals, applied.newly_held as u64);
-        Counters::add(&counters.skipped_records, applied.skipped as u64);
-        if applied.newly_held > 0 {
-            tracing::warn!(
-                interface = %self.subscription.interface,
-                held = applied.newly_held,
-                "mass expiry: self-preservation holds the removals"
-            );
-        }
-        self.dirty |= applied.changed;
-    }
-
-    fn on_report(&mut self, address: &str, ok: bool, now: Instant) {
+    /// A call outcome the application reported: it goes to the resolver's health (a
+    /// change there wakes every subscription).
+    fn on_report(&mut self, address: &str, ok: bool) {
         Counters::bump(&self.context.counters.health_reports);
-        if ok {
-            self.dirty |= self.health.success(address);
-        } else if self.health.failure(address, now) {
-            tracing::warn!(%address, "endpoint set aside after consecutive failures");
-            Counters::bump(&self.context.counters.set_aside);
-            self.dirty = true;
-        }
+        let outcome = if ok {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        };
+        self.context.health.record(&self.context, address, outcome);
     }
 
     /// Whether the apps are known and every app listed.
@@ -359,18 +301,13 @@ impl Task {
         self.mapping_from_store && self.apps.values().all(|v| v.synced)
     }
 
+    /// Mirrors whether some app's view holds removals into the handles' flag (the
+    /// resolver's gauge counts each app once, in its view).
     fn update_protection_flag(&mut self) {
-        let active = self.apps.values().filter(|v| v.protection_active()).count() as u64;
-        let gauge = &self.context.counters.protected_apps;
-        if active > self.protected_apps {
-            Counters::add(gauge, active - self.protected_apps);
-        } else {
-            Counters::sub(gauge, self.protected_apps - active);
-        }
-        self.protected_apps = active;
+        let active = self.apps.values().any(AppState::protection_active);
         self.shared
             .protection_active
-            .store(active > 0, Ordering::Relaxed);
+            .store(active, Ordering::Relaxed);
     }
 }
 

@@ -1,0 +1,174 @@
+//! Call deadlines in the balanced channel: a call's deadline bounds its wait for an
+//! endpoint too.
+//!
+//! A call's deadline is the nearer of its `grpc-timeout` header (what
+//! `tonic::Request::set_timeout` writes) and [`super::ChannelOptions::request_timeout`].
+//! A call still waiting for an endpoint when its deadline passes (none registered, or every
+//! one unreachable) fails with UNAVAILABLE. A call handed to an endpoint gets the
+//! endpoint's own answer; if none comes by its deadline plus [`DISPATCHED_GRACE`] (a server
+//! that hangs), it fails with DEADLINE_EXCEEDED.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context as TaskContext, Poll, ready};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+use tower::BoxError;
+
+/// How long past its deadline a call already handed to an endpoint waits for that
+/// endpoint's own answer (its DEADLINE_EXCEEDED, say) before it fails by itself.
+pub const DISPATCHED_GRACE: Duration = Duration::from_millis(200);
+
+/// Marks a request handed to an endpoint; a request extension.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Dispatched(Arc<AtomicBool>);
+
+impl Dispatched {
+    /// Marks `request` as handed to an endpoint, if it carries a mark.
+    pub fn mark<B>(request: &http::Request<B>) {
+        if let Some(mark) = request.extensions().get::<Dispatched>() {
+            mark.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Parses a `grpc-timeout` header value: at most 8 digits and a unit (`H`, `M`, `S`, `m`,
+/// `u`, `n`).
+pub(super) fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+    if value.len() < 2 || value.len() > 9 || !value.is_ascii() {
+        return None;
+    }
+    let (digits, unit) = value.split_at(value.len() - 1);
+    let amount: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(amount.checked_mul(3600)?),
+        "M" => Duration::from_secs(amount.checked_mul(60)?),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+/// The deadline of `request` from now: the nearer of its `grpc-timeout` and `default`.
+pub(super) fn deadline_of<B>(
+    request: &http::Request<B>,
+    default: Option<Duration>,
+) -> Option<Duration> {
+    let header = request
+        .headers()
+        .get("grpc-timeout")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_grpc_timeout);
+    match (header, default) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A call's answer bounded by its deadline; see the module docs.
+pub(super) struct Bounded<F> {
+    inner: F,
+    timer: Option<Pin<Box<Sleep>>>,
+    dispatched: Dispatched,
+    /// Whether the timer was moved past the deadline for a dispatched call.
+    graced: bool,
+}
+
+impl<F> Bounded<F> {
+    pub fn new(inner: F, deadline: Option<Duration>, dispatched: Dispatched) -> Self {
+        Bounded {
+            inner,
+            timer: deadline.map(|d| Box::pin(tokio::time::sleep(d))),
+            dispatched,
+            graced: false,
+        }
+    }
+}
+
+impl<F, T> Future for Bounded<F>
+where
+    F: Future<Output = Result<T, BoxError>> + Unpin,
+{
+    type Output = Result<T, BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        if let Poll::Ready(answer) = Pin::new(&mut self.inner).poll(cx) {
+            return Poll::Ready(answer);
+        }
+        loop {
+            let Some(timer) = self.timer.as_mut() else {
+                return Poll::Pending;
+            };
+            ready!(timer.as_mut().poll(cx));
+            if !self.dispatched.is_set() {
+                return Poll::Ready(Err(Box::new(tonic::Status::unavailable(
+                    "no endpoint was ready before the call's deadline",
+                ))));
+            }
+            if self.graced {
+                return Poll::Ready(Err(Box::new(tonic::Status::deadline_exceeded(
+                    "the endpoint did not answer before the call's deadline",
+                ))));
+            }
+            self.graced = true;
+            let at = Instant::now() + DISPATCHED_GRACE;
+            if let Some(timer) = self.timer.as_mut() {
+                timer.as_mut().reset(at);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_as_the_spec_writes_them() {
+        assert_eq!(parse_grpc_timeout("1S"), Some(Duration::from_secs(1)));
+        assert_eq!(parse_grpc_timeout("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_grpc_timeout("2H"), Some(Duration::from_secs(7200)));
+        assert_eq!(
+            parse_grpc_timeout("99999999n"),
+            Some(Duration::from_nanos(99_999_999))
+        );
+        assert_eq!(parse_grpc_timeout("123456789S"), None, "more than 8 digits");
+        assert_eq!(parse_grpc_timeout("S"), None);
+        assert_eq!(parse_grpc_timeout("10x"), None);
+        assert_eq!(parse_grpc_timeout("-1S"), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_waiting_for_an_endpoint_fails_unavailable_at_its_deadline() {
+        let waiting = futures::future::pending::<Result<(), BoxError>>();
+        let started = Instant::now();
+        let bounded = Bounded::new(waiting, Some(Duration::from_secs(1)), Dispatched::default());
+        let error = bounded.await.unwrap_err();
+        let status = error.downcast::<tonic::Status>().unwrap();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dispatched_call_gets_a_grace_then_deadline_exceeded() {
+        let dispatched = Dispatched::default();
+        dispatched.0.store(true, Ordering::Relaxed);
+        let hung = futures::future::pending::<Result<(), BoxError>>();
+        let started = Instant::now();
+        let error = Bounded::new(hung, Some(Duration::from_secs(1)), dispatched)
+            .await
+            .unwrap_err();
+        let status = error.downcast::<tonic::Status>().unwrap();
+        assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+        assert_eq!(started.elapsed(), Duration::from_secs(1) + DISPATCHED_GRACE);
+    }
+}

@@ -1,0 +1,90 @@
+//! A caller calling `SayHello` through a balanced channel in a loop, one call at a time,
+//! counting every call.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use introspect::consumer::BalancedChannel;
+use tokio::task::JoinHandle;
+
+use super::greeter::pb::HelloRequest;
+use super::greeter::pb::greeter_client::GreeterClient;
+
+/// Each call's deadline.
+pub const CALL_DEADLINE: Duration = Duration::from_secs(1);
+
+/// See the module docs.
+pub struct Caller {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    task: JoinHandle<Vec<String>>,
+}
+
+impl Caller {
+    /// Calls every `pause` until [`finish`](Self::finish).
+    pub fn start(channel: BalancedChannel, pause: Duration) -> Caller {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(AtomicU64::new(0));
+        let (s, o, f) = (stop.clone(), ok.clone(), failed.clone());
+        let task = tokio::spawn(async move {
+            let mut client = GreeterClient::new(channel);
+            let mut errors = Vec::new();
+            while !s.load(Ordering::Relaxed) {
+                let mut request = tonic::Request::new(HelloRequest {
+                    name: "caller".into(),
+                });
+                request.set_timeout(CALL_DEADLINE);
+                // The outer bound only keeps a broken channel from hanging the test.
+                let call = client.say_hello(request);
+                match tokio::time::timeout(CALL_DEADLINE * 3, call).await {
+                    Ok(Ok(_)) => {
+                        o.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(Err(status)) => {
+                        f.fetch_add(1, Ordering::Relaxed);
+                        errors.push(status.to_string());
+                    }
+                    Err(_) => {
+                        f.fetch_add(1, Ordering::Relaxed);
+                        errors.push("call hung past its deadline".into());
+                    }
+                }
+                tokio::time::sleep(pause).await;
+            }
+            errors
+        });
+        Caller {
+            stop,
+            ok,
+            failed,
+            task,
+        }
+    }
+
+    /// Calls that succeeded so far.
+    pub fn ok(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed)
+    }
+
+    /// Calls that failed so far.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Stops calling; returns (succeeded, failed, the failures' messages).
+    pub async fn finish(self) -> (u64, u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let Caller {
+            ok, failed, task, ..
+        } = self;
+        let errors = task.await.expect("caller task");
+        (
+            ok.load(Ordering::Relaxed),
+            failed.load(Ordering::Relaxed),
+            errors,
+        )
+    }
+}
