@@ -69,6 +69,11 @@ async fn main() -> Result<(), BoxError> {
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     while args.calls == 0 || made < args.calls {
+        // The store refused us for good (credentials, permissions): the channel still holds
+        // the last endpoints, but following the store has stopped, so stop and say why.
+        if let Some(error) = subscription.ended() {
+            return Err(error.into());
+        }
         let mut request = tonic::Request::new(HelloRequest {
             name: args.name.clone(),
         });

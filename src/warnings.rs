@@ -95,4 +95,23 @@ mod tests {
         assert_eq!(a.allow("mapping:shop", t0 + 11 * s), None);
         assert_eq!(a.allow("mapping:shop", t0 + 25 * s), Some(1));
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_loop_on_the_clock_writes_one_line_per_interval() {
+        let a = Aggregator::default();
+        let (mut lines, mut suppressed) = (0u64, 0u64);
+        // A cause that recurs every 300 ms for two minutes.
+        for _ in 0..400 {
+            if let Some(n) = a.allow("instances:shop", Instant::now()) {
+                lines += 1;
+                suppressed += n;
+            }
+            tokio::time::advance(Duration::from_millis(300)).await;
+        }
+        assert_eq!(lines, 12, "one line per 10 s in 120 s");
+        // Every occurrence is either a line or counted in a later line, but for the ones
+        // since the last line.
+        let pending = 400 - lines - suppressed;
+        assert!(pending < 34, "{pending}");
+    }
 }

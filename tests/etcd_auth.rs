@@ -9,6 +9,7 @@ use std::time::Duration;
 use introspect::store::EtcdStore;
 use introspect::{Error, Provider, Resolver, ServiceInfo, Store, Subscription};
 use support::etcd::EtcdServer;
+use support::records::{ORDERS, Records, orders};
 
 /// A password that must never show up in an error.
 const WRONG_PASSWORD: &str = "no-such-pw-41d7";
@@ -144,4 +145,74 @@ async fn reads_and_watches_outside_a_users_range_are_denied() {
     let err = outsider.watch_prefix("/services/", 0).await.unwrap_err();
     assert!(matches!(err, Error::PermissionDenied(_)), "{err}");
     assert_permanent(&err);
+}
+
+/// How soon a refused subscription must end: the refusal is the store's first answer.
+const REFUSAL_BOUND: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_without_credentials_ends_with_an_authentication_error() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    etcd.enable_auth();
+    // Without credentials the connect passes (etcd answers a status without them); the
+    // reads do not, and the subscription is where that shows.
+    let anonymous = EtcdStore::connect(etcd.options())
+        .await
+        .expect("etcd answers a status without credentials");
+    let resolver = Resolver::new(Arc::new(anonymous));
+    let started = std::time::Instant::now();
+    let err = resolver
+        .subscribe(Subscription::new(ORDERS))
+        .await
+        .expect_err("a refused subscription does not start");
+    assert!(matches!(err, Error::Unauthenticated(_)), "{err}");
+    assert_permanent(&err);
+    // The refusal ends it at once: no retry until the start timeout, and no empty set.
+    assert!(started.elapsed() < REFUSAL_BOUND, "{:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_refused_after_the_start_end_the_subscription_and_keep_its_set() {
+    let Some(mut etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let anonymous: Arc<dyn Store> = etcd.store().await;
+    let records = Records::new(anonymous.clone());
+    let info = orders("shop-orders");
+    records.publish(&info).await;
+    for port in [7001, 7002] {
+        records
+            .register(&Records::instance(&info, port), None)
+            .await;
+    }
+    let resolver = Resolver::builder(anonymous)
+        .store_timeout(Duration::from_secs(1))
+        .build();
+    let mut handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
+    assert_eq!(handle.current().len(), 2);
+    assert!(handle.ended().is_none());
+
+    // Auth turns on, and a restart breaks the watches: every read of ours is refused now.
+    etcd.enable_auth();
+    etcd.restart().await;
+    let err = tokio::time::timeout(REFUSAL_BOUND + Duration::from_secs(10), async {
+        loop {
+            if let Err(err) = handle.changed().await {
+                break err;
+            }
+        }
+    })
+    .await
+    .expect("the refusal reaches changed() within its bound");
+    assert_permanent(&err);
+    assert!(
+        matches!(err, Error::Unauthenticated(_) | Error::PermissionDenied(_)),
+        "{err}"
+    );
+    // The last set stays; the reason is there for select! loops; later waits fail alike.
+    assert_eq!(handle.current().len(), 2);
+    assert!(handle.ended().is_some_and(|e| e.is_permanent()));
+    assert!(handle.changed().await.is_err_and(|e| e.is_permanent()));
 }

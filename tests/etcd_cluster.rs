@@ -1,8 +1,11 @@
 //! A three-member etcd cluster: requests and watches of `EtcdStore` fail over to a live
-//! member when the one they use dies, and everything recovers after a loss of quorum.
+//! member when the one they use dies, and everything recovers after a loss of quorum. Under
+//! a running fleet, with a consumer calling through the balanced channel, killing the
+//! leader, wiping and rejoining a member, and losing quorum for a while fail no call.
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,6 +13,9 @@ use introspect::store::Watch;
 use introspect::{EtcdStore, Resolver, ServiceInfo, Store, Subscription, SubscriptionHandle};
 use support::etcd_cluster::{EtcdCluster, MEMBERS};
 use support::fleet::start_provider_with;
+use support::greeter::pb::HelloRequest;
+use support::greeter::pb::greeter_client::GreeterClient;
+use support::greeter::{GreeterNode, start_greeter};
 use support::wait::eventually;
 
 /// Lease TTL of the providers: short, so a lease that lapsed would show.
@@ -218,4 +224,229 @@ async fn a_cluster_that_loses_quorum_recovers() {
     let sizes = sizes.lock().unwrap().clone();
     assert!(sizes.iter().all(|&n| n > 0), "an empty set: {sizes:?}");
     provider.shutdown().await.unwrap();
+}
+
+/// Providers of the running fleet in the scenarios below.
+const FLEET: usize = 4;
+/// Pause between calls of the consumer.
+const CALL_EVERY: Duration = Duration::from_millis(50);
+/// How long quorum stays lost: long enough to outlast the request timeouts, leader
+/// elections and the providers' renewal periods several times, short enough for CI (an
+/// outage of 30 s behaves the same, it only takes longer).
+const NO_QUORUM: Duration = Duration::from_secs(10);
+
+/// Calls made through the balanced channel, and how they ended.
+#[derive(Default)]
+struct Calls {
+    ok: AtomicU64,
+    failed: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// A fleet of Greeter providers on the cluster, and a consumer calling it through the
+/// balanced channel every [`CALL_EVERY`], counting every call and every published set.
+struct Scene {
+    cluster: EtcdCluster,
+    store: Arc<dyn Store>,
+    leader: usize,
+    nodes: Vec<GreeterNode>,
+    handle: SubscriptionHandle,
+    sizes: Arc<Mutex<Vec<usize>>>,
+    calls: Arc<Calls>,
+    caller: tokio::task::JoinHandle<()>,
+}
+
+impl Scene {
+    async fn start() -> Option<Scene> {
+        let cluster = EtcdCluster::start().await?;
+        let leader = cluster.leader().await;
+        let options = cluster.options_in_order(&[leader]);
+        let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(options).await.unwrap());
+        let mut nodes = Vec::new();
+        for _ in 0..FLEET {
+            nodes.push(start_greeter(&store, "greeter", Duration::ZERO).await);
+        }
+        let resolver = Resolver::builder(store.clone())
+            .store_timeout(Duration::from_secs(3))
+            .build();
+        let handle = resolver
+            .subscribe(Subscription::new("helloworld.Greeter"))
+            .await
+            .unwrap();
+        assert_eq!(handle.current().len(), FLEET);
+        let sizes = Arc::new(Mutex::new(vec![FLEET]));
+        let mut follower = handle.clone();
+        let record = sizes.clone();
+        tokio::spawn(async move {
+            while let Ok(set) = follower.changed().await {
+                record.lock().unwrap().push(set.len());
+            }
+        });
+        let (channel, _) = resolver.balanced_channel(&handle).unwrap();
+        let calls = Arc::new(Calls::default());
+        let counting = calls.clone();
+        let caller = tokio::spawn(async move {
+            let mut client = GreeterClient::new(channel);
+            while !counting.stop.load(Ordering::Relaxed) {
+                let mut request = tonic::Request::new(HelloRequest { name: "x".into() });
+                request.set_timeout(Duration::from_secs(1));
+                let call = tokio::time::timeout(Duration::from_secs(2), client.say_hello(request));
+                let counter = match call.await {
+                    Ok(Ok(_)) => &counting.ok,
+                    _ => &counting.failed,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(CALL_EVERY).await;
+            }
+        });
+        let scene = Scene {
+            cluster,
+            store,
+            leader,
+            nodes,
+            handle,
+            sizes,
+            calls,
+            caller,
+        };
+        scene.calls_go_on("before the fault").await;
+        Some(scene)
+    }
+
+    /// Waits until some more calls succeeded.
+    async fn calls_go_on(&self, when: &str) {
+        let before = self.calls.ok.load(Ordering::Relaxed);
+        eventually(WAIT, &format!("calls to succeed {when}"), || async {
+            self.calls.ok.load(Ordering::Relaxed) >= before + 10
+        })
+        .await;
+    }
+
+    /// After the fault: the providers are (again) registered, the subscriber follows all
+    /// of them and never published an empty set, and no call failed.
+    async fn check(self, fault: &str) {
+        let Scene {
+            cluster,
+            store,
+            nodes,
+            handle,
+            sizes,
+            calls,
+            caller,
+            ..
+        } = self;
+        eventually(Duration::from_secs(20), "the fleet registered", || {
+            let store = store.clone();
+            async move {
+                store
+                    .get_prefix("/services/greeter/")
+                    .await
+                    .is_ok_and(|r| r.kvs.len() == FLEET)
+            }
+        })
+        .await;
+        let before = calls.ok.load(Ordering::Relaxed);
+        eventually(WAIT, "calls after the fault", || async {
+            calls.ok.load(Ordering::Relaxed) >= before + 10
+        })
+        .await;
+        calls.stop.store(true, Ordering::Relaxed);
+        caller.await.unwrap();
+        let (ok, failed) = (
+            calls.ok.load(Ordering::Relaxed),
+            calls.failed.load(Ordering::Relaxed),
+        );
+        assert_eq!(
+            failed,
+            0,
+            "{fault}: {failed} of {} calls failed",
+            ok + failed
+        );
+        let answered: u64 = nodes.iter().map(GreeterNode::calls).sum();
+        assert_eq!(
+            answered, ok,
+            "{fault}: every successful call was answered once"
+        );
+        assert!(
+            nodes.iter().all(|n| n.calls() > 0),
+            "{fault}: the balancer spread the calls"
+        );
+        assert_eq!(handle.current().len(), FLEET, "{fault}");
+        let sizes = sizes.lock().unwrap().clone();
+        assert!(
+            sizes.iter().all(|&n| n > 0),
+            "{fault}: an empty set: {sizes:?}"
+        );
+        for node in nodes {
+            node.shutdown().await;
+        }
+        drop(cluster);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_go_on_while_the_leader_is_killed() {
+    let Some(mut scene) = Scene::start().await else {
+        return;
+    };
+    let leader = scene.leader;
+    scene.cluster.kill(leader);
+    scene.calls_go_on("with the leader dead").await;
+    // A write still goes through (to the new leader).
+    scene
+        .store
+        .put("/cluster/after-kill", b"v".to_vec(), None)
+        .await
+        .unwrap();
+    scene.cluster.restart(leader).await;
+    scene.check("leader killed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_go_on_while_a_member_is_wiped_and_rejoins() {
+    let Some(mut scene) = Scene::start().await else {
+        return;
+    };
+    let follower = (0..MEMBERS).find(|&i| i != scene.leader).unwrap();
+    scene.cluster.wipe_and_rejoin(follower).await;
+    scene.calls_go_on("after the member rejoined").await;
+    // The new member serves the whole registry: a store that talks to it alone sees the
+    // fleet.
+    let alone = EtcdStore::connect(introspect::EtcdOptions::new([scene
+        .cluster
+        .endpoint(follower)]))
+    .await
+    .unwrap();
+    eventually(WAIT, "the rejoined member to hold the fleet", || async {
+        alone
+            .get_prefix("/services/greeter/")
+            .await
+            .is_ok_and(|r| r.kvs.len() == FLEET)
+    })
+    .await;
+    scene.check("member wiped and rejoined").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_go_on_through_a_loss_of_quorum() {
+    let Some(scene) = Scene::start().await else {
+        return;
+    };
+    let frozen: Vec<usize> = (0..MEMBERS).filter(|&i| i != scene.leader).collect();
+    for &i in &frozen {
+        scene.cluster.pause(i);
+    }
+    // No quorum: writes fail (transient), calls do not.
+    let error = scene
+        .store
+        .put("/cluster/no-quorum", b"v".to_vec(), None)
+        .await
+        .unwrap_err();
+    assert!(error.is_transient(), "{error}");
+    tokio::time::sleep(NO_QUORUM).await;
+    scene.calls_go_on("without quorum").await;
+    for &i in &frozen {
+        scene.cluster.resume(i);
+    }
+    scene.check("quorum lost and restored").await;
 }

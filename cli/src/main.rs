@@ -9,7 +9,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use introspect::consumer::{Resolver, Subscription};
+use introspect::consumer::{Resolver, SnapshotOptions, SubscribeOptions, Subscription};
 use introspect::mapping::Mapping;
 use introspect::metrics::Metrics;
 use introspect::registry::Registry;
@@ -110,6 +110,10 @@ enum Command {
         /// Serve Prometheus metrics at http://ADDR/metrics while watching.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
+        /// Keep a snapshot of the endpoints in DIR: a watch started while etcd is down
+        /// shows the last ones known, then follows etcd once it answers.
+        #[arg(long, value_name = "DIR")]
+        snapshot: Option<std::path::PathBuf>,
     },
 }
 
@@ -173,13 +177,26 @@ async fn run(cli: Cli) -> Result<(), Error> {
     if matches!(cli.command, Command::Demo { .. }) && store_args.etcd.is_none() {
         store_args.memory = true;
     }
-    let store = introspect_cli::store::open(&store_args).await?;
+    // A watch starts while etcd is down and follows it once it answers; one-shot commands
+    // fail with a clear error when no member answers in time.
+    let store = if matches!(cli.command, Command::Watch { .. }) {
+        introspect_cli::store::open_following(&store_args).await?
+    } else {
+        introspect_cli::store::open(&store_args).await?
+    };
     let layout = Layout::new(cli.namespace.clone())?;
     let out = Output::new(cli.json);
     let registry = Registry::new(store.clone(), layout.clone(), Limits::default());
-    let resolver = Resolver::builder(store.clone())
-        .layout(layout.clone())
-        .build();
+    let mut resolver = Resolver::builder(store.clone()).layout(layout.clone());
+    if let Command::Watch {
+        snapshot: Some(dir),
+        ..
+    } = &cli.command
+    {
+        let snapshot = SnapshotOptions::new(dir.clone());
+        resolver = resolver.subscribe_options(SubscribeOptions::default().snapshot(snapshot));
+    }
+    let resolver = resolver.build();
     match &cli.command {
         Command::Demo {
             blue,
@@ -268,7 +285,9 @@ async fn run(cli: Cli) -> Result<(), Error> {
                 return Err(error);
             }
         }
-        Command::Watch { target, metrics } => {
+        Command::Watch {
+            target, metrics, ..
+        } => {
             let mut handle = resolver.subscribe(target.subscription()).await?;
             let _metrics = match metrics {
                 Some(addr) => {

@@ -72,6 +72,18 @@ pub async fn open(args: &StoreArgs) -> Result<Arc<dyn Store>> {
     }
 }
 
+/// Opens the store `args` name for a long-running command (`watch`): like [`open`], but
+/// etcd is connected in the background, so the command starts while etcd is down and
+/// follows it once it answers. Refused credentials still fail here.
+pub async fn open_following(args: &StoreArgs) -> Result<Arc<dyn Store>> {
+    if args.memory || args.etcd.is_none() {
+        return open(args).await;
+    }
+    let urls = args.etcd.as_deref().unwrap_or_default();
+    let options = etcd_options(args, urls)?.with_connect_in_background(true);
+    Ok(Arc::new(EtcdStore::connect(options).await?))
+}
+
 /// The etcd options `args` describe, reading the password and the PEM files.
 pub fn etcd_options(args: &StoreArgs, urls: &str) -> Result<EtcdOptions> {
     refuse_credentials_in_urls(urls)?;

@@ -357,6 +357,32 @@ async fn endpoints_come_from_the_environment() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_without_credentials_exits_with_one_line() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    etcd.enable_auth();
+    let endpoint = etcd.endpoint();
+    let started = std::time::Instant::now();
+    // A watch that kept retrying would never end: the test would hang, not pass.
+    let run = tokio::task::block_in_place(|| {
+        run_with(&["--etcd", endpoint.as_str(), "watch", "shop.A"], &[])
+    });
+    assert!(!run.ok, "{}{}", run.out, run.err);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(run.err.trim().lines().count(), 1, "{}", run.err);
+    assert!(
+        run.err.starts_with("error: store authentication failed"),
+        "{}",
+        run.err
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_come_from_the_environment_and_never_show() {
     let Some(etcd) = EtcdServer::start().await else {
         return;

@@ -36,11 +36,16 @@ pub fn init_tracing(default: &str) {
 }
 
 /// etcd at `urls` (comma-separated), or the embedded store when `None`.
+///
+/// etcd is connected in the background: a process that starts while etcd is down starts
+/// anyway (a consumer on its snapshot, a provider serving and registering once etcd
+/// answers), and follows etcd when it comes up. Refused credentials still fail here.
 pub async fn open_store(urls: Option<&str>) -> Result<Arc<dyn Store>, BoxError> {
     Ok(match urls {
         Some(urls) => {
             let endpoints = EtcdOptions::parse_endpoints(urls)?;
-            Arc::new(EtcdStore::connect(EtcdOptions::new(endpoints)).await?)
+            let options = EtcdOptions::new(endpoints).with_connect_in_background(true);
+            Arc::new(EtcdStore::connect(options).await?)
         }
         None => Arc::new(MemoryStore::new()),
     })

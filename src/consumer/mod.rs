@@ -113,8 +113,8 @@ pub use resolver::{
 pub use snapshot::{MAX_SNAPSHOT_BYTES, SnapshotOptions};
 pub use stats::{ResolverStats, RevisionChecks, RuleCounts};
 pub use subscribe::{
-    APP_RELEASE_GRACE, DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_START_TIMEOUT,
-    SubscribeOptions, SubscriptionHandle,
+    APP_RELEASE_GRACE, DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_FIRST_FETCH_WAIT,
+    DEFAULT_START_TIMEOUT, SubscribeOptions, SubscriptionHandle,
 };
 pub use subscription::Subscription;
 pub use views::VIEW_RELEASE_GRACE;

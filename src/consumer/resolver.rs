@@ -275,8 +275,15 @@ impl Resolver {
     /// views of the mapping and of each app's instances, with the protections set on the
     /// resolver ([`ResolverBuilder::subscribe_options`]); a subscription itself is only its
     /// filter. Returns once the first set is published, or once the start timeout passed
-    /// (serving the snapshot, if any, while the store is unreachable). Fails only on an
-    /// invalid subscription.
+    /// (serving the snapshot, if any, while the store is unreachable). The first set waits
+    /// for the first metadata fetches only for a short bound
+    /// ([`SubscribeOptions::first_fetch_wait`], well under the fetch timeout): a revision
+    /// whose MetadataService hangs joins the set later, when its metadata arrives, and
+    /// never delays the others. ([`Resolver::resolve`] instead waits for every fetch.) Fails on an
+    /// invalid subscription, and with the permanent error (see [`Error::is_permanent`])
+    /// when the store refuses the credentials or permissions before the first set; after
+    /// it, such an error ends the subscription through
+    /// [`SubscriptionHandle::changed`].
     pub async fn subscribe(&self, subscription: Subscription) -> Result<SubscriptionHandle> {
         let options = (*self.subscribe_options).clone();
         subscribe::start(self.context.clone(), subscription, options).await

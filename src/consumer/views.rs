@@ -131,6 +131,18 @@ impl Views {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
+    /// Removes `key` now; returns the commands that were waiting in its inbox (under the
+    /// lock, so no join reaches the inbox after this).
+    fn close(&self, key: &ViewKey, inbox: &mut mpsc::UnboundedReceiver<Command>) -> Vec<Command> {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.remove(key);
+        let mut waiting = Vec::new();
+        while let Ok(command) = inbox.try_recv() {
+            waiting.push(command);
+        }
+        waiting
+    }
+
     /// Removes `key` if its view may stop: nothing is waiting in its inbox. Returns the
     /// commands that were waiting otherwise.
     fn try_release(
@@ -186,7 +198,13 @@ impl View {
             let hold_ends = self.app.as_ref().and_then(AppView::next_release);
             tokio::select! {
                 Some(command) = self.inbox.recv() => self.on_command(command).await,
-                Some(update) = updates.recv() => self.on_update(update).await,
+                Some(update) = updates.recv() => {
+                    if let Source::Failed(_) = update {
+                        self.fail(update).await;
+                        break;
+                    }
+                    self.on_update(update).await;
+                }
                 () = sleep_until(hold_ends) => self.release_holds().await,
                 () = sleep_until(release) => {
                     let waiting = self.context.views.try_release(&self.key, &mut self.inbox);
@@ -220,6 +238,25 @@ impl View {
                     self.idle_since = Some(Instant::now());
                 }
             }
+        }
+    }
+
+    /// Hands a permanent failure of the source to every member, including subscriptions
+    /// joining meanwhile, and leaves the resolver's views: a later join starts a new view,
+    /// which tries the store again.
+    async fn fail(&mut self, failure: Source) {
+        for command in self.context.views.close(&self.key, &mut self.inbox) {
+            match command {
+                Command::Join(id, to) => {
+                    self.members.insert(id, to);
+                }
+                Command::Leave(id) => {
+                    self.members.remove(&id);
+                }
+            }
+        }
+        for member in self.members.values() {
+            let _ = member.send(failure.clone()).await;
         }
     }
 

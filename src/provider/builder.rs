@@ -253,6 +253,7 @@ impl ProviderBuilder {
                     stopped: false,
                 }),
                 cancel: CancellationToken::new(),
+                warnings: crate::warnings::Aggregator::default(),
             }),
             settings: Settings {
                 serving: self.serving,

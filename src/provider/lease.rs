@@ -58,11 +58,15 @@ impl Shared {
                 }
                 Ok(Err(Error::LeaseNotFound(_))) => true,
                 Ok(Err(e)) => {
-                    tracing::warn!(lease, error = %e, "lease renewal failed");
+                    if let Some(suppressed) = self.warn_allowed("lease renewal failed") {
+                        tracing::warn!(lease, error = %e, suppressed, "lease renewal failed");
+                    }
                     last_renewal.elapsed() > self.lease_ttl
                 }
                 Err(_) => {
-                    tracing::warn!(lease, "lease renewal timed out");
+                    if let Some(suppressed) = self.warn_allowed("lease renewal timed out") {
+                        tracing::warn!(lease, suppressed, "lease renewal timed out");
+                    }
                     last_renewal.elapsed() > self.lease_ttl
                 }
             };
@@ -74,16 +78,27 @@ impl Shared {
         }
     }
 
+    /// Whether a warning of `cause` is written now (at most one line per cause per
+    /// interval): `Some` with the number suppressed since the last one.
+    pub(super) fn warn_allowed(&self, cause: &str) -> Option<u64> {
+        self.warnings.allow(cause, tokio::time::Instant::now())
+    }
+
     /// Registers again under a new lease and rewrites the mappings, with backoff and jitter
     /// while the store is down. A draining instance is registered again disabled; a stopped
-    /// one is not registered again.
-    async fn recover(&self) {
+    /// one is not registered again. Also the first registration of a provider that started
+    /// serving while the store was down.
+    pub(super) async fn recover(&self) {
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
         loop {
             match self.register_with_new_lease().await {
                 Ok(()) => break,
                 Err(Error::Shutdown) => return,
-                Err(e) => tracing::warn!(error = %e, "re-registration failed; retrying"),
+                Err(e) => {
+                    if let Some(suppressed) = self.warn_allowed("registration failed") {
+                        tracing::warn!(error = %e, suppressed, "registration failed; retrying");
+                    }
+                }
             }
             tokio::select! {
                 _ = self.cancel.cancelled() => return,

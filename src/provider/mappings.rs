@@ -18,7 +18,9 @@ impl Shared {
             match self.mapping.add(interface, &current.app).await {
                 Ok(_) => tracing::debug!(%interface, "interface mapped to the app"),
                 Err(e) => {
-                    tracing::warn!(%interface, error = %e, "mapping not written yet; will retry");
+                    if let Some(suppressed) = self.warn_allowed("mapping not written") {
+                        tracing::warn!(%interface, error = %e, suppressed, "mapping not written yet; will retry");
+                    }
                     pending.push(interface.to_owned());
                 }
             }

@@ -122,6 +122,8 @@ struct Shared {
     /// Serializes every write of the instance record (export changes, lease recovery, stop).
     state: Mutex<State>,
     cancel: CancellationToken,
+    /// Repeated warnings (renewals, registrations, mappings while the store is down).
+    warnings: crate::warnings::Aggregator,
 }
 
 /// The instance record as last written, and the lease it is bound to.
@@ -201,16 +203,31 @@ impl Provider {
                 }
             }
         }
-        self.register_and_spawn().await
+        self.register_and_spawn(false).await
     }
 
-    /// Registers the instance, writes the mappings and starts the background tasks.
-    async fn register_and_spawn(&self) -> Result<()> {
-        self.shared.register_with_new_lease().await?;
-        let pending = self.shared.write_mappings().await;
-        if !pending.is_empty() {
-            let shared = self.shared.clone();
-            self.spawn(async move { shared.retry_mappings(pending).await });
+    /// Registers the instance, writes the mappings and starts the background tasks. With
+    /// `later`, a store that cannot be reached now (a transient error) does not fail it:
+    /// the registration is retried in the background, with backoff and aggregated
+    /// warnings, until the store answers.
+    async fn register_and_spawn(&self, later: bool) -> Result<()> {
+        match self.shared.register_with_new_lease().await {
+            Ok(()) => {
+                let pending = self.shared.write_mappings().await;
+                if !pending.is_empty() {
+                    let shared = self.shared.clone();
+                    self.spawn(async move { shared.retry_mappings(pending).await });
+                }
+            }
+            Err(e) if later && e.is_transient() => {
+                tracing::warn!(
+                    error = %e,
+                    "store unavailable at start; serving, and registering once it answers"
+                );
+                let shared = self.shared.clone();
+                self.spawn(async move { shared.recover().await });
+            }
+            Err(e) => return Err(e),
         }
         let shared = self.shared.clone();
         self.spawn(async move { shared.keep_alive_loop().await });

@@ -54,6 +54,12 @@ impl Provider {
     /// # }
     /// ```
     ///
+    /// A store that cannot be reached at start (down, or not answering in time) does not
+    /// stop it: it serves, logs one warning, and keeps trying to register in the background
+    /// (with backoff; repeated warnings at most one per 10 s), so consumers find it once the
+    /// store answers. Refused credentials or permissions still fail it at once.
+    /// ([`Self::start`] instead returns only once registered, and fails when it cannot.)
+    ///
     /// If the server fails before `signal`, the record is deleted at once and the error
     /// returned. Dropping the returned future before it completes stops serving without
     /// deregistering, as a crash would: the record stays until its lease expires.
@@ -92,7 +98,7 @@ impl Provider {
         let stop = CancellationToken::new();
         let server = router.serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
         let lifecycle = Box::pin(async {
-            self.register_and_spawn()
+            self.register_and_spawn(true)
                 .instrument(tracing::info_span!(parent: &self.span, "start"))
                 .await?;
             signal.await;

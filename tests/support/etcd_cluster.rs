@@ -3,7 +3,8 @@
 //! [`EtcdCluster::start`] runs three `etcd` processes (same skip rules as
 //! [`EtcdServer`](super::etcd::EtcdServer): `None` after a loud message when etcd is not
 //! installed outside CI) that form one cluster, and waits until every member is healthy.
-//! A member can be killed (SIGKILL), restarted on its data, frozen (SIGSTOP) and resumed;
+//! A member can be killed (SIGKILL), restarted on its data, wiped and rejoined as a new
+//! member, frozen (SIGSTOP) and resumed;
 //! [`leader`](EtcdCluster::leader) says which member leads. Every signal that cannot be sent
 //! fails the test. Members are killed when the cluster is dropped.
 
@@ -28,6 +29,8 @@ struct Member {
     client_port: u16,
     peer_port: u16,
     child: Option<Child>,
+    /// Whether it joins a running cluster (after [`EtcdCluster::wipe_and_rejoin`]).
+    rejoining: bool,
 }
 
 /// A running three-member cluster; see the module docs.
@@ -51,6 +54,7 @@ impl EtcdCluster {
                     client_port,
                     peer_port,
                     child: None,
+                    rejoining: false,
                 }
             })
             .collect();
@@ -136,6 +140,44 @@ impl EtcdCluster {
         self.wait_healthy(i).await;
     }
 
+    /// Replaces member `i` by an empty one of the same name, as an operator does after
+    /// losing a member's disk: kills it, removes it from the cluster (asking a live member),
+    /// deletes its data, adds it back and starts it with `--initial-cluster-state existing`;
+    /// waits until it is healthy (it has caught up through a snapshot from the leader).
+    pub async fn wipe_and_rejoin(&mut self, i: usize) {
+        self.kill(i);
+        let live = (0..MEMBERS)
+            .find(|&j| j != i && self.members[j].child.is_some())
+            .expect("a live member");
+        let options = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_timeout(Duration::from_secs(5));
+        let mut client = etcd_client::Client::connect([self.endpoint(live)], Some(options))
+            .await
+            .expect("connect to a live member");
+        let list = client.member_list().await.expect("member list");
+        let id = list
+            .members()
+            .iter()
+            .find(|m| m.name() == self.members[i].name)
+            .map(|m| m.id())
+            .expect("the member is listed");
+        client.member_remove(id).await.expect("member removed");
+        let data_dir = self.dir.path().join(format!("member-{i}.data"));
+        std::fs::remove_dir_all(&data_dir).expect("wipe the member's data");
+        let peer = format!("http://127.0.0.1:{}", self.members[i].peer_port);
+        // etcd adds a member only once the leader has been connected to a quorum for a
+        // few seconds ("unhealthy cluster" before that, e.g. right after the start).
+        let deadline = Instant::now() + START_DEADLINE;
+        while let Err(e) = client.member_add([peer.as_str()], None).await {
+            assert!(Instant::now() < deadline, "member not added: {e}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        self.members[i].rejoining = true;
+        self.spawn(i);
+        self.wait_healthy(i).await;
+    }
+
     /// Freezes member `i` (SIGSTOP). Panics when the signal cannot be sent.
     pub fn pause(&self, i: usize) {
         send_signal(self.child(i), Signal::STOP, "SIGSTOP");
@@ -203,7 +245,10 @@ impl EtcdCluster {
             .args(["--listen-peer-urls", &peer_url(member)])
             .args(["--initial-advertise-peer-urls", &peer_url(member)])
             .args(["--initial-cluster", &initial_cluster])
-            .args(["--initial-cluster-state", "new"])
+            .args([
+                "--initial-cluster-state",
+                if member.rejoining { "existing" } else { "new" },
+            ])
             .args(["--initial-cluster-token", "introspect-test-cluster"])
             .args(["--heartbeat-interval", "50"])
             .args(["--election-timeout", "500"])

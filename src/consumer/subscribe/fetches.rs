@@ -58,10 +58,13 @@ impl Task {
                     fetch.in_flight = false;
                     let delay = fetch.backoff.next_delay();
                     fetch.next_try = now + delay;
-                    tracing::warn!(
-                        app = %key.0, revision = %key.1, error = %e, retry_in = ?delay,
-                        "metadata unavailable; retrying in the background"
-                    );
+                    let cause = format!("metadata unavailable: {} {}", key.0, key.1);
+                    if let Some(suppressed) = self.context.warnings.allow(&cause, now) {
+                        tracing::warn!(
+                            app = %key.0, revision = %key.1, error = %e, retry_in = ?delay,
+                            suppressed, "metadata unavailable; retrying in the background"
+                        );
+                    }
                 }
             }
         }

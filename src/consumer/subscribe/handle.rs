@@ -1,7 +1,7 @@
 //! The user's side of a subscription: the current set, its changes, health reports.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch};
 
@@ -15,6 +15,8 @@ use crate::rpc::authority;
 pub(super) struct Shared {
     pub(super) protection_active: AtomicBool,
     pub(super) serving_snapshot: AtomicBool,
+    /// Why the subscription stopped following the store, once it did.
+    pub(super) ended: Mutex<Option<Arc<Error>>>,
     pub(super) reports: mpsc::Sender<(String, bool)>,
     /// The resolver's shared state (for its health).
     pub(super) context: Arc<Context>,
@@ -26,6 +28,25 @@ impl std::fmt::Debug for Shared {
             .field("protection_active", &self.protection_active)
             .field("serving_snapshot", &self.serving_snapshot)
             .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// The error that ended the subscription, as a value of its own.
+    pub(super) fn ended(&self) -> Option<Error> {
+        let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+        ended.as_deref().map(replay)
+    }
+}
+
+/// A copy of `error` (the crate's [`Error`] is not `Clone`: some variants hold I/O errors).
+/// The permanent variants, the only ones that end a subscription, are copied exactly.
+fn replay(error: &Error) -> Error {
+    match error {
+        Error::Unauthenticated(m) => Error::Unauthenticated(m.clone()),
+        Error::PermissionDenied(m) => Error::PermissionDenied(m.clone()),
+        Error::Config(m) => Error::Config(m.clone()),
+        other => Error::Store(other.to_string()),
     }
 }
 
@@ -52,16 +73,29 @@ impl SubscriptionHandle {
     }
 
     /// Waits for the next pushed endpoint set (one this handle has not seen) and returns it.
-    /// Fails with [`Error::Shutdown`] only if the subscription's task is gone.
+    ///
+    /// Transient store errors never surface here: the subscription retries them and keeps
+    /// its set. It fails when the subscription has stopped following the store: with the
+    /// permanent error that ended it ([`Error::Unauthenticated`],
+    /// [`Error::PermissionDenied`], see [`Error::is_permanent`]), after which the last set
+    /// stays in [`current`](Self::current) and no more sets come; or with
+    /// [`Error::Shutdown`] if its task is gone otherwise (the runtime shut down).
     pub async fn changed(&mut self) -> Result<Arc<Vec<Endpoint>>> {
-        self.endpoints
-            .changed()
-            .await
-            .map_err(|_| Error::Shutdown)?;
+        if self.endpoints.changed().await.is_err() {
+            return Err(self.shared.ended().unwrap_or(Error::Shutdown));
+        }
         Ok(self.endpoints.borrow_and_update().clone())
     }
 
-    /// A receiver of endpoint sets, for use in `select!` loops.
+    /// Why the subscription stopped following the store, if it did: the permanent error
+    /// [`changed`](Self::changed) returns. For `select!` loops over [`watch`](Self::watch),
+    /// whose receiver reports the end as a closed channel.
+    pub fn ended(&self) -> Option<Error> {
+        self.shared.ended()
+    }
+
+    /// A receiver of endpoint sets, for use in `select!` loops. Its `changed()` fails once
+    /// the subscription ends (see [`ended`](Self::ended)).
     pub fn watch(&self) -> watch::Receiver<Arc<Vec<Endpoint>>> {
         self.endpoints.clone()
     }

@@ -20,8 +20,11 @@
 //! once for the resolver, and hands its subscriptions the app's routable set. The task
 //! keeps that set per app (its only per-app state besides its filter), fetches the
 //! metadata of new revisions in the background (retrying failures with exponential backoff
-//! and jitter, never blocking other revisions), leaves out the addresses the resolver's
-//! consumer-side health sets aside for failed calls, and pushes the endpoint set through a [`watch`] channel, coalesced
+//! and jitter, never blocking other revisions; the first set waits for the first fetches
+//! only for [`DEFAULT_FIRST_FETCH_WAIT`] or the configured bound, after which a revision
+//! still being fetched joins when it arrives), leaves out the addresses the resolver's
+//! consumer-side health sets aside for failed calls, and pushes the endpoint set through a
+//! [`watch`] channel, coalesced
 //! by a [`Coalescer`] and only when it changed. It writes the local snapshot after pushes
 //! and serves from it when the store cannot be reached at start.
 //!
@@ -29,6 +32,12 @@
 //! instance whose new revision's metadata cannot be had keeps its last endpoints. So an
 //! error never replaces a non-empty set with an empty one, while an instance that is really
 //! gone (its record deleted) leaves at once, whatever other revisions are doing.
+//!
+//! A permanent error (the store refused the credentials or the permissions) ends the
+//! subscription: its sources stop, the task logs one line and stops, the last set stays in
+//! [`SubscriptionHandle::current`] (and in channels built on it), and
+//! [`SubscriptionHandle::changed`] returns the error. Before the first set, `subscribe()`
+//! returns it. Transient errors are retried as above.
 //!
 //! Dropping the last [`SubscriptionHandle`] ends the task, which leaves its views; a view
 //! no subscription follows closes its watch after [`crate::consumer::VIEW_RELEASE_GRACE`].
@@ -67,6 +76,9 @@ pub use options::SubscribeOptions;
 /// Default time a new subscription waits for the store (and the first metadata fetches)
 /// before it serves from the snapshot, or from what it has.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default time the first set waits for the first metadata fetches, once the store has been
+/// read: well under the fetch timeout, so one hung MetadataService never delays the others.
+pub const DEFAULT_FIRST_FETCH_WAIT: Duration = Duration::from_millis(500);
 /// Default first delay before a failed metadata fetch is retried.
 pub const DEFAULT_FETCH_RETRY_BASE: Duration = Duration::from_millis(500);
 /// Default longest delay between retries of a failed metadata fetch.
@@ -77,8 +89,9 @@ const SOURCE_BUFFER: usize = 1024;
 /// Health reports buffered; reports beyond it are dropped (they are advisory).
 const REPORT_BUFFER: usize = 4096;
 
-/// Starts a subscription; returns once the first set is published, or the start timeout
-/// passed.
+/// Starts a subscription; returns once the first set is published: when the store has been
+/// read and the first metadata fetches are done or have had their short wait
+/// ([`SubscribeOptions::first_fetch_wait`]), or when the start timeout passed.
 pub(crate) async fn start(
     context: Arc<Context>,
     subscription: Subscription,
@@ -95,6 +108,7 @@ pub(crate) async fn start(
     let shared = Arc::new(Shared {
         protection_active: AtomicBool::new(false),
         serving_snapshot: AtomicBool::new(false),
+        ended: std::sync::Mutex::new(None),
         reports: reports_tx,
         context: context.clone(),
     });
@@ -107,6 +121,7 @@ pub(crate) async fn start(
     let task = Task {
         id,
         start_deadline: now + options.start_timeout,
+        fetch_wait_until: None,
         coalescer: Coalescer::new(&options.coalesce),
         health_changes: context.health.changes(),
         context,
@@ -135,10 +150,14 @@ pub(crate) async fn start(
         snapshot_dirty: false,
         writes: JoinSet::new(),
         dirty: false,
+        stopped: false,
     };
     let span = tracing::info_span!("subscription", interface = %subscription.interface, id);
     tokio::spawn(task.run().instrument(span));
-    ready_rx.await.map_err(|_| Error::Shutdown)?;
+    if ready_rx.await.is_err() {
+        // The task ended before its first set: the store refused it for good.
+        return Err(shared.ended().unwrap_or(Error::Shutdown));
+    }
     rx.borrow_and_update();
     Ok(SubscriptionHandle {
         subscription: Arc::new(subscription),

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use super::{DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_START_TIMEOUT};
+use super::{
+    DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_FIRST_FETCH_WAIT,
+    DEFAULT_START_TIMEOUT,
+};
 use crate::consumer::coalesce::CoalesceOptions;
 use crate::consumer::health::HealthOptions;
 use crate::consumer::protection::ProtectionOptions;
@@ -16,6 +19,7 @@ pub struct SubscribeOptions {
     pub(crate) health: HealthOptions,
     pub(crate) snapshot: Option<SnapshotOptions>,
     pub(crate) start_timeout: Duration,
+    pub(crate) first_fetch_wait: Duration,
     pub(crate) fetch_retry_base: Duration,
     pub(crate) fetch_retry_max: Duration,
 }
@@ -28,6 +32,7 @@ impl Default for SubscribeOptions {
             health: HealthOptions::default(),
             snapshot: None,
             start_timeout: DEFAULT_START_TIMEOUT,
+            first_fetch_wait: DEFAULT_FIRST_FETCH_WAIT,
             fetch_retry_base: DEFAULT_FETCH_RETRY_BASE,
             fetch_retry_max: DEFAULT_FETCH_RETRY_MAX,
         }
@@ -64,6 +69,17 @@ impl SubscribeOptions {
     /// [`DEFAULT_START_TIMEOUT`]).
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
+        self
+    }
+
+    /// Sets how long the first set waits for the first metadata fetches once the store has
+    /// been read (default [`DEFAULT_FIRST_FETCH_WAIT`]). After it the first set goes out
+    /// with what is known, and a revision still being fetched (a MetadataService that hangs
+    /// until the fetch timeout, say) joins when its metadata arrives: one slow revision
+    /// never delays the others. Zero publishes as soon as the store has been read. The
+    /// start timeout bounds the whole start regardless.
+    pub fn first_fetch_wait(mut self, wait: Duration) -> Self {
+        self.first_fetch_wait = wait;
         self
     }
 

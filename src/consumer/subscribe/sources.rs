@@ -1,4 +1,12 @@
 //! The source tasks: they read and watch the store and feed the subscription task.
+//!
+//! A transient failure (the store unreachable, a watch broken) is retried with backoff; a
+//! permanent one (credentials or permissions refused, see [`Error::is_permanent`]) ends
+//! the source with [`Source::Failed`], since no retry can help.
+//!
+//! Their warnings go through the resolver's aggregator ([`crate::warnings`]): under a long
+//! outage each cause (a read, a watch, per app or interface) writes at most one line per
+//! interval, with the count of the ones it suppressed.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -6,11 +14,13 @@ use std::time::Duration;
 
 use futures::FutureExt as _;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::backoff::Backoff;
 use crate::consumer::context::Context;
 use crate::consumer::stats::Counters;
 use crate::consumer::views::Routable;
+use crate::error::Error;
 use crate::registry::{InstanceChange, InstanceList};
 
 /// First delay before a failed list or watch of the store is tried again.
@@ -30,9 +40,49 @@ pub(crate) enum Source {
     /// What one app's shared view routes to now (its view applied the protections); the
     /// only instance update a subscription receives.
     View(String, Arc<Routable>),
+    /// The store refused for good (credentials, permissions): the source stopped.
+    Failed(Arc<Error>),
 }
 
-/// The mapping source: get, then watch; again with backoff after any error.
+/// What a source does after a failed read or watch.
+enum Next {
+    /// Try again after the backoff.
+    Retry,
+    /// Stop: the error was permanent and has been sent on, or nobody listens any more.
+    Stop,
+}
+
+/// Handles a failure of a source: a permanent error is sent on as [`Source::Failed`] and
+/// stops the source; any other is logged (aggregated per `what` and `subject`) and retried.
+async fn failed(
+    context: &Context,
+    error: Error,
+    what: &str,
+    subject: &str,
+    tx: &mpsc::Sender<Source>,
+) -> Next {
+    if error.is_permanent() {
+        let _ = tx.send(Source::Failed(Arc::new(error))).await;
+        return Next::Stop;
+    }
+    let cause = format!("{what}: {subject}");
+    if let Some(suppressed) = context.warnings.allow(&cause, Instant::now()) {
+        tracing::warn!(%subject, %error, suppressed, "{what}; retrying");
+    }
+    Next::Retry
+}
+
+/// Logs that a watch ended (at info: it is read again at once), aggregated per `what` and
+/// `subject`.
+fn watch_restarted(context: &Context, error: &Error, what: &str, subject: &str) {
+    Counters::bump(&context.counters.watch_restarts);
+    let cause = format!("{what}: {subject}");
+    if let Some(suppressed) = context.warnings.allow(&cause, Instant::now()) {
+        tracing::info!(%subject, %error, suppressed, "{what}");
+    }
+}
+
+/// The mapping source: get, then watch; again with backoff after any transient error.
 pub(crate) async fn watch_mapping(
     context: Arc<Context>,
     interface: String,
@@ -41,7 +91,7 @@ pub(crate) async fn watch_mapping(
     let mapping = &context.mapping;
     let mut backoff = Backoff::new(RELIST_BASE, RELIST_MAX);
     loop {
-        match mapping.get(&interface).await {
+        let next = match mapping.get(&interface).await {
             Ok(value) => {
                 if tx.send(Source::Apps(value.apps)).await.is_err() {
                     return;
@@ -56,35 +106,47 @@ pub(crate) async fn watch_mapping(
                                         return;
                                     }
                                 }
+                                Err(e) if e.is_permanent() => {
+                                    break failed(&context, e, "", &interface, &tx).await;
+                                }
                                 Err(e) => {
-                                    Counters::bump(&context.counters.watch_restarts);
-                                    tracing::info!(%interface, error = %e, "mapping watch ended; reading it again");
-                                    break;
+                                    let what = "mapping watch ended; reading it again";
+                                    watch_restarted(&context, &e, what, &interface);
+                                    break Next::Retry;
                                 }
                             }
                         }
                     }
-                    Err(e) => tracing::warn!(%interface, error = %e, "cannot watch the mapping"),
+                    Err(e) => {
+                        failed(&context, e, "cannot watch the mapping", &interface, &tx).await
+                    }
                 }
             }
-            Err(e) => tracing::warn!(%interface, error = %e, "cannot read the mapping"),
+            Err(e) => failed(&context, e, "cannot read the mapping", &interface, &tx).await,
+        };
+        if let Next::Stop = next {
+            return;
         }
         tokio::time::sleep(backoff.next_delay()).await;
     }
 }
 
 /// An app's instance source: list, then watch from the list's revision + 1; re-list with
-/// backoff after any error. Changes already buffered are sent as one batch.
+/// backoff after any transient error. Changes already buffered are sent as one batch.
 pub(crate) async fn watch_app(context: Arc<Context>, app: String, tx: mpsc::Sender<Source>) {
     let registry = &context.registry;
     let mut backoff = Backoff::new(RELIST_BASE, RELIST_MAX);
     let mut relisting = false;
     loop {
-        match registry.list(&app).await {
+        let next = match registry.list(&app).await {
             Ok(list) => {
                 if relisting {
                     Counters::bump(&context.counters.relists);
-                    tracing::info!(%app, instances = list.instances.len(), revision = list.revision, "instances re-listed");
+                    let cause = format!("re-listed: {app}");
+                    if let Some(suppressed) = context.warnings.allow(&cause, Instant::now()) {
+                        let instances = list.instances.len();
+                        tracing::info!(%app, instances, revision = list.revision, suppressed, "instances re-listed");
+                    }
                 }
                 let from = list.revision + 1;
                 if tx.send(Source::Reset(app.clone(), list)).await.is_err() {
@@ -93,46 +155,67 @@ pub(crate) async fn watch_app(context: Arc<Context>, app: String, tx: mpsc::Send
                 match registry.watch(&app, from).await {
                     Ok(mut watch) => {
                         backoff.reset();
-                        loop {
-                            let mut changes = match watch.next().await {
-                                Ok(changes) => changes,
-                                Err(e) => {
-                                    Counters::bump(&context.counters.watch_restarts);
-                                    tracing::info!(%app, error = %e, "instance watch ended; re-listing");
-                                    break;
-                                }
-                            };
-                            let mut ended = false;
-                            while let Some(more) = watch.next().now_or_never() {
-                                match more {
-                                    Ok(more) => changes.extend(more),
-                                    Err(e) => {
-                                        Counters::bump(&context.counters.watch_restarts);
-                                        tracing::info!(%app, error = %e, "instance watch ended; re-listing");
-                                        ended = true;
-                                        break;
-                                    }
-                                }
-                            }
-                            if !changes.is_empty()
-                                && tx
-                                    .send(Source::Changes(app.clone(), changes))
-                                    .await
-                                    .is_err()
-                            {
-                                return;
-                            }
-                            if ended {
-                                break;
-                            }
-                        }
+                        follow(&context, &app, &mut watch, &tx).await
                     }
-                    Err(e) => tracing::warn!(%app, error = %e, "cannot watch instances"),
+                    Err(e) => failed(&context, e, "cannot watch instances", &app, &tx).await,
                 }
             }
-            Err(e) => tracing::warn!(%app, error = %e, "cannot list instances"),
+            Err(e) => failed(&context, e, "cannot list instances", &app, &tx).await,
+        };
+        if let Next::Stop = next {
+            return;
         }
         relisting = true;
         tokio::time::sleep(backoff.next_delay()).await;
     }
+}
+
+/// Forwards an app's watch until it ends: [`Next::Retry`] to re-list after a transient
+/// error, [`Next::Stop`] after a permanent one or when nobody listens.
+async fn follow(
+    context: &Context,
+    app: &str,
+    watch: &mut crate::registry::InstanceWatch,
+    tx: &mpsc::Sender<Source>,
+) -> Next {
+    loop {
+        let mut changes = match watch.next().await {
+            Ok(changes) => changes,
+            Err(e) => return watch_ended(context, app, e, tx).await,
+        };
+        let mut ended = None;
+        while let Some(more) = watch.next().now_or_never() {
+            match more {
+                Ok(more) => changes.extend(more),
+                Err(e) => {
+                    ended = Some(e);
+                    break;
+                }
+            }
+        }
+        if !changes.is_empty()
+            && tx
+                .send(Source::Changes(app.to_owned(), changes))
+                .await
+                .is_err()
+        {
+            return Next::Stop;
+        }
+        if let Some(e) = ended {
+            return watch_ended(context, app, e, tx).await;
+        }
+    }
+}
+
+async fn watch_ended(
+    context: &Context,
+    app: &str,
+    error: Error,
+    tx: &mpsc::Sender<Source>,
+) -> Next {
+    if error.is_permanent() {
+        return failed(context, error, "", app, tx).await;
+    }
+    watch_restarted(context, &error, "instance watch ended; re-listing", app);
+    Next::Retry
 }

@@ -74,6 +74,8 @@ pub(super) struct Task {
     /// Taken when the first set is published.
     pub(super) ready: Option<oneshot::Sender<()>>,
     pub(super) start_deadline: Instant,
+    /// Until when the first set waits for first fetches, once the store has been read.
+    pub(super) fetch_wait_until: Option<Instant>,
     /// The snapshot read at start, until used or no longer needed.
     pub(super) snapshot: Option<Snapshot>,
     pub(super) serving_snapshot: bool,
@@ -81,6 +83,8 @@ pub(super) struct Task {
     pub(super) writes: JoinSet<Result<()>>,
     /// Whether the routed instances, metadata or health changed since the last tick.
     pub(super) dirty: bool,
+    /// Set when the store refused for good: the task stops following it.
+    pub(super) stopped: bool,
 }
 
 impl Task {
@@ -132,9 +136,17 @@ impl Task {
                 Wake::Health => self.dirty = true,
                 Wake::Written(result) => match result {
                     Ok(()) => Counters::bump(&self.context.counters.snapshot_writes),
-                    Err(e) => tracing::warn!(error = %e, "snapshot not written"),
+                    Err(e) => {
+                        let cause = format!("snapshot not written: {}", self.id);
+                        if let Some(suppressed) = self.context.warnings.allow(&cause, now) {
+                            tracing::warn!(error = %e, suppressed, "snapshot not written");
+                        }
+                    }
                 },
                 Wake::Timer => {}
+            }
+            if self.stopped {
+                break;
             }
         }
         Counters::sub(&self.context.counters.subscriptions, 1);
@@ -159,7 +171,10 @@ impl Task {
         }
         let mut became_ready = false;
         if self.ready.is_some() {
-            if self.initial_complete() {
+            if self.fetch_wait_until.is_none() && self.store_read() {
+                self.fetch_wait_until = Some(now + self.options.first_fetch_wait);
+            }
+            if self.initial_complete(now) {
                 became_ready = true;
             } else if now >= self.start_deadline {
                 if let Some(snapshot) = self.snapshot.take() {
@@ -209,6 +224,7 @@ impl Task {
         };
         if self.ready.is_some() {
             consider(Some(self.start_deadline));
+            consider(self.fetch_wait_until);
         }
         for fetch in self.fetches.values().filter(|f| !f.in_flight) {
             consider(Some(fetch.next_try));
@@ -225,9 +241,31 @@ impl Task {
                     self.dirty |= state.update(routable);
                 }
             }
+            Source::Failed(error) => self.fail(error),
             // The shared views apply lists and changes; subscriptions get `View`s.
             Source::Reset(..) | Source::Changes(..) => {}
         }
+    }
+
+    /// The store refused for good: keeps the last set (errors never remove endpoints),
+    /// records why for the handles and stops following the store. The handles see the
+    /// error from `changed()` once the task is gone.
+    fn fail(&mut self, error: Arc<Error>) {
+        if self.stopped {
+            return;
+        }
+        if self.ready.is_some() {
+            // `subscribe()` returns the error itself: nothing to keep, nothing to log.
+            tracing::debug!(%error, "the store refused the subscription before its first set");
+        } else {
+            tracing::warn!(
+                interface = %self.subscription.interface,
+                %error,
+                "the store refused the subscription; it no longer follows the store and keeps its last set"
+            );
+        }
+        *self.shared.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
+        self.stopped = true;
     }
 
     /// A call outcome the application reported: it goes to the resolver's health (a
@@ -242,15 +280,20 @@ impl Task {
         self.context.health.record(&self.context, address, outcome);
     }
 
-    /// Whether the first publication can go out: apps known, every app listed, and no
-    /// revision on its first fetch.
-    fn initial_complete(&self) -> bool {
-        self.mapping_known
-            && self.apps.values().all(|v| v.synced)
-            && !self
-                .fetches
-                .values()
-                .any(|f| f.in_flight && f.failures() == 0)
+    /// Whether the apps are known and every app listed.
+    fn store_read(&self) -> bool {
+        self.mapping_known && self.apps.values().all(|v| v.synced)
+    }
+
+    /// Whether the first publication can go out: the store read, and no revision on its
+    /// first fetch, or the wait for the first fetches over.
+    fn initial_complete(&self, now: Instant) -> bool {
+        self.store_read()
+            && (self.fetch_wait_until.is_some_and(|t| now >= t)
+                || !self
+                    .fetches
+                    .values()
+                    .any(|f| f.in_flight && f.failures() == 0))
     }
 
     /// Whether everything comes from the store (not from the snapshot).
