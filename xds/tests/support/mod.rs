@@ -1,0 +1,18 @@
+//! The library's test support (`tests/support/` at the workspace root) that the xDS tests
+//! reuse: Greeter providers on loopback and polling with a deadline; plus what only these
+//! tests need: a scripted ADS client and the Python environment of the interop tests.
+//!
+//! Each test binary uses only part of it, hence the `dead_code` allowance.
+
+#![allow(dead_code)]
+
+pub mod ads;
+#[path = "../../../tests/support/certs.rs"]
+pub mod certs;
+pub mod crash;
+#[path = "../../../tests/support/greeter.rs"]
+pub mod greeter;
+pub mod process;
+pub mod python;
+#[path = "../../../tests/support/wait.rs"]
+pub mod wait;
