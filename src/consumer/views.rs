@@ -274,16 +274,14 @@ impl View {
             }
             (Source::Reset(app, list), Some(view)) => {
                 let now = Instant::now();
-                let before = view.routable_map();
                 let applied = view.reset(list.instances, list.revision, now);
                 view.synced = true;
-                self.applied(&app, applied, before)
+                self.applied(&app, applied)
             }
             (Source::Changes(app, changes), Some(view)) if view.synced => {
                 let now = Instant::now();
-                let before = view.routable_map();
                 let applied = view.apply(changes, now);
-                self.applied(&app, applied, before)
+                self.applied(&app, applied)
             }
             _ => return,
         };
@@ -292,7 +290,7 @@ impl View {
 
     /// Acts on what an update did to the app: tells health, logs and counts, and returns
     /// the routable set to send.
-    fn applied(&mut self, app: &str, applied: Applied, before: Instances) -> Source {
+    fn applied(&mut self, app: &str, applied: Applied) -> Source {
         let context = &self.context;
         let counters = &context.counters;
         Counters::add(&counters.skipped_records, applied.skipped as u64);
@@ -329,13 +327,12 @@ impl View {
                 context.health.returned(address);
             }
         }
-        self.routable(app, before)
+        self.routable(app)
     }
 
     /// Releases the holds that are due, and sends what is left.
     async fn release_holds(&mut self) {
         let Some(view) = &mut self.app else { return };
-        let before = view.routable_map();
         let released: Released = view.release_due(Instant::now());
         if released.is_empty() {
             return;
@@ -352,12 +349,13 @@ impl View {
             still_held = view.held_count(),
             "hold released: held instances did not return in time and leave"
         );
-        let update = self.routable(&app, before);
+        let update = self.routable(&app);
         self.send(update).await;
     }
 
-    /// The app's routable set as an update; forgets the health of instances that left.
-    fn routable(&mut self, app: &str, before: Instances) -> Source {
+    /// The app's routable set as an update (it becomes the view's state); forgets the
+    /// health of instances that left since the last one.
+    fn routable(&mut self, app: &str) -> Source {
         let Some(view) = &self.app else {
             return Source::View(app.to_owned(), Arc::default());
         };
@@ -365,9 +363,11 @@ impl View {
             instances: view.routable_map(),
             protection_active: view.protection_active(),
         });
-        for address in before.keys() {
-            if !routable.instances.contains_key(address) {
-                self.context.health.forget(address);
+        if let Some(State::Instances(_, before)) = &self.state {
+            for address in before.instances.keys() {
+                if !routable.instances.contains_key(address) {
+                    self.context.health.forget(address);
+                }
             }
         }
         if routable.protection_active != self.protected {
