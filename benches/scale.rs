@@ -19,7 +19,11 @@
 //! 5. cold resolve of 10,000 instances in 10 revisions against its floor (a raw prefix read
 //!    of the same keys plus one MetadataService call), on the memory store and on etcd;
 //! 6. propagation from a registration to a live subscription's update against a raw put →
-//!    watch event of the same store, on the memory store and on etcd.
+//!    watch event of the same store, on the memory store and on etcd;
+//! 7. the scale curve: cold resolve on etcd at 1,000, 10,000 and 100,000 instances against
+//!    the floor at each size, heap per address and metadata calls (`scale/curve.rs`);
+//! 8. many subscriptions: 1,000 subscriptions on one resolver against separate resolvers
+//!    (`scale/many.rs`).
 //!
 //! The etcd scenarios start a throwaway etcd of their own (`common/etcd.rs`) when the `etcd`
 //! binary is on `PATH`, and say "skipped: etcd not installed" otherwise.
@@ -32,10 +36,16 @@ mod baseline;
 mod certs;
 #[path = "common/mod.rs"]
 mod common;
+/// 7. The scale curve on etcd.
+#[path = "scale/curve.rs"]
+mod curve;
 /// The test suite's throwaway etcd, shared rather than copied.
 #[allow(dead_code)]
 #[path = "../tests/support/etcd.rs"]
 mod etcd;
+/// 8. Many subscriptions on one resolver against separate resolvers.
+#[path = "scale/many.rs"]
+mod many;
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::hint::black_box;
@@ -129,6 +139,13 @@ struct Sizes {
     propagation_trials: usize,
     propagation_trials_etcd: usize,
     propagation_spaced_trials: usize,
+    /// Fleet sizes of the scale curve (etcd, `cold_revisions` revisions each).
+    curve_instances: Vec<usize>,
+    many_apps: usize,
+    many_interfaces: usize,
+    many_instances_per_app: usize,
+    many_separate: usize,
+    many_trials: usize,
 }
 
 impl Sizes {
@@ -147,6 +164,12 @@ impl Sizes {
             propagation_trials: 2_000,
             propagation_trials_etcd: 400,
             propagation_spaced_trials: 20,
+            curve_instances: vec![1_000, 10_000, 100_000],
+            many_apps: 10,
+            many_interfaces: 1_000,
+            many_instances_per_app: 10,
+            many_separate: 100,
+            many_trials: 20,
         }
     }
 
@@ -165,6 +188,12 @@ impl Sizes {
             propagation_trials: 30,
             propagation_trials_etcd: 10,
             propagation_spaced_trials: 3,
+            curve_instances: vec![100, 300],
+            many_apps: 3,
+            many_interfaces: 20,
+            many_instances_per_app: 3,
+            many_separate: 5,
+            many_trials: 4,
         }
     }
 }
@@ -812,8 +841,8 @@ fn cold_row(
         ms(cold.resolve),
         ms(cold.floor),
         format!("{ratio:.2}× the floor"),
-        "≤ 2× the floor",
-        Some(ratio <= 2.0),
+        "≤ 1.5× the floor",
+        Some(ratio <= 1.5),
     ));
     notes.push(format!(
         "Cold resolve, {store_label} ({} trials, medians): of the {} resolve, the instance \
@@ -877,7 +906,7 @@ async fn cold(
             "–",
             "–",
             ETCD_SKIPPED,
-            "≤ 2× the floor",
+            "≤ 1.5× the floor",
             None,
         )),
     }
@@ -1216,6 +1245,16 @@ async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>
         propagation(sizes, &servers, &mut rows, &mut notes).await?;
         done("propagation");
     }
+    if wanted("curve") {
+        curve::curve(sizes, &servers, &mut rows, &mut notes).await?;
+        done("curve");
+    }
+    // Not part of a full run yet: in its first runs, one instance change did not reach
+    // every subscription of the shared resolver within 30 s (see `scale/many.rs`).
+    if only == Some("many") {
+        many::many_subscriptions(sizes, &mut rows, &mut notes).await?;
+        done("many");
+    }
     Ok((rows, notes))
 }
 
@@ -1271,7 +1310,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let bench = args.iter().any(|a| a == "--bench");
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only NAME` (volume, memory, calls, cold, propagation) runs one scenario, for
+    // `--only NAME` (volume, memory, calls, cold, propagation, curve, many) runs one
+    // scenario, for
     // profiling; it writes nothing.
     let only = args
         .iter()
