@@ -4,10 +4,23 @@
 //! One throwaway etcd holds the fleet, which grows from one size to the next (the records
 //! of the smaller fleet stay). Instances past the 40,000 ports of one loopback host are on
 //! further loopback hosts (`127.0.1.1`, ...); their keys sort after those of `127.0.0.1`, so
-//! the first members of every revision, which metadata fetches try, are on the host where
-//! the MetadataService servers listen.
+//! the first members of every revision are on the host where the MetadataService servers
+//! listen. Fetches do not always try members in key order, so the curve's resolvers try up
+//! to [`FETCH_ATTEMPTS`] members of a revision (a refused loopback connection costs
+//! microseconds); with the default of 5, the 100,000 point failed when all 5 were on other
+//! loopback hosts.
 
 use super::*;
+
+/// Members of a revision a curve resolver tries before a fetch gives up.
+const FETCH_ATTEMPTS: usize = 64;
+
+/// A resolver with default settings but [`FETCH_ATTEMPTS`].
+fn curve_resolver(store: &Arc<dyn Store>) -> Resolver {
+    Resolver::builder(store.clone())
+        .fetch_attempts(FETCH_ATTEMPTS)
+        .build()
+}
 
 /// Loopback hosts hold this many instances each (one port per instance).
 const PER_HOST: usize = 40_000;
@@ -93,7 +106,7 @@ async fn measure(
         assert_eq!(range.kvs.len(), n);
         drop((range, info));
 
-        let resolver = Resolver::new(store.clone());
+        let resolver = curve_resolver(store);
         let started = Instant::now();
         let found = resolver.resolve(&subscription).await?;
         resolves.push(started.elapsed());
@@ -103,7 +116,12 @@ async fn measure(
     }
     settle().await;
     let before = live_bytes();
-    let (consumer, _) = AppConsumer::resolve_all(store).await?;
+    let mut consumer = AppConsumer {
+        resolver: curve_resolver(store),
+        instances: registry(store).list(APP).await?.instances,
+        endpoints: Vec::new(),
+    };
+    consumer.refresh().await?;
     settle().await;
     let heap = live_bytes() - before;
     let addresses = consumer.len();
