@@ -9,12 +9,13 @@
 //! watches held, consumer heap, and the time from one instance change (a registration or a
 //! deregistration in a known revision) until every subscription has the new set.
 //!
-//! Status: run only with `--only many`. In its first (smoke-size) runs the first change,
-//! a registration in app 0, did not reach every subscription of the one-resolver arm
-//! within 30 s, and the run stops there. Whether that is a lost update in the shared views
-//! or a fault of this scenario is not yet known.
+//! Status: run only with `--only many`. In its smoke-size runs (`-- --quick --only many`:
+//! 3 apps, 20 interfaces, 3 instances per app) the first change, a registration in app 0,
+//! reached none of the 20 subscriptions of the one-resolver arm within 30 s, although a
+//! fresh listing of the app one second after the write shows the new record (4 records,
+//! none skipped) while the subscriptions still hold 9 endpoints. Whether that is a lost
+//! update in the shared views or a fault of this scenario is not yet known.
 
-use futures::future::join_all;
 use introspect::{ServiceInfo, SubscriptionHandle};
 
 use super::*;
@@ -55,16 +56,28 @@ async fn fleet(sizes: &Sizes, store: &Arc<dyn Store>) -> Result<Vec<Provider>> {
     Ok(providers)
 }
 
-/// Waits until every handle has a new set; fails the run after 30 s (a lost update).
+/// Waits until every handle has a new set; fails the run after 30 s (a lost update),
+/// saying how many had it.
 async fn all_changed(
     handles: &mut [SubscriptionHandle],
     trial: usize,
 ) -> Vec<Result<Arc<Vec<Endpoint>>>> {
-    let waits = join_all(handles.iter_mut().map(SubscriptionHandle::changed));
-    match tokio::time::timeout(Duration::from_secs(30), waits).await {
-        Ok(sets) => sets,
-        Err(_) => panic!("change {trial}: some subscription had no new set within 30 s"),
+    let total = handles.len();
+    let mut waits: futures::stream::FuturesUnordered<_> = handles
+        .iter_mut()
+        .map(SubscriptionHandle::changed)
+        .collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut sets = Vec::with_capacity(total);
+    while let Ok(Some(set)) = tokio::time::timeout_at(deadline, waits.next()).await {
+        sets.push(set);
     }
+    assert_eq!(
+        sets.len(),
+        total,
+        "change {trial}: subscriptions with the new set after 30 s"
+    );
+    sets
 }
 
 /// One arm's figures.
