@@ -21,9 +21,13 @@
 //! 6. propagation from a registration to a live subscription's update against a raw put →
 //!    watch event of the same store, on the memory store and on etcd;
 //! 7. failure: 60% of a fleet of 20 killed at once under consumers calling through balanced
-//!    channels, with and without consumer-side health (`scale_failure.rs`);
+//!    channels, with and without consumer-side health (`scale/failure.rs`);
 //! 8. xDS push latency: registration → an ADS client's pushed load assignment, next to the
-//!    subscription's own propagation (`scale_xds.rs`).
+//!    subscription's own propagation (`scale/xds.rs`);
+//! 9. the scale curve: cold resolve on etcd at 1,000, 10,000 and 100,000 instances against
+//!    the floor at each size, heap per address and metadata calls (`scale/curve.rs`);
+//! 10. many subscriptions: 1,000 subscriptions on one resolver against separate resolvers
+//!    (`scale/many.rs`).
 //!
 //! The etcd scenarios start a throwaway etcd of their own (`common/etcd.rs`) when the `etcd`
 //! binary is on `PATH`, and say "skipped: etcd not installed" otherwise.
@@ -36,16 +40,22 @@ mod baseline;
 mod certs;
 #[path = "common/mod.rs"]
 mod common;
+/// Scenario 9: the scale curve on etcd.
+#[path = "scale/curve.rs"]
+mod curve;
 /// The test suite's throwaway etcd, shared rather than copied.
 #[allow(dead_code)]
 #[path = "../tests/support/etcd.rs"]
 mod etcd;
 /// Scenario 7: failure.
-#[path = "scale_failure.rs"]
+#[path = "scale/failure.rs"]
 mod scale_failure;
 /// Scenario 8: xDS push latency next to the resolver's own propagation.
-#[path = "scale_xds.rs"]
+#[path = "scale/xds.rs"]
 mod scale_xds;
+/// Scenario 10: many subscriptions on one resolver against separate resolvers.
+#[path = "scale/many.rs"]
+mod many;
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::hint::black_box;
@@ -139,6 +149,13 @@ struct Sizes {
     propagation_trials: usize,
     propagation_trials_etcd: usize,
     propagation_spaced_trials: usize,
+    /// Fleet sizes of the scale curve (etcd, `cold_revisions` revisions each).
+    curve_instances: Vec<usize>,
+    many_apps: usize,
+    many_interfaces: usize,
+    many_instances_per_app: usize,
+    many_separate: usize,
+    many_trials: usize,
 }
 
 impl Sizes {
@@ -157,6 +174,12 @@ impl Sizes {
             propagation_trials: 2_000,
             propagation_trials_etcd: 400,
             propagation_spaced_trials: 20,
+            curve_instances: vec![1_000, 10_000, 100_000],
+            many_apps: 10,
+            many_interfaces: 1_000,
+            many_instances_per_app: 10,
+            many_separate: 100,
+            many_trials: 20,
         }
     }
 
@@ -175,6 +198,12 @@ impl Sizes {
             propagation_trials: 30,
             propagation_trials_etcd: 10,
             propagation_spaced_trials: 3,
+            curve_instances: vec![100, 300],
+            many_apps: 3,
+            many_interfaces: 20,
+            many_instances_per_app: 3,
+            many_separate: 5,
+            many_trials: 4,
         }
     }
 }
@@ -822,8 +851,8 @@ fn cold_row(
         ms(cold.resolve),
         ms(cold.floor),
         format!("{ratio:.2}× the floor"),
-        "≤ 2× the floor",
-        Some(ratio <= 2.0),
+        "≤ 1.5× the floor",
+        Some(ratio <= 1.5),
     ));
     notes.push(format!(
         "Cold resolve, {store_label} ({} trials, medians): of the {} resolve, the instance \
@@ -887,7 +916,7 @@ async fn cold(
             "–",
             "–",
             ETCD_SKIPPED,
-            "≤ 2× the floor",
+            "≤ 1.5× the floor",
             None,
         )),
     }
@@ -1234,6 +1263,16 @@ async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>
         scale_xds::xds_propagation(sizes, &mut rows, &mut notes).await?;
         done("xds");
     }
+    if wanted("curve") {
+        curve::curve(sizes, &servers, &mut rows, &mut notes).await?;
+        done("curve");
+    }
+    // Not part of a full run yet: in its first runs, one instance change did not reach
+    // every subscription of the shared resolver within 30 s (see `scale/many.rs`).
+    if only == Some("many") {
+        many::many_subscriptions(sizes, &mut rows, &mut notes).await?;
+        done("many");
+    }
     Ok((rows, notes))
 }
 
@@ -1289,7 +1328,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let bench = args.iter().any(|a| a == "--bench");
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only NAME` (volume, memory, calls, cold, propagation, failure, xds) runs one scenario, for
+    // `--only NAME` (volume, memory, calls, cold, propagation, failure, xds, curve, many)
+    // runs one scenario, for
     // profiling; it writes nothing.
     let only = args
         .iter()

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::model::{ServiceInstance, names};
@@ -86,23 +86,57 @@ impl Registry {
     }
 
     /// Every instance of `app`, skipping (and reporting) records that do not parse.
+    ///
+    /// Read in pages pinned to the store revision of the first one, so the list is one
+    /// consistent view however long it is (watch from its `revision + 1` to miss nothing),
+    /// and each page is parsed while the next one is read. When the pinned revision is
+    /// compacted away between pages, the list starts over once from a fresh read.
     pub async fn list(&self, app: &str) -> Result<InstanceList> {
         names::validate_app(app)?;
         let prefix = self.layout.app_prefix(app);
-        let range = self.store.get_prefix(&prefix).await?;
+        match self.list_pages(app, &prefix).await {
+            Err(Error::Compacted { .. }) => self.list_pages(app, &prefix).await,
+            other => other,
+        }
+    }
+
+    /// [`Registry::list`]'s read: page by page, parsing one page while reading the next.
+    async fn list_pages(&self, app: &str, prefix: &str) -> Result<InstanceList> {
+        let mut page = self.store.get_prefix_page(prefix, None, 0).await?;
         let mut list = InstanceList {
-            revision: range.revision,
+            revision: page.revision,
             ..Default::default()
         };
-        for kv in &range.kvs {
-            match self.parse(app, &prefix, kv) {
+        loop {
+            let after = match page.kvs.last() {
+                Some(last) if page.more => last.key.clone(),
+                _ => {
+                    self.parse_into(app, prefix, &page.kvs, &mut list);
+                    return Ok(list);
+                }
+            };
+            // The read is polled first, so its request is on its way before parsing starts.
+            let read = self
+                .store
+                .get_prefix_page(prefix, Some(&after), list.revision);
+            let parse = async {
+                self.parse_into(app, prefix, &page.kvs, &mut list);
+            };
+            let (next, ()) = tokio::join!(biased; read, parse);
+            page = next?;
+        }
+    }
+
+    /// Parses records into `list`: instances, or skipped records with the reason.
+    fn parse_into(&self, app: &str, prefix: &str, kvs: &[KeyValue], list: &mut InstanceList) {
+        for kv in kvs {
+            match self.parse(app, prefix, kv) {
                 Ok((address, instance)) => {
                     list.instances.insert(address, Arc::new(instance));
                 }
                 Err((address, reason)) => list.skipped.push((address, reason)),
             }
         }
-        Ok(list)
     }
 
     /// Every app with at least one instance key, with its instances (records that do not

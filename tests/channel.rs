@@ -375,7 +375,7 @@ async fn an_ipv6_provider_is_dialed_through_the_balanced_channel() {
     let endpoints = subscription.current();
     assert_eq!(endpoints.len(), 1);
     assert_eq!(
-        endpoints[0].host, "::1",
+        &*endpoints[0].host, "::1",
         "the store keeps the unbracketed host"
     );
     assert_eq!(endpoints[0].address(), node.address.to_string());

@@ -108,7 +108,7 @@ async fn group_version_and_protocol_filter_endpoints() {
         .unwrap();
     assert_eq!(green.len(), 1);
     assert_eq!(green[0].port, 7000, "a service port of its own wins");
-    assert_eq!(green[0].protocol, "grpc");
+    assert_eq!(&*green[0].protocol, "grpc");
     let v1 = resolver
         .resolve(
             &Subscription::new("shop.OrderService")

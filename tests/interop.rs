@@ -147,11 +147,8 @@ async fn a_dubbo_go_provider_resolves_end_to_end() {
     let endpoints = resolver.resolve(&Subscription::new(ORDERS)).await.unwrap();
     assert_eq!(endpoints.len(), 1, "{endpoints:?}");
     let e = &endpoints[0];
-    assert_eq!(
-        (e.app.as_str(), e.host.as_str()),
-        ("go-orders", "127.0.0.1")
-    );
-    assert_eq!((e.port, e.protocol.as_str()), (port, "tri"));
+    assert_eq!((&*e.app, &*e.host), ("go-orders", "127.0.0.1"));
+    assert_eq!((e.port, &*e.protocol), (port, "tri"));
     assert_eq!(e.params()["methods"], "GetOrder,ListOrders");
     let stats = resolver.stats().await;
     assert_eq!(stats.skipped_records, 0);

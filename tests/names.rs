@@ -111,7 +111,7 @@ async fn non_ascii_names_are_fine() {
         .await
         .unwrap();
     assert_eq!(endpoints.len(), 1);
-    assert_eq!(endpoints[0].app, "catálogo");
+    assert_eq!(&*endpoints[0].app, "catálogo");
     provider.abort();
 }
 

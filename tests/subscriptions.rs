@@ -29,7 +29,7 @@ async fn a_new_app_exporting_the_interface_appears_without_a_restart() {
     records.fleet(&orders("shop-b"), 2000, 1, HOUR).await;
     let set = handle.changed().await.unwrap();
     assert_eq!(ports(&set), [1000, 1001, 2000]);
-    assert!(set.iter().any(|e| e.app == "shop-b"));
+    assert!(set.iter().any(|e| &*e.app == "shop-b"));
 }
 
 #[tokio::test(start_paused = true)]

@@ -231,7 +231,7 @@ pub async fn run(
         ("shop-orders", blue.iter().chain(&green).collect::<Vec<_>>()),
         ("shop-payments", payments.iter().collect()),
     ] {
-        let app_revisions = revisions.iter().filter(|(a, _)| a == app).count();
+        let app_revisions = revisions.iter().filter(|(a, _)| &**a == app).count();
         let served: u64 = fleet.iter().map(|p| p.exported().served()).sum();
         writeln!(
             out,
@@ -250,7 +250,7 @@ pub async fn run(
         p.set_services(changed.clone()).await?;
     }
     let endpoints = resolver.resolve(&subscriptions[0]).await?;
-    let mut after: std::collections::BTreeSet<(String, String)> = endpoints
+    let mut after: std::collections::BTreeSet<(Arc<str>, Arc<str>)> = endpoints
         .iter()
         .map(|e| (e.app.clone(), e.revision.clone()))
         .collect();

@@ -3,12 +3,17 @@
 //! An endpoint is an instance's host with, for each service of the revision matching the
 //! subscription, the service's port if it has one, else the port the instance declares for
 //! the service's protocol (`dubbo.endpoints`), else the instance port.
+//!
+//! What the endpoints of one revision have in common (app, revision, the matching services
+//! and their protocols) is built once per revision as a [`RevisionEndpoints`] and shared by
+//! every endpoint; an instance adds only its host (one shared string for all its endpoints)
+//! and a port per service.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::subscription::Subscription;
-use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance};
+use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInfo, ServiceInstance};
 
 /// The enabled instances with a revision, grouped by revision (revision `0`, no services,
 /// is left out).
@@ -28,37 +33,91 @@ pub(crate) fn by_revision<'a>(
     grouped
 }
 
+/// What every endpoint of one revision shares, for one subscription: built once per
+/// revision, then stamped onto each instance of it.
+pub(crate) struct RevisionEndpoints {
+    app: Arc<str>,
+    revision: Arc<str>,
+    /// The matching services, each with its protocol (one shared string per protocol).
+    services: Vec<(Arc<ServiceInfo>, Arc<str>)>,
+}
+
+impl RevisionEndpoints {
+    /// The shared part of the endpoints of `info`'s instances for `subscription`.
+    pub(crate) fn new(info: &MetadataInfo, subscription: &Subscription) -> Self {
+        let mut protocols: Vec<Arc<str>> = Vec::new();
+        let services = info
+            .matching(
+                &subscription.interface,
+                subscription.group.as_deref(),
+                subscription.version.as_deref(),
+                subscription.protocol.as_deref(),
+            )
+            .map(|service| {
+                let protocol = match protocols.iter().find(|p| ***p == *service.protocol) {
+                    Some(known) => known.clone(),
+                    None => {
+                        let new: Arc<str> = Arc::from(service.protocol.as_str());
+                        protocols.push(new.clone());
+                        new
+                    }
+                };
+                (Arc::clone(service), protocol)
+            })
+            .collect();
+        RevisionEndpoints {
+            app: Arc::from(info.app.as_str()),
+            revision: Arc::from(info.revision.as_str()),
+            services,
+        }
+    }
+
+    /// How many endpoints each instance of the revision gets.
+    pub(crate) fn per_instance(&self) -> usize {
+        self.services.len()
+    }
+
+    /// Appends `instance`'s endpoints to `out`.
+    pub(crate) fn extend(&self, instance: &ServiceInstance, out: &mut Vec<Endpoint>) {
+        if self.services.is_empty() {
+            return;
+        }
+        let host: Arc<str> = Arc::from(instance.host.as_str());
+        for (service, protocol) in &self.services {
+            let port = if service.port > 0 {
+                service.port
+            } else {
+                instance.port_for_protocol(&service.protocol)
+            };
+            out.push(Endpoint {
+                app: self.app.clone(),
+                host: host.clone(),
+                port,
+                protocol: protocol.clone(),
+                revision: self.revision.clone(),
+                service: Arc::clone(service),
+            });
+        }
+    }
+
+    /// The endpoints of one instance.
+    pub(crate) fn of(&self, instance: &ServiceInstance) -> Vec<Endpoint> {
+        let mut out = Vec::with_capacity(self.per_instance());
+        self.extend(instance, &mut out);
+        out
+    }
+}
+
 /// The endpoints of instances sharing one revision's metadata.
 pub(crate) fn build_endpoints(
     info: &MetadataInfo,
     members: &[&Arc<ServiceInstance>],
     subscription: &Subscription,
 ) -> Vec<Endpoint> {
-    let services: Vec<_> = info
-        .matching(
-            &subscription.interface,
-            subscription.group.as_deref(),
-            subscription.version.as_deref(),
-            subscription.protocol.as_deref(),
-        )
-        .collect();
-    let mut endpoints = Vec::with_capacity(services.len() * members.len());
+    let shared = RevisionEndpoints::new(info, subscription);
+    let mut endpoints = Vec::with_capacity(shared.per_instance() * members.len());
     for instance in members {
-        for service in &services {
-            let port = if service.port > 0 {
-                service.port
-            } else {
-                instance.port_for_protocol(&service.protocol)
-            };
-            endpoints.push(Endpoint {
-                app: info.app.clone(),
-                host: instance.host.clone(),
-                port,
-                protocol: service.protocol.clone(),
-                revision: info.revision.clone(),
-                service: Arc::clone(service),
-            });
-        }
+        shared.extend(instance, &mut endpoints);
     }
     endpoints
 }
@@ -66,10 +125,10 @@ pub(crate) fn build_endpoints(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ServiceInfo;
+    use crate::model::ProtocolPort;
 
-    fn instance(info: &MetadataInfo, port: u16, enabled: bool) -> Arc<ServiceInstance> {
-        let mut i = ServiceInstance::new(&info.app, "10.0.0.1", port);
+    fn instance(info: &MetadataInfo, host: &str, port: u16, enabled: bool) -> Arc<ServiceInstance> {
+        let mut i = ServiceInstance::new(&info.app, host, port);
         i.metadata
             .insert(crate::model::keys::REVISION.into(), info.revision.clone());
         i.enabled = enabled;
@@ -86,16 +145,126 @@ mod tests {
             ],
         )
         .unwrap();
-        let all = [instance(&info, 1, true), instance(&info, 2, false)];
+        let all = [
+            instance(&info, "10.0.0.1", 1, true),
+            instance(&info, "10.0.0.1", 2, false),
+        ];
         let grouped = by_revision(&all);
         assert_eq!(grouped.len(), 1);
         let members = &grouped[info.revision.as_str()];
         assert_eq!(members.len(), 1, "the disabled instance is left out");
         let a = build_endpoints(&info, members, &Subscription::new("shop.A"));
         assert_eq!(a.len(), 1);
-        assert_eq!((a[0].port, a[0].app.as_str()), (1, "shop"));
+        assert_eq!((a[0].port, &*a[0].app), (1, "shop"));
         let b = build_endpoints(&info, members, &Subscription::new("shop.B"));
         assert_eq!(b[0].port, 7000, "the service's own port wins");
         assert!(build_endpoints(&info, members, &Subscription::new("shop.C")).is_empty());
+    }
+
+    /// Endpoint assembly as it was before the per-revision data was shared: every endpoint
+    /// built from scratch with strings of its own.
+    fn from_scratch(
+        info: &MetadataInfo,
+        members: &[&Arc<ServiceInstance>],
+        subscription: &Subscription,
+    ) -> Vec<Endpoint> {
+        let mut out = Vec::new();
+        for instance in members {
+            for service in info.matching(
+                &subscription.interface,
+                subscription.group.as_deref(),
+                subscription.version.as_deref(),
+                subscription.protocol.as_deref(),
+            ) {
+                let port = if service.port > 0 {
+                    service.port
+                } else {
+                    instance.port_for_protocol(&service.protocol)
+                };
+                out.push(Endpoint {
+                    app: Arc::from(info.app.clone()),
+                    host: Arc::from(instance.host.clone()),
+                    port,
+                    protocol: Arc::from(service.protocol.clone()),
+                    revision: Arc::from(info.revision.clone()),
+                    service: Arc::new((**service).clone()),
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn shared_assembly_equals_assembly_from_scratch() {
+        let service = |protocol: &str| {
+            let mut s = ServiceInfo::new("shop.A");
+            s.protocol = protocol.into();
+            s
+        };
+        let info = MetadataInfo::new(
+            "shop",
+            [
+                service("tri"),
+                service("grpc"),
+                service("dubbo").with_port(20880),
+                ServiceInfo::new("shop.B"),
+            ],
+        )
+        .unwrap();
+        let mut instances = Vec::new();
+        for i in 0..20u16 {
+            let mut record =
+                (*instance(&info, &format!("10.0.{}.{}", i / 8, i), 8000 + i, true)).clone();
+            if i % 3 == 0 {
+                // Some instances declare a port of their own for a protocol.
+                let ports = vec![ProtocolPort {
+                    port: 9000 + i,
+                    protocol: "grpc".into(),
+                }];
+                record.metadata.insert(
+                    crate::model::keys::ENDPOINTS.into(),
+                    serde_json::to_string(&ports).unwrap(),
+                );
+            }
+            instances.push(Arc::new(record));
+        }
+        let members: Vec<&Arc<ServiceInstance>> = instances.iter().collect();
+        for subscription in [
+            Subscription::new("shop.A"),
+            Subscription::new("shop.A").protocol("grpc"),
+            Subscription::new("shop.A").protocol("dubbo"),
+            Subscription::new("shop.B"),
+            Subscription::new("shop.C"),
+        ] {
+            let shared = build_endpoints(&info, &members, &subscription);
+            let old = from_scratch(&info, &members, &subscription);
+            assert_eq!(shared, old, "{subscription:?}");
+            let one_by_one: Vec<Endpoint> = members
+                .iter()
+                .flat_map(|i| RevisionEndpoints::new(&info, &subscription).of(i))
+                .collect();
+            assert_eq!(one_by_one, old, "{subscription:?}");
+        }
+        let grpc = build_endpoints(
+            &info,
+            &members,
+            &Subscription::new("shop.A").protocol("grpc"),
+        );
+        assert_eq!(grpc.len(), 20);
+        assert_eq!(
+            grpc[0].port, 9000,
+            "the instance's own port for the protocol"
+        );
+        assert_eq!(grpc[1].port, 8001, "else the instance port");
+        let all = build_endpoints(&info, &members, &Subscription::new("shop.A"));
+        assert!(
+            all.windows(2)
+                .all(|w| w[0].host != w[1].host || Arc::ptr_eq(&w[0].host, &w[1].host)),
+            "one host string per instance"
+        );
+        assert!(
+            all.iter()
+                .all(|e| Arc::ptr_eq(&e.revision, &all[0].revision))
+        );
     }
 }

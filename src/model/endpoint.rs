@@ -7,20 +7,22 @@ use crate::model::ServiceInfo;
 
 /// Where to call one service on one instance.
 ///
-/// The service info and the instance metadata are shared (`Arc`), so a fleet's endpoints
-/// cost O(instances) small records, not O(instances × services × params).
+/// Every part is shared (`Arc`): the app, revision, protocol and service info by all the
+/// endpoints of one revision, the host by all the endpoints of one instance. A fleet's
+/// endpoints thus cost one small fixed-size record each (80 bytes on 64-bit targets), not
+/// O(instances × services × params), and cloning an endpoint copies no string.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Endpoint {
     /// The app that serves it.
-    pub app: String,
+    pub app: Arc<str>,
     /// The instance's host.
-    pub host: String,
+    pub host: Arc<str>,
     /// The port to call: the service's own, else the protocol's, else the instance's.
     pub port: u16,
     /// The protocol to speak.
-    pub protocol: String,
+    pub protocol: Arc<str>,
     /// The revision of the instance's metadata.
-    pub revision: String,
+    pub revision: Arc<str>,
     /// The service as exported.
     pub service: Arc<ServiceInfo>,
 }

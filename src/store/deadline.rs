@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{CasOutcome, KeyValue, LeaseId, Range, Store, Watch};
+use super::{CasOutcome, KeyValue, LeaseId, Page, Range, Store, Watch};
 use crate::error::{Error, Result};
 
 /// Wraps a [`Store`] so that each call fails with [`Error::Timeout`] after a deadline.
@@ -42,6 +42,19 @@ impl Store for DeadlineStore {
 
     async fn get_prefix(&self, prefix: &str) -> Result<Range> {
         self.bounded("range", self.inner.get_prefix(prefix)).await
+    }
+
+    async fn get_prefix_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        revision: i64,
+    ) -> Result<Page> {
+        self.bounded(
+            "range page",
+            self.inner.get_prefix_page(prefix, after, revision),
+        )
+        .await
     }
 
     async fn put(&self, key: &str, value: Vec<u8>, lease: Option<LeaseId>) -> Result<i64> {

@@ -63,6 +63,17 @@ pub struct Range {
     pub revision: i64,
 }
 
+/// One page of the keys under a prefix; see [`Store::get_prefix_page`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Page {
+    /// The keys in ascending order.
+    pub kvs: Vec<KeyValue>,
+    /// The store revision the page was read at: the pinned one when one was asked for.
+    pub revision: i64,
+    /// Whether keys after the last one of this page remain.
+    pub more: bool,
+}
+
 /// A change seen by a watch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WatchEvent {
@@ -196,6 +207,38 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every key starting with `prefix`, in key order, read at one store revision.
     async fn get_prefix(&self, prefix: &str) -> Result<Range>;
+
+    /// One page of the keys starting with `prefix`, in key order: those after `after`
+    /// (`None`: from the first), read at store revision `revision` (`0`: now). Reading the
+    /// first page at `0` and the rest at its [`Page::revision`] gives one consistent view
+    /// of a prefix of any length, page by page; the store chooses the page size.
+    ///
+    /// Fails with [`crate::Error::Compacted`] when `revision` is compacted away.
+    ///
+    /// The default reads the whole prefix now, in one page (`more` is `false`), for stores
+    /// that hold everything in memory anyway; stores that page override it.
+    async fn get_prefix_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        revision: i64,
+    ) -> Result<Page> {
+        let _ = revision;
+        let range = self.get_prefix(prefix).await?;
+        let kvs = match after {
+            Some(after) => range
+                .kvs
+                .into_iter()
+                .filter(|kv| kv.key.as_str() > after)
+                .collect(),
+            None => range.kvs,
+        };
+        Ok(Page {
+            kvs,
+            revision: range.revision,
+            more: false,
+        })
+    }
 
     /// Writes a key, bound to `lease` when given (the lease must be alive); returns the
     /// store revision of the write.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::task::Task;
-use crate::consumer::endpoints::build_endpoints;
+use crate::consumer::endpoints::RevisionEndpoints;
 use crate::consumer::stats::Counters;
 use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance};
 use crate::rpc::authority;
@@ -64,6 +64,15 @@ impl Task {
                 self.by_instance.insert(app.clone(), HashMap::new());
             }
             let computed = self.by_instance.get_mut(app).expect("inserted above");
+            // What the endpoints of one revision share, built once per revision and pass.
+            let mut shared: HashMap<&str, RevisionEndpoints> = HashMap::new();
+            let subscription = &self.subscription;
+            let mut endpoints_of = |revision, info: &MetadataInfo, instance: &ServiceInstance| {
+                shared
+                    .entry(revision)
+                    .or_insert_with(|| RevisionEndpoints::new(info, subscription))
+                    .of(instance)
+            };
             for (address, instance) in view.routable_entries() {
                 let revision = instance.revision();
                 if revision == EMPTY_REVISION {
@@ -76,7 +85,7 @@ impl Task {
                             Arc::ptr_eq(&last.instance, instance) || last.instance == *instance;
                         let same_info = last.info.as_ref().is_some_and(|i| Arc::ptr_eq(i, info));
                         if !(same_record && same_info) {
-                            last.endpoints = build_endpoints(info, &[instance], &self.subscription);
+                            last.endpoints = endpoints_of(revision, info, instance);
                             last.info = Some(info.clone());
                         }
                         last.instance = instance.clone();
@@ -89,7 +98,7 @@ impl Task {
                         last.pass = pass;
                     }
                     (None, Some(info)) => {
-                        let endpoints = build_endpoints(info, &[instance], &self.subscription);
+                        let endpoints = endpoints_of(revision, info, instance);
                         computed.insert(
                             address.clone(),
                             Computed {

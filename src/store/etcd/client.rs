@@ -26,6 +26,8 @@ pub struct EtcdStore {
     /// How long a broken watch keeps trying to resume on a live member.
     pub(super) resume_timeout: Duration,
     pub(super) max_response_bytes: usize,
+    /// Keys per range request of a prefix read.
+    pub(super) range_page_size: usize,
     endpoints: Vec<String>,
     /// TTLs etcd granted to the leases this handle created, so a keep-alive can answer
     /// with the TTL without a second request.
@@ -65,6 +67,7 @@ impl EtcdStore {
             request_timeout: options.request_timeout,
             resume_timeout: options.connect_timeout + options.request_timeout,
             max_response_bytes: options.max_response_bytes,
+            range_page_size: options.range_page_size,
             endpoints: options.endpoints.clone(),
             granted: Mutex::new(HashMap::new()),
         };

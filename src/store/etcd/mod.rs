@@ -30,6 +30,7 @@ mod convert;
 mod errors;
 mod members;
 mod options;
+mod range;
 mod requests;
 mod watch;
 

@@ -19,6 +19,9 @@ const DEFAULT_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
 const DEFAULT_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default largest response accepted from etcd (a listing or a watch batch).
 const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+/// Default number of keys per range request of a prefix read. With instance records at
+/// their default size limit (64 KiB), a page stays at half the default response limit.
+const DEFAULT_RANGE_PAGE_SIZE: usize = 500;
 
 /// TLS settings for [`EtcdOptions::with_tls`]: the CA that signs the servers' certificates
 /// and optionally a client certificate.
@@ -43,8 +46,9 @@ struct TlsSettings {
 /// ```
 ///
 /// Defaults: connect timeout 5 s, request timeout 5 s, HTTP/2 keep-alive every 10 s with a
-/// 5 s deadline while watches are open, responses up to 64 MiB, no authentication, no TLS,
-/// connect now (not in the background).
+/// 5 s deadline while watches are open, responses up to 64 MiB, prefixes read in pages of
+/// 500 keys, no authentication, no TLS, connect now (not in the
+/// background).
 #[derive(Clone)]
 pub struct EtcdOptions {
     pub(super) endpoints: Vec<String>,
@@ -54,6 +58,7 @@ pub struct EtcdOptions {
     pub(super) request_timeout: Duration,
     keep_alive: Option<(Duration, Duration)>,
     pub(super) max_response_bytes: usize,
+    pub(super) range_page_size: usize,
     pub(super) connect_in_background: bool,
 }
 
@@ -71,6 +76,7 @@ impl fmt::Debug for EtcdOptions {
             .field("request_timeout", &self.request_timeout)
             .field("keep_alive", &self.keep_alive)
             .field("max_response_bytes", &self.max_response_bytes)
+            .field("range_page_size", &self.range_page_size)
             .field("connect_in_background", &self.connect_in_background)
             .finish()
     }
@@ -96,6 +102,7 @@ impl EtcdOptions {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             keep_alive: Some((DEFAULT_KEEP_ALIVE_INTERVAL, DEFAULT_KEEP_ALIVE_TIMEOUT)),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            range_page_size: DEFAULT_RANGE_PAGE_SIZE,
             connect_in_background: false,
         }
     }
@@ -190,6 +197,16 @@ impl EtcdOptions {
     /// The largest response accepted from etcd, in bytes (a listing, a watch batch).
     pub fn with_max_response_bytes(mut self, bytes: usize) -> Self {
         self.max_response_bytes = bytes.max(4096);
+        self
+    }
+
+    /// The number of keys per range request when reading a prefix (at least 1): a prefix
+    /// is read in pages pinned to the store revision of the first page, so a listing of
+    /// any length is one consistent view and no single response grows with the fleet.
+    /// Keep a page of records at their size limit under the response limit
+    /// ([`with_max_response_bytes`](Self::with_max_response_bytes)).
+    pub fn with_range_page_size(mut self, keys: usize) -> Self {
+        self.range_page_size = keys.max(1);
         self
     }
 

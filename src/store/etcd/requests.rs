@@ -4,13 +4,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::proto::PbTxnOpResponse;
-use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 
 use super::EtcdStore;
-use super::convert::{convert_kv, header_revision, prefix_range};
+use super::convert::{convert_kv, header_revision};
 use super::errors::{is_compacted, is_lease_not_found, map_error};
 use crate::error::{Error, Result};
-use crate::store::{CasOutcome, KeyValue, LeaseId, Range, Store, Watch};
+use crate::store::{CasOutcome, KeyValue, LeaseId, Page, Range, Store, Watch};
 
 #[async_trait]
 impl Store for EtcdStore {
@@ -33,23 +33,16 @@ impl Store for EtcdStore {
     }
 
     async fn get_prefix(&self, prefix: &str) -> Result<Range> {
-        let what = || format!("etcd get prefix {}", Error::shorten(prefix));
-        self.timed(what, |client| async move {
-            let (key, end) = prefix_range(prefix);
-            let mut response = self
-                .kv(&client)
-                .get(key, Some(GetOptions::new().with_range(end)))
-                .await
-                .map_err(|e| map_error(e, &what()))?;
-            let revision = header_revision(response.header(), &what())?;
-            let kvs = response
-                .take_kvs()
-                .into_iter()
-                .filter_map(|kv| convert_kv(kv.0))
-                .collect();
-            Ok(Range { kvs, revision })
-        })
-        .await
+        super::range::read_all(self, prefix).await
+    }
+
+    async fn get_prefix_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        revision: i64,
+    ) -> Result<Page> {
+        super::range::page(self, prefix, after, revision).await
     }
 
     async fn put(&self, key: &str, value: Vec<u8>, lease: Option<LeaseId>) -> Result<i64> {

@@ -30,7 +30,7 @@ use super::Row;
 
 #[rustfmt::skip]
 #[allow(clippy::all, dead_code)]
-#[path = "../proto/generated/helloworld.rs"]
+#[path = "../../proto/generated/helloworld.rs"]
 mod pb;
 
 use pb::greeter_client::GreeterClient;
