@@ -1267,9 +1267,7 @@ async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>
         curve::curve(sizes, &servers, &mut rows, &mut notes).await?;
         done("curve");
     }
-    // Not part of a full run yet: in its first runs, one instance change did not reach
-    // every subscription of the shared resolver within 30 s (see `scale/many.rs`).
-    if only == Some("many") {
+    if wanted("many") {
         many::many_subscriptions(sizes, &mut rows, &mut notes).await?;
         done("many");
     }

@@ -72,7 +72,9 @@
 //! facade; installing a subscriber and a metrics exporter is up to the application. The
 //! `introspect` command-line tool (crate `introspect-cli` in this workspace, directory
 //! `cli/`) holds the demo, the argument parsing and the Prometheus exporter, so a service
-//! that embeds the library never builds them.
+//! that embeds the library never builds them. The xDS server that lets any gRPC client or
+//! Envoy reach the fleet is its own crate too (`introspect-xds`, directory `xds/`), built
+//! on this library's resolver.
 //!
 //! # Layout
 //!

@@ -132,13 +132,15 @@ async fn arm(
     // One extra instance of the first app joins and leaves, in turn.
     let registry = registry(&dyn_store);
     let listed = registry.list(&app_name(0)).await?;
-    let mut record = (**listed
+    let template = listed
         .instances
         .values()
         .next()
-        .expect("the app has instances"))
-    .clone();
-    record.port = port(39_000);
+        .expect("the app has instances");
+    // A new instance on a port of its own: its `dubbo.endpoints` name that port too, so it
+    // is a new address (a copy with only `port` changed would repeat an existing address,
+    // leave the endpoint set as it was and push nothing).
+    let record = synthetic(template, 39_000);
     let mut propagation = Vec::new();
     for trial in 0..sizes.many_trials {
         let started = Instant::now();
