@@ -47,15 +47,15 @@ mod curve;
 #[allow(dead_code)]
 #[path = "../tests/support/etcd.rs"]
 mod etcd;
+/// Scenario 10: many subscriptions on one resolver against separate resolvers.
+#[path = "scale/many.rs"]
+mod many;
 /// Scenario 7: failure.
 #[path = "scale/failure.rs"]
 mod scale_failure;
 /// Scenario 8: xDS push latency next to the resolver's own propagation.
 #[path = "scale/xds.rs"]
 mod scale_xds;
-/// Scenario 10: many subscriptions on one resolver against separate resolvers.
-#[path = "scale/many.rs"]
-mod many;
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::hint::black_box;
