@@ -27,7 +27,7 @@
 //! 9. the scale curve: cold resolve on etcd at 1,000, 10,000 and 100,000 instances against
 //!    the floor at each size, heap per address and metadata calls (`scale/curve.rs`);
 //! 10. many subscriptions: 1,000 subscriptions on one resolver against separate resolvers
-//!    (`scale/many.rs`).
+//!     (`scale/many.rs`).
 //!
 //! The etcd scenarios start a throwaway etcd of their own (`common/etcd.rs`) when the `etcd`
 //! binary is on `PATH`, and say "skipped: etcd not installed" otherwise.
