@@ -135,18 +135,24 @@ async fn a_provider_started_while_etcd_is_down_serves_and_registers_once_etcd_an
         .expect("served with etcd down");
     assert!(!serving.is_finished());
 
-    // etcd comes back: the provider registers, and consumers find it.
+    // etcd comes back: the provider registers its record and its mapping (two writes, the
+    // mapping a moment after the record), and consumers find it.
     etcd.restart().await;
     eventually(LIMIT, "the provider to register", || {
         is_registered(&store, "greeter", address)
     })
     .await;
-    let endpoints = Resolver::new(store.clone())
-        .resolve(&Subscription::new("helloworld.Greeter"))
-        .await
-        .unwrap();
-    assert_eq!(endpoints.len(), 1);
-    assert_eq!(endpoints[0].port, address.port());
+    let resolver = Resolver::new(store.clone());
+    eventually(LIMIT, "a consumer to resolve the provider", || {
+        let resolver = resolver.clone();
+        async move {
+            resolver
+                .resolve(&Subscription::new("helloworld.Greeter"))
+                .await
+                .is_ok_and(|endpoints| endpoints.len() == 1 && endpoints[0].port == address.port())
+        }
+    })
+    .await;
 
     let _ = stop.send(());
     tokio::time::timeout(LIMIT, serving)
