@@ -767,6 +767,32 @@ struct Cold {
     read: Duration,
 }
 
+/// One measurement of the cold-resolve floor: a raw read of the `n` instance keys under
+/// `prefix` plus one MetadataService call to `server`. Returns how long the read took and
+/// how long both took.
+async fn floor_once(
+    store: &Arc<dyn Store>,
+    prefix: &str,
+    client: &MetadataClient,
+    server: &ServiceInstance,
+    n: usize,
+) -> Result<(Duration, Duration)> {
+    let started = Instant::now();
+    let range = store.get_prefix(prefix).await?;
+    let read = started.elapsed();
+    let info = client
+        .fetch(
+            &server.host,
+            server.metadata_service_port(),
+            server.revision(),
+        )
+        .await?;
+    let floor = started.elapsed();
+    assert_eq!(range.kvs.len(), n);
+    drop((range, info));
+    Ok((read, floor))
+}
+
 /// Cold resolve on any [`Store`]: writes `n` instance records in `revisions` revisions
 /// into `store`, then, alternating, times (a) `resolve()` of one interface and protocol by
 /// a fresh resolver (mapping read, instance list, one MetadataService call per revision in
@@ -791,19 +817,9 @@ async fn cold_resolve(
     let registry = registry(&store);
     let mut endpoints = 0;
     for _ in 0..trials {
-        let started = Instant::now();
-        let range = store.get_prefix(&prefix).await?;
-        reads.push(started.elapsed());
-        let info = client
-            .fetch(
-                &server.host,
-                server.metadata_service_port(),
-                server.revision(),
-            )
-            .await?;
-        floors.push(started.elapsed());
-        assert_eq!(range.kvs.len(), n);
-        drop((range, info));
+        let (read, floor) = floor_once(&store, &prefix, &client, server, n).await?;
+        reads.push(read);
+        floors.push(floor);
 
         let resolver = Resolver::new(store.clone());
         let started = Instant::now();

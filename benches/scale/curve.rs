@@ -93,18 +93,8 @@ async fn measure(
     let (mut resolves, mut floors) = (Vec::new(), Vec::new());
     let mut calls = 0;
     for _ in 0..trials {
-        let started = Instant::now();
-        let range = floor_store.get_prefix(&prefix).await?;
-        let info = client
-            .fetch(
-                &server.host,
-                server.metadata_service_port(),
-                server.revision(),
-            )
-            .await?;
-        floors.push(started.elapsed());
-        assert_eq!(range.kvs.len(), n);
-        drop((range, info));
+        let (_, floor) = floor_once(floor_store, &prefix, &client, server, n).await?;
+        floors.push(floor);
 
         let resolver = curve_resolver(store);
         let started = Instant::now();
