@@ -16,7 +16,7 @@ use crate::resources::grpc_callable;
 /// One followed service.
 #[derive(Default)]
 struct Entry {
-    /// The subscription, once made; `None` inside when the name cannot be subscribed to.
+    /// The subscription, once made; `None` inside when the store refused it.
     handle: OnceCell<Option<SubscriptionHandle>>,
     /// Whether a gRPC-callable endpoint of it was ever seen: from then on the service
     /// exists (its Listener and Cluster are served, its endpoints possibly none).
@@ -52,6 +52,12 @@ impl Catalog {
     /// Follows `service` (no-op when followed already). Returns false when it cannot be
     /// followed: an invalid name, or the limit on followed services reached.
     pub(crate) async fn follow(&self, service: &str) -> bool {
+        // Checked before the name takes a place: names that are no service must not use up
+        // the limit and shut out real ones.
+        if let Err(e) = Subscription::new(service).validate() {
+            tracing::debug!(service, error = %e, "xDS: a name that is no service");
+            return false;
+        }
         let entry = {
             let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
             match entries.get(service) {
@@ -75,12 +81,7 @@ impl Catalog {
     }
 
     async fn subscribe(&self, service: &str, seen: Arc<AtomicBool>) -> Option<SubscriptionHandle> {
-        let subscription = Subscription::new(service);
-        if let Err(e) = subscription.validate() {
-            tracing::debug!(service, error = %e, "xDS: a name that is no service");
-            return None;
-        }
-        let handle = match self.resolver.subscribe(subscription).await {
+        let handle = match self.resolver.subscribe(Subscription::new(service)).await {
             Ok(handle) => handle,
             Err(e) => {
                 tracing::warn!(service, error = %e, "xDS: cannot follow the service");
@@ -159,5 +160,24 @@ impl Drop for Catalog {
 fn mark_seen(seen: &AtomicBool, endpoints: &[Endpoint]) {
     if endpoints.iter().any(grpc_callable) {
         seen.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use introspect::{MemoryStore, Resolver};
+
+    use super::Catalog;
+
+    #[tokio::test]
+    async fn names_that_are_no_service_do_not_use_up_the_limit() {
+        let catalog = Catalog::new(Resolver::new(Arc::new(MemoryStore::new())), 1);
+        for junk in ["", "has space", "a/b", &"x".repeat(100_000)] {
+            assert!(!catalog.follow(junk).await, "{junk:.20} is followed");
+        }
+        assert!(catalog.follow("helloworld.Greeter").await);
+        assert!(!catalog.follow("helloworld.Other").await, "over the limit");
     }
 }
