@@ -178,3 +178,57 @@ async fn a_store_without_pages_answers_one_page() {
         "only keys after `after`"
     );
 }
+
+/// A record of `APP` at `port` whose metadata carries `padding` bytes.
+fn padded(port: u16, padding: usize) -> ServiceInstance {
+    let mut record = instance(port);
+    record
+        .metadata
+        .insert("padding".into(), "x".repeat(padding));
+    record
+}
+
+#[tokio::test]
+async fn pages_sized_by_bytes_are_asked_again_smaller_when_records_grew() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    // Default page sizing under a 32 KiB response limit: after reading small records, a
+    // page asks for about a quarter of the limit's worth of them.
+    let store: Arc<dyn Store> = Arc::new(
+        EtcdStore::connect(etcd.options().with_max_response_bytes(32 * 1024))
+            .await
+            .unwrap(),
+    );
+    let registry = registry(&store);
+    for i in 0..200 {
+        registry.register(&instance(8000 + i), None).await.unwrap();
+    }
+    assert_eq!(registry.list(APP).await.unwrap().instances.len(), 200);
+
+    // The records grow to 6 KiB, so the page sized for the small ones (about 50 keys) is
+    // over the limit and must be asked again with fewer keys.
+    for i in 0..100 {
+        registry
+            .register(&padded(8000 + i, 6 * 1024), None)
+            .await
+            .unwrap();
+    }
+    let list = registry.list(APP).await.unwrap();
+    assert_eq!(list.instances.len(), 200, "every record, once");
+    assert!(list.skipped.is_empty());
+    let grown = list
+        .instances
+        .values()
+        .filter(|i| i.metadata.contains_key("padding"))
+        .count();
+    assert_eq!(grown, 100);
+
+    // One record over the response limit is a clear error, not a loop.
+    registry
+        .register(&padded(9000, 40 * 1024), None)
+        .await
+        .unwrap();
+    let error = registry.list(APP).await.unwrap_err();
+    assert!(matches!(error, Error::TooLarge { .. }), "{error}");
+}

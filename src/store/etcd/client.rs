@@ -12,6 +12,7 @@ use etcd_client::Client;
 use super::errors::map_error;
 use super::members::Members;
 use super::options::{EtcdOptions, parse_endpoint};
+use super::pages::PageSizes;
 use crate::error::{Error, Result};
 use crate::store::LeaseId;
 
@@ -27,7 +28,7 @@ pub struct EtcdStore {
     pub(super) resume_timeout: Duration,
     pub(super) max_response_bytes: usize,
     /// Keys per range request of a prefix read.
-    pub(super) range_page_size: usize,
+    pub(super) pages: PageSizes,
     endpoints: Vec<String>,
     /// TTLs etcd granted to the leases this handle created, so a keep-alive can answer
     /// with the TTL without a second request.
@@ -67,7 +68,7 @@ impl EtcdStore {
             request_timeout: options.request_timeout,
             resume_timeout: options.connect_timeout + options.request_timeout,
             max_response_bytes: options.max_response_bytes,
-            range_page_size: options.range_page_size,
+            pages: PageSizes::new(options.range_page_size, options.max_response_bytes),
             endpoints: options.endpoints.clone(),
             granted: Mutex::new(HashMap::new()),
         };

@@ -66,6 +66,24 @@ pub(super) fn is_compacted(error: &etcd_client::Error) -> bool {
         if status.code() == Code::OutOfRange && status.message().contains("compacted"))
 }
 
+/// The size of a response over the client's decoding limit, when `error` says that one
+/// was (tonic reports it as OUT_OF_RANGE, "decoded message length too large: found N
+/// bytes"); `Some(None)` when the size is not in the message.
+pub(super) fn too_large_response(error: &etcd_client::Error) -> Option<Option<usize>> {
+    let etcd_client::Error::GRpcStatus(status) = error else {
+        return None;
+    };
+    let message = status.message();
+    if status.code() != Code::OutOfRange || !message.contains("message length too large") {
+        return None;
+    }
+    let found = message
+        .split_once("found ")
+        .and_then(|(_, rest)| rest.split(' ').next())
+        .and_then(|n| n.parse().ok());
+    Some(found)
+}
+
 pub(super) fn map_watch_error(error: etcd_client::Error, prefix: &str) -> Error {
     match map_error(error, &format!("etcd watch of {prefix:?}")) {
         // Every failure of an established stream ends the watch the same way: re-list.

@@ -22,7 +22,8 @@
 //!
 //! Layout: `options` (what to connect to and how), `client` (the store's handle: connect,
 //! deadlines), `members` (one client per member, fail-over), `requests` (the
-//! [`Store`](super::Store) calls), `watch` (watch streams and their resumption), `convert`
+//! [`Store`](super::Store) calls), `range` and `pages` (prefix reads in pages pinned to one
+//! revision, sized by bytes), `watch` (watch streams and their resumption), `convert`
 //! (etcd's records into the store's), `errors` (sorting etcd's errors).
 
 mod client;
@@ -30,6 +31,7 @@ mod convert;
 mod errors;
 mod members;
 mod options;
+mod pages;
 mod range;
 mod requests;
 mod watch;

@@ -19,9 +19,6 @@ const DEFAULT_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
 const DEFAULT_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default largest response accepted from etcd (a listing or a watch batch).
 const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
-/// Default number of keys per range request of a prefix read. With instance records at
-/// their default size limit (64 KiB), a page stays at half the default response limit.
-const DEFAULT_RANGE_PAGE_SIZE: usize = 500;
 
 /// TLS settings for [`EtcdOptions::with_tls`]: the CA that signs the servers' certificates
 /// and optionally a client certificate.
@@ -46,8 +43,9 @@ struct TlsSettings {
 /// ```
 ///
 /// Defaults: connect timeout 5 s, request timeout 5 s, HTTP/2 keep-alive every 10 s with a
-/// 5 s deadline while watches are open, responses up to 64 MiB, prefixes read in pages of
-/// 500 keys, no authentication, no TLS, connect now (not in the
+/// 5 s deadline while watches are open, responses up to 64 MiB, prefixes read in pages
+/// sized by bytes (see [`with_range_page_size`](Self::with_range_page_size)), no
+/// authentication, no TLS, connect now (not in the
 /// background).
 #[derive(Clone)]
 pub struct EtcdOptions {
@@ -58,7 +56,7 @@ pub struct EtcdOptions {
     pub(super) request_timeout: Duration,
     keep_alive: Option<(Duration, Duration)>,
     pub(super) max_response_bytes: usize,
-    pub(super) range_page_size: usize,
+    pub(super) range_page_size: Option<usize>,
     pub(super) connect_in_background: bool,
 }
 
@@ -102,7 +100,7 @@ impl EtcdOptions {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             keep_alive: Some((DEFAULT_KEEP_ALIVE_INTERVAL, DEFAULT_KEEP_ALIVE_TIMEOUT)),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-            range_page_size: DEFAULT_RANGE_PAGE_SIZE,
+            range_page_size: None,
             connect_in_background: false,
         }
     }
@@ -200,13 +198,19 @@ impl EtcdOptions {
         self
     }
 
-    /// The number of keys per range request when reading a prefix (at least 1): a prefix
-    /// is read in pages pinned to the store revision of the first page, so a listing of
-    /// any length is one consistent view and no single response grows with the fleet.
-    /// Keep a page of records at their size limit under the response limit
-    /// ([`with_max_response_bytes`](Self::with_max_response_bytes)).
+    /// Fixes the number of keys per range request of a prefix read (at least 1).
+    ///
+    /// A prefix is read in pages pinned to the store revision of the first page, so a
+    /// listing of any length is one consistent view and no single response grows with the
+    /// fleet. By default pages are sized by bytes: the first page of a prefix asks for 500
+    /// keys, later ones for as many as fill a quarter of the response limit
+    /// ([`with_max_response_bytes`](Self::with_max_response_bytes)) at the largest record
+    /// last seen under the prefix, and a page over the limit is asked again with half the
+    /// keys. Small fixed pages cost time quadratic in the prefix's length (etcd counts the
+    /// rest of the range on every limited request): keep them for tests and for clusters
+    /// whose own limits need them.
     pub fn with_range_page_size(mut self, keys: usize) -> Self {
-        self.range_page_size = keys.max(1);
+        self.range_page_size = Some(keys.max(1));
         self
     }
 

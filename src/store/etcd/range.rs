@@ -1,14 +1,15 @@
-//! Prefix reads in pages: each range request returns at most the store's page size of
-//! keys, and every page after the first is read at the first page's store revision, so a
-//! prefix of any length is read as one consistent view without a response that grows with
-//! it (etcd's responses are bounded by the client's response limit).
+//! Prefix reads in pages: each range request returns at most a page of keys (sized by
+//! bytes, see `pages.rs`), and every page after the first is read at the first page's store
+//! revision, so a prefix of any length is read as one consistent view without a response
+//! that grows with it (etcd's responses are bounded by the client's response limit).
 
 use etcd_client::GetOptions;
 use etcd_client::proto::PbKeyValue;
 
 use super::EtcdStore;
 use super::convert::{convert_kv, header_revision, prefix_range};
-use super::errors::{is_compacted, map_error};
+use super::errors::{is_compacted, map_error, too_large_response};
+use super::pages::PageSizes;
 use crate::error::{Error, Result};
 use crate::store::{Page, Range};
 
@@ -27,9 +28,19 @@ pub(super) async fn page(
         None => first,
     };
     let mut revision = revision;
+    let mut keys = store.pages.keys(prefix);
     loop {
-        let (raw, more, read_at) = request(store, prefix, start, &end, revision).await?;
+        let (raw, more, read_at) = match request(store, prefix, &start, &end, revision, keys).await
+        {
+            Err(Error::TooLarge { .. }) if PageSizes::after_too_large(keys).is_some() => {
+                keys = PageSizes::after_too_large(keys).unwrap_or(1);
+                continue;
+            }
+            other => other?,
+        };
         revision = read_at;
+        let largest = raw.iter().map(|kv| kv.key.len() + kv.value.len()).max();
+        store.pages.observe(prefix, largest.unwrap_or(0));
         let last = raw.last().map(|kv| kv.key.clone());
         let kvs: Vec<_> = raw.into_iter().filter_map(convert_kv).collect();
         match last {
@@ -52,20 +63,22 @@ fn just_after(key: &[u8]) -> Vec<u8> {
     next
 }
 
-/// One range request of `[start, end)` of at most a page of keys: the keys, whether more
-/// follow, and the store revision they were read at.
+/// One range request of `[start, end)` of at most `keys` keys: the keys, whether more
+/// follow, and the store revision they were read at. A response over the client's limit
+/// fails with [`Error::TooLarge`].
 async fn request(
     store: &EtcdStore,
     prefix: &str,
-    start: Vec<u8>,
+    start: &[u8],
     end: &[u8],
     revision: i64,
+    keys: usize,
 ) -> Result<(Vec<PbKeyValue>, bool, i64)> {
     let what = || format!("etcd get prefix {}", Error::shorten(prefix));
-    let limit = i64::try_from(store.range_page_size).unwrap_or(i64::MAX);
+    let limit = i64::try_from(keys).unwrap_or(i64::MAX);
     store
         .timed(what, |client| {
-            let start = start.clone();
+            let start = start.to_vec();
             async move {
                 let mut options = GetOptions::new().with_range(end).with_limit(limit);
                 if revision > 0 {
@@ -77,7 +90,13 @@ async fn request(
                         .get(start, Some(options))
                         .await
                         .map_err(|e| {
-                            if is_compacted(&e) {
+                            if let Some(found) = too_large_response(&e) {
+                                Error::TooLarge {
+                                    what: "etcd range response",
+                                    size: found.unwrap_or(store.max_response_bytes),
+                                    limit: store.max_response_bytes,
+                                }
+                            } else if is_compacted(&e) {
                                 // etcd does not say how far it compacted; it is past `revision`.
                                 Error::Compacted {
                                     requested: revision,
