@@ -107,11 +107,15 @@ impl Registry {
             revision: page.revision,
             ..Default::default()
         };
+        // Parsed in key order, then built into the map in one go: a map built from sorted
+        // entries has full nodes, one grown by appending keeps its nodes about half full.
+        let mut parsed = Vec::with_capacity(page.kvs.len());
         loop {
             let after = match page.kvs.last() {
                 Some(last) if page.more => last.key.clone(),
                 _ => {
-                    self.parse_into(app, prefix, &page.kvs, &mut list);
+                    self.parse_into(app, prefix, &page.kvs, &mut parsed, &mut list.skipped);
+                    list.instances = parsed.into_iter().collect();
                     return Ok(list);
                 }
             };
@@ -120,21 +124,27 @@ impl Registry {
                 .store
                 .get_prefix_page(prefix, Some(&after), list.revision);
             let parse = async {
-                self.parse_into(app, prefix, &page.kvs, &mut list);
+                self.parse_into(app, prefix, &page.kvs, &mut parsed, &mut list.skipped);
             };
             let (next, ()) = tokio::join!(biased; read, parse);
             page = next?;
         }
     }
 
-    /// Parses records into `list`: instances, or skipped records with the reason.
-    fn parse_into(&self, app: &str, prefix: &str, kvs: &[KeyValue], list: &mut InstanceList) {
+    /// Parses records: instances into `parsed`, records that do not parse into `skipped`
+    /// with the reason.
+    fn parse_into(
+        &self,
+        app: &str,
+        prefix: &str,
+        kvs: &[KeyValue],
+        parsed: &mut Vec<(String, Arc<ServiceInstance>)>,
+        skipped: &mut Vec<(String, String)>,
+    ) {
         for kv in kvs {
             match self.parse(app, prefix, kv) {
-                Ok((address, instance)) => {
-                    list.instances.insert(address, Arc::new(instance));
-                }
-                Err((address, reason)) => list.skipped.push((address, reason)),
+                Ok((address, instance)) => parsed.push((address, Arc::new(instance))),
+                Err(refused) => skipped.push(refused),
             }
         }
     }

@@ -1,6 +1,6 @@
 //! What the resolver and its subscriptions share: the typed store layers, the metadata
 //! source with its cache, the counters, the limits, the TLS configuration, the shared views
-//! and the health of every address.
+//! the health of every address and the shared host names.
 //!
 //! The [`super::Resolver`] facade and every subscription task hold one `Arc<Context>`;
 //! neither calls the other, so dependencies point one way: resolver and subscriptions →
@@ -8,6 +8,7 @@
 
 use crate::tls::ClientTlsConfig;
 
+use super::hosts::HostNames;
 use super::metadata::MetadataSource;
 use super::probes::HealthRegistry;
 use super::protection::ProtectionOptions;
@@ -40,4 +41,6 @@ pub(crate) struct Context {
     pub health: HealthRegistry,
     /// Self-preservation, applied once per app in its shared view.
     pub protection: ProtectionOptions,
+    /// One shared string per host, for every endpoint built.
+    pub hosts: HostNames,
 }

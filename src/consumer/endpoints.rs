@@ -6,12 +6,13 @@
 //!
 //! What the endpoints of one revision have in common (app, revision, the matching services
 //! and their protocols) is built once per revision as a [`RevisionEndpoints`] and shared by
-//! every endpoint; an instance adds only its host (one shared string for all its endpoints)
-//! and a port per service.
+//! every endpoint; an instance adds only its host (one string the resolver shares among all
+//! the endpoints of that host, see `hosts.rs`) and a port per service.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::hosts::{HostNames, Table};
 use super::subscription::Subscription;
 use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInfo, ServiceInstance};
 
@@ -77,12 +78,17 @@ impl RevisionEndpoints {
         self.services.len()
     }
 
-    /// Appends `instance`'s endpoints to `out`.
-    pub(crate) fn extend(&self, instance: &ServiceInstance, out: &mut Vec<Endpoint>) {
+    /// Appends `instance`'s endpoints to `out`, with its host from `hosts`.
+    pub(crate) fn extend(
+        &self,
+        instance: &ServiceInstance,
+        hosts: &mut Table,
+        out: &mut Vec<Endpoint>,
+    ) {
         if self.services.is_empty() {
             return;
         }
-        let host: Arc<str> = Arc::from(instance.host.as_str());
+        let host = hosts.get(&instance.host);
         for (service, protocol) in &self.services {
             let port = if service.port > 0 {
                 service.port
@@ -101,25 +107,45 @@ impl RevisionEndpoints {
     }
 
     /// The endpoints of one instance.
-    pub(crate) fn of(&self, instance: &ServiceInstance) -> Vec<Endpoint> {
+    pub(crate) fn of(&self, instance: &ServiceInstance, hosts: &mut Table) -> Vec<Endpoint> {
         let mut out = Vec::with_capacity(self.per_instance());
-        self.extend(instance, &mut out);
+        self.extend(instance, hosts, &mut out);
         out
     }
 }
 
+/// The endpoints of the members of several revisions, each with what its endpoints share,
+/// in one vector sized once (grown revision by revision, it could be up to half unused).
+pub(crate) fn assemble(
+    revisions: &[(RevisionEndpoints, &[&Arc<ServiceInstance>])],
+    hosts: &HostNames,
+) -> Vec<Endpoint> {
+    let total = revisions
+        .iter()
+        .map(|(shared, members)| shared.per_instance() * members.len())
+        .sum();
+    let mut endpoints = Vec::with_capacity(total);
+    let mut hosts = hosts.lock();
+    for (shared, members) in revisions {
+        for instance in *members {
+            shared.extend(instance, &mut hosts, &mut endpoints);
+        }
+    }
+    endpoints
+}
+
 /// The endpoints of instances sharing one revision's metadata.
-pub(crate) fn build_endpoints(
+#[cfg(test)]
+fn build_endpoints(
     info: &MetadataInfo,
     members: &[&Arc<ServiceInstance>],
     subscription: &Subscription,
+    hosts: &HostNames,
 ) -> Vec<Endpoint> {
-    let shared = RevisionEndpoints::new(info, subscription);
-    let mut endpoints = Vec::with_capacity(shared.per_instance() * members.len());
-    for instance in members {
-        shared.extend(instance, &mut endpoints);
-    }
-    endpoints
+    assemble(
+        &[(RevisionEndpoints::new(info, subscription), members)],
+        hosts,
+    )
 }
 
 #[cfg(test)]
@@ -153,12 +179,13 @@ mod tests {
         assert_eq!(grouped.len(), 1);
         let members = &grouped[info.revision.as_str()];
         assert_eq!(members.len(), 1, "the disabled instance is left out");
-        let a = build_endpoints(&info, members, &Subscription::new("shop.A"));
+        let hosts = HostNames::default();
+        let a = build_endpoints(&info, members, &Subscription::new("shop.A"), &hosts);
         assert_eq!(a.len(), 1);
         assert_eq!((a[0].port, &*a[0].app), (1, "shop"));
-        let b = build_endpoints(&info, members, &Subscription::new("shop.B"));
+        let b = build_endpoints(&info, members, &Subscription::new("shop.B"), &hosts);
         assert_eq!(b[0].port, 7000, "the service's own port wins");
-        assert!(build_endpoints(&info, members, &Subscription::new("shop.C")).is_empty());
+        assert!(build_endpoints(&info, members, &Subscription::new("shop.C"), &hosts).is_empty());
     }
 
     /// Endpoint assembly as it was before the per-revision data was shared: every endpoint
@@ -229,6 +256,7 @@ mod tests {
             instances.push(Arc::new(record));
         }
         let members: Vec<&Arc<ServiceInstance>> = instances.iter().collect();
+        let hosts = HostNames::default();
         for subscription in [
             Subscription::new("shop.A"),
             Subscription::new("shop.A").protocol("grpc"),
@@ -236,12 +264,12 @@ mod tests {
             Subscription::new("shop.B"),
             Subscription::new("shop.C"),
         ] {
-            let shared = build_endpoints(&info, &members, &subscription);
+            let shared = build_endpoints(&info, &members, &subscription, &hosts);
             let old = from_scratch(&info, &members, &subscription);
             assert_eq!(shared, old, "{subscription:?}");
             let one_by_one: Vec<Endpoint> = members
                 .iter()
-                .flat_map(|i| RevisionEndpoints::new(&info, &subscription).of(i))
+                .flat_map(|i| RevisionEndpoints::new(&info, &subscription).of(i, &mut hosts.lock()))
                 .collect();
             assert_eq!(one_by_one, old, "{subscription:?}");
         }
@@ -249,6 +277,7 @@ mod tests {
             &info,
             &members,
             &Subscription::new("shop.A").protocol("grpc"),
+            &hosts,
         );
         assert_eq!(grpc.len(), 20);
         assert_eq!(
@@ -256,11 +285,16 @@ mod tests {
             "the instance's own port for the protocol"
         );
         assert_eq!(grpc[1].port, 8001, "else the instance port");
-        let all = build_endpoints(&info, &members, &Subscription::new("shop.A"));
+        let all = build_endpoints(&info, &members, &Subscription::new("shop.A"), &hosts);
         assert!(
             all.windows(2)
                 .all(|w| w[0].host != w[1].host || Arc::ptr_eq(&w[0].host, &w[1].host)),
             "one host string per instance"
+        );
+        let b = build_endpoints(&info, &members, &Subscription::new("shop.B"), &hosts);
+        assert!(
+            Arc::ptr_eq(&all[0].host, &b[0].host),
+            "the endpoint sets of two interfaces share their hosts"
         );
         assert!(
             all.iter()

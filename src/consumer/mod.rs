@@ -48,6 +48,7 @@
 //!   other, both depend on it;
 //! * `metadata.rs`: the metadata source: moka cache, single-flight loads, verification;
 //! * `endpoints.rs`: building endpoints from instances and metadata (pure);
+//! * `hosts.rs`: one shared string per host for every endpoint the resolver builds;
 //! * `resolver.rs`: the facade: `resolve()`, `subscribe()`, counters;
 //! * `subscription.rs`: what a consumer asks for;
 //! * `subscribe/`: a live subscription: `handle` (what the user holds), `options`, `task`
@@ -80,6 +81,7 @@ mod dial;
 pub mod discover;
 mod endpoints;
 mod health;
+mod hosts;
 mod metadata;
 mod passive;
 mod probes;

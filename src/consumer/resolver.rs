@@ -9,7 +9,8 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use super::context::Context;
-use super::endpoints::{build_endpoints, by_revision};
+use super::endpoints::{RevisionEndpoints, assemble, by_revision};
+use super::hosts::HostNames;
 use super::metadata::MetadataSource;
 use super::probes::HealthRegistry;
 use super::stats::{Counters, ResolverStats};
@@ -140,6 +141,7 @@ impl ResolverBuilder {
                 warnings: Aggregator::default(),
                 health: HealthRegistry::new(self.subscribe_options.health.clone()),
                 protection: self.subscribe_options.protection.clone(),
+                hosts: HostNames::default(),
             }),
             subscribe_options: Arc::new(self.subscribe_options),
         }
@@ -213,7 +215,11 @@ impl Resolver {
                 tracing::warn!(%app, %address, %reason, "instance record skipped");
             }
             let (found, failed) = self.endpoints_of(app, &list.instances, subscription).await;
-            endpoints.extend(found);
+            if endpoints.is_empty() {
+                endpoints = found;
+            } else {
+                endpoints.extend(found);
+            }
             failure = failure.or(failed);
         }
         match failure {
@@ -243,17 +249,21 @@ impl Resolver {
             .iter()
             .map(|(revision, members)| self.metadata(app, revision, members));
         let metadata = join_all(fetches).await;
-        let mut endpoints = Vec::new();
+        let mut shared = Vec::with_capacity(by_revision.len());
         let mut failure = None;
         for ((_, members), info) in by_revision.iter().zip(metadata) {
             match info {
-                Ok(info) => endpoints.extend(build_endpoints(&info, members, subscription)),
+                Ok(info) => shared.push((
+                    RevisionEndpoints::new(&info, subscription),
+                    members.as_slice(),
+                )),
                 Err(e) => {
                     tracing::warn!(%app, error = %e, "revision left out");
                     failure = Some(e);
                 }
             }
         }
+        let endpoints = assemble(&shared, &self.context.hosts);
         (endpoints, failure)
     }
 

@@ -53,6 +53,8 @@ impl Task {
     fn compute(&mut self) -> Vec<Endpoint> {
         self.compute_pass += 1;
         let pass = self.compute_pass;
+        let context = Arc::clone(&self.context);
+        let mut hosts = context.hosts.lock();
         for (app, view) in &self.apps {
             let infos: HashMap<&str, &Arc<MetadataInfo>> = self
                 .metadata
@@ -71,7 +73,7 @@ impl Task {
                 shared
                     .entry(revision)
                     .or_insert_with(|| RevisionEndpoints::new(info, subscription))
-                    .of(instance)
+                    .of(instance, &mut hosts)
             };
             for (address, instance) in view.routable_entries() {
                 let revision = instance.revision();
@@ -113,6 +115,7 @@ impl Task {
                 }
             }
         }
+        drop(hosts);
         for computed in self.by_instance.values_mut() {
             computed.retain(|_, c| c.pass == pass);
         }
