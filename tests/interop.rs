@@ -219,7 +219,11 @@ async fn a_v1_metadata_service_fails_in_words_while_a_v2_peer_answers() {
         .unwrap();
     assert_eq!(got.services, info.services);
     let stats = resolver.stats().await;
-    assert_eq!(stats.unsupported_metadata_services, 2);
+    // The V1 instance is met (and counted) again only when the random order puts it first.
+    assert!(
+        (1..=2).contains(&stats.unsupported_metadata_services),
+        "{stats:?}"
+    );
     assert_eq!(stats.metadata_fetches, 1, "only the V2 instance was called");
     assert_eq!(stats.revision_checks.java_md5.verified, 1);
 }

@@ -144,18 +144,22 @@ impl MetadataSource {
                 }
             }
         }
-        // Instances whose MetadataService this client cannot speak are not dialled.
-        candidates.retain(|instance| match instance.metadata_service_target() {
-            Ok(_) => true,
-            Err(e) => {
+        // Members are tried in random order (callers share the load), and checked only
+        // when their turn comes: a revision of 10,000 members costs a few checks, not
+        // 10,000. Instances whose MetadataService this client cannot speak are not dialled.
+        candidates.shuffle(&mut rand::rng());
+        let mut asked = 0;
+        for instance in &candidates {
+            if asked == self.fetch_attempts {
+                break;
+            }
+            if let Err(e) = instance.metadata_service_target() {
                 Counters::bump(&counters.unsupported_metadata_services);
                 tracing::warn!(error = %e, "instance not asked for metadata");
                 last_error = e;
-                false
+                continue;
             }
-        });
-        candidates.shuffle(&mut rand::rng());
-        for instance in candidates.iter().take(self.fetch_attempts) {
+            asked += 1;
             Counters::bump(&counters.metadata_fetches);
             let port = instance.metadata_service_port();
             let span = tracing::debug_span!("metadata_fetch", %app, %revision, host = %instance.host, port);
