@@ -76,7 +76,10 @@ use introspect::{
 use tokio::sync::{Barrier, mpsc};
 
 use baseline::BaselineConsumer;
-use common::{APP, HOST, INTERFACES, port, services, start_metadata_server, synthetic};
+use common::{
+    APP, HOST, INTERFACES, port, services, start_metadata_server, start_metadata_server_on,
+    synthetic,
+};
 use etcd::EtcdServer;
 
 // ---------------------------------------------------------------------------------------

@@ -120,8 +120,22 @@ pub fn port(i: usize) -> u16 {
 /// port. Its own record is removed from `store`: it only serves metadata, synthetic
 /// instance records point at it.
 pub async fn start_metadata_server(store: &Arc<dyn Store>, variant: usize) -> Provider {
+    start_metadata_server_on(
+        store,
+        variant,
+        "127.0.0.1:0".parse().expect("loopback address"),
+    )
+    .await
+}
+
+/// [`start_metadata_server`] listening on `address`.
+pub async fn start_metadata_server_on(
+    store: &Arc<dyn Store>,
+    variant: usize,
+    address: std::net::SocketAddr,
+) -> Provider {
     let mut builder = Provider::builder(APP, store.clone())
-        .serve_metadata_on("127.0.0.1:0".parse().expect("loopback address"))
+        .serve_metadata_on(address)
         .lease_ttl(Duration::from_secs(600));
     for service in services(variant) {
         builder = builder.export(service);

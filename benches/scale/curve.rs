@@ -3,24 +3,14 @@
 //!
 //! One throwaway etcd holds the fleet, which grows from one size to the next (the records
 //! of the smaller fleet stay). Instances past the 40,000 ports of one loopback host are on
-//! further loopback hosts (`127.0.1.1`, ...); their keys sort after those of `127.0.0.1`, so
-//! the first members of every revision are on the host where the MetadataService servers
-//! listen. Fetches do not always try members in key order, so the curve's resolvers try up
-//! to [`FETCH_ATTEMPTS`] members of a revision (a refused loopback connection costs
-//! microseconds); with the default of 5, the 100,000 point failed when all 5 were on other
-//! loopback hosts.
+//! further loopback hosts (`127.0.1.1`, ...). Each of those hosts has its own
+//! MetadataService server per revision, at the port the revision's server has on
+//! `127.0.0.1`, so every instance's metadata call reaches a server where its record says,
+//! and the resolvers keep their default settings.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use super::*;
-
-/// Members of a revision a curve resolver tries before a fetch gives up.
-const FETCH_ATTEMPTS: usize = 64;
-
-/// A resolver with default settings but [`FETCH_ATTEMPTS`].
-fn curve_resolver(store: &Arc<dyn Store>) -> Resolver {
-    Resolver::builder(store.clone())
-        .fetch_attempts(FETCH_ATTEMPTS)
-        .build()
-}
 
 /// Loopback hosts hold this many instances each (one port per instance).
 const PER_HOST: usize = 40_000;
@@ -30,6 +20,32 @@ fn curve_record(servers: &Servers, i: usize, revisions: usize) -> ServiceInstanc
     let mut record = synthetic(&servers.templates[i % revisions], i % PER_HOST);
     record.host = format!("127.0.{}.1", i / PER_HOST);
     record
+}
+
+/// The loopback hosts a fleet of `n` instances spans.
+fn hosts_for(n: usize) -> usize {
+    n.div_ceil(PER_HOST).max(1)
+}
+
+/// MetadataService servers on loopback hosts `1..hosts`: one per revision on each, at the
+/// port of the revision's server on `127.0.0.1`.
+async fn mirror_servers(servers: &Servers, hosts: usize) -> Result<Vec<Provider>> {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut mirrors = Vec::new();
+    for h in 1..hosts {
+        let ip = Ipv4Addr::new(127, 0, u8::try_from(h).expect("under 256 hosts"), 1);
+        for (v, template) in servers.templates.iter().enumerate() {
+            let address = SocketAddr::new(IpAddr::V4(ip), template.metadata_service_port());
+            let mirror = start_metadata_server_on(&store, v, address).await;
+            assert_eq!(
+                mirror.instance().await.revision(),
+                template.revision(),
+                "a mirror serves its revision"
+            );
+            mirrors.push(mirror);
+        }
+    }
+    Ok(mirrors)
 }
 
 /// Writes records `from..to` (and the mappings) into `store`, 64 writes in flight.
@@ -61,6 +77,13 @@ struct Point {
     instances: usize,
     resolve: Duration,
     floor: Duration,
+    /// Where the time goes: the floor's prefix read alone, the instance list read in one
+    /// range (read and parsing), the same list read as the resolver reads it (pages), and
+    /// a resolve with the metadata cached.
+    read: Duration,
+    list_one_range: Duration,
+    list_paged: Duration,
+    warm: Duration,
     heap_per_address: f64,
     calls: u64,
     trials: usize,
@@ -91,23 +114,32 @@ async fn measure(
     let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
     let server = &servers.templates[0];
     let (mut resolves, mut floors) = (Vec::new(), Vec::new());
+    let (mut reads, mut one_range, mut paged, mut warms) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut calls = 0;
     for _ in 0..trials {
-        let (_, floor) = floor_once(floor_store, &prefix, &client, server, n).await?;
+        let (read, floor) = floor_once(floor_store, &prefix, &client, server, n).await?;
+        reads.push(read);
         floors.push(floor);
 
-        let resolver = curve_resolver(store);
+        let resolver = Resolver::new(store.clone());
         let started = Instant::now();
         let found = resolver.resolve(&subscription).await?;
         resolves.push(started.elapsed());
         assert_eq!(found.len(), n);
         drop(found);
         calls = resolver.stats().await.metadata_fetches;
+
+        let started = Instant::now();
+        drop(resolver.resolve(&subscription).await?);
+        warms.push(started.elapsed());
+        one_range.push(timed_list(floor_store, n).await?);
+        paged.push(timed_list(store, n).await?);
     }
     settle().await;
     let before = live_bytes();
     let mut consumer = AppConsumer {
-        resolver: curve_resolver(store),
+        resolver: Resolver::new(store.clone()),
         instances: registry(store).list(APP).await?.instances,
         endpoints: Vec::new(),
     };
@@ -121,10 +153,23 @@ async fn measure(
         instances: n,
         resolve: median(resolves),
         floor: median(floors),
+        read: median(reads),
+        list_one_range: median(one_range),
+        list_paged: median(paged),
+        warm: median(warms),
         heap_per_address: heap as f64 / addresses as f64,
         calls,
         trials,
     })
+}
+
+/// How long listing the app's `n` instances through `store` takes.
+async fn timed_list(store: &Arc<dyn Store>, n: usize) -> Result<Duration> {
+    let started = Instant::now();
+    let list = registry(store).list(APP).await?;
+    let took = started.elapsed();
+    assert_eq!(list.instances.len(), n);
+    Ok(took)
 }
 
 /// The curve's rows: one per size, and the cost per instance at the largest size against
@@ -157,6 +202,8 @@ pub(super) async fn curve(
         )
         .await?,
     );
+    let largest = sizes.curve_instances.iter().copied().max().unwrap_or(0);
+    let _mirrors = mirror_servers(servers, hosts_for(largest)).await?;
     let mut points = Vec::new();
     let mut written = 0;
     for &n in &sizes.curve_instances {
@@ -168,6 +215,16 @@ pub(super) async fn curve(
             ms(point.resolve),
             ms(point.floor)
         );
+        notes.push(format!(
+            "Scale curve, where the time goes at {n} instances (medians of {}): the floor's \
+             prefix read alone {}; the instance list (read and parsing) {} read in one range, \
+             {} in the resolver's pages; a resolve with the metadata cached {}.",
+            point.trials,
+            ms(point.read),
+            ms(point.list_one_range),
+            ms(point.list_paged),
+            ms(point.warm),
+        ));
         points.push(point);
     }
     for p in &points {
@@ -215,8 +272,9 @@ pub(super) async fn curve(
     notes.push(format!(
         "Scale curve (etcd, one growing fleet): the floor reads the whole prefix in one range \
          request (page and response limits raised to fit) plus one MetadataService call; the \
-         resolver uses default settings, so it reads the prefix in pages of 500 keys pinned \
-         to one store revision. The heap per address is that of a consumer of all 8 \
+         resolver uses default settings, so it reads the prefix in pages pinned to one store \
+         revision and sized by bytes (500 keys first, then a quarter of the response limit \
+         at the largest record seen). The heap per address is that of a consumer of all 8 \
          interfaces (40 addresses per instance), as in the consumer-memory row, and includes \
          the instance list and the metadata of the {r} revisions."
     ));

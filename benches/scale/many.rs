@@ -9,12 +9,9 @@
 //! watches held, consumer heap, and the time from one instance change (a registration or a
 //! deregistration in a known revision) until every subscription has the new set.
 //!
-//! Status: run only with `--only many`. In its smoke-size runs (`-- --quick --only many`:
-//! 3 apps, 20 interfaces, 3 instances per app) the first change, a registration in app 0,
-//! reached none of the 20 subscriptions of the one-resolver arm within 30 s, although a
-//! fresh listing of the app one second after the write shows the new record (4 records,
-//! none skipped) while the subscriptions still hold 9 endpoints. Whether that is a lost
-//! update in the shared views or a fault of this scenario is not yet known.
+//! The change is a new address (its `dubbo.endpoints` name its own port): a copy of an
+//! existing record with only `port` changed would leave every set as it was, and no
+//! subscription would see a change.
 
 use introspect::{ServiceInfo, SubscriptionHandle};
 
