@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use introspect::{MemoryStore, Resolver, Store, Subscription};
+use introspect::model::keys;
+use introspect::{Error, MemoryStore, Resolver, ServiceInstance, Store, Subscription};
 use support::faulty::FaultyStore;
 use support::records::{HOUR, ORDERS, Records, orders};
 use tracing::field::{Field, Visit};
@@ -110,4 +111,61 @@ async fn a_long_outage_writes_one_warning_per_cause_per_interval() {
     assert!(suppressed > 0, "{lines:#?}");
     // The set held through it all.
     assert_eq!(handle.current().len(), 6);
+}
+
+/// A loopback port nothing listens on.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn failed_metadata_fetches_write_one_warning_per_app_per_interval() {
+    let captured = Captured::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(captured.clone()));
+
+    // Three instances of one revision whose MetadataService refuses every connection.
+    let members: Vec<Arc<ServiceInstance>> = (0..3)
+        .map(|_| {
+            let port = closed_port();
+            let mut i = ServiceInstance::new("shop-orders", "127.0.0.1", port);
+            i.metadata.insert(keys::REVISION.into(), "r1".into());
+            i.metadata.insert(
+                keys::METADATA_SERVICE_URL_PARAMS.into(),
+                format!(r#"{{"port":"{port}","protocol":"tri","version":"2.0.0"}}"#),
+            );
+            i.metadata.insert(keys::META_V.into(), "2.0.0".into());
+            Arc::new(i)
+        })
+        .collect();
+    let refs: Vec<&Arc<ServiceInstance>> = members.iter().collect();
+    let resolver = Resolver::new(Arc::new(MemoryStore::new()) as Arc<dyn Store>);
+
+    let started = std::time::Instant::now();
+    for _ in 0..20 {
+        let error = resolver
+            .metadata("shop-orders", "r1", &refs)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::MetadataUnavailable { .. }),
+            "{error}"
+        );
+    }
+    let elapsed = started.elapsed();
+
+    let failures = resolver.stats().await.fetch_failures;
+    assert_eq!(failures, 60, "every member tried on every call");
+    let lines = captured.0.lock().unwrap();
+    let fetch_lines = lines
+        .iter()
+        .filter(|l| l.message == "metadata fetch failed; trying another instance")
+        .count();
+    // One line per interval of the run (normally the run takes well under one).
+    let bound = (elapsed.as_secs() / INTERVAL.as_secs() + 1) as usize;
+    assert!(
+        (1..=bound).contains(&fetch_lines),
+        "{fetch_lines} lines for {failures} failures in {elapsed:?}: {lines:#?}"
+    );
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::seq::SliceRandom;
+use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use super::stats::Counters;
@@ -20,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::model::{MetadataInfo, ServiceInstance, StorageType, Verification, verification};
 use crate::report::MetadataReport;
 use crate::rpc::MetadataClient;
+use crate::warnings::Aggregator;
 
 /// (app, revision).
 type CacheKey = (String, String);
@@ -30,6 +32,9 @@ pub(crate) struct MetadataSource {
     client: MetadataClient,
     fetch_attempts: usize,
     cache: moka::future::Cache<CacheKey, Arc<MetadataInfo>>,
+    /// Failed fetches and unusable instances, one line per app and cause per interval:
+    /// a revision whose instances all fail is tried again and again.
+    warnings: Aggregator,
 }
 
 impl MetadataSource {
@@ -49,6 +54,7 @@ impl MetadataSource {
                 .max_capacity(cache_capacity)
                 .time_to_idle(cache_idle)
                 .build(),
+            warnings: Aggregator::default(),
         }
     }
 
@@ -155,7 +161,10 @@ impl MetadataSource {
             }
             if let Err(e) = instance.metadata_service_target() {
                 Counters::bump(&counters.unsupported_metadata_services);
-                tracing::warn!(error = %e, "instance not asked for metadata");
+                let cause = format!("instance not asked for metadata: {app}");
+                if let Some(suppressed) = self.warnings.allow(&cause, Instant::now()) {
+                    tracing::warn!(%app, error = %e, suppressed, "instance not asked for metadata");
+                }
                 last_error = e;
                 continue;
             }
@@ -183,7 +192,16 @@ impl MetadataSource {
                     } else {
                         Counters::bump(&counters.fetch_failures);
                     }
-                    tracing::warn!(error = %e, "metadata fetch failed; trying another instance");
+                    let cause = format!("metadata fetch failed: {app}");
+                    if let Some(suppressed) = self.warnings.allow(&cause, Instant::now()) {
+                        tracing::warn!(
+                            %app,
+                            %revision,
+                            error = %e,
+                            suppressed,
+                            "metadata fetch failed; trying another instance"
+                        );
+                    }
                     last_error = e;
                 }
             }
