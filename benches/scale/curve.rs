@@ -273,8 +273,8 @@ pub(super) async fn curve(
         "Scale curve (etcd, one growing fleet): the floor reads the whole prefix in one range \
          request (page and response limits raised to fit) plus one MetadataService call; the \
          resolver uses default settings, so it reads the prefix in pages pinned to one store \
-         revision and sized by bytes (500 keys first, then a quarter of the response limit \
-         at the largest record seen). The heap per address is that of a consumer of all 8 \
+         revision and sized by bytes (500 keys first, then a sixteenth of the response \
+         limit, 4 MiB, at the largest record seen). The heap per address is that of a consumer of all 8 \
          interfaces (40 addresses per instance), as in the consumer-memory row, and includes \
          the instance list and the metadata of the {r} revisions."
     ));

@@ -203,12 +203,13 @@ impl EtcdOptions {
     /// A prefix is read in pages pinned to the store revision of the first page, so a
     /// listing of any length is one consistent view and no single response grows with the
     /// fleet. By default pages are sized by bytes: the first page of a prefix asks for 500
-    /// keys, later ones for as many as fill a quarter of the response limit
-    /// ([`with_max_response_bytes`](Self::with_max_response_bytes)) at the largest record
-    /// last seen under the prefix, and a page over the limit is asked again with half the
-    /// keys. Small fixed pages cost time quadratic in the prefix's length (etcd counts the
-    /// rest of the range on every limited request): keep them for tests and for clusters
-    /// whose own limits need them.
+    /// keys, later ones for as many as fill a sixteenth of the response limit
+    /// ([`with_max_response_bytes`](Self::with_max_response_bytes); 4 MiB by default) at
+    /// the largest record last seen under the prefix, and a page over the limit is asked
+    /// again with half the keys. Small fixed pages cost time quadratic in the prefix's
+    /// length (etcd counts the rest of the range on every limited request): keep them for
+    /// tests and for links so slow that a 4 MiB page would not arrive within the request
+    /// timeout.
     pub fn with_range_page_size(mut self, keys: usize) -> Self {
         self.range_page_size = Some(keys.max(1));
         self
