@@ -1,10 +1,12 @@
 //! 7. The scale curve on etcd: cold resolve at growing fleet sizes (10 revisions each) next
 //!    to the floor at each size, the consumer's heap per address and the metadata calls.
 //!
-//! One throwaway etcd holds the fleet, which grows from one size to the next (the records
-//! of the smaller fleet stay). Instances past the 40,000 ports of one loopback host are on
-//! further loopback hosts (`127.0.1.1`, ...). Each of those hosts has its own
-//! MetadataService server per revision, at the port the revision's server has on
+//! Each size has a throwaway etcd of its own holding a fleet of that size, and the trials
+//! of the sizes are interleaved, so that the sizes are compared under the same machine
+//! load (measured one size after the other, the cost per instance of two sizes moved by
+//! ±40% from run to run on this shared machine). Instances past the 40,000 ports of one
+//! loopback host are on further loopback hosts (`127.0.1.1`, ...). Each of those hosts has
+//! its own MetadataService server per revision, at the port the revision's server has on
 //! `127.0.0.1`, so every instance's metadata call reaches a server where its record says,
 //! and the resolvers keep their default settings.
 
@@ -72,7 +74,25 @@ async fn grow(
     Ok(())
 }
 
-/// One size of the curve.
+/// One size of the curve: its own etcd holding a fleet of that size, and what was measured.
+struct Fleet {
+    instances: usize,
+    /// Kept running while the fleet is measured.
+    _etcd: EtcdServer,
+    /// Default settings: prefixes read in pages.
+    store: Arc<dyn Store>,
+    /// Page and response limits raised to fit the whole prefix in one range.
+    floor_store: Arc<dyn Store>,
+    resolves: Vec<Duration>,
+    floors: Vec<Duration>,
+    reads: Vec<Duration>,
+    one_range: Vec<Duration>,
+    paged: Vec<Duration>,
+    warms: Vec<Duration>,
+    calls: u64,
+}
+
+/// What one size came to.
 struct Point {
     instances: usize,
     resolve: Duration,
@@ -98,69 +118,94 @@ fn trials_at(sizes: &Sizes, n: usize) -> usize {
     }
 }
 
-/// Cold resolves against the floor at the current fleet size, then the heap a consumer of
-/// all 8 interfaces holds per address. The floor reads the prefix in one range request (a
-/// store whose page and response limits fit the whole fleet), plus one MetadataService
-/// call; the resolver uses default settings (prefixes in pages).
-async fn measure(
-    store: &Arc<dyn Store>,
-    floor_store: &Arc<dyn Store>,
-    servers: &Servers,
-    n: usize,
-    trials: usize,
-) -> Result<Point> {
-    let subscription = Subscription::new(INTERFACES[0]).protocol("tri");
-    let prefix = Layout::default().app_prefix(APP);
-    let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
-    let server = &servers.templates[0];
-    let (mut resolves, mut floors) = (Vec::new(), Vec::new());
-    let (mut reads, mut one_range, mut paged, mut warms) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut calls = 0;
-    for _ in 0..trials {
-        let (read, floor) = floor_once(floor_store, &prefix, &client, server, n).await?;
-        reads.push(read);
-        floors.push(floor);
+impl Fleet {
+    /// A fresh etcd holding `n` instances in `revisions` revisions.
+    async fn start(servers: &Servers, n: usize, revisions: usize) -> Result<Option<Fleet>> {
+        let Some(etcd) = EtcdServer::start().await else {
+            return Ok(None);
+        };
+        let store = etcd_store(&etcd).await;
+        let floor_store: Arc<dyn Store> = Arc::new(
+            introspect::store::EtcdStore::connect(
+                introspect::store::EtcdOptions::new([etcd.endpoint()])
+                    .with_range_page_size(usize::MAX)
+                    .with_max_response_bytes(512 * 1024 * 1024)
+                    .with_request_timeout(Duration::from_secs(60)),
+            )
+            .await?,
+        );
+        grow(&store, servers, (0, n), revisions).await?;
+        Ok(Some(Fleet {
+            instances: n,
+            _etcd: etcd,
+            store,
+            floor_store,
+            resolves: Vec::new(),
+            floors: Vec::new(),
+            reads: Vec::new(),
+            one_range: Vec::new(),
+            paged: Vec::new(),
+            warms: Vec::new(),
+            calls: 0,
+        }))
+    }
 
-        let resolver = Resolver::new(store.clone());
+    /// One trial: the floor (one range read of the prefix plus one MetadataService call),
+    /// a cold resolve by a fresh resolver with default settings, then where its time goes.
+    async fn trial(&mut self, servers: &Servers, client: &MetadataClient) -> Result<()> {
+        let n = self.instances;
+        let subscription = Subscription::new(INTERFACES[0]).protocol("tri");
+        let prefix = Layout::default().app_prefix(APP);
+        let server = &servers.templates[0];
+        let (read, floor) = floor_once(&self.floor_store, &prefix, client, server, n).await?;
+        self.reads.push(read);
+        self.floors.push(floor);
+
+        let resolver = Resolver::new(self.store.clone());
         let started = Instant::now();
         let found = resolver.resolve(&subscription).await?;
-        resolves.push(started.elapsed());
+        self.resolves.push(started.elapsed());
         assert_eq!(found.len(), n);
         drop(found);
-        calls = resolver.stats().await.metadata_fetches;
+        self.calls = resolver.stats().await.metadata_fetches;
 
         let started = Instant::now();
         drop(resolver.resolve(&subscription).await?);
-        warms.push(started.elapsed());
-        one_range.push(timed_list(floor_store, n).await?);
-        paged.push(timed_list(store, n).await?);
+        self.warms.push(started.elapsed());
+        self.one_range.push(timed_list(&self.floor_store, n).await?);
+        self.paged.push(timed_list(&self.store, n).await?);
+        Ok(())
     }
-    settle().await;
-    let before = live_bytes();
-    let mut consumer = AppConsumer {
-        resolver: Resolver::new(store.clone()),
-        instances: registry(store).list(APP).await?.instances,
-        endpoints: Vec::new(),
-    };
-    consumer.refresh().await?;
-    settle().await;
-    let heap = live_bytes() - before;
-    let addresses = consumer.len();
-    assert_eq!(addresses, n * 40);
-    drop(consumer);
-    Ok(Point {
-        instances: n,
-        resolve: median(resolves),
-        floor: median(floors),
-        read: median(reads),
-        list_one_range: median(one_range),
-        list_paged: median(paged),
-        warm: median(warms),
-        heap_per_address: heap as f64 / addresses as f64,
-        calls,
-        trials,
-    })
+
+    /// The heap a consumer of all 8 interfaces holds per address, and the medians.
+    async fn point(self) -> Result<Point> {
+        let n = self.instances;
+        settle().await;
+        let before = live_bytes();
+        let mut consumer = AppConsumer {
+            resolver: Resolver::new(self.store.clone()),
+            instances: registry(&self.store).list(APP).await?.instances,
+            endpoints: Vec::new(),
+        };
+        consumer.refresh().await?;
+        settle().await;
+        let heap = live_bytes() - before;
+        let addresses = consumer.len();
+        assert_eq!(addresses, n * 40);
+        drop(consumer);
+        Ok(Point {
+            instances: n,
+            trials: self.resolves.len(),
+            resolve: median(self.resolves),
+            floor: median(self.floors),
+            read: median(self.reads),
+            list_one_range: median(self.one_range),
+            list_paged: median(self.paged),
+            warm: median(self.warms),
+            heap_per_address: heap as f64 / addresses as f64,
+            calls: self.calls,
+        })
+    }
 }
 
 /// How long listing the app's `n` instances through `store` takes.
@@ -173,7 +218,9 @@ async fn timed_list(store: &Arc<dyn Store>, n: usize) -> Result<Duration> {
 }
 
 /// The curve's rows: one per size, and the cost per instance at the largest size against
-/// the size before it.
+/// the size before it. Each size has an etcd of its own, and their trials are interleaved
+/// (one trial of each size per round), so the sizes are compared side by side under the
+/// same machine load.
 pub(super) async fn curve(
     sizes: &Sizes,
     servers: &Servers,
@@ -181,35 +228,39 @@ pub(super) async fn curve(
     notes: &mut Vec<String>,
 ) -> Result<()> {
     let r = sizes.cold_revisions;
-    let Some(etcd) = EtcdServer::start().await else {
-        rows.push(Row::new(
-            "Scale curve, etcd",
-            "–",
-            "–",
-            ETCD_SKIPPED,
-            "–",
-            None,
-        ));
-        return Ok(());
-    };
-    let store = etcd_store(&etcd).await;
-    let floor_store: Arc<dyn Store> = Arc::new(
-        introspect::store::EtcdStore::connect(
-            introspect::store::EtcdOptions::new([etcd.endpoint()])
-                .with_range_page_size(usize::MAX)
-                .with_max_response_bytes(512 * 1024 * 1024)
-                .with_request_timeout(Duration::from_secs(60)),
-        )
-        .await?,
-    );
     let largest = sizes.curve_instances.iter().copied().max().unwrap_or(0);
     let _mirrors = mirror_servers(servers, hosts_for(largest)).await?;
-    let mut points = Vec::new();
-    let mut written = 0;
+    let mut fleets = Vec::new();
     for &n in &sizes.curve_instances {
-        grow(&store, servers, (written, n), r).await?;
-        written = n;
-        let point = measure(&store, &floor_store, servers, n, trials_at(sizes, n)).await?;
+        let Some(fleet) = Fleet::start(servers, n, r).await? else {
+            rows.push(Row::new(
+                "Scale curve, etcd",
+                "–",
+                "–",
+                ETCD_SKIPPED,
+                "–",
+                None,
+            ));
+            return Ok(());
+        };
+        fleets.push(fleet);
+    }
+    let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
+    let rounds = sizes.cold_trials;
+    for round in 0..rounds {
+        for fleet in &mut fleets {
+            // A size with fewer trials takes part in rounds spread over the run.
+            let trials = trials_at(sizes, fleet.instances);
+            let every = (rounds / trials.max(1)).max(1);
+            if round % every == 0 && fleet.resolves.len() < trials {
+                fleet.trial(servers, &client).await?;
+            }
+        }
+    }
+    let mut points = Vec::new();
+    for fleet in fleets {
+        let point = fleet.point().await?;
+        let n = point.instances;
         eprintln!(
             "[scale] curve: {n} instances: resolve {}, floor {}",
             ms(point.resolve),
@@ -270,7 +321,7 @@ pub(super) async fn curve(
         ));
     }
     notes.push(format!(
-        "Scale curve (etcd, one growing fleet): the floor reads the whole prefix in one range \
+        "Scale curve (one etcd per size, trials of the sizes interleaved): the floor reads the whole prefix in one range \
          request (page and response limits raised to fit) plus one MetadataService call; the \
          resolver uses default settings, so it reads the prefix in pages pinned to one store \
          revision and sized by bytes (500 keys first, then a sixteenth of the response \
