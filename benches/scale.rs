@@ -334,20 +334,33 @@ impl Servers {
 }
 
 /// Writes `n` synthetic instance records spread round-robin over the first `revisions`
-/// revisions, and the mapping of every interface, into `store`. Up to 64 writes are in
-/// flight at once (etcd commits them in batches; the memory store does not care).
+/// revisions, and the mapping of every interface, into `store`.
 async fn populate(
     store: &Arc<dyn Store>,
     servers: &Servers,
     n: usize,
     revisions: usize,
 ) -> Result<()> {
+    write_fleet(
+        store,
+        (0..n).map(|i| synthetic(&servers.templates[i % revisions], i)),
+    )
+    .await
+}
+
+/// Writes `records`, and the mapping of every interface to the app, into `store`. Up to
+/// 64 writes are in flight at once (etcd commits them in batches; the memory store does
+/// not care).
+async fn write_fleet(
+    store: &Arc<dyn Store>,
+    records: impl Iterator<Item = ServiceInstance>,
+) -> Result<()> {
     let registry = registry(store);
-    let records: Vec<ServiceInstance> = (0..n)
-        .map(|i| synthetic(&servers.templates[i % revisions], i))
-        .collect();
-    let mut writes = futures::stream::iter(records.iter().map(|r| registry.register(r, None)))
-        .buffer_unordered(64);
+    let mut writes = futures::stream::iter(records.map(|record| {
+        let registry = registry.clone();
+        async move { registry.register(&record, None).await }
+    }))
+    .buffer_unordered(64);
     while let Some(written) = writes.next().await {
         written?;
     }

@@ -50,30 +50,6 @@ async fn mirror_servers(servers: &Servers, hosts: usize) -> Result<Vec<Provider>
     Ok(mirrors)
 }
 
-/// Writes records `from..to` (and the mappings) into `store`, 64 writes in flight.
-async fn grow(
-    store: &Arc<dyn Store>,
-    servers: &Servers,
-    (from, to): (usize, usize),
-    revisions: usize,
-) -> Result<()> {
-    let registry = registry(store);
-    let mut writes = futures::stream::iter((from..to).map(|i| {
-        let registry = registry.clone();
-        let record = curve_record(servers, i, revisions);
-        async move { registry.register(&record, None).await }
-    }))
-    .buffer_unordered(64);
-    while let Some(written) = writes.next().await {
-        written?;
-    }
-    let mapping = Mapping::new(store.clone(), Layout::default(), Limits::default());
-    for interface in INTERFACES {
-        mapping.add(interface, APP).await?;
-    }
-    Ok(())
-}
-
 /// One size of the curve: its own etcd holding a fleet of that size, and what was measured.
 struct Fleet {
     instances: usize,
@@ -134,7 +110,7 @@ impl Fleet {
             )
             .await?,
         );
-        grow(&store, servers, (0, n), revisions).await?;
+        write_fleet(&store, (0..n).map(|i| curve_record(servers, i, revisions))).await?;
         Ok(Some(Fleet {
             instances: n,
             _etcd: etcd,

@@ -53,8 +53,6 @@ impl Task {
     fn compute(&mut self) -> Vec<Endpoint> {
         self.compute_pass += 1;
         let pass = self.compute_pass;
-        let context = Arc::clone(&self.context);
-        let mut hosts = context.hosts.lock();
         for (app, view) in &self.apps {
             let infos: HashMap<&str, &Arc<MetadataInfo>> = self
                 .metadata
@@ -73,7 +71,7 @@ impl Task {
                 shared
                     .entry(revision)
                     .or_insert_with(|| RevisionEndpoints::new(info, subscription))
-                    .of(instance, &mut hosts)
+                    .of(instance, &mut self.context.hosts.lock())
             };
             for (address, instance) in view.routable_entries() {
                 let revision = instance.revision();
@@ -115,7 +113,6 @@ impl Task {
                 }
             }
         }
-        drop(hosts);
         for computed in self.by_instance.values_mut() {
             computed.retain(|_, c| c.pass == pass);
         }

@@ -30,14 +30,14 @@ pub(super) async fn page(
     let mut revision = revision;
     let mut keys = store.pages.keys(prefix);
     loop {
-        let (raw, more, read_at) = match request(store, prefix, &start, &end, revision, keys).await
+        let answer = request(store, prefix, &start, &end, revision, keys).await;
+        if let (Err(Error::TooLarge { .. }), Some(fewer)) =
+            (&answer, PageSizes::after_too_large(keys))
         {
-            Err(Error::TooLarge { .. }) if PageSizes::after_too_large(keys).is_some() => {
-                keys = PageSizes::after_too_large(keys).unwrap_or(1);
-                continue;
-            }
-            other => other?,
-        };
+            keys = fewer;
+            continue;
+        }
+        let (raw, more, read_at) = answer?;
         revision = read_at;
         let largest = raw.iter().map(|kv| kv.key.len() + kv.value.len()).max();
         store.pages.observe(prefix, largest.unwrap_or(0));
