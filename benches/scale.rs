@@ -36,7 +36,7 @@
 mod baseline;
 /// Test certificates, which the etcd harness below needs for its TLS mode.
 #[allow(dead_code)]
-#[path = "../tests/support/certs.rs"]
+#[path = "../tests/it/support/certs.rs"]
 mod certs;
 #[path = "common/mod.rs"]
 mod common;
@@ -45,7 +45,7 @@ mod common;
 mod curve;
 /// The test suite's throwaway etcd, shared rather than copied.
 #[allow(dead_code)]
-#[path = "../tests/support/etcd.rs"]
+#[path = "../tests/it/support/etcd.rs"]
 mod etcd;
 /// Scenario 10: many subscriptions on one resolver against separate resolvers.
 #[path = "scale/many.rs"]

@@ -5,7 +5,7 @@
 #
 # Exit codes: 0 no crash; 1 a target crashed (its input is kept under fuzz/artifacts/);
 # 3 the fuzzers could not be installed or built here (the same properties still run as
-# property tests in tests/parser_properties.rs).
+# property tests in tests/it/parser_properties.rs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"

@@ -1,4 +1,4 @@
-//! The library's test support (`tests/support/` at the workspace root) that the xDS tests
+//! The library's test support (`tests/it/support/` at the workspace root) that the xDS tests
 //! reuse: Greeter providers on loopback and polling with a deadline; plus what only these
 //! tests need: a scripted ADS client and the Python environment of the interop tests.
 //!
@@ -7,12 +7,12 @@
 #![allow(dead_code)]
 
 pub mod ads;
-#[path = "../../../tests/support/certs.rs"]
+#[path = "../../../tests/it/support/certs.rs"]
 pub mod certs;
 pub mod crash;
-#[path = "../../../tests/support/greeter.rs"]
+#[path = "../../../tests/it/support/greeter.rs"]
 pub mod greeter;
 pub mod process;
 pub mod python;
-#[path = "../../../tests/support/wait.rs"]
+#[path = "../../../tests/it/support/wait.rs"]
 pub mod wait;

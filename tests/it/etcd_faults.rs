@@ -1,18 +1,16 @@
 //! Faults of a real etcd: killed and restarted, wiped, crashed providers, racing writers,
-//! foreign garbage. Each test starts its own etcd; see `support::etcd`.
-
-mod support;
+//! foreign garbage. Each test starts its own etcd; see `crate::support::etcd`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::etcd::EtcdServer;
+use crate::support::fleet::start_provider_with;
+use crate::support::wait::eventually;
 use introspect::mapping::Mapping;
 use introspect::registry::Registry;
 use introspect::{Layout, Limits, Provider, Resolver, ServiceInfo, Store, Subscription};
-use support::etcd::EtcdServer;
-use support::fleet::start_provider_with;
-use support::wait::eventually;
 
 const TTL: Duration = Duration::from_secs(2);
 

@@ -1,12 +1,14 @@
 //! The balanced tonic channel over a live subscription, against real Greeter servers on
 //! loopback registered in the embedded store.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::greeter::pb::HelloRequest;
+use crate::support::greeter::pb::greeter_client::GreeterClient;
+use crate::support::greeter::{GreeterNode, serve_greeter, start_greeter};
+use crate::support::wait::eventually;
 use futures::StreamExt as _;
 use introspect::consumer::discover::Change;
 use introspect::consumer::{
@@ -14,10 +16,6 @@ use introspect::consumer::{
     SubscriptionHandle,
 };
 use introspect::{MemoryStore, Resolver, Store, Subscription};
-use support::greeter::pb::HelloRequest;
-use support::greeter::pb::greeter_client::GreeterClient;
-use support::greeter::{GreeterNode, serve_greeter, start_greeter};
-use support::wait::eventually;
 
 const APP: &str = "greeter";
 const INTERFACE: &str = "helloworld.Greeter";

@@ -1,13 +1,11 @@
 //! MetadataService over TLS, with certificates generated at test time.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::certs::TestCa;
+use crate::support::fleet::start_provider_with;
 use introspect::{Error, MemoryStore, Resolver, ServiceInfo, Store, Subscription};
-use support::certs::TestCa;
-use support::fleet::start_provider_with;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
 fn server_tls(ca: &TestCa) -> ServerTlsConfig {

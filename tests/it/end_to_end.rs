@@ -1,14 +1,12 @@
 //! End to end on the embedded store over real tonic servers on loopback.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::fleet::{served, start_fleet, start_provider};
 use introspect::consumer::Resolver;
 use introspect::rpc::MetadataClient;
 use introspect::{Error, Limits, MemoryStore, ServiceInfo, Store, Subscription};
-use support::fleet::{served, start_fleet, start_provider};
 
 fn store() -> Arc<dyn Store> {
     Arc::new(MemoryStore::new())

@@ -2,15 +2,13 @@
 //! `with_connect_in_background`, a store that starts at once and follows etcd once it comes
 //! up. Refused credentials still fail at connect.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::etcd::EtcdServer;
+use crate::support::fleet::start_provider;
+use crate::support::wait::eventually;
 use introspect::{Error, EtcdStore, Resolver, ServiceInfo, Store, Subscription};
-use support::etcd::EtcdServer;
-use support::fleet::start_provider;
-use support::wait::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_made_while_etcd_is_down_follows_it_once_it_is_up() {

@@ -9,8 +9,6 @@
 //! Tests never wait for "nothing happens": to check that a watch saw no extra event, a case
 //! writes a sentinel key and checks that the sentinel is the next event.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -622,7 +620,7 @@ macro_rules! conformance {
 
         mod etcd {
             use super::*;
-            use support::etcd::EtcdServer;
+            use crate::support::etcd::EtcdServer;
 
             $(
                 #[tokio::test]
@@ -692,9 +690,9 @@ mod memory_only {
 /// What only etcd has: connecting, credentials, a server that goes away.
 mod etcd_only {
     use super::*;
+    use crate::support::etcd::EtcdServer;
     use introspect::store::{EtcdOptions, EtcdStore};
     use std::time::Instant;
-    use support::etcd::EtcdServer;
 
     #[tokio::test]
     async fn connecting_to_nothing_is_unavailable() {

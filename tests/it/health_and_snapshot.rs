@@ -4,17 +4,15 @@
 //! virtual and every check follows something observed (reports applied, probes made).
 //! The snapshot tests write real files, so they run on real time with bounded waits.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::faulty::FaultyStore;
+use crate::support::records::{Records, ports};
+use crate::support::wait::eventually;
 use introspect::consumer::{CoalesceOptions, HealthOptions, SnapshotOptions, SubscribeOptions};
 use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
-use support::faulty::FaultyStore;
-use support::records::{Records, ports};
-use support::wait::eventually;
 
 const ORDERS: &str = "shop.OrderService";
 const HOUR: Duration = Duration::from_secs(3600);

@@ -2,15 +2,13 @@
 //! revision holds every record exactly once, whatever is written between pages, and what
 //! is written between pages reaches the watch that follows the listing.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::support::etcd::EtcdServer;
 use introspect::registry::{InstanceChange, Registry};
 use introspect::store::{EtcdStore, Page};
 use introspect::{Error, Layout, Limits, MemoryStore, ServiceInstance, Store};
-use support::etcd::EtcdServer;
 
 const APP: &str = "shop";
 const RECORDS: u16 = 10;

@@ -2,12 +2,11 @@
 //! dubbo-go's, resolved by this crate's resolver on the memory store, with real tonic
 //! MetadataServiceV2 servers on loopback ports.
 
-mod support;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::hostile::{FixedAnswer, serve_fixed};
 use introspect::model::{RevisionRule, keys};
 use introspect::rpc::MetadataServiceV2Server;
 use introspect::rpc::pb::{MetadataInfoV2, ServiceInfoV2};
@@ -16,7 +15,6 @@ use introspect::{
     Error, Limits, MemoryStore, MetadataInfo, Resolver, ServiceInfo, ServiceInstance, Store,
     Subscription,
 };
-use support::hostile::{FixedAnswer, serve_fixed};
 
 const ORDERS: &str = "shop.OrderService";
 

@@ -1,14 +1,12 @@
 //! A consumer subscribed through etcd faults: never an empty set, converging afterwards.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::etcd::EtcdServer;
+use crate::support::fleet::start_provider_with;
+use crate::support::wait::eventually;
 use introspect::{Provider, Resolver, ServiceInfo, Store, Subscription};
-use support::etcd::EtcdServer;
-use support::fleet::start_provider_with;
-use support::wait::eventually;
 
 const TTL: Duration = Duration::from_secs(2);
 const FLEET: usize = 6;

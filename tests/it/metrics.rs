@@ -1,15 +1,13 @@
 //! Metrics through the `metrics` facade: a resolver's and its providers' stats recorded into
 //! a Prometheus recorder and read back from its exposition.
 
-mod support;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::support::fleet::start_fleet;
 use introspect::metrics::Metrics;
 use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
 use metrics_exporter_prometheus::PrometheusBuilder;
-use support::fleet::start_fleet;
 
 /// The samples of a text exposition, by series (`name{labels}`).
 fn samples(exposition: &str) -> HashMap<String, f64> {

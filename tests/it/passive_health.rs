@@ -1,19 +1,17 @@
 //! Passive health in the balanced channel, panic mode and call deadlines, against real
 //! Greeter servers on loopback registered in the embedded store.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::calls::Caller;
+use crate::support::greeter::pb::HelloRequest;
+use crate::support::greeter::pb::greeter_client::GreeterClient;
+use crate::support::killable::{GREETER, Killable, greeter_info};
+use crate::support::records::{HOUR, Records};
+use crate::support::wait::eventually;
 use introspect::consumer::{ChannelOptions, SubscribeOptions};
 use introspect::{MemoryStore, Resolver, Store, Subscription};
-use support::calls::Caller;
-use support::greeter::pb::HelloRequest;
-use support::greeter::pb::greeter_client::GreeterClient;
-use support::killable::{GREETER, Killable, greeter_info};
-use support::records::{HOUR, Records};
-use support::wait::eventually;
 
 const LIMIT: Duration = Duration::from_secs(10);
 /// Between calls of the caller.

@@ -1,16 +1,14 @@
 //! Limits on what the network and the store can make a consumer allocate.
 
-mod support;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::fleet::start_provider;
+use crate::support::hostile::{register_raw, serve_fixed};
 use introspect::rpc::MetadataClient;
 use introspect::rpc::pb::{MetadataInfoV2, ServiceInfoV2};
 use introspect::{Error, Limits, MemoryStore, Resolver, ServiceInfo, Store, Subscription};
-use support::fleet::start_provider;
-use support::hostile::{register_raw, serve_fixed};
 
 fn service(name: &str, params: HashMap<String, String>) -> ServiceInfoV2 {
     ServiceInfoV2 {

@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status};
 use super::wait::eventually;
 
 /// The generated Greeter code.
-#[rustfmt::skip] #[path = "../../proto/generated/helloworld.rs"] pub mod pb;
+#[rustfmt::skip] #[path = "../../../proto/generated/helloworld.rs"] pub mod pb;
 
 use pb::greeter_server::{Greeter, GreeterServer};
 use pb::{HelloReply, HelloRequest};

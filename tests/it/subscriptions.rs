@@ -2,17 +2,15 @@
 //! paused clock. Instances are written straight into the store with storage type `remote`,
 //! so metadata comes from the report and no network is involved.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::faulty::FaultyStore;
+use crate::support::records::{HOUR, ORDERS, Records, memory, orders, ports};
+use crate::support::wait::settle;
 use introspect::consumer::DEFAULT_MAX_HOLD;
 use introspect::consumer::{ProtectionOptions, SubscribeOptions};
 use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
-use support::faulty::FaultyStore;
-use support::records::{HOUR, ORDERS, Records, memory, orders, ports};
-use support::wait::settle;
 
 fn window() -> Duration {
     introspect::consumer::DEFAULT_COALESCE_WINDOW

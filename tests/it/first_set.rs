@@ -2,20 +2,18 @@
 //! the first metadata fetches only for a short bound, and a revision still being fetched
 //! joins when its metadata arrives. Real servers and sockets, bounded real time.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::fleet::start_provider;
+use crate::support::hostile::{register_raw, serve_silence};
+use crate::support::records::{ORDERS, Records, ports};
+use crate::support::wait::eventually;
 use introspect::model::keys;
 use introspect::rpc::pb::metadata_service_v2_server::{MetadataServiceV2, MetadataServiceV2Server};
 use introspect::rpc::pb::{MetadataInfoV2, MetadataRequest};
 use introspect::rpc::to_wire;
 use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
-use support::fleet::start_provider;
-use support::hostile::{register_raw, serve_silence};
-use support::records::{ORDERS, Records, ports};
-use support::wait::eventually;
 use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
 

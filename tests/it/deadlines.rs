@@ -1,17 +1,15 @@
 //! Deadlines everywhere: a peer or a store that hangs costs one timeout, never a hung process.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::faulty::FaultyStore;
+use crate::support::fleet::start_provider;
+use crate::support::hostile::{register_raw, serve_silence};
 use introspect::rpc::MetadataClient;
 use introspect::{
     Error, Limits, MemoryStore, Provider, Resolver, ServiceInfo, Store, Subscription,
 };
-use support::faulty::FaultyStore;
-use support::fleet::start_provider;
-use support::hostile::{register_raw, serve_silence};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_metadata_service_costs_one_timeout_then_another_instance_answers() {

@@ -2,19 +2,17 @@
 //! crashing under a consumer calling through the balanced channel, and a small app living
 //! through a store wipe.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::support::calls::Caller;
+use crate::support::etcd::EtcdServer;
+use crate::support::killable::{GREETER, Killable, greeter_info};
+use crate::support::records::Records;
+use crate::support::wait::eventually;
 use introspect::consumer::{ProtectionOptions, SubscribeOptions};
 use introspect::{Resolver, Store, Subscription};
-use support::calls::Caller;
-use support::etcd::EtcdServer;
-use support::killable::{GREETER, Killable, greeter_info};
-use support::records::Records;
-use support::wait::eventually;
 
 /// The instances' lease TTL (the harness's etcd allows 1 s).
 const TTL: Duration = Duration::from_secs(2);

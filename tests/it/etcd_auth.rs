@@ -1,15 +1,13 @@
 //! etcd authentication: credentials reach etcd, and each way of being refused arrives as its
 //! own error variant (never a password in it), permanent rather than transient.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::etcd::EtcdServer;
+use crate::support::records::{ORDERS, Records, orders};
 use introspect::store::EtcdStore;
 use introspect::{Error, Provider, Resolver, ServiceInfo, Store, Subscription};
-use support::etcd::EtcdServer;
-use support::records::{ORDERS, Records, orders};
 
 /// A password that must never show up in an error.
 const WRONG_PASSWORD: &str = "no-such-pw-41d7";

@@ -3,15 +3,13 @@
 //! subscription follows it; mappings over the app limit ignored; junk apps released; an
 //! app that serves never stripped by a garbled mapping.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::records::{HOUR, ORDERS, memory, orders, ports};
+use crate::support::wait::settle;
 use introspect::consumer::{APP_RELEASE_GRACE, VIEW_RELEASE_GRACE};
 use introspect::{Layout, Resolver, Store, Subscription};
-use support::records::{HOUR, ORDERS, memory, orders, ports};
-use support::wait::settle;
 
 /// Writes the mapping of ORDERS as `apps` joined by commas.
 async fn write_mapping(store: &Arc<dyn Store>, apps: &[String]) {

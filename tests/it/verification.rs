@@ -1,18 +1,16 @@
 //! Revision verification against a hostile MetadataService, and storage type `remote`.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::fleet::{start_provider, start_provider_with};
+use crate::support::hostile::serve_fixed;
+use crate::support::records::Records;
 use introspect::model::{StorageType, keys};
 use introspect::rpc::to_wire;
 use introspect::{
     Error, MemoryStore, MetadataInfo, Provider, Resolver, ServiceInfo, Store, Subscription,
 };
-use support::fleet::{start_provider, start_provider_with};
-use support::hostile::serve_fixed;
-use support::records::Records;
 
 const ORDERS: &str = "shop.OrderService";
 

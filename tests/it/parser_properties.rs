@@ -1,7 +1,7 @@
 //! The fuzz targets' properties, run as property tests so every CI run checks them on
 //! thousands of generated inputs: arbitrary bytes and mutations of valid records.
 
-#[path = "../fuzz/checks.rs"]
+#[path = "../../fuzz/checks.rs"]
 mod checks;
 
 use introspect::rpc::to_wire;

@@ -2,14 +2,12 @@
 //! provider's own listener and the user's router run by `Provider::serve`. Generic tools
 //! list and describe it without the proto file, whichever version they speak.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::fleet::start_provider;
+use crate::support::greeter::start_greeter;
 use introspect::{MemoryStore, ServiceInfo, Store};
-use support::fleet::start_provider;
-use support::greeter::start_greeter;
 
 const CONTRACT: &str = "org.apache.dubbo.metadata.MetadataServiceV2";
 

@@ -1,18 +1,16 @@
 //! The provider's lifecycle: the graceful stop keeps its lease renewed, the instance record
 //! names every protocol's real port, and newcomers' mistakes fail with words.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::greeter::pb::HelloRequest;
+use crate::support::greeter::pb::greeter_client::GreeterClient;
+use crate::support::greeter::pb::greeter_server::GreeterServer;
+use crate::support::greeter::{CountingGreeter, greeter_router};
+use crate::support::wait::eventually;
 use introspect::rpc::MetadataClient;
 use introspect::{Error, Limits, MemoryStore, Provider, ServiceInfo, ServiceInstance, Store};
-use support::greeter::pb::HelloRequest;
-use support::greeter::pb::greeter_client::GreeterClient;
-use support::greeter::pb::greeter_server::GreeterServer;
-use support::greeter::{CountingGreeter, greeter_router};
-use support::wait::eventually;
 
 const ORDERS: &str = "shop.OrderService";
 const GREETER: &str = "helloworld.Greeter";

@@ -1,16 +1,14 @@
 //! Health and self-preservation once per resolver: many subscriptions of one app share
 //! one hold and one probe per instance. Paused clock, injected probe, no sockets.
 
-mod support;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::records::{HOUR, ORDERS, Records, orders};
+use crate::support::wait::settle;
 use introspect::consumer::{HealthOptions, SubscribeOptions};
 use introspect::{MemoryStore, Resolver, Subscription};
-use support::records::{HOUR, ORDERS, Records, orders};
-use support::wait::settle;
 
 const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 const SUBSCRIPTIONS: usize = 50;

@@ -2,21 +2,19 @@
 //! background: a consumer serves its snapshot and follows etcd once it answers; a provider
 //! serves at once and registers once etcd answers.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::etcd::EtcdServer;
+use crate::support::greeter::pb::HelloRequest;
+use crate::support::greeter::pb::greeter_client::GreeterClient;
+use crate::support::greeter::pb::greeter_server::GreeterServer;
+use crate::support::greeter::{CountingGreeter, greeter_router, is_registered};
+use crate::support::records::{ORDERS, Records, orders, ports};
+use crate::support::wait::eventually;
 use introspect::consumer::SnapshotOptions;
 use introspect::{Error, EtcdStore};
 use introspect::{Provider, Resolver, Store, SubscribeOptions, Subscription};
-use support::etcd::EtcdServer;
-use support::greeter::pb::HelloRequest;
-use support::greeter::pb::greeter_client::GreeterClient;
-use support::greeter::pb::greeter_server::GreeterServer;
-use support::greeter::{CountingGreeter, greeter_router, is_registered};
-use support::records::{ORDERS, Records, orders, ports};
-use support::wait::eventually;
 
 /// How long a subscription waits for the store before it serves its snapshot.
 const START_TIMEOUT: Duration = Duration::from_secs(1);

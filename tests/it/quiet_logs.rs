@@ -1,16 +1,14 @@
 //! Quiet logs under a long outage: a subscription whose store is down writes at most one
 //! warning per cause per interval, each with the count of the ones it suppressed.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::faulty::FaultyStore;
+use crate::support::records::{HOUR, ORDERS, Records, orders};
 use introspect::model::keys;
 use introspect::{Error, MemoryStore, Resolver, ServiceInstance, Store, Subscription};
-use support::faulty::FaultyStore;
-use support::records::{HOUR, ORDERS, Records, orders};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 

@@ -3,20 +3,18 @@
 //! a running fleet, with a consumer calling through the balanced channel, killing the
 //! leader, wiping and rejoining a member, and losing quorum for a while fail no call.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::etcd_cluster::{EtcdCluster, MEMBERS};
+use crate::support::fleet::start_provider_with;
+use crate::support::greeter::pb::HelloRequest;
+use crate::support::greeter::pb::greeter_client::GreeterClient;
+use crate::support::greeter::{GreeterNode, start_greeter};
+use crate::support::wait::eventually;
 use introspect::store::Watch;
 use introspect::{EtcdStore, Resolver, ServiceInfo, Store, Subscription, SubscriptionHandle};
-use support::etcd_cluster::{EtcdCluster, MEMBERS};
-use support::fleet::start_provider_with;
-use support::greeter::pb::HelloRequest;
-use support::greeter::pb::greeter_client::GreeterClient;
-use support::greeter::{GreeterNode, start_greeter};
-use support::wait::eventually;
 
 /// Lease TTL of the providers: short, so a lease that lapsed would show.
 const TTL: Duration = Duration::from_secs(2);

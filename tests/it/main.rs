@@ -1,0 +1,38 @@
+//! The integration tests, one binary: each module is one area of guarantees, and `support`
+//! holds what they share (real servers on loopback, fleets, callers, hostile peers).
+//! One binary links the library and the support code once, instead of once per file.
+
+mod support;
+
+mod channel;
+mod conformance;
+mod deadlines;
+mod end_to_end;
+mod etcd_auth;
+mod etcd_cluster;
+mod etcd_connect;
+mod etcd_consumer;
+mod etcd_faults;
+mod etcd_health;
+mod etcd_paging;
+mod etcd_start_down;
+mod first_set;
+mod generated_code;
+mod health_and_snapshot;
+mod interop;
+mod limits;
+mod mapping_integrity;
+mod metrics;
+mod names;
+mod parser_properties;
+mod passive_health;
+mod provider;
+mod quiet_logs;
+mod reflection;
+mod revision;
+mod revision_rules;
+mod shared_health;
+mod shared_views;
+mod subscriptions;
+mod tls;
+mod verification;
