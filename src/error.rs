@@ -78,6 +78,11 @@ pub enum Error {
     #[error("lease {0} not found (expired or revoked)")]
     LeaseNotFound(i64),
 
+    /// The registry no longer holds a registration's liveness (its lease or session expired
+    /// or was revoked): the record is gone; register again.
+    #[error("registration lost: {0}")]
+    RegistrationLost(String),
+
     /// A watch asked for history that the store has compacted away; re-list and watch again.
     #[error("store revision {requested} is compacted (oldest kept: {compacted})")]
     Compacted {

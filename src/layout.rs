@@ -73,6 +73,12 @@ impl Layout {
         format!("{}/dubbo/mapping/{interface}", self.namespace)
     }
 
+    /// `/introspect/epoch`: the registry's epoch, a random id providers create when it is
+    /// absent; its change or disappearance means the store was wiped or replaced.
+    pub fn epoch_key(&self) -> String {
+        format!("{}/introspect/epoch", self.namespace)
+    }
+
     /// `/dubbo/metadata/{app}/`: every reported revision of one app.
     pub fn report_prefix(&self, app: &str) -> String {
         format!("{}/dubbo/metadata/{app}/", self.namespace)

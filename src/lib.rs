@@ -152,6 +152,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod backend;
 pub mod consumer;
 pub mod error;
 pub mod layout;
@@ -169,6 +170,7 @@ mod backoff;
 mod tls;
 mod warnings;
 
+pub use backend::Backend;
 pub use consumer::{Resolver, ResolverStats, SubscribeOptions, Subscription, SubscriptionHandle};
 pub use error::{Error, Result};
 pub use layout::Layout;

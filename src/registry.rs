@@ -9,35 +9,7 @@ use crate::limits::Limits;
 use crate::model::{ServiceInstance, names};
 use crate::store::{KeyValue, LeaseId, Store, Watch, WatchEvent};
 
-/// An app's instances by `{host}:{port}`.
-pub type Instances = BTreeMap<String, Arc<ServiceInstance>>;
-
-/// The instances of one app read at one store revision.
-#[derive(Clone, Debug, Default)]
-pub struct InstanceList {
-    /// Instances by `{host}:{port}`.
-    pub instances: Instances,
-    /// Records under the app's prefix that were skipped: key and reason.
-    pub skipped: Vec<(String, String)>,
-    /// The store revision of the read; watch from `revision + 1`.
-    pub revision: i64,
-}
-
-/// One change to an app's instances.
-#[derive(Clone, Debug)]
-pub enum InstanceChange {
-    /// An instance was registered or its record changed.
-    Upsert(Arc<ServiceInstance>),
-    /// The instance at this `{host}:{port}` is gone (deregistered or its lease expired).
-    Removed(String),
-    /// A record that could not be used; it is treated as absent.
-    Skipped {
-        /// The `{host}:{port}` part of its key.
-        address: String,
-        /// Why it was skipped.
-        reason: String,
-    },
-}
+pub use crate::backend::{InstanceChange, InstanceList, Instances};
 
 /// Registers, lists and watches instances.
 #[derive(Clone)]
@@ -105,7 +77,7 @@ impl Registry {
         let mut page = self.store.get_prefix_page(prefix, None, 0).await?;
         let mut list = InstanceList {
             revision: page.revision,
-            ..Default::default()
+            ..InstanceList::default()
         };
         // Parsed in key order, then built into the map in one go: a map built from sorted
         // entries has full nodes, one grown by appending keeps its nodes about half full.

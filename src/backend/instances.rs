@@ -1,0 +1,151 @@
+//! The instances part of the seam: one record per running process of an app, registered
+//! with liveness (a lease, a session, a connection), listed, and followed as a stream of
+//! resets, upserts and removals.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use crate::error::Result;
+use crate::limits::Limits;
+use crate::model::ServiceInstance;
+
+/// An app's instances by `{host}:{port}` (the unbracketed form of the registry's keys).
+pub type Instances = BTreeMap<String, Arc<ServiceInstance>>;
+
+/// The instances of one app, as one read saw them.
+#[derive(Clone, Debug, Default)]
+pub struct InstanceList {
+    /// Instances by `{host}:{port}`.
+    pub instances: Instances,
+    /// Records of the app that were skipped: their `{host}:{port}` (or key) and why.
+    pub skipped: Vec<(String, String)>,
+    /// Where the read was: the store revision of the read (etcd, memory), or the backend's
+    /// nearest equivalent; `0` when the backend has none. A revision lower than one seen
+    /// before means the registry was wiped or replaced.
+    pub revision: i64,
+    /// The registry's epoch as read with the list: a random id that providers of this crate
+    /// create when it is absent. A change, or its disappearance, means the registry was wiped
+    /// or replaced. `None` when there is none (no provider of this crate created it yet, or
+    /// the registry forgot it).
+    pub epoch: Option<String>,
+}
+
+/// One change to an app's instances.
+#[derive(Clone, Debug)]
+pub enum InstanceChange {
+    /// An instance was registered or its record changed.
+    Upsert(Arc<ServiceInstance>),
+    /// The instance at this `{host}:{port}` is gone (deregistered, or its liveness ended).
+    Removed(String),
+    /// A record that could not be used; it is treated as absent.
+    Skipped {
+        /// The `{host}:{port}` of its key.
+        address: String,
+        /// Why it was skipped.
+        reason: String,
+    },
+}
+
+/// What following an app yields.
+#[derive(Clone, Debug)]
+pub enum InstanceEvent {
+    /// The whole app as one read saw it: always the first event, and again whenever the
+    /// backend read the app afresh. Whoever follows replaces what it had.
+    Reset(InstanceList),
+    /// Changes since the last event, in order.
+    Changes(Vec<InstanceChange>),
+}
+
+/// A stream of one app's [`InstanceEvent`]s; dropping it stops following.
+///
+/// # For implementers
+///
+/// Make it with [`InstanceFollow::channel`] and feed the sender from a task of the
+/// backend's: a [`InstanceEvent::Reset`] first, then changes (or more resets), never an
+/// empty batch, sent with `try_send`: a follower [`InstanceFollow::BUFFER`] events behind
+/// ends the stream (drop the sender) and re-follows from a fresh read, so memory stays
+/// bounded and the backend never waits on a slow follower. An `Err` is the last item
+/// (the watch broke, the connection was lost, history is gone); stop when the sender
+/// reports the channel closed.
+#[derive(Debug)]
+pub struct InstanceFollow {
+    events: mpsc::Receiver<Result<InstanceEvent>>,
+}
+
+impl InstanceFollow {
+    /// Events buffered between a backend and a slow follower before the backend ends the
+    /// stream.
+    pub const BUFFER: usize = 512;
+
+    /// A stream and the sender that feeds it, bounded by [`BUFFER`](Self::BUFFER) events.
+    pub fn channel() -> (mpsc::Sender<Result<InstanceEvent>>, InstanceFollow) {
+        let (sender, events) = mpsc::channel(Self::BUFFER);
+        (sender, InstanceFollow { events })
+    }
+
+    /// The next event. An `Err` is final: follow again (which starts with a reset).
+    pub async fn next(&mut self) -> Result<InstanceEvent> {
+        match self.events.recv().await {
+            Some(event) => event,
+            None => Err(crate::Error::WatchEnded(
+                "closed by the registry backend (the follower fell behind, or the backend went away)"
+                    .into(),
+            )),
+        }
+    }
+}
+
+/// One registered instance and its liveness, as a provider holds it.
+///
+/// The provider keeps it alive (calling [`Registration::keep_alive`] every third of its
+/// [`ttl`](Registration::ttl)), rewrites its record on an export change or a graceful stop
+/// ([`Registration::update`]) and ends it ([`Registration::deregister`]).
+#[async_trait]
+pub trait Registration: Send + Sync + 'static {
+    /// Writes `instance` (same app and address) again under the same liveness.
+    async fn update(&self, instance: &ServiceInstance) -> Result<()>;
+
+    /// Renews the liveness where the backend needs it (an etcd lease), or checks it (a
+    /// ZooKeeper session). Fails with [`crate::Error::RegistrationLost`] once the registry
+    /// no longer holds it (the lease or session expired): register again.
+    async fn keep_alive(&self) -> Result<()>;
+
+    /// Deletes the record and ends the liveness (revokes the lease, closes the session).
+    async fn deregister(&self) -> Result<()>;
+
+    /// What holds the record alive, for logs and tests: `lease 7587…`, `session 0x…`.
+    fn id(&self) -> String;
+
+    /// The liveness the registry granted: a dead provider's record goes this long after its
+    /// last keep-alive (ZooKeeper negotiates the session timeout, so it may differ from the
+    /// one asked for).
+    fn ttl(&self) -> Duration;
+}
+
+/// The instances part of a registry backend. See the module docs.
+#[async_trait]
+pub trait InstanceRegistry: Send + Sync + 'static {
+    /// Writes `instance`'s record, alive for `ttl` after the last keep-alive (the backend
+    /// may round it to what the registry grants), and creates the registry's epoch when it
+    /// is absent. The record must fit `limits`.
+    async fn register(
+        &self,
+        instance: &ServiceInstance,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Arc<dyn Registration>>;
+
+    /// Every instance of `app`, skipping (and reporting) records that cannot be used.
+    async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList>;
+
+    /// Every app with at least one instance record, with its instances.
+    async fn list_apps(&self, limits: &Limits) -> Result<BTreeMap<String, InstanceList>>;
+
+    /// Follows `app`: a reset from a fresh read first, then its changes, with no gap
+    /// between the read and the changes. Never writes anything.
+    async fn follow(&self, app: &str, limits: &Limits) -> Result<InstanceFollow>;
+}

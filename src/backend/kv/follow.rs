@@ -1,0 +1,74 @@
+//! Following an app or a mapping on a key-value store: a read, then a watch from the read's
+//! store revision + 1, so nothing falls between them. The watch's batches become changes;
+//! its end becomes the stream's last item, and whoever follows follows again.
+
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+
+use super::KvBackend;
+use crate::backend::{InstanceEvent, InstanceFollow, MappingFollow};
+use crate::error::Result;
+use crate::limits::Limits;
+use crate::mapping::Mapping;
+
+/// Lists `app` (with the epoch), then forwards its watch.
+pub(super) async fn instances(
+    backend: KvBackend,
+    app: String,
+    limits: Limits,
+) -> Result<InstanceFollow> {
+    let list = backend.list_with_epoch(&app, &limits).await?;
+    let registry = backend.registry(&limits);
+    let mut watch = registry.watch(&app, list.revision + 1).await?;
+    let (events, follow) = InstanceFollow::channel();
+    // The first event always fits: the channel is empty.
+    let _ = events.try_send(Ok(InstanceEvent::Reset(list)));
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                () = events.closed() => return,
+                next = watch.next() => next,
+            };
+            let item = match next {
+                Ok(changes) if changes.is_empty() => continue,
+                Ok(changes) => Ok(InstanceEvent::Changes(changes)),
+                Err(e) => Err(e),
+            };
+            let last = item.is_err();
+            if !forward(&events, item) || last {
+                return;
+            }
+        }
+    });
+    Ok(follow)
+}
+
+/// Reads the mapping of `interface`, then forwards its watch.
+pub(super) async fn mapping(mapping: Mapping, interface: String) -> Result<MappingFollow> {
+    let value = mapping.get(&interface).await?;
+    let mut watch = mapping.watch(&interface, value.revision + 1).await?;
+    let (values, follow) = MappingFollow::channel();
+    let _ = values.try_send(Ok(value.apps));
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                () = values.closed() => return,
+                next = watch.next() => next,
+            };
+            let last = next.is_err();
+            if !forward(&values, next) || last {
+                return;
+            }
+        }
+    });
+    Ok(follow)
+}
+
+/// Sends `item` without waiting; returns whether the follower is still there and keeping
+/// up (a full buffer ends the stream: the follower reads afresh).
+fn forward<T>(sender: &mpsc::Sender<T>, item: T) -> bool {
+    match sender.try_send(item) {
+        Ok(()) => true,
+        Err(TrySendError::Full(_) | TrySendError::Closed(_)) => false,
+    }
+}

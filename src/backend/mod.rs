@@ -1,0 +1,144 @@
+//! The registry backend: the one seam to the outside, in three typed parts that every
+//! backend implements.
+//!
+//! * [`InstanceRegistry`]: register an instance with liveness (a lease, a session, a
+//!   connection: a [`Registration`] the provider keeps alive, updates and ends), list one
+//!   app or every app, and follow one app as a stream of resets, upserts and removals;
+//! * [`MappingRegistry`]: read an interface's apps, add an app by compare-and-set
+//!   (retried), follow one interface;
+//! * [`MetadataReports`]: get, put if absent, list an app's revisions, remove.
+//!
+//! A [`Backend`] holds the three. The embedded memory store and etcd implement them over
+//! the etcd-shaped [`Store`] and its key layout ([`kv`]); everything above the seam
+//! (provider, resolver, views, protections, balanced channel, xDS, tool) works the same on
+//! every backend and knows none of them. The signals the protections need are
+//! backend-neutral: each list carries where it was read ([`InstanceList::revision`], where
+//! a backend has one) and the registry's epoch ([`InstanceList::epoch`]), whose change means
+//! the registry was wiped or replaced.
+//!
+//! Retries, backoff and timers stay above the seam: a follow stream ends on the first
+//! failure and whoever follows decides when to follow again (on tokio's clock, which tests
+//! pause).
+
+mod instances;
+pub mod kv;
+mod mapping;
+mod reports;
+
+use std::sync::Arc;
+
+pub use instances::{
+    InstanceChange, InstanceEvent, InstanceFollow, InstanceList, InstanceRegistry, Instances,
+    Registration,
+};
+pub use mapping::{MappingFollow, MappingRegistry};
+pub use reports::MetadataReports;
+
+use crate::layout::Layout;
+use crate::store::{MemoryStore, Store};
+use kv::KvBackend;
+
+/// A registry backend: its three parts. Cheap to clone; clones share the connection.
+///
+/// Builders take anything that converts into one: a `Backend`, or a store
+/// (`Arc<dyn Store>`, `Arc<MemoryStore>`, `Arc<EtcdStore>`), which becomes the key-value
+/// backend over that store with the default layout.
+#[derive(Clone)]
+pub struct Backend {
+    name: &'static str,
+    instances: Arc<dyn InstanceRegistry>,
+    mapping: Arc<dyn MappingRegistry>,
+    reports: Arc<dyn MetadataReports>,
+    /// The key-value backend, when this is one (for the builders' `layout`).
+    kv: Option<KvBackend>,
+}
+
+impl Backend {
+    /// A backend of three parts; `name` (`zookeeper`, say) is for logs.
+    pub fn new(
+        name: &'static str,
+        instances: Arc<dyn InstanceRegistry>,
+        mapping: Arc<dyn MappingRegistry>,
+        reports: Arc<dyn MetadataReports>,
+    ) -> Self {
+        Backend {
+            name,
+            instances,
+            mapping,
+            reports,
+            kv: None,
+        }
+    }
+
+    /// The key-value backend over `store`, with keys under `layout`'s namespace.
+    pub fn kv(store: Arc<dyn Store>, layout: Layout) -> Self {
+        let backend = KvBackend::new(store, layout);
+        let shared = Arc::new(backend.clone());
+        Backend {
+            name: backend.store().backend(),
+            instances: shared.clone(),
+            mapping: shared.clone(),
+            reports: shared,
+            kv: Some(backend),
+        }
+    }
+
+    /// A fresh embedded memory store.
+    pub fn memory() -> Self {
+        Backend::kv(Arc::new(MemoryStore::new()), Layout::default())
+    }
+
+    /// The backend's name, for logs: `memory`, `etcd`, `zookeeper`, `nacos`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The instances part.
+    pub fn instances(&self) -> &Arc<dyn InstanceRegistry> {
+        &self.instances
+    }
+
+    /// The mapping part.
+    pub fn mapping(&self) -> &Arc<dyn MappingRegistry> {
+        &self.mapping
+    }
+
+    /// The metadata report part.
+    pub fn reports(&self) -> &Arc<dyn MetadataReports> {
+        &self.reports
+    }
+
+    /// The key-value backend, when this is one.
+    pub fn as_kv(&self) -> Option<&KvBackend> {
+        self.kv.as_ref()
+    }
+
+    /// The same store under another key layout, when this is a key-value backend (other
+    /// backends take their root from their URL): what the builders' `layout` does.
+    pub fn with_layout(self, layout: Layout) -> Self {
+        match &self.kv {
+            Some(kv) => Backend::kv(kv.store().clone(), layout),
+            None => self,
+        }
+    }
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl From<Arc<dyn Store>> for Backend {
+    fn from(store: Arc<dyn Store>) -> Self {
+        Backend::kv(store, Layout::default())
+    }
+}
+
+impl<S: Store> From<Arc<S>> for Backend {
+    fn from(store: Arc<S>) -> Self {
+        Backend::kv(store, Layout::default())
+    }
+}

@@ -1,0 +1,28 @@
+//! The metadata report part of the seam: the metadata info of (app, revision), for
+//! instances with storage type `remote`. A revision's content never changes, so a report is
+//! written once and never overwritten.
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::limits::Limits;
+use crate::model::MetadataInfo;
+
+/// The metadata report part of a registry backend.
+#[async_trait]
+pub trait MetadataReports: Send + Sync + 'static {
+    /// The reported metadata of `app` at `revision`, if any. A report whose content belongs
+    /// to another app or revision is an error.
+    async fn get(&self, app: &str, revision: &str, limits: &Limits)
+    -> Result<Option<MetadataInfo>>;
+
+    /// Stores `info` unless its revision is reported already; returns whether it wrote.
+    async fn put_if_absent(&self, info: &MetadataInfo, limits: &Limits) -> Result<bool>;
+
+    /// The revisions reported for `app` (by anyone, where the backend can list them; else
+    /// those this process reported).
+    async fn revisions(&self, app: &str) -> Result<Vec<String>>;
+
+    /// Removes the report of `app` at `revision`; returns whether it existed.
+    async fn remove(&self, app: &str, revision: &str) -> Result<bool>;
+}
