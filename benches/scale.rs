@@ -962,7 +962,7 @@ async fn cold(
 /// consumer's endpoint set was updated.
 type UpdateFeed = mpsc::UnboundedReceiver<Instant>;
 
-/// The subscription options of the propagation scenario, set explicitly:
+/// The resolver of the propagation scenario, its options set explicitly:
 ///
 /// * coalescing window `window`: zero for the timed trials, so every change is pushed at
 ///   once. That is the same path a change takes after a quiet period under the default
@@ -973,10 +973,13 @@ type UpdateFeed = mpsc::UnboundedReceiver<Instant>;
 ///   enabled record counts as an expiry), and in a fleet of 100 more than half of the
 ///   fleet is deleted within the 15 s protection window after ~50 trials, which would hold
 ///   the clean-ups. Registrations, the thing measured, are never held.
-fn propagation_options(window: Duration) -> SubscribeOptions {
-    SubscribeOptions::default()
-        .coalesce(CoalesceOptions::default().window(window))
+fn propagation_resolver(store: &Arc<dyn Store>, window: Duration) -> Resolver {
+    Resolver::builder(store.clone())
+        .subscribe_options(
+            SubscribeOptions::default().coalesce(CoalesceOptions::default().window(window)),
+        )
         .protection(ProtectionOptions::disabled())
+        .build()
 }
 
 /// The consumer side: a live subscription (`Resolver::subscribe`), each pushed
@@ -987,9 +990,7 @@ async fn subscription_feed(
     subscription: Subscription,
     window: Duration,
 ) -> Result<UpdateFeed> {
-    let resolver = Resolver::builder(store.clone())
-        .subscribe_options(propagation_options(window))
-        .build();
+    let resolver = propagation_resolver(store, window);
     let mut handle = resolver.subscribe(subscription).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {

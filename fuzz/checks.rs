@@ -40,7 +40,8 @@ pub fn metadata_json(data: &[u8]) {
         for rule in introspect::model::RevisionRule::ALL {
             let _ = rule.canonical_bytes(&info);
         }
-        let _ = introspect::model::verify(None, &info.revision, &info);
+        let _ =
+            introspect::model::verify(introspect::model::Declared::Nothing, &info.revision, &info);
         let _ = info.matching("a.B", None, None, None).count();
     }
 }

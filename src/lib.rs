@@ -78,38 +78,42 @@
 //!
 //! # Layout
 //!
-//! * [`model`]: service info and match key, metadata info, the revision rule, instances and
-//!   endpoints. Pure: no I/O.
-//! * [`store`]: the [`Store`] trait, the one seam to the outside, with the embedded
-//!   [`MemoryStore`] and `EtcdStore` (feature `etcd`, with its `EtcdOptions`), which share
-//!   one conformance suite. `store/etcd/` holds the etcd store, one file per concept:
-//!   options, client (connecting, deadlines), members (fail-over), requests, watch,
-//!   convert, errors; `store/memory/` the memory store (handle and calls, locked state).
-//! * [`layout`]: the Dubbo 3 key layout; [`registry`], [`mapping`] and [`report`] are the
-//!   typed layers over the store that alone know it and the JSON formats.
-//! * [`rpc`]: the `MetadataServiceV2` contract (`proto/metadata_service_v2.proto`), its server
-//!   and client.
-//! * [`provider`]: what a Rust RPC server embeds: `builder` (settings), `record` (the
-//!   instance record's metadata, pure), `lease`, `mappings`, `report_cleanup`, `serve` (the
-//!   user's router), `own_server`, `reflection`, `check` (MetadataService answers at start)
-//!   and `stop` (the graceful stop), one file each under `src/provider/`.
-//! * [`consumer`]: what a Rust RPC client embeds. One shared context (`consumer/context.rs`:
-//!   store layers, the metadata source of `consumer/metadata.rs` with its cache, counters,
-//!   limits, the shared views of `consumer/views.rs`: one store watch per app and per
-//!   mapping for the whole resolver) under the [`Resolver`] facade (`consumer/resolver.rs`)
-//!   and the live subscriptions (`consumer/subscribe/`: handle, options, task loop, the
-//!   apps followed, store sources, metadata fetches, assembly); a subscription as a stream
-//!   of tower `Change`s (`consumer/discover.rs`) and a tower balancer over it
-//!   ([`Resolver::balanced_channel`], `consumer/channel.rs`, dialing in `consumer/dial.rs`).
-//!   Passive health and panic mode live in `consumer/passive.rs`, call deadlines in
-//!   `consumer/deadline.rs`, and the resolver's one health state and prober per address in
-//!   `consumer/probes.rs`. Endpoint building (`consumer/endpoints.rs`) and the protections
-//!   (`app_view`, `protection`, `coalesce`, `health`, `snapshot`) are pure.
-//! * [`limits`]: size limits on everything read from the store or the network, and the most
-//!   apps a mapping may name.
-//! * `warnings`: repeated warnings aggregated per cause (at most one line per interval).
-//! * [`metrics`]: resolver and provider counters and gauges, published through the
-//!   `metrics` facade with bounded label values.
+//! The one map of the source tree; each module's own docs say what it does. Data flows
+//! one way through the consumer: views → subscribe → balance, with health beside them as
+//! a leaf (`scripts/check-cycles.py` checks that no module imports another in a cycle).
+//!
+//! ```text
+//! model/              pure data: service info and match key, metadata info, revision rules
+//!                     (revision, revision_v2, revision_java, revision_rule, verification),
+//!                     instances and their record shapes, endpoints, the Authority address
+//!                     type, names and keys
+//! backend/            the seam: instances (Registration, follow as reset/changes),
+//!                     mapping, reports traits; Backend
+//!   kv/               the backend over a Store: layout (Dubbo's keys), registry, mapping,
+//!                     report (the typed layers that alone know the keys and the JSON),
+//!                     registration (a lease per instance), follow (list + watch)
+//! store/              the etcd-shaped Store trait, deadline; memory/ (handle, locked
+//!                     state); etcd/ (options, client, members, requests, pages, range,
+//!                     watch, convert, errors)
+//! rpc                 the MetadataServiceV2 contract, its server and client
+//! provider/           builder, address, record (pure), lease, mappings, report_cleanup,
+//!                     serve, own_server, routes, reflection, check, stop
+//! consumer/           resolver (the facade), builder (how the parts are put together),
+//!                     subscription, stats (one table of counters), metadata (cache, single
+//!                     flight, verification), endpoints (pure), hosts, channel (a balanced
+//!                     channel over a subscription)
+//!   views/            one shared follow and parsed view per app and per mapping: source
+//!                     (follow with retries), app and protection (pure), task (fan-out)
+//!   subscribe/        one task per subscription: task (the select loop), apps, fetches,
+//!                     assemble (pure), publish, coalesce (pure), snapshot (the file),
+//!                     restore, handle, options
+//!   health/           a leaf: options, tracker (pure), registry, prober
+//!   balance/          the data plane: discover, feeder, passive (passive health, panic
+//!                     mode), deadline, dial; knows health and a stream of changes, never
+//!                     the resolver
+//! limits, warnings    size limits; aggregated warnings
+//! metrics/            the published series, bounded labels
+//! ```
 //!
 //! # Store keys
 //!
@@ -155,16 +159,14 @@
 pub mod backend;
 pub mod consumer;
 pub mod error;
-pub mod layout;
 pub mod limits;
-pub mod mapping;
 pub mod metrics;
 pub mod model;
 pub mod provider;
-pub mod registry;
-pub mod report;
 pub mod rpc;
 pub mod store;
+
+pub use backend::kv::{layout, mapping, registry, report};
 
 mod backoff;
 mod tls;

@@ -1,9 +1,10 @@
 //! Aggregated warnings: at most one line per cause per interval, with a count of what was
 //! suppressed in between, so that a long outage or a hostile value does not flood the logs.
 //!
-//! The caller names the cause (component, error kind, and the app or interface concerned)
-//! and writes the line itself when [`Aggregator::allow`] says so. Pure apart from a lock:
-//! the time is passed in.
+//! A cause is what went wrong (a fixed text, such as `"cannot list instances"`) and what
+//! it concerns (the app, interface or revision). [`aggregated!`] writes the line when
+//! [`Aggregator::allow`] says so, with the `suppressed` count as a field. Pure apart from a
+//! lock: the time is passed in.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -26,7 +27,7 @@ struct Cause {
 #[derive(Debug)]
 pub(crate) struct Aggregator {
     interval: Duration,
-    causes: Mutex<HashMap<String, Cause>>,
+    causes: Mutex<HashMap<(&'static str, String), Cause>>,
 }
 
 impl Default for Aggregator {
@@ -44,12 +45,13 @@ impl Aggregator {
         }
     }
 
-    /// Whether a line for `cause` is written at `now`: `Some(n)` with the number of
-    /// occurrences suppressed since the last line, or `None` (this one is counted as
-    /// suppressed).
-    pub fn allow(&self, cause: &str, now: Instant) -> Option<u64> {
+    /// Whether a line for the cause `what` about `subject` is written at `now`: `Some(n)`
+    /// with the number of occurrences suppressed since the last line, or `None` (this one
+    /// is counted as suppressed).
+    pub fn allow(&self, what: &'static str, subject: &str, now: Instant) -> Option<u64> {
         let mut causes = self.causes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(known) = causes.get_mut(cause) {
+        let key = (what, subject.to_owned());
+        if let Some(known) = causes.get_mut(&key) {
             if now < known.last_line + self.interval {
                 known.suppressed += 1;
                 return None;
@@ -63,7 +65,7 @@ impl Aggregator {
             causes.retain(|_, c| now < c.last_line + interval || c.suppressed > 0);
         }
         causes.insert(
-            cause.to_owned(),
+            key,
             Cause {
                 last_line: now,
                 suppressed: 0,
@@ -72,6 +74,23 @@ impl Aggregator {
         Some(0)
     }
 }
+
+/// Logs at `$level` (`warn`, `info`) at most once per cause per interval of `$aggregator`:
+/// the cause is `$what` (a fixed text, also the message) about `$subject`, and the line
+/// carries the given fields plus `suppressed`, the occurrences not logged since the last
+/// line.
+///
+/// `aggregated!(warn, warnings, "cannot list instances; retrying", &app, %app, %error)`
+macro_rules! aggregated {
+    ($level:ident, $aggregator:expr, $what:expr, $subject:expr $(, $($field:tt)+)?) => {
+        if let Some(suppressed) =
+            $aggregator.allow($what, $subject, ::tokio::time::Instant::now())
+        {
+            ::tracing::$level!($($($field)+,)? suppressed, "{}", $what);
+        }
+    };
+}
+pub(crate) use aggregated;
 
 #[cfg(test)]
 mod tests {
@@ -82,18 +101,18 @@ mod tests {
         let t0 = Instant::now();
         let s = Duration::from_secs(1);
         let a = Aggregator::new(10 * s);
-        assert_eq!(a.allow("mapping:shop", t0), Some(0));
+        assert_eq!(a.allow("mapping", "shop", t0), Some(0));
         for i in 1..=500 {
-            assert_eq!(a.allow("mapping:shop", t0 + s * i / 100), None);
+            assert_eq!(a.allow("mapping", "shop", t0 + s * i / 100), None);
         }
         assert_eq!(
-            a.allow("mapping:other", t0 + s),
+            a.allow("mapping", "other", t0 + s),
             Some(0),
             "causes are apart"
         );
-        assert_eq!(a.allow("mapping:shop", t0 + 10 * s), Some(500));
-        assert_eq!(a.allow("mapping:shop", t0 + 11 * s), None);
-        assert_eq!(a.allow("mapping:shop", t0 + 25 * s), Some(1));
+        assert_eq!(a.allow("mapping", "shop", t0 + 10 * s), Some(500));
+        assert_eq!(a.allow("mapping", "shop", t0 + 11 * s), None);
+        assert_eq!(a.allow("mapping", "shop", t0 + 25 * s), Some(1));
     }
 
     #[tokio::test(start_paused = true)]
@@ -102,7 +121,7 @@ mod tests {
         let (mut lines, mut suppressed) = (0u64, 0u64);
         // A cause that recurs every 300 ms for two minutes.
         for _ in 0..400 {
-            if let Some(n) = a.allow("instances:shop", Instant::now()) {
+            if let Some(n) = a.allow("instances", "shop", Instant::now()) {
                 lines += 1;
                 suppressed += n;
             }

@@ -20,7 +20,7 @@ use introspect::registry::Registry;
 use introspect::report::MetadataReport;
 use introspect::{
     Layout, Limits, MemoryStore, MetadataInfo, Resolver, Result, ServiceInfo, ServiceInstance,
-    Store, SubscribeOptions, Subscription,
+    Store, Subscription,
 };
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -246,11 +246,8 @@ pub async fn failure(rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Result<()>
     let protection = ProtectionOptions::default().max_hold(shape.max_hold);
     let resolver = |health: HealthOptions| {
         Resolver::builder(store.clone())
-            .subscribe_options(
-                SubscribeOptions::default()
-                    .protection(protection.clone())
-                    .health(health),
-            )
+            .protection(protection.clone())
+            .health(health)
             .build()
     };
     let with_health = resolver(HealthOptions::default());

@@ -102,11 +102,7 @@ async fn arm(
     let before = live_bytes();
     let started = Instant::now();
     let all: Vec<Resolver> = (0..resolvers)
-        .map(|_| {
-            Resolver::builder(dyn_store.clone())
-                .subscribe_options(propagation_options(Duration::ZERO))
-                .build()
-        })
+        .map(|_| propagation_resolver(&dyn_store, Duration::ZERO))
         .collect();
     let mut handles: Vec<SubscriptionHandle> = Vec::with_capacity(subscriptions);
     for k in 0..subscriptions {

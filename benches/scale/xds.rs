@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use introspect::mapping::Mapping;
 use introspect::{
-    Layout, Limits, MemoryStore, Provider, Resolver, Result, ServiceInfo, Store, Subscription,
+    Layout, Limits, MemoryStore, Provider, Result, ServiceInfo, Store, Subscription,
 };
 use introspect_xds::XdsServer;
 use introspect_xds::envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
@@ -83,9 +83,7 @@ async fn xds_in_fleet(n: usize, trials: usize) -> Result<(Vec<Duration>, Vec<Dur
 
     let subscription = Subscription::new(SERVICE);
     let mut app_feed = subscription_feed(&store, subscription, Duration::ZERO).await?;
-    let resolver = Resolver::builder(store.clone())
-        .subscribe_options(super::propagation_options(Duration::ZERO))
-        .build();
+    let resolver = super::propagation_resolver(&store, Duration::ZERO);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = format!("http://{}", listener.local_addr()?);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

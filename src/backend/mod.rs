@@ -113,6 +113,22 @@ impl Backend {
         self.kv.as_ref()
     }
 
+    /// The backend with `timeout` on every call (a follow's stream is not bounded: it waits
+    /// for changes by design), so a registry that hangs costs a timeout, never a hung
+    /// provider or resolver.
+    pub fn with_timeout(self, timeout: std::time::Duration) -> Self {
+        match &self.kv {
+            Some(kv) => {
+                let store = Arc::new(crate::store::DeadlineStore::new(
+                    kv.store().clone(),
+                    timeout,
+                ));
+                Backend::kv(store, kv.layout().clone())
+            }
+            None => self,
+        }
+    }
+
     /// The same store under another key layout, when this is a key-value backend (other
     /// backends take their root from their URL): what the builders' `layout` does.
     pub fn with_layout(self, layout: Layout) -> Self {

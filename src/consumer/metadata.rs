@@ -13,23 +13,38 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::seq::SliceRandom;
-use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use super::stats::Counters;
+use crate::backend::MetadataReports;
 use crate::error::{Error, Result};
-use crate::model::{MetadataInfo, ServiceInstance, StorageType, Verification, verification};
-use crate::report::MetadataReport;
+use crate::limits::Limits;
+use crate::model::{
+    Declared, MetadataInfo, ServiceInstance, StorageType, Verification, verification,
+};
 use crate::rpc::MetadataClient;
-use crate::warnings::Aggregator;
+use crate::warnings::{Aggregator, aggregated};
 
 /// (app, revision).
 type CacheKey = (String, String);
 
+/// How a [`MetadataSource`] caches and fetches.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CacheSettings {
+    /// Instances of one revision tried before a fetch gives up (at least 1).
+    pub fetch_attempts: usize,
+    /// (app, revision) entries cached.
+    pub capacity: u64,
+    /// How long an unused entry is kept.
+    pub idle: Duration,
+}
+
 /// See the module docs.
 pub(crate) struct MetadataSource {
-    report: MetadataReport,
+    reports: Arc<dyn MetadataReports>,
+    limits: Limits,
     client: MetadataClient,
+    counters: Arc<Counters>,
     fetch_attempts: usize,
     cache: moka::future::Cache<CacheKey, Arc<MetadataInfo>>,
     /// Failed fetches and unusable instances, one line per app and cause per interval:
@@ -38,17 +53,25 @@ pub(crate) struct MetadataSource {
 }
 
 impl MetadataSource {
-    /// A source reading `report` and calling MetadataServices with `client`.
+    /// A source reading `reports` (within `limits`) and calling MetadataServices with
+    /// `client`, counting into `counters`.
     pub fn new(
-        report: MetadataReport,
+        reports: Arc<dyn MetadataReports>,
+        limits: Limits,
         client: MetadataClient,
-        fetch_attempts: usize,
-        cache_capacity: u64,
-        cache_idle: Duration,
+        counters: Arc<Counters>,
+        settings: CacheSettings,
     ) -> Self {
+        let CacheSettings {
+            fetch_attempts,
+            capacity: cache_capacity,
+            idle: cache_idle,
+        } = settings;
         MetadataSource {
-            report,
+            reports,
+            limits,
             client,
+            counters,
             fetch_attempts: fetch_attempts.max(1),
             cache: moka::future::Cache::builder()
                 .max_capacity(cache_capacity)
@@ -62,11 +85,11 @@ impl MetadataSource {
     /// callers share the load) from the report or one of `members`.
     pub async fn get(
         &self,
-        counters: &Counters,
         app: &str,
         revision: &str,
         members: &[&Arc<ServiceInstance>],
     ) -> Result<Arc<MetadataInfo>> {
+        let counters = &*self.counters;
         let key = (app.to_owned(), revision.to_owned());
         if let Some(info) = self.cache.get(&key).await {
             Counters::bump(&counters.cache_hits);
@@ -124,25 +147,22 @@ impl MetadataSource {
         // `verification::effective_rule`): an instance that declares nothing cannot get an
         // unchecked answer into the shared cache.
         let group_rule = verification::effective_rule(
-            None,
-            candidates.iter().map(|i| i.declared_revision_rule()),
-        )
-        .map(str::to_owned);
+            Declared::Nothing,
+            candidates.iter().map(|i| i.declared_rule()),
+        );
         if candidates
             .iter()
             .any(|i| i.storage_type() == StorageType::Remote)
         {
             Counters::bump(&counters.report_reads);
-            match self.report.get(app, revision).await {
-                Ok(Some(info)) => {
-                    match verify_answer(&info, app, revision, group_rule.as_deref(), counters) {
-                        Ok(()) => return Ok(info),
-                        Err(e) => {
-                            Counters::bump(&counters.revision_mismatches);
-                            last_error = e;
-                        }
+            match self.reports.get(app, revision, &self.limits).await {
+                Ok(Some(info)) => match verify_answer(&info, app, revision, group_rule, counters) {
+                    Ok(()) => return Ok(info),
+                    Err(e) => {
+                        Counters::bump(&counters.revision_mismatches);
+                        last_error = e;
                     }
-                }
+                },
                 Ok(None) => {}
                 Err(e) => {
                     Counters::bump(&counters.fetch_failures);
@@ -159,13 +179,11 @@ impl MetadataSource {
             if asked == self.fetch_attempts {
                 break;
             }
-            if let Err(e) = instance.metadata_service_target() {
+            if let Err(error) = instance.metadata_service_target() {
                 Counters::bump(&counters.unsupported_metadata_services);
-                let cause = format!("instance not asked for metadata: {app}");
-                if let Some(suppressed) = self.warnings.allow(&cause, Instant::now()) {
-                    tracing::warn!(%app, error = %e, suppressed, "instance not asked for metadata");
-                }
-                last_error = e;
+                aggregated!(warn, self.warnings, "instance not asked for metadata", app,
+                    %app, %error);
+                last_error = error;
                 continue;
             }
             asked += 1;
@@ -178,31 +196,21 @@ impl MetadataSource {
                 .instrument(span)
                 .await;
             let checked = answer.and_then(|info| {
-                let declared = verification::effective_rule(
-                    instance.declared_revision_rule(),
-                    [group_rule.as_deref()],
-                );
+                let declared = verification::effective_rule(instance.declared_rule(), [group_rule]);
                 verify_answer(&info, app, revision, declared, counters).map(|()| info)
             });
             match checked {
                 Ok(info) => return Ok(info),
-                Err(e) => {
-                    if matches!(e, Error::RevisionMismatch { .. }) {
+                Err(error) => {
+                    if matches!(error, Error::RevisionMismatch { .. }) {
                         Counters::bump(&counters.revision_mismatches);
                     } else {
                         Counters::bump(&counters.fetch_failures);
                     }
-                    let cause = format!("metadata fetch failed: {app}");
-                    if let Some(suppressed) = self.warnings.allow(&cause, Instant::now()) {
-                        tracing::warn!(
-                            %app,
-                            %revision,
-                            error = %e,
-                            suppressed,
-                            "metadata fetch failed; trying another instance"
-                        );
-                    }
-                    last_error = e;
+                    aggregated!(warn, self.warnings,
+                        "metadata fetch failed; trying another instance", app,
+                        %app, %revision, %error);
+                    last_error = error;
                 }
             }
         }
@@ -221,7 +229,7 @@ pub(crate) fn verify_answer(
     info: &MetadataInfo,
     app: &str,
     revision: &str,
-    declared: Option<&str>,
+    declared: Declared,
     counters: &Counters,
 ) -> Result<()> {
     if info.app != app || info.revision != revision {
@@ -254,11 +262,13 @@ mod tests {
     #[test]
     fn answers_for_another_app_or_revision_are_refused() {
         let counters = Counters::default();
-        let v1 = Some("sha256-v1");
+        let v1 = Declared::of(Some("sha256-v1"));
         let info = MetadataInfo::new("shop", [ServiceInfo::new("shop.A")]).unwrap();
         assert!(verify_answer(&info, "shop", &info.revision, v1, &counters).is_ok());
-        assert!(verify_answer(&info, "other", &info.revision, None, &counters).is_err());
-        assert!(verify_answer(&info, "shop", "abc", None, &counters).is_err());
+        assert!(
+            verify_answer(&info, "other", &info.revision, Declared::Nothing, &counters).is_err()
+        );
+        assert!(verify_answer(&info, "shop", "abc", Declared::Nothing, &counters).is_err());
         let mut forged = info.clone();
         forged.services.clear();
         assert!(
@@ -266,7 +276,14 @@ mod tests {
             "content that does not hash to the revision"
         );
         assert!(
-            verify_answer(&forged, "shop", &info.revision, None, &counters).is_ok(),
+            verify_answer(
+                &forged,
+                "shop",
+                &info.revision,
+                Declared::Nothing,
+                &counters
+            )
+            .is_ok(),
             "not rejected when the provider declares no rule"
         );
     }

@@ -1,182 +1,44 @@
 //! The resolver: the consumer's facade. [`Resolver::resolve`] walks interface → apps →
 //! instances → metadata once per revision → endpoints; [`Resolver::subscribe`] starts a
-//! live subscription. Both work on the shared [`Context`].
+//! live subscription.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::join_all;
 
-use super::context::Context;
 use super::endpoints::{RevisionEndpoints, assemble, by_revision};
-use super::hosts::HostNames;
-use super::metadata::MetadataSource;
-use super::probes::HealthRegistry;
 use super::stats::{Counters, ResolverStats};
-use super::subscribe::{self, SubscribeOptions, SubscriptionHandle};
+use super::subscribe::{self, SubscribeOptions, SubscribeParts, SubscriptionHandle};
 use super::subscription::Subscription;
-use super::views::Views;
+use crate::backend::{Backend, Instances};
 use crate::error::{Error, Result};
-use crate::layout::Layout;
-use crate::limits::Limits;
-use crate::mapping::Mapping;
 use crate::model::{Endpoint, MetadataInfo, ServiceInstance};
-use crate::registry::{Instances, Registry};
-use crate::report::MetadataReport;
-use crate::rpc::MetadataClient;
-use crate::store::{DeadlineStore, Store};
-use crate::warnings::Aggregator;
-
-/// Default deadline of one MetadataService call.
-pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(3);
-/// Default number of (app, revision) metadata entries cached.
-pub const DEFAULT_CACHE_CAPACITY: u64 = 10_000;
-/// Default time an unused cached revision is kept.
-pub const DEFAULT_CACHE_IDLE: Duration = Duration::from_secs(30 * 60);
-/// Default number of instances of one revision tried before a fetch gives up.
-pub const DEFAULT_FETCH_ATTEMPTS: usize = 5;
-
-/// Builds a [`Resolver`]. Only the store is required.
-pub struct ResolverBuilder {
-    store: Arc<dyn Store>,
-    layout: Layout,
-    limits: Limits,
-    fetch_timeout: Duration,
-    fetch_attempts: usize,
-    cache_capacity: u64,
-    cache_idle: Duration,
-    tls: Option<crate::tls::ClientTlsConfig>,
-    store_timeout: Duration,
-    subscribe_options: SubscribeOptions,
-}
-
-impl ResolverBuilder {
-    /// Sets how every subscription of this resolver behaves: coalescing, self-preservation,
-    /// consumer-side health, the local snapshot, start timeout and fetch retries (default
-    /// [`SubscribeOptions::default`]).
-    pub fn subscribe_options(mut self, options: SubscribeOptions) -> Self {
-        self.subscribe_options = options;
-        self
-    }
-
-    /// Reads keys under a namespace such as `/staging` (default: none).
-    pub fn layout(mut self, layout: Layout) -> Self {
-        self.layout = layout;
-        self
-    }
-
-    /// Sets the size limits for everything read (default: [`Limits::default`]).
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Sets the deadline of one MetadataService call (default [`DEFAULT_FETCH_TIMEOUT`]).
-    pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
-        self.fetch_timeout = timeout;
-        self
-    }
-
-    /// Sets how many instances of a revision one fetch tries (default
-    /// [`DEFAULT_FETCH_ATTEMPTS`], at least 1).
-    pub fn fetch_attempts(mut self, attempts: usize) -> Self {
-        self.fetch_attempts = attempts.max(1);
-        self
-    }
-
-    /// Sets how many (app, revision) metadata entries are cached (default
-    /// [`DEFAULT_CACHE_CAPACITY`]).
-    pub fn cache_capacity(mut self, capacity: u64) -> Self {
-        self.cache_capacity = capacity;
-        self
-    }
-
-    /// Sets how long an unused cached revision is kept (default [`DEFAULT_CACHE_IDLE`]).
-    pub fn cache_idle(mut self, idle: Duration) -> Self {
-        self.cache_idle = idle;
-        self
-    }
-
-    /// Calls MetadataServices over TLS with this configuration.
-    #[cfg(feature = "tls")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
-    pub fn tls(mut self, tls: crate::tls::ClientTlsConfig) -> Self {
-        self.tls = Some(tls);
-        self
-    }
-
-    /// Sets the deadline of each store call (default
-    /// [`crate::store::DEFAULT_STORE_TIMEOUT`]).
-    pub fn store_timeout(mut self, timeout: Duration) -> Self {
-        self.store_timeout = timeout;
-        self
-    }
-
-    /// Builds the resolver.
-    pub fn build(self) -> Resolver {
-        let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));
-        let client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
-        #[cfg(feature = "tls")]
-        let client = match &self.tls {
-            Some(tls) => client.with_tls(tls.clone()),
-            None => client,
-        };
-        let report = MetadataReport::new(store.clone(), self.layout.clone(), self.limits.clone());
-        Resolver {
-            context: Arc::new(Context {
-                registry: Registry::new(store.clone(), self.layout.clone(), self.limits.clone()),
-                mapping: Mapping::new(store, self.layout, self.limits.clone()),
-                metadata: MetadataSource::new(
-                    report,
-                    client,
-                    self.fetch_attempts,
-                    self.cache_capacity,
-                    self.cache_idle,
-                ),
-                limits: self.limits,
-                counters: Counters::default(),
-                tls: self.tls,
-                views: Views::default(),
-                warnings: Aggregator::default(),
-                health: HealthRegistry::new(self.subscribe_options.health.clone()),
-                protection: self.subscribe_options.protection.clone(),
-                hosts: HostNames::default(),
-            }),
-            subscribe_options: Arc::new(self.subscribe_options),
-        }
-    }
-}
 
 /// Resolves subscriptions to endpoints, fetching metadata once per distinct revision.
 ///
-/// Cheap to clone; clones share the metadata cache and the counters.
+/// Cheap to clone; clones share the metadata cache, the views, health and the counters.
 #[derive(Clone)]
 pub struct Resolver {
-    context: Arc<Context>,
+    backend: Backend,
+    parts: Arc<SubscribeParts>,
+    tls: Option<crate::tls::ClientTlsConfig>,
     subscribe_options: Arc<SubscribeOptions>,
 }
 
 impl Resolver {
-    /// A builder for a resolver reading `store`.
-    pub fn builder(store: Arc<dyn Store>) -> ResolverBuilder {
-        ResolverBuilder {
-            store,
-            layout: Layout::default(),
-            limits: Limits::default(),
-            fetch_timeout: DEFAULT_FETCH_TIMEOUT,
-            fetch_attempts: DEFAULT_FETCH_ATTEMPTS,
-            cache_capacity: DEFAULT_CACHE_CAPACITY,
-            cache_idle: DEFAULT_CACHE_IDLE,
-            tls: None,
-            store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
-            subscribe_options: SubscribeOptions::default(),
+    pub(super) fn assemble(
+        backend: Backend,
+        parts: SubscribeParts,
+        tls: Option<crate::tls::ClientTlsConfig>,
+        subscribe_options: SubscribeOptions,
+    ) -> Self {
+        Resolver {
+            backend,
+            parts: Arc::new(parts),
+            tls,
+            subscribe_options: Arc::new(subscribe_options),
         }
-    }
-
-    /// A resolver with default settings.
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        Self::builder(store).build()
     }
 
     /// The apps providing the subscription's interface: its `provided_by` list, else the
@@ -186,18 +48,16 @@ impl Resolver {
         if !subscription.provided_by.is_empty() {
             return Ok(subscription.provided_by.iter().cloned().collect());
         }
-        Ok(self
-            .context
-            .mapping
-            .get(&subscription.interface)
-            .await?
-            .apps)
+        self.backend
+            .mapping()
+            .get(&subscription.interface, &self.parts.limits)
+            .await
     }
 
     /// The live endpoints of a subscription, in order.
     ///
     /// A revision whose metadata cannot be had leaves its instances out; the call fails only
-    /// when the store cannot be read, or when nothing resolves and some fetch failed.
+    /// when the registry cannot be read, or when nothing resolves and some fetch failed.
     #[tracing::instrument(
         level = "debug",
         skip_all,
@@ -205,13 +65,15 @@ impl Resolver {
     )]
     pub async fn resolve(&self, subscription: &Subscription) -> Result<Vec<Endpoint>> {
         let apps = self.apps(subscription).await?;
-        let lists = join_all(apps.iter().map(|app| self.context.registry.list(app))).await;
+        let instances = self.backend.instances();
+        let limits = &self.parts.limits;
+        let lists = join_all(apps.iter().map(|app| instances.list(app, limits))).await;
         let mut endpoints = Vec::new();
         let mut failure = None;
         for (app, list) in apps.iter().zip(lists) {
             let list = list?;
             for (address, reason) in &list.skipped {
-                Counters::bump(&self.context.counters.skipped_records);
+                Counters::bump(&self.parts.counters.skipped_records);
                 tracing::warn!(%app, %address, %reason, "instance record skipped");
             }
             let (found, failed) = self.endpoints_of(app, &list.instances, subscription).await;
@@ -263,7 +125,7 @@ impl Resolver {
                 }
             }
         }
-        let endpoints = assemble(&shared, &self.context.hosts);
+        let endpoints = assemble(&shared, &self.parts.hosts);
         (endpoints, failure)
     }
 
@@ -275,52 +137,63 @@ impl Resolver {
         revision: &str,
         members: &[&Arc<ServiceInstance>],
     ) -> Result<Arc<MetadataInfo>> {
-        self.context
-            .metadata
-            .get(&self.context.counters, app, revision, members)
-            .await
+        self.parts.metadata.get(app, revision, members).await
     }
 
     /// Subscribes: a live endpoint set, kept up to date through the resolver's shared
     /// views of the mapping and of each app's instances, with the protections set on the
-    /// resolver ([`ResolverBuilder::subscribe_options`]); a subscription itself is only its
-    /// filter. Returns once the first set is published, or once the start timeout passed
-    /// (serving the snapshot, if any, while the store is unreachable). The first set waits
-    /// for the first metadata fetches only for a short bound
-    /// ([`SubscribeOptions::first_fetch_wait`], well under the fetch timeout): a revision
-    /// whose MetadataService hangs joins the set later, when its metadata arrives, and
-    /// never delays the others. ([`Resolver::resolve`] instead waits for every fetch.) Fails on an
-    /// invalid subscription, and with the permanent error (see [`Error::is_permanent`])
-    /// when the store refuses the credentials or permissions before the first set; after
-    /// it, such an error ends the subscription through
+    /// resolver ([`super::ResolverBuilder::protection`], [`super::ResolverBuilder::health`]); a
+    /// subscription itself is only its filter. Returns once the first set is published, or
+    /// once the start timeout passed (serving the snapshot, if any, while the registry is
+    /// unreachable). The first set waits for the first metadata fetches only for a short
+    /// bound ([`SubscribeOptions::first_fetch_wait`], well under the fetch timeout): a
+    /// revision whose MetadataService hangs joins the set later, when its metadata arrives,
+    /// and never delays the others. ([`Resolver::resolve`] instead waits for every fetch.)
+    /// Fails on an invalid subscription, and with the permanent error (see
+    /// [`Error::is_permanent`]) when the registry refuses the credentials or permissions
+    /// before the first set; after it, such an error ends the subscription through
     /// [`SubscriptionHandle::changed`].
     pub async fn subscribe(&self, subscription: Subscription) -> Result<SubscriptionHandle> {
         let options = (*self.subscribe_options).clone();
-        subscribe::start(self.context.clone(), subscription, options).await
+        subscribe::start(self.parts.clone(), subscription, options).await
     }
 
-    /// The shared context, for the channel built over a subscription.
-    pub(super) fn context(&self) -> &Arc<Context> {
-        &self.context
+    /// The registry backend the resolver reads.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The parts balanced channels need: health, counters and the default TLS.
+    pub(super) fn channel_parts(
+        &self,
+    ) -> (
+        &Arc<super::health::HealthRegistry>,
+        &Arc<Counters>,
+        Option<crate::tls::ClientTlsConfig>,
+    ) {
+        (&self.parts.health, &self.parts.counters, self.tls.clone())
     }
 
     /// A copy of the counters.
     pub async fn stats(&self) -> ResolverStats {
-        let cached = self.context.metadata.cached().await;
-        let mut stats = self.context.counters.snapshot(cached);
-        stats.shared_views = self.context.views.len() as u64;
-        stats
+        let parts = &self.parts;
+        let counters = &parts.counters;
+        Counters::set(&counters.revisions_known, parts.metadata.cached().await);
+        Counters::set(&counters.shared_views, parts.views.len() as u64);
+        let aside = parts.health.set_aside_count() as u64;
+        Counters::set(&counters.set_aside_addresses, aside);
+        counters.snapshot()
     }
 
     /// Routable instances per app (enabled ones, and expired ones held by
     /// self-preservation), as the live subscriptions see them: for each app, the most any
     /// subscription sees. Apps no live subscription follows are not listed.
     pub fn instances_per_app(&self) -> BTreeMap<String, u64> {
-        self.context.counters.instances_per_app()
+        self.parts.counters.instances_per_app()
     }
 
     /// Forgets every cached revision.
     pub async fn clear_cache(&self) {
-        self.context.metadata.clear().await;
+        self.parts.metadata.clear().await;
     }
 }

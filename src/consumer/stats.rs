@@ -1,48 +1,158 @@
 //! Counters a user, a test or a metrics exporter can read.
+//!
+//! One table, [`stats!`], lists every counter and gauge once: its field, its kind, its
+//! metric name and its description. It makes the live [`Counters`] (atomics every part of
+//! the resolver bumps), the [`ResolverStats`] copy, the copy from one to the other, and the
+//! series [`crate::metrics`] publishes, so a new counter is one line.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::model::{RevisionRule, Verification};
+use crate::model::{Declared, RevisionRule, Verification};
 
-/// Live counters of a resolver.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub(crate) metadata_fetches: AtomicU64,
-    pub(crate) cache_hits: AtomicU64,
-    pub(crate) cache_misses: AtomicU64,
-    pub(crate) fetch_failures: AtomicU64,
-    pub(crate) revision_mismatches: AtomicU64,
-    pub(crate) report_reads: AtomicU64,
-    pub(crate) skipped_records: AtomicU64,
-    pub(crate) subscriptions: AtomicU64,
-    pub(crate) pushes: AtomicU64,
-    pub(crate) unchanged_updates: AtomicU64,
-    pub(crate) relists: AtomicU64,
-    pub(crate) watch_restarts: AtomicU64,
-    pub(crate) held_removals: AtomicU64,
-    pub(crate) protected_apps: AtomicU64,
-    pub(crate) metadata_retries: AtomicU64,
-    pub(crate) set_aside: AtomicU64,
-    pub(crate) health_reports: AtomicU64,
-    pub(crate) oversized_mappings: AtomicU64,
-    pub(crate) released_apps: AtomicU64,
-    pub(crate) probes: AtomicU64,
-    pub(crate) hold_releases: AtomicU64,
-    pub(crate) wipes: AtomicU64,
-    pub(crate) call_failures: AtomicU64,
-    pub(crate) panic_routes: AtomicU64,
-    pub(crate) snapshot_writes: AtomicU64,
-    pub(crate) snapshot_loads: AtomicU64,
-    pub(crate) unsupported_metadata_services: AtomicU64,
-    /// Revision checks by rule bucket (see [`RevisionChecks`]) and outcome (verified,
-    /// rejected, unverifiable).
-    pub(crate) revision_checks: [[AtomicU64; 3]; 4],
-    /// Ids handed to subscriptions, for their entry in `instances`.
-    pub(crate) next_subscription: AtomicU64,
-    /// Routable instances per app, as each live subscription sees them.
-    pub(crate) instances: Mutex<HashMap<u64, BTreeMap<String, u64>>>,
+/// One published series of [`ResolverStats`]: its metric name (without `introspect_`),
+/// whether it is a counter (else a gauge), its description and its value.
+pub(crate) struct Series {
+    pub name: &'static str,
+    pub counter: bool,
+    pub help: &'static str,
+    pub value: u64,
+}
+
+macro_rules! stats {
+    ($($kind:ident $field:ident = $metric:literal: $help:literal;)*) => {
+        /// Live counters of a resolver: one atomic per field of [`ResolverStats`].
+        #[derive(Debug, Default)]
+        pub struct Counters {
+            $(pub(crate) $field: AtomicU64,)*
+            /// Revision checks by rule bucket (see [`RevisionChecks`]) and outcome (verified,
+            /// rejected, unverifiable).
+            pub(crate) revision_checks: [[AtomicU64; 3]; 4],
+            /// Ids handed to subscriptions, for their entry in `instances`.
+            pub(crate) next_subscription: AtomicU64,
+            /// Routable instances per app, as each live subscription sees them.
+            pub(crate) instances: Mutex<HashMap<u64, BTreeMap<String, u64>>>,
+        }
+
+        /// A copy of a resolver's counters.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct ResolverStats {
+            $(#[doc = $help] pub $field: u64,)*
+            /// Whether self-preservation (or a wipe recovery) holds removals of some app
+            /// right now.
+            pub protection_active: bool,
+            /// Metadata answers checked against their revision, per rule.
+            pub revision_checks: RevisionChecks,
+        }
+
+        impl Counters {
+            /// A consistent-enough copy of the counters.
+            pub fn snapshot(&self) -> ResolverStats {
+                let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+                ResolverStats {
+                    $($field: get(&self.$field),)*
+                    protection_active: get(&self.protected_apps) > 0,
+                    revision_checks: self.revision_checks(),
+                }
+            }
+        }
+
+        impl ResolverStats {
+            /// Every field as a published series.
+            pub(crate) fn series(&self) -> Vec<Series> {
+                let mut series = vec![$(Series {
+                    name: $metric,
+                    counter: stats!(@counter $kind),
+                    help: $help,
+                    value: self.$field,
+                },)*];
+                series.push(Series {
+                    name: "protection_active",
+                    counter: false,
+                    help: "1 while self-preservation holds removals of some app, else 0.",
+                    value: u64::from(self.protection_active),
+                });
+                series
+            }
+        }
+    };
+    (@counter counter) => { true };
+    (@counter gauge) => { false };
+}
+
+stats! {
+    counter metadata_fetches = "metadata_fetches_total":
+        "MetadataService calls made (each attempt on an instance counts once).";
+    counter cache_hits = "metadata_cache_hits_total":
+        "Metadata lookups answered from the cache.";
+    counter cache_misses = "metadata_cache_misses_total":
+        "Metadata lookups that had to load (concurrent callers share one load).";
+    counter fetch_failures = "metadata_fetch_failures_total":
+        "MetadataService calls or metadata report reads that failed.";
+    counter revision_mismatches = "revision_mismatches_total":
+        "Metadata answers rejected because their content did not hash to their revision.";
+    counter report_reads = "metadata_report_reads_total":
+        "Metadata report reads (storage type remote).";
+    counter metadata_retries = "metadata_retries_total":
+        "Background metadata fetches retried after a failure.";
+    counter unsupported_metadata_services = "unsupported_metadata_services_total":
+        "Instances not asked for metadata: their MetadataService speaks a protocol or \
+         contract this crate cannot call (e.g. Dubbo's V1 over dubbo).";
+    counter skipped_records = "skipped_records_total":
+        "Instance records skipped as malformed, oversized or misplaced.";
+    gauge revisions_known = "revisions_known":
+        "Distinct (app, revision) pairs whose metadata is cached.";
+    gauge subscriptions = "subscriptions":
+        "Live subscriptions.";
+    counter pushes = "pushes_total":
+        "Endpoint sets pushed to subscribers.";
+    counter unchanged_updates = "unchanged_updates_total":
+        "Coalesced updates not pushed because the endpoint set was unchanged.";
+    counter unchanged_view_updates = "unchanged_view_updates_total":
+        "Registry events that left an app's routable instances as they were (an identical \
+         upsert, the removal of an unknown address, an equal re-list), so no subscription \
+         was told.";
+    counter relists = "relists_total":
+        "Instance lists read again after a watch ended (compaction, lost connection).";
+    counter watch_restarts = "watch_restarts_total":
+        "Mapping and instance watches that ended with an error and were started again.";
+    counter held_removals = "held_removals_total":
+        "Expiries held by self-preservation instead of being applied.";
+    gauge protected_apps = "protected_apps":
+        "Apps whose removals are held right now (one per app and resolver).";
+    counter hold_releases = "hold_releases_total":
+        "Held instances released: they returned, or their maximum hold (or the recovery \
+         bound after a registry wipe) passed.";
+    counter wipes = "store_wipes_total":
+        "Re-lists that found the registry wiped or replaced (its epoch changed or went, or \
+         its revision went backwards), per app.";
+    counter set_aside = "set_aside_total":
+        "Times an endpoint was set aside after consecutive call failures.";
+    gauge set_aside_addresses = "set_aside_addresses":
+        "Addresses set aside right now (failing, or held and not yet answering a probe).";
+    counter health_reports = "health_reports_total":
+        "Call outcomes reported through a subscription handle and applied to its health.";
+    counter probes = "health_probes_total":
+        "Health probes of set-aside endpoints.";
+    counter call_failures = "call_failures_total":
+        "Calls through balanced channels that failed (transport error, UNAVAILABLE or \
+         DEADLINE_EXCEEDED), as passive health recorded them.";
+    counter panic_routes = "panic_routes_total":
+        "Times a balanced channel found every endpoint set aside and routed to all of them \
+         (panic mode).";
+    counter oversized_mappings = "oversized_mappings_total":
+        "Mapping reads ignored because they named more apps than the limit.";
+    counter released_apps = "released_apps_total":
+        "Apps a subscription stopped following: no longer in a valid mapping and without \
+         routable instances for a grace period.";
+    gauge shared_views = "shared_views":
+        "Shared views running: one per app and per mapping followed by some subscription, \
+         or in its release grace; each holds one registry watch.";
+    counter snapshot_writes = "snapshot_writes_total":
+        "Local snapshots written.";
+    counter snapshot_loads = "snapshot_loads_total":
+        "Subscriptions started from a local snapshot because the registry was unreachable.";
 }
 
 impl Counters {
@@ -54,14 +164,25 @@ impl Counters {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Counts the check of one answer whose instance declared `declared` (the rule's name,
-    /// `None` for no rule).
-    pub(crate) fn count_check(&self, declared: Option<&str>, outcome: Verification) {
-        let bucket = match declared.map(RevisionRule::declared) {
-            Some(Some(RevisionRule::Sha256V1)) => 0,
-            Some(Some(RevisionRule::Sha256V2)) => 1,
-            None | Some(Some(RevisionRule::JavaMd5)) => 2,
-            Some(None) => 3,
+    /// Sets a gauge.
+    pub(crate) fn set(gauge: &AtomicU64, n: u64) {
+        gauge.store(n, Ordering::Relaxed);
+    }
+
+    /// Lowers a gauge, never below zero.
+    pub(crate) fn sub(counter: &AtomicU64, n: u64) {
+        let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            Some(v.saturating_sub(n))
+        });
+    }
+
+    /// Counts the check of one answer checked under `declared`.
+    pub(crate) fn count_check(&self, declared: Declared, outcome: Verification) {
+        let bucket = match declared {
+            Declared::Rule(RevisionRule::Sha256V1) => 0,
+            Declared::Rule(RevisionRule::Sha256V2) => 1,
+            Declared::Nothing | Declared::Rule(RevisionRule::JavaMd5) => 2,
+            Declared::Unknown => 3,
         };
         let outcome = match outcome {
             Verification::Verified(_) => 0,
@@ -71,11 +192,19 @@ impl Counters {
         Self::bump(&self.revision_checks[bucket][outcome]);
     }
 
-    /// Lowers a gauge, never below zero.
-    pub(crate) fn sub(counter: &AtomicU64, n: u64) {
-        let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-            Some(v.saturating_sub(n))
-        });
+    fn revision_checks(&self) -> RevisionChecks {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let counts = |bucket: &[AtomicU64; 3]| RuleCounts {
+            verified: get(&bucket[0]),
+            rejected: get(&bucket[1]),
+            unverifiable: get(&bucket[2]),
+        };
+        RevisionChecks {
+            sha256_v1: counts(&self.revision_checks[0]),
+            sha256_v2: counts(&self.revision_checks[1]),
+            java_md5: counts(&self.revision_checks[2]),
+            other_rules: counts(&self.revision_checks[3]),
+        }
     }
 
     /// Records the routable instances per app seen by subscription `id` (`None`: it ended).
@@ -98,56 +227,6 @@ impl Counters {
             }
         }
         out
-    }
-
-    /// A consistent-enough copy of the counters.
-    pub fn snapshot(&self, revisions_known: u64) -> ResolverStats {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        ResolverStats {
-            metadata_fetches: get(&self.metadata_fetches),
-            cache_hits: get(&self.cache_hits),
-            cache_misses: get(&self.cache_misses),
-            fetch_failures: get(&self.fetch_failures),
-            revision_mismatches: get(&self.revision_mismatches),
-            report_reads: get(&self.report_reads),
-            skipped_records: get(&self.skipped_records),
-            revisions_known,
-            subscriptions: get(&self.subscriptions),
-            pushes: get(&self.pushes),
-            unchanged_updates: get(&self.unchanged_updates),
-            relists: get(&self.relists),
-            watch_restarts: get(&self.watch_restarts),
-            held_removals: get(&self.held_removals),
-            protected_apps: get(&self.protected_apps),
-            protection_active: get(&self.protected_apps) > 0,
-            metadata_retries: get(&self.metadata_retries),
-            set_aside: get(&self.set_aside),
-            health_reports: get(&self.health_reports),
-            oversized_mappings: get(&self.oversized_mappings),
-            released_apps: get(&self.released_apps),
-            shared_views: 0,
-            probes: get(&self.probes),
-            hold_releases: get(&self.hold_releases),
-            wipes: get(&self.wipes),
-            call_failures: get(&self.call_failures),
-            panic_routes: get(&self.panic_routes),
-            snapshot_writes: get(&self.snapshot_writes),
-            snapshot_loads: get(&self.snapshot_loads),
-            unsupported_metadata_services: get(&self.unsupported_metadata_services),
-            revision_checks: {
-                let counts = |bucket: &[AtomicU64; 3]| RuleCounts {
-                    verified: get(&bucket[0]),
-                    rejected: get(&bucket[1]),
-                    unverifiable: get(&bucket[2]),
-                };
-                RevisionChecks {
-                    sha256_v1: counts(&self.revision_checks[0]),
-                    sha256_v2: counts(&self.revision_checks[1]),
-                    java_md5: counts(&self.revision_checks[2]),
-                    other_rules: counts(&self.revision_checks[3]),
-                }
-            },
-        }
     }
 }
 
@@ -177,77 +256,25 @@ pub struct RevisionChecks {
     pub other_rules: RuleCounts,
 }
 
-/// A copy of a resolver's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ResolverStats {
-    /// MetadataService calls made (each attempt on an instance counts once).
-    pub metadata_fetches: u64,
-    /// Metadata lookups answered from the cache.
-    pub cache_hits: u64,
-    /// Metadata lookups that had to load (concurrent callers share one load).
-    pub cache_misses: u64,
-    /// MetadataService calls or report reads that failed.
-    pub fetch_failures: u64,
-    /// Answers rejected because their content did not hash to their revision.
-    pub revision_mismatches: u64,
-    /// Metadata report reads (storage type `remote`).
-    pub report_reads: u64,
-    /// Instance records skipped as malformed, oversized or misplaced.
-    pub skipped_records: u64,
-    /// Distinct (app, revision) pairs whose metadata is cached.
-    pub revisions_known: u64,
-    /// Live subscriptions (gauge).
-    pub subscriptions: u64,
-    /// Endpoint sets pushed to subscribers.
-    pub pushes: u64,
-    /// Coalesced updates not pushed because the endpoint set was unchanged.
-    pub unchanged_updates: u64,
-    /// Instance lists read again after a watch ended (compaction, lost connection).
-    pub relists: u64,
-    /// Mapping and instance watches that ended with an error and were started again.
-    pub watch_restarts: u64,
-    /// Expiries held by self-preservation instead of being applied.
-    pub held_removals: u64,
-    /// Apps whose removals are held right now (gauge; one per app and resolver).
-    pub protected_apps: u64,
-    /// Whether self-preservation (or a wipe recovery) holds removals of some app right now.
-    pub protection_active: bool,
-    /// Background metadata fetches retried after a failure.
-    pub metadata_retries: u64,
-    /// Times an endpoint was set aside after consecutive call failures.
-    pub set_aside: u64,
-    /// Call outcomes reported through a subscription handle and applied to its health.
-    pub health_reports: u64,
-    /// Mapping reads ignored because they named more apps than
-    /// [`crate::Limits::max_apps_per_mapping`].
-    pub oversized_mappings: u64,
-    /// Apps a subscription stopped following: no longer in a valid mapping and without
-    /// routable instances for a grace period.
-    pub released_apps: u64,
-    /// Shared views running (gauge): one per app and per mapping followed by some
-    /// subscription, or in its release grace; each holds one store watch.
-    pub shared_views: u64,
-    /// Health probes of set-aside endpoints.
-    pub probes: u64,
-    /// Held instances released: they returned, or their maximum hold (or the recovery
-    /// bound after a store wipe) passed.
-    pub hold_releases: u64,
-    /// Re-lists that found the store wiped or replaced (its revision went backwards), per
-    /// app.
-    pub wipes: u64,
-    /// Calls through balanced channels that failed (transport error, UNAVAILABLE or
-    /// DEADLINE_EXCEEDED), as passive health recorded them.
-    pub call_failures: u64,
-    /// Times a balanced channel found every endpoint set aside and routed to all of them
-    /// (panic mode).
-    pub panic_routes: u64,
-    /// Local snapshots written.
-    pub snapshot_writes: u64,
-    /// Subscriptions started from a local snapshot because the store was unreachable.
-    pub snapshot_loads: u64,
-    /// Instances not asked for metadata because their MetadataService speaks a protocol or
-    /// contract this crate cannot call (e.g. Dubbo's V1 over `dubbo`).
-    pub unsupported_metadata_services: u64,
-    /// Metadata answers checked against their revision, per rule.
-    pub revision_checks: RevisionChecks,
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_is_one_series_with_a_name_of_its_own() {
+        let counters = Counters::default();
+        Counters::bump(&counters.pushes);
+        Counters::add(&counters.protected_apps, 2);
+        let stats = counters.snapshot();
+        assert_eq!((stats.pushes, stats.protected_apps), (1, 2));
+        assert!(stats.protection_active);
+        let series = stats.series();
+        let mut names: Vec<&str> = series.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), series.len(), "no two series share a name");
+        for s in &series {
+            assert_eq!(s.counter, s.name.ends_with("_total"), "{}", s.name);
+        }
+    }
 }

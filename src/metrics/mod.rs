@@ -1,8 +1,5 @@
 //! Resolver and provider metrics, published through the [`metrics`] facade.
 //!
-//! (This file is long for one reason: it lists every published series, with its name, kind
-//! and description, in one place.)
-//!
 //! The library holds no HTTP server and formats no text: it records into whatever recorder
 //! the application installed (for Prometheus, `metrics-exporter-prometheus`; the
 //! `introspect` tool's `--metrics ADDR` does that). Without a recorder, publishing costs
@@ -289,178 +286,15 @@ impl Drop for MetricsTask {
     }
 }
 
-/// Every field of [`ResolverStats`]: its metric name (without `introspect_`), whether it
-/// is a counter, its description and its value.
-fn resolver_series(stats: &ResolverStats) -> [(&'static str, bool, &'static str, u64); 26] {
-    [
-        (
-            "unsupported_metadata_services_total",
-            true,
-            "Instances not asked for metadata: their MetadataService is not V2 over tri or grpc.",
-            stats.unsupported_metadata_services,
-        ),
-        (
-            "metadata_fetches_total",
-            true,
-            "MetadataService calls made (each attempt on an instance counts once).",
-            stats.metadata_fetches,
-        ),
-        (
-            "metadata_cache_hits_total",
-            true,
-            "Metadata lookups answered from the cache.",
-            stats.cache_hits,
-        ),
-        (
-            "metadata_cache_misses_total",
-            true,
-            "Metadata lookups that had to load (concurrent callers share one load).",
-            stats.cache_misses,
-        ),
-        (
-            "metadata_fetch_failures_total",
-            true,
-            "MetadataService calls or metadata report reads that failed.",
-            stats.fetch_failures,
-        ),
-        (
-            "revision_mismatches_total",
-            true,
-            "Metadata answers rejected because their content did not hash to their revision.",
-            stats.revision_mismatches,
-        ),
-        (
-            "metadata_report_reads_total",
-            true,
-            "Metadata report reads (storage type remote).",
-            stats.report_reads,
-        ),
-        (
-            "metadata_retries_total",
-            true,
-            "Background metadata fetches retried after a failure.",
-            stats.metadata_retries,
-        ),
-        (
-            "skipped_records_total",
-            true,
-            "Instance records skipped as malformed, oversized or misplaced.",
-            stats.skipped_records,
-        ),
-        (
-            "pushes_total",
-            true,
-            "Endpoint sets pushed to subscribers.",
-            stats.pushes,
-        ),
-        (
-            "unchanged_updates_total",
-            true,
-            "Coalesced updates not pushed because the endpoint set was unchanged.",
-            stats.unchanged_updates,
-        ),
-        (
-            "relists_total",
-            true,
-            "Instance lists read again after a watch ended.",
-            stats.relists,
-        ),
-        (
-            "watch_restarts_total",
-            true,
-            "Mapping and instance watches that ended with an error and were started again.",
-            stats.watch_restarts,
-        ),
-        (
-            "held_removals_total",
-            true,
-            "Instance expiries held by self-preservation.",
-            stats.held_removals,
-        ),
-        (
-            "set_aside_total",
-            true,
-            "Times an endpoint was set aside after consecutive call failures.",
-            stats.set_aside,
-        ),
-        (
-            "health_probes_total",
-            true,
-            "Health probes of set-aside endpoints.",
-            stats.probes,
-        ),
-        (
-            "hold_releases_total",
-            true,
-            "Held instances released: returned, or held for the maximum time.",
-            stats.hold_releases,
-        ),
-        (
-            "store_wipes_total",
-            true,
-            "Re-lists that found the store wiped or replaced, per app.",
-            stats.wipes,
-        ),
-        (
-            "call_failures_total",
-            true,
-            "Calls through balanced channels that failed, as passive health saw them.",
-            stats.call_failures,
-        ),
-        (
-            "panic_routes_total",
-            true,
-            "Times a balanced channel routed to set-aside endpoints because all were.",
-            stats.panic_routes,
-        ),
-        (
-            "snapshot_writes_total",
-            true,
-            "Local snapshots written.",
-            stats.snapshot_writes,
-        ),
-        (
-            "snapshot_loads_total",
-            true,
-            "Subscriptions started from the local snapshot because the store was unreachable.",
-            stats.snapshot_loads,
-        ),
-        (
-            "revisions_known",
-            false,
-            "Distinct (app, revision) pairs whose metadata is cached.",
-            stats.revisions_known,
-        ),
-        (
-            "subscriptions",
-            false,
-            "Live subscriptions.",
-            stats.subscriptions,
-        ),
-        (
-            "protected_apps",
-            false,
-            "Apps whose removals self-preservation holds right now.",
-            stats.protected_apps,
-        ),
-        (
-            "protection_active",
-            false,
-            "1 while self-preservation holds removals of some app, else 0.",
-            u64::from(stats.protection_active),
-        ),
-    ]
-}
-
 fn record_resolver(stats: &ResolverStats) {
-    for (name, is_counter, help, value) in resolver_series(stats) {
-        let name = format!("introspect_{name}");
-        if is_counter {
-            describe_counter!(name.clone(), help);
-            counter!(name).absolute(value);
+    for series in stats.series() {
+        let name = format!("introspect_{}", series.name);
+        if series.counter {
+            describe_counter!(name.clone(), series.help);
+            counter!(name).absolute(series.value);
         } else {
-            describe_gauge!(name.clone(), help);
-            gauge!(name).set(value as f64);
+            describe_gauge!(name.clone(), series.help);
+            gauge!(name).set(series.value as f64);
         }
     }
     describe_counter!(

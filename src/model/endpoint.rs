@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::model::ServiceInfo;
+use crate::model::{Authority, ServiceInfo};
 
 /// Where to call one service on one instance.
 ///
@@ -19,6 +19,9 @@ pub struct Endpoint {
     pub host: Arc<str>,
     /// The port to call: the service's own, else the protocol's, else the instance's.
     pub port: u16,
+    /// The port of the instance's record (`{host}:{instance_port}` is its registry key):
+    /// a hold by self-preservation sets aside every endpoint of its instance.
+    pub instance_port: u16,
     /// The protocol to speak.
     pub protocol: Arc<str>,
     /// The revision of the instance's metadata.
@@ -28,15 +31,22 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// The dialable address: `{host}:{port}`, with an IPv6 host in brackets
-    /// (`[::1]:50051`). The store's instance keys keep Dubbo's unbracketed form; this one
-    /// is what a client connects to.
+    /// Where calls go: `{host}:{port}`, with an IPv6 host in brackets (`[::1]:50051`), the
+    /// key of consumer-side health and of the balanced channel.
+    pub fn authority(&self) -> Authority {
+        Authority::new(&self.host, self.port)
+    }
+
+    /// The authority of the endpoint's instance (its host and instance port), by which a
+    /// hold of that instance is known.
+    pub fn instance_authority(&self) -> Authority {
+        Authority::new(&self.host, self.instance_port)
+    }
+
+    /// The dialable address as text: [`Endpoint::authority`]'s. The store's instance keys
+    /// keep Dubbo's unbracketed form; this one is what a client connects to.
     pub fn address(&self) -> String {
-        if self.host.contains(':') && !self.host.starts_with('[') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
+        self.authority().as_str().to_owned()
     }
 
     /// The service's parameters.
@@ -54,6 +64,7 @@ mod tests {
             app: "a".into(),
             host: host.into(),
             port: 50051,
+            instance_port: 50051,
             protocol: "tri".into(),
             revision: "r".into(),
             service: Arc::new(ServiceInfo::new("a.A")),

@@ -84,9 +84,16 @@ impl ServiceInstance {
         Ok(())
     }
 
-    /// `{host}:{port}`, the last segment of the instance's key.
+    /// `{host}:{port}`, the last segment of the instance's key (Dubbo's form: an IPv6 host
+    /// is not bracketed). Not dialable as such: see [`ServiceInstance::authority`].
     pub fn address(&self) -> String {
         format!("{}:{}", self.host, self.port)
+    }
+
+    /// Where the instance's record says it is, dialable (an IPv6 host bracketed): the key of
+    /// a hold in consumer-side health.
+    pub fn authority(&self) -> crate::model::Authority {
+        crate::model::Authority::new(&self.host, self.port)
     }
 
     /// The revision; `0` when missing.
@@ -111,6 +118,11 @@ impl ServiceInstance {
             .get(keys::REVISION_RULE)
             .map(String::as_str)
             .filter(|rule| !rule.is_empty())
+    }
+
+    /// The revision rule the instance declares, read (see [`crate::model::verification`]).
+    pub fn declared_rule(&self) -> crate::model::Declared {
+        crate::model::Declared::of(self.declared_revision_rule())
     }
 
     /// Whether the instance declares that its revision follows the `sha256-v1` rule.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::revision::{self, is_volatile_param};
-use crate::model::{RevisionRule, ServiceInfo, names};
+use crate::model::{ServiceInfo, names};
 
 /// `{app, revision, services: match key -> service info}`.
 ///
@@ -48,23 +48,6 @@ impl MetadataInfo {
             revision,
             services: by_key,
         })
-    }
-
-    /// Builds the metadata like [`MetadataInfo::new`], with its revision computed under
-    /// `rule` (providers of this crate use [`crate::model::revision::PROVIDER_REVISION_RULE`]).
-    pub fn new_with_rule(
-        app: impl Into<String>,
-        services: impl IntoIterator<Item = ServiceInfo>,
-        rule: RevisionRule,
-    ) -> Result<Self> {
-        let mut info = Self::new(app, services)?;
-        info.revision = rule.revision(&info.app, &info.services);
-        Ok(info)
-    }
-
-    /// The revision the content hashes to under `rule`.
-    pub fn computed_revision_under(&self, rule: RevisionRule) -> String {
-        rule.revision(&self.app, &self.services)
     }
 
     /// The revision the content hashes to by the `sha256-v1` rule.

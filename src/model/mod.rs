@@ -1,6 +1,7 @@
 //! The pure model: service info, match key, metadata info, revision, instance, endpoint.
 //! No I/O happens here.
 
+mod authority;
 mod endpoint;
 mod instance;
 pub mod instance_record;
@@ -16,11 +17,12 @@ pub mod revision_v2;
 mod service_info;
 pub mod verification;
 
+pub use authority::Authority;
 pub use endpoint::Endpoint;
 pub use instance::{ProtocolPort, ServiceInstance, StorageType};
 pub use metadata_info::MetadataInfo;
 pub use metadata_service::MetadataServiceAdvert;
 pub use revision::{EMPTY_REVISION, revision};
-pub use revision_rule::RevisionRule;
+pub use revision_rule::{PROVIDER_REVISION_RULE, RevisionRule};
 pub use service_info::{DEFAULT_PROTOCOL, ServiceInfo, match_key};
-pub use verification::{Verification, verify};
+pub use verification::{Declared, Verification, verify};

@@ -19,10 +19,6 @@ pub const EMPTY_REVISION: &str = "0";
 /// [`crate::model::keys::REVISION_RULE`] so that consumers can verify revisions.
 pub const REVISION_RULE_SHA256_V1: &str = "sha256-v1";
 
-/// The rule providers of this crate compute their revision with and declare under
-/// [`crate::model::keys::REVISION_RULE`]: `sha256-v2` (see [`crate::model::revision_v2`]).
-pub const PROVIDER_REVISION_RULE: crate::model::RevisionRule = crate::model::RevisionRule::Sha256V2;
-
 /// Parameters that change from run to run and so are not service parameters.
 pub const VOLATILE_PARAMS: &[&str] = &[
     "pid",

@@ -3,7 +3,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::error::Result;
 use crate::model::{MetadataInfo, ServiceInfo, revision, revision_java, revision_v2};
+
+/// The rule providers of this crate compute their revision with and declare under
+/// [`crate::model::keys::REVISION_RULE`]: `sha256-v2` (see [`crate::model::revision_v2`]).
+pub const PROVIDER_REVISION_RULE: RevisionRule = RevisionRule::Sha256V2;
 
 /// A rule turning an app's exported services into its revision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,6 +88,25 @@ impl RevisionRule {
             // Built from `String`s, so always UTF-8.
             _ => String::from_utf8_lossy(&bytes).into_owned(),
         })
+    }
+}
+
+impl MetadataInfo {
+    /// Builds the metadata like [`MetadataInfo::new`], with its revision computed under
+    /// `rule` (providers of this crate use [`PROVIDER_REVISION_RULE`]).
+    pub fn new_with_rule(
+        app: impl Into<String>,
+        services: impl IntoIterator<Item = ServiceInfo>,
+        rule: RevisionRule,
+    ) -> Result<Self> {
+        let mut info = Self::new(app, services)?;
+        info.revision = rule.revision(&info.app, &info.services);
+        Ok(info)
+    }
+
+    /// The revision the content hashes to under `rule`.
+    pub fn computed_revision_under(&self, rule: RevisionRule) -> String {
+        rule.revision(&self.app, &self.services)
     }
 }
 

@@ -221,7 +221,7 @@ impl ProviderBuilder {
         let metadata = MetadataInfo::new_with_rule(
             self.app.clone(),
             self.services,
-            crate::model::revision::PROVIDER_REVISION_RULE,
+            crate::model::PROVIDER_REVISION_RULE,
         )?;
         let exported = Arc::new(ExportedMetadata::new(metadata, self.revision_grace));
         let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));

@@ -80,8 +80,8 @@ impl Shared {
 
     /// Whether a warning of `cause` is written now (at most one line per cause per
     /// interval): `Some` with the number suppressed since the last one.
-    pub(super) fn warn_allowed(&self, cause: &str) -> Option<u64> {
-        self.warnings.allow(cause, tokio::time::Instant::now())
+    pub(super) fn warn_allowed(&self, cause: &'static str) -> Option<u64> {
+        self.warnings.allow(cause, "", tokio::time::Instant::now())
     }
 
     /// Registers again under a new lease and rewrites the mappings, with backoff and jitter

@@ -5,8 +5,6 @@
 //! exported interface to its app in the mapping, keeps its lease alive and re-registers when
 //! the lease is lost, and stops gracefully: disabled first, deregistered after a drain.
 //!
-//! One concept per file:
-//!
 //! Three ways to run one, from the most to the least managed:
 //!
 //! * [`Provider::serve`] runs your tonic router with MetadataService added, registers once
@@ -32,6 +30,7 @@
 //! * `report_cleanup`: removing reported revisions no instance uses;
 //! * `serve`: the user's router served with MetadataService; `own_server`: MetadataService
 //!   on a listener of the provider's own; `reflection`: gRPC reflection for both;
+//!   `routes`: adding a service to the user's router;
 //! * `check`: the start-up check that MetadataService answers;
 //! * `stop`: the graceful stop.
 
@@ -44,6 +43,7 @@ mod own_server;
 mod record;
 mod reflection;
 mod report_cleanup;
+mod routes;
 mod serve;
 mod stop;
 
@@ -250,7 +250,7 @@ impl Provider {
         let metadata = MetadataInfo::new_with_rule(
             self.shared.exported.current().app.clone(),
             services,
-            crate::model::revision::PROVIDER_REVISION_RULE,
+            crate::model::PROVIDER_REVISION_RULE,
         )?;
         if metadata.revision == self.revision() {
             return Ok(());

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::model::revision::PROVIDER_REVISION_RULE;
+use crate::model::PROVIDER_REVISION_RULE;
 use crate::model::{MetadataInfo, ProtocolPort, ServiceInfo, StorageType, keys};
 
 /// The protocol MetadataService is served with: gRPC-compatible Triple.

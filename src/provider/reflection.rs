@@ -16,7 +16,7 @@ pub(super) fn add_reflection<L>(router: Router<L>) -> Result<Router<L>> {
 /// Adds reflection `v1` and `v1alpha` describing MetadataServiceV2 to `router`.
 #[cfg(feature = "reflection")]
 pub(super) fn add_reflection<L>(router: Router<L>) -> Result<Router<L>> {
-    use super::serve::add_once;
+    use super::routes::add_once;
     use crate::error::Error;
     use crate::rpc::pb::FILE_DESCRIPTOR_SET;
 

@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -18,6 +17,7 @@ use tower_layer::Layer;
 use tracing::Instrument as _;
 
 use super::reflection::add_reflection;
+use super::routes::add_once;
 use super::{MetadataServing, Provider, address};
 use crate::error::{Error, Result};
 use crate::rpc::MetadataServiceV2Server;
@@ -147,19 +147,4 @@ impl Provider {
             state.instance.port
         };
     }
-}
-
-/// Adds one service to `router` with `add`, turning tonic's panic on a service the router
-/// already serves into an error.
-pub(super) fn add_once<L>(
-    router: Router<L>,
-    what: &str,
-    add: impl FnOnce(Router<L>) -> Router<L>,
-) -> Result<Router<L>> {
-    std::panic::catch_unwind(AssertUnwindSafe(move || add(router))).map_err(|_| {
-        Error::Config(format!(
-            "the router already serves {what}: `Provider::serve` adds it itself (turn \
-             reflection off with `reflection(false)` if yours serves its own)"
-        ))
-    })
 }

@@ -10,14 +10,21 @@ use crate::support::greeter::pb::greeter_client::GreeterClient;
 use crate::support::greeter::{GreeterNode, serve_greeter, start_greeter};
 use crate::support::wait::eventually;
 use futures::StreamExt as _;
-use introspect::consumer::discover::Change;
+use introspect::consumer::Change;
+use introspect::consumer::ResolverBuilder;
 use introspect::consumer::{
     BalancedChannel, ChannelHandle, CoalesceOptions, HealthOptions, SubscribeOptions,
     SubscriptionHandle,
 };
+use introspect::model::Authority;
 use introspect::{MemoryStore, Resolver, Store, Subscription};
 
 const APP: &str = "greeter";
+
+/// The authority of a server's socket address.
+fn authority(address: std::net::SocketAddr) -> Authority {
+    Authority::new(&address.ip().to_string(), address.port())
+}
 const INTERFACE: &str = "helloworld.Greeter";
 /// The consumer's coalescing window.
 const WINDOW: Duration = Duration::from_millis(250);
@@ -101,12 +108,10 @@ impl Load {
 /// addresses.
 async fn balanced(
     store: &Arc<dyn Store>,
-    options: SubscribeOptions,
+    configure: impl FnOnce(ResolverBuilder) -> ResolverBuilder,
     providers: usize,
 ) -> (Resolver, SubscriptionHandle, BalancedChannel, ChannelHandle) {
-    let resolver = Resolver::builder(store.clone())
-        .subscribe_options(options)
-        .build();
+    let resolver = configure(Resolver::builder(store.clone())).build();
     let subscription = resolver
         .subscribe(Subscription::new(INTERFACE))
         .await
@@ -139,7 +144,11 @@ async fn calls_spread_survive_a_graceful_stop_and_reach_a_newcomer() {
     let b = start_greeter(&store, APP, DRAIN).await;
     let c = start_greeter(&store, APP, DRAIN).await;
 
-    let options = SubscribeOptions::default().coalesce(CoalesceOptions::default().window(WINDOW));
+    let options = |builder: ResolverBuilder| {
+        builder.subscribe_options(
+            SubscribeOptions::default().coalesce(CoalesceOptions::default().window(WINDOW)),
+        )
+    };
     let (_resolver, _subscription, channel, handle) = balanced(&store, options, 3).await;
     let load = Load::start(channel);
 
@@ -160,7 +169,7 @@ async fn calls_spread_survive_a_graceful_stop_and_reach_a_newcomer() {
     // A graceful stop: disabled, drained, deregistered; only then the server stops. The
     // provider leaves the balancer during its drain, no call reaches it after that while
     // its server still runs, and no call fails.
-    let gone = a.address.to_string();
+    let gone = authority(a.address);
     let mut a = a;
     a.stop();
     eventually(
@@ -192,7 +201,7 @@ async fn calls_spread_survive_a_graceful_stop_and_reach_a_newcomer() {
         *handle.addresses(),
         [b.address, c.address, d.address]
             .iter()
-            .map(|a| a.to_string())
+            .map(|a| authority(*a))
             .collect()
     );
 
@@ -209,11 +218,13 @@ async fn set_aside_endpoints_leave_the_balancer() {
     let store = store();
     let a = start_greeter(&store, APP, Duration::from_millis(50)).await;
     let b = start_greeter(&store, APP, Duration::from_millis(50)).await;
-    let options = SubscribeOptions::default().health(
-        HealthOptions::default()
-            .failure_threshold(2)
-            .probe_interval(Duration::from_secs(60)),
-    );
+    let options = |builder: ResolverBuilder| {
+        builder.health(
+            HealthOptions::default()
+                .failure_threshold(2)
+                .probe_interval(Duration::from_secs(60)),
+        )
+    };
     let (_resolver, subscription, _channel, mut handle) = balanced(&store, options, 2).await;
     let bad = subscription
         .current()
@@ -227,7 +238,7 @@ async fn set_aside_endpoints_leave_the_balancer() {
         .await
         .expect("the set-aside endpoint leaves")
         .unwrap();
-    assert_eq!(*left, [b.address.to_string()].into_iter().collect());
+    assert_eq!(*left, [authority(b.address)].into_iter().collect());
 
     subscription.report_success(&bad);
     let back = tokio::time::timeout(Duration::from_secs(5), handle.changed())
@@ -289,7 +300,7 @@ async fn dropping_the_channel_stops_its_task_and_releases_the_subscription() {
 /// Takes the next change of a discovery stream, within 5 s.
 async fn next_change(
     discovery: &mut introspect::consumer::Discovery,
-) -> Change<String, introspect::Endpoint> {
+) -> Change<Authority, introspect::Endpoint> {
     tokio::time::timeout(Duration::from_secs(5), discovery.next())
         .await
         .expect("a change in time")
@@ -314,14 +325,14 @@ async fn discover_streams_insertions_and_removals_a_balancer_can_dial() {
     for _ in 0..2 {
         match next_change(&mut discovery).await {
             Change::Insert(address, endpoint) => {
-                assert_eq!(address, endpoint.address());
+                assert_eq!(address, endpoint.authority());
                 inserted.push(address);
             }
             Change::Remove(address) => panic!("unexpected removal of {address}"),
         }
     }
     inserted.sort();
-    let mut expected = vec![a.address.to_string(), b.address.to_string()];
+    let mut expected = vec![authority(a.address), authority(b.address)];
     expected.sort();
     assert_eq!(inserted, expected);
     for address in &inserted {
@@ -338,7 +349,7 @@ async fn discover_streams_insertions_and_removals_a_balancer_can_dial() {
     }
 
     // A graceful stop is a removal of that address, and only of it.
-    let gone = a.address.to_string();
+    let gone = authority(a.address);
     a.shutdown().await;
     match next_change(&mut discovery).await {
         Change::Remove(address) => assert_eq!(address, gone),
@@ -347,7 +358,7 @@ async fn discover_streams_insertions_and_removals_a_balancer_can_dial() {
     // A newcomer is an insertion.
     let c = start_greeter(&store, APP, Duration::from_millis(50)).await;
     match next_change(&mut discovery).await {
-        Change::Insert(address, _) => assert_eq!(address, c.address.to_string()),
+        Change::Insert(address, _) => assert_eq!(address, authority(c.address)),
         Change::Remove(address) => panic!("unexpected removal of {address}"),
     }
     b.shutdown().await;

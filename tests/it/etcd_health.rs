@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::support::calls::Caller;
+use crate::support::calls::{Caller, channel_over};
 use crate::support::etcd::EtcdServer;
 use crate::support::killable::{GREETER, Killable, greeter_info};
 use crate::support::records::Records;
 use crate::support::wait::eventually;
-use introspect::consumer::{ProtectionOptions, SubscribeOptions};
+use introspect::consumer::ProtectionOptions;
 use introspect::{Resolver, Store, Subscription};
 
 /// The instances' lease TTL (the harness's etcd allows 1 s).
@@ -35,17 +35,14 @@ async fn killed_instances_cost_at_most_two_calls_each_while_the_hold_keeps_them_
     }
     let protection = ProtectionOptions::default().max_hold(MAX_HOLD);
     let resolver = Resolver::builder(store.clone())
-        .subscribe_options(SubscribeOptions::default().protection(protection))
+        .protection(protection)
         .build();
     let handle = resolver
         .subscribe(Subscription::new(GREETER))
         .await
         .unwrap();
     assert_eq!(handle.current().len(), 8);
-    let (channel, mut channel_handle) = resolver.balanced_channel(&handle).unwrap();
-    while channel_handle.addresses().len() < 8 {
-        channel_handle.changed().await.unwrap();
-    }
+    let channel = channel_over(&resolver, &handle, 8).await;
     let caller = Caller::start(channel, Duration::from_millis(20));
     eventually(LIMIT, "calls flowing", || async { caller.ok() >= 50 }).await;
     assert_eq!(caller.failed(), 0);

@@ -34,24 +34,24 @@ struct FakeProbe {
 }
 
 impl FakeProbe {
-    fn options(&self, threshold: u32) -> SubscribeOptions {
+    /// A short coalescing window, and health probing with this probe.
+    fn options(&self, threshold: u32) -> (SubscribeOptions, HealthOptions) {
         let probe = self.clone();
-        SubscribeOptions::default()
-            .coalesce(CoalesceOptions::default().window(Duration::from_millis(10)))
-            .health(
-                HealthOptions::default()
-                    .failure_threshold(threshold)
-                    .probe_interval(PROBE_INTERVAL)
-                    .probe(move |_address: String, _timeout: Duration| {
-                        let call = probe.calls.fetch_add(1, Ordering::SeqCst);
-                        let answers = probe.answers.load(Ordering::SeqCst);
-                        let panics = probe.panics && call == 0;
-                        async move {
-                            assert!(!panics, "a probe that panics");
-                            answers
-                        }
-                    }),
-            )
+        let subscribe = SubscribeOptions::default()
+            .coalesce(CoalesceOptions::default().window(Duration::from_millis(10)));
+        let health = HealthOptions::default()
+            .failure_threshold(threshold)
+            .probe_interval(PROBE_INTERVAL)
+            .probe(move |_address: String, _timeout: Duration| {
+                let call = probe.calls.fetch_add(1, Ordering::SeqCst);
+                let answers = probe.answers.load(Ordering::SeqCst);
+                let panics = probe.panics && call == 0;
+                async move {
+                    assert!(!panics, "a probe that panics");
+                    answers
+                }
+            });
+        (subscribe, health)
     }
 
     fn calls(&self) -> u64 {
@@ -61,7 +61,7 @@ impl FakeProbe {
 
 /// A subscription to two instances (ports 1000 and 1001) in the embedded store.
 async fn two_instances(
-    options: SubscribeOptions,
+    (options, health): (SubscribeOptions, HealthOptions),
 ) -> (
     Resolver,
     introspect::SubscriptionHandle,
@@ -71,6 +71,7 @@ async fn two_instances(
     records.fleet(&orders(), 1000, 2, HOUR).await;
     let resolver = Resolver::builder(records.store.clone())
         .subscribe_options(options)
+        .health(health)
         .build();
     let handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
     assert_eq!(ports(&handle.current()), [1000, 1001]);

@@ -19,6 +19,7 @@ mod etcd_start_down;
 mod first_set;
 mod generated_code;
 mod health_and_snapshot;
+mod held_endpoints;
 mod interop;
 mod limits;
 mod mapping_integrity;

@@ -2,10 +2,11 @@
 //! `sha256-v1` collisions that `sha256-v2` separates, Dubbo Java's MD5 rule, and the diff an
 //! operator reads to see why two revisions differ.
 
-use introspect::model::revision::{PROVIDER_REVISION_RULE, canonical_text};
+use introspect::model::PROVIDER_REVISION_RULE;
+use introspect::model::revision::canonical_text;
 use introspect::model::revision_diff::{canonical_forms, diff};
 use introspect::model::revision_java;
-use introspect::model::{RevisionRule, Verification, verify};
+use introspect::model::{Declared, RevisionRule, Verification, verify};
 use introspect::{MetadataInfo, ServiceInfo};
 use proptest::prelude::*;
 use serde::Deserialize;
@@ -44,7 +45,7 @@ fn every_published_v2_vector_matches() {
         );
         assert_eq!(info.revision, case.revision, "{}", case.description);
         assert_eq!(
-            verify(Some("sha256-v2"), &case.revision, &info),
+            verify(Declared::of(Some("sha256-v2")), &case.revision, &info),
             Verification::Verified(RevisionRule::Sha256V2),
             "{}",
             case.description
@@ -90,11 +91,11 @@ fn the_two_v1_collision_pairs_differ_under_v2() {
         assert_ne!(va, vb, "sha256-v2 tells them apart");
         // A v2 consumer handed the other configuration rejects it.
         assert_eq!(
-            verify(Some("sha256-v2"), &va, &b),
+            verify(Declared::of(Some("sha256-v2")), &va, &b),
             Verification::Rejected(RevisionRule::Sha256V2)
         );
         assert_eq!(
-            verify(Some("sha256-v2"), &va, &a),
+            verify(Declared::of(Some("sha256-v2")), &va, &a),
             Verification::Verified(RevisionRule::Sha256V2)
         );
     }
@@ -155,7 +156,7 @@ fn java_md5_revisions_match_a_jvm() {
         );
         assert_eq!(info.computed_revision_under(RevisionRule::JavaMd5), md5);
         assert_eq!(
-            verify(None, md5, &info),
+            verify(Declared::Nothing, md5, &info),
             Verification::Verified(RevisionRule::JavaMd5)
         );
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::support::records::{HOUR, ORDERS, Records, orders};
 use crate::support::wait::settle;
-use introspect::consumer::{HealthOptions, SubscribeOptions};
+use introspect::consumer::HealthOptions;
 use introspect::{MemoryStore, Resolver, Subscription};
 
 const PROBE_INTERVAL: Duration = Duration::from_secs(5);
@@ -20,16 +20,14 @@ struct CountingProbe {
 }
 
 impl CountingProbe {
-    fn options(&self) -> SubscribeOptions {
+    fn options(&self) -> HealthOptions {
         let probe = self.clone();
-        SubscribeOptions::default().health(
-            HealthOptions::default()
-                .probe_interval(PROBE_INTERVAL)
-                .probe(move |address: String, _timeout: Duration| {
-                    *probe.calls.lock().unwrap().entry(address).or_default() += 1;
-                    async { false }
-                }),
-        )
+        HealthOptions::default()
+            .probe_interval(PROBE_INTERVAL)
+            .probe(move |address: String, _timeout: Duration| {
+                *probe.calls.lock().unwrap().entry(address).or_default() += 1;
+                async { false }
+            })
     }
 
     /// (addresses probed, the most probes of one address).
@@ -45,7 +43,7 @@ async fn fifty_subscriptions_of_one_app_hold_once_and_probe_each_held_instance_o
     let leases = records.fleet(&orders("shop-a"), 1000, 20, HOUR).await;
     let probe = CountingProbe::default();
     let resolver = Resolver::builder(records.store.clone())
-        .subscribe_options(probe.options())
+        .health(probe.options())
         .build();
     let mut handles = Vec::new();
     for _ in 0..SUBSCRIPTIONS {

@@ -198,3 +198,54 @@ async fn an_app_with_routable_instances_is_never_released_by_a_garbled_mapping()
     assert_eq!(resolver.stats().await.released_apps, 1);
     assert!(handle.current().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn registry_events_that_change_nothing_reach_no_subscription() {
+    let (memory, records) = memory();
+    let info = orders("shop-a");
+    let leases = records.fleet(&info, 1000, 3, HOUR).await;
+    let resolver = Resolver::new(records.store.clone());
+    let handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
+    let mut updates = handle.watch();
+    updates.borrow_and_update();
+    pass(Duration::from_secs(1)).await;
+    let before = resolver.stats().await;
+
+    // The same record written again.
+    let same = crate::support::records::Records::instance(&info, 1000);
+    records.register(&same, Some(leases[0])).await;
+    settle().await;
+    // A record nobody can read, then its deletion: neither was ever routable.
+    let stray = Layout::default().instance_key("shop-a", "10.9.9.9", 1);
+    records
+        .store
+        .put(&stray, b"not json".to_vec(), None)
+        .await
+        .unwrap();
+    settle().await;
+    records.store.delete(&stray).await.unwrap();
+    settle().await;
+    // A re-list that finds what the view has (the watch ended under it).
+    memory.cancel_watches();
+    settle().await;
+    pass(Duration::from_secs(1)).await;
+
+    let after = resolver.stats().await;
+    assert_eq!(after.relists, before.relists + 1, "the watch was re-listed");
+    assert!(
+        after.unchanged_view_updates >= before.unchanged_view_updates + 4,
+        "each event counted as changing nothing: {} then {}",
+        before.unchanged_view_updates,
+        after.unchanged_view_updates
+    );
+    assert_eq!(after.pushes, before.pushes, "no push");
+    assert_eq!(
+        after.unchanged_updates, before.unchanged_updates,
+        "no subscription even recomputed its set"
+    );
+    assert!(
+        !updates.has_changed().unwrap(),
+        "the handle saw nothing new"
+    );
+    assert_eq!(ports(&handle.current()), [1000, 1001, 1002]);
+}

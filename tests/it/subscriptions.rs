@@ -110,7 +110,7 @@ async fn two_subscriptions(
 ) {
     let with = |protection| {
         Resolver::builder(store.clone())
-            .subscribe_options(SubscribeOptions::default().protection(protection))
+            .protection(protection)
             .build()
     };
     let resolver = with(protection);

@@ -256,6 +256,7 @@ mod tests {
             app: "greeter".into(),
             host: "127.0.0.1".into(),
             port,
+            instance_port: port,
             protocol: protocol.into(),
             revision: "r".into(),
             service: Arc::new(service),

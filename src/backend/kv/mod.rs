@@ -7,7 +7,11 @@
 //! `/introspect/epoch` (under the namespace), read at the revision of each list.
 
 mod follow;
+pub mod layout;
+pub mod mapping;
 mod registration;
+pub mod registry;
+pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,14 +24,14 @@ use super::{
     MetadataReports, Registration,
 };
 use crate::error::Result;
-use crate::layout::Layout;
 use crate::limits::Limits;
-use crate::mapping::Mapping;
 use crate::model::{MetadataInfo, ServiceInstance};
-use crate::registry::Registry;
-use crate::report::MetadataReport;
 use crate::store::{CasOutcome, Store};
+use layout::Layout;
+use mapping::Mapping;
 use registration::KvRegistration;
+use registry::Registry;
+use report::MetadataReport;
 
 /// The three parts of the seam over one store and layout. See the module docs.
 #[derive(Clone)]

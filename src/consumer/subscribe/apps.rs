@@ -7,17 +7,16 @@
 //! it has no routable instances, for [`APP_RELEASE_GRACE`]: a garbled mapping never strips
 //! an app that serves, while the junk it named is released.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::task::Task;
-use crate::consumer::stats::Counters;
-use crate::consumer::views::{Routable, ViewKey};
+use crate::backend::Instances;
+use crate::consumer::views::{Membership, Routable, ViewKey, ViewUpdate, Views};
 use crate::model::ServiceInstance;
-use crate::registry::Instances;
 
 /// How long an app no valid mapping names, and without routable instances, is kept before
 /// the subscription releases it (and its share of the app's watch).
@@ -29,7 +28,7 @@ pub const APP_RELEASE_GRACE: Duration = Duration::from_secs(30);
 #[derive(Debug, Default)]
 pub(super) struct AppState {
     routable: Arc<Routable>,
-    /// Whether the app's view has answered (the store was listed).
+    /// Whether the app's view has answered (the registry was listed).
     pub synced: bool,
 }
 
@@ -66,51 +65,91 @@ impl AppState {
     }
 }
 
-impl Task {
-    /// Joins the shared view of the subscription's mapping.
-    pub(super) fn follow_mapping(&mut self) {
-        let key = ViewKey::Mapping(self.subscription.interface.clone());
-        let membership =
-            self.context
-                .views
-                .join(&self.context, key, self.id, self.sources_tx.clone());
-        self.mapping_view = Some(membership);
+/// What a mapping read did.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum MappingRead {
+    /// Taken: new apps are followed, missing ones marked.
+    Taken,
+    /// Ignored: it named more apps than the limit.
+    Oversized,
+}
+
+/// The apps of one subscription and its memberships of their views.
+pub(super) struct Following {
+    views: Views,
+    /// The subscription's id, as views know it.
+    id: u64,
+    /// Where its views send their updates.
+    to: mpsc::Sender<ViewUpdate>,
+    /// Its membership of its mapping's view; dropping it leaves.
+    mapping_view: Option<Membership>,
+    /// Its memberships of its apps' views.
+    app_views: HashMap<String, Membership>,
+    /// Apps a valid mapping no longer names, since when.
+    unmapped: HashMap<String, Instant>,
+    /// The apps followed.
+    pub apps: BTreeMap<String, AppState>,
+    /// Whether the apps are known (from the registry, the subscription or the snapshot).
+    pub mapping_known: bool,
+    /// Whether the apps are known from the registry or the subscription.
+    pub mapping_from_store: bool,
+}
+
+impl Following {
+    /// Follows nothing yet; views send to `to`.
+    pub fn new(views: Views, id: u64, to: mpsc::Sender<ViewUpdate>) -> Self {
+        Following {
+            views,
+            id,
+            to,
+            mapping_view: None,
+            app_views: HashMap::new(),
+            unmapped: HashMap::new(),
+            apps: BTreeMap::new(),
+            mapping_known: false,
+            mapping_from_store: false,
+        }
+    }
+
+    /// Joins the shared view of `interface`'s mapping.
+    pub fn follow_mapping(&mut self, interface: &str) {
+        let key = ViewKey::Mapping(interface.to_owned());
+        self.mapping_view = Some(self.views.join(key, self.id, self.to.clone()));
+    }
+
+    /// Follows `apps` without a mapping (a `provided_by` list).
+    pub fn follow_apps(&mut self, apps: &[String]) {
+        for app in apps {
+            self.add_app(app.clone());
+        }
+        self.mapping_known = true;
+        self.mapping_from_store = true;
     }
 
     /// Adds an app and joins its shared view.
-    pub(super) fn add_app(&mut self, app: String) {
+    pub fn add_app(&mut self, app: String) {
         self.unmapped.remove(&app);
         if self.apps.contains_key(&app) {
             return;
         }
         self.apps.insert(app.clone(), AppState::default());
         let key = ViewKey::App(app.clone());
-        let membership =
-            self.context
-                .views
-                .join(&self.context, key, self.id, self.sources_tx.clone());
+        let membership = self.views.join(key, self.id, self.to.clone());
         self.app_views.insert(app, membership);
     }
 
-    /// A read of the mapping: follows its apps, and marks the apps it no longer names.
-    pub(super) fn on_mapping(&mut self, apps: BTreeSet<String>, now: Instant) {
+    /// A read of the mapping: follows its apps, and marks the apps it no longer names,
+    /// unless it names more than `limit` apps.
+    pub fn on_mapping(
+        &mut self,
+        apps: BTreeSet<String>,
+        limit: usize,
+        now: Instant,
+    ) -> MappingRead {
         self.mapping_known = true;
         self.mapping_from_store = true;
-        let limit = self.context.limits.max_apps_per_mapping;
         if apps.len() > limit {
-            Counters::bump(&self.context.counters.oversized_mappings);
-            let interface = &self.subscription.interface;
-            let cause = format!("mapping over the app limit: {interface}");
-            if let Some(suppressed) = self.context.warnings.allow(&cause, now) {
-                tracing::warn!(
-                    %interface,
-                    apps = apps.len(),
-                    limit,
-                    suppressed,
-                    "mapping names more apps than the limit; ignored, known apps keep their endpoints"
-                );
-            }
-            return;
+            return MappingRead::Oversized;
         }
         for app in self.apps.keys() {
             if !apps.contains(app) {
@@ -120,11 +159,19 @@ impl Task {
         for app in apps {
             self.add_app(app);
         }
+        MappingRead::Taken
+    }
+
+    /// A view's routable set; returns whether it changed what the subscription routes to.
+    pub fn on_view(&mut self, app: &str, routable: Arc<Routable>) -> bool {
+        self.apps
+            .get_mut(app)
+            .is_some_and(|state| state.update(routable))
     }
 
     /// Releases the apps no valid mapping names whose grace ended while they have no
-    /// routable instances.
-    pub(super) fn release_unmapped(&mut self, now: Instant) {
+    /// routable instances; returns them.
+    pub fn release_unmapped(&mut self, now: Instant) -> Vec<String> {
         let due: Vec<String> = self
             .unmapped
             .iter()
@@ -137,24 +184,45 @@ impl Task {
             })
             .map(|(app, _)| app.clone())
             .collect();
-        for app in due {
+        for app in &due {
             tracing::debug!(%app, "app left the mapping and has no instances; released");
-            Counters::bump(&self.context.counters.released_apps);
-            self.unmapped.remove(&app);
-            self.apps.remove(&app);
-            self.app_views.remove(&app);
-            self.by_instance.remove(&app);
-            self.dirty = true;
+            self.unmapped.remove(app);
+            self.apps.remove(app);
+            self.app_views.remove(app);
         }
+        due
     }
 
     /// When the next unmapped app's grace ends (those whose grace already ended wait for
     /// their instances to go, which wakes the task anyway).
-    pub(super) fn next_unmapped_release(&self, now: Instant) -> Option<Instant> {
+    pub fn next_release(&self, now: Instant) -> Option<Instant> {
         self.unmapped
             .values()
             .map(|since| *since + APP_RELEASE_GRACE)
             .filter(|at| *at > now)
             .min()
+    }
+
+    /// Whether the apps are known and every app listed.
+    pub fn store_read(&self) -> bool {
+        self.mapping_known && self.apps.values().all(|v| v.synced)
+    }
+
+    /// Whether everything comes from the registry (not from the snapshot).
+    pub fn live(&self) -> bool {
+        self.mapping_from_store && self.apps.values().all(|v| v.synced)
+    }
+
+    /// Whether some app's view holds removals.
+    pub fn protection_active(&self) -> bool {
+        self.apps.values().any(AppState::protection_active)
+    }
+
+    /// Routable instances per app.
+    pub fn instances_per_app(&self) -> BTreeMap<String, u64> {
+        self.apps
+            .iter()
+            .map(|(app, view)| (app.clone(), view.routable().count() as u64))
+            .collect()
     }
 }

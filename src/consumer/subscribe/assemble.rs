@@ -1,77 +1,71 @@
 //! Assembling a subscription's endpoint set from its routed instances, their revisions'
-//! metadata and consumer-side health, and pushing it when it changed.
+//! metadata and consumer-side health. Pure: no I/O, no clock.
+//!
+//! Incremental: an instance's endpoints are rebuilt only when its record or its revision's
+//! metadata changed since the last pass, so a single-instance change costs one instance's
+//! endpoints plus assembling (sorting references, then cloning) the set. An instance whose
+//! revision's metadata is not known (yet) keeps the endpoints it had.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use tokio::time::Instant;
-
-use super::task::Task;
+use super::apps::AppState;
+use super::fetches::Key;
 use crate::consumer::endpoints::RevisionEndpoints;
-use crate::consumer::stats::Counters;
-use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance};
-use crate::rpc::authority;
+use crate::consumer::hosts::HostNames;
+use crate::consumer::subscription::Subscription;
+use crate::model::{Authority, EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance};
 
 /// The endpoints of one routed instance as last computed, with what they were computed
 /// from, so that they are reused while neither changes.
-pub(super) struct Computed {
+struct Computed {
     instance: Arc<ServiceInstance>,
     /// The metadata they were built from; `None` when they were carried over from an
     /// earlier record while the metadata of the instance's revision is not known.
     info: Option<Arc<MetadataInfo>>,
     endpoints: Vec<Endpoint>,
-    /// The [`Task::compute`] pass that last saw the instance routed.
+    /// The pass that last saw the instance routed.
     pass: u64,
 }
 
-impl Task {
-    /// Computes the set and pushes it if it differs from what subscribers have.
-    pub(super) fn push(&mut self, now: Instant) {
-        let next = self.compute();
-        let pushed = self.tx.borrow().as_slice() != next.as_slice();
-        let counters = &self.context.counters;
-        if pushed {
-            self.tx.send_replace(Arc::new(next));
-            Counters::bump(&counters.pushes);
-            if self.live() {
-                self.snapshot_dirty = true;
-            }
-        } else {
-            Counters::bump(&counters.unchanged_updates);
-        }
-        self.coalescer.handled(now, pushed);
-    }
+/// See the module docs.
+#[derive(Default)]
+pub(super) struct Assembly {
+    /// The endpoints of each routed instance, by app and `{host}:{port}`.
+    by_instance: HashMap<String, HashMap<String, Computed>>,
+    /// How many passes ran (marks the entries a pass saw).
+    pass: u64,
+}
 
+impl Assembly {
     /// The endpoint set: each routed instance's endpoints from its revision's metadata, or
-    /// its last endpoints while that metadata is not known; addresses the resolver's health
-    /// sets aside for failed calls left out unless that would leave nothing (held ones
-    /// that are merely suspect stay listed; balanced channels leave them out).
-    ///
-    /// Incremental: an instance's endpoints are rebuilt only when its record or its
-    /// revision's metadata changed since the last pass, so a single-instance change costs
-    /// one instance's endpoints plus assembling (sorting references, then cloning) the set.
-    fn compute(&mut self) -> Vec<Endpoint> {
-        self.compute_pass += 1;
-        let pass = self.compute_pass;
-        for (app, view) in &self.apps {
-            let infos: HashMap<&str, &Arc<MetadataInfo>> = self
-                .metadata
+    /// its last endpoints while that metadata is not known; addresses `failing` says are
+    /// set aside for failed calls left out unless that would leave nothing. Sorted, without
+    /// duplicates.
+    pub fn compute(
+        &mut self,
+        apps: &BTreeMap<String, AppState>,
+        metadata: &HashMap<Key, Arc<MetadataInfo>>,
+        subscription: &Subscription,
+        hosts: &HostNames,
+        failing: Option<&dyn Fn(&Authority) -> bool>,
+    ) -> Vec<Endpoint> {
+        self.pass += 1;
+        let pass = self.pass;
+        for (app, view) in apps {
+            let infos: HashMap<&str, &Arc<MetadataInfo>> = metadata
                 .iter()
                 .filter(|((a, _), _)| a == app)
                 .map(|((_, revision), info)| (revision.as_str(), info))
                 .collect();
-            if !self.by_instance.contains_key(app) {
-                self.by_instance.insert(app.clone(), HashMap::new());
-            }
-            let computed = self.by_instance.get_mut(app).expect("inserted above");
+            let computed = self.by_instance.entry(app.clone()).or_default();
             // What the endpoints of one revision share, built once per revision and pass.
             let mut shared: HashMap<&str, RevisionEndpoints> = HashMap::new();
-            let subscription = &self.subscription;
             let mut endpoints_of = |revision, info: &MetadataInfo, instance: &ServiceInstance| {
                 shared
                     .entry(revision)
                     .or_insert_with(|| RevisionEndpoints::new(info, subscription))
-                    .of(instance, &mut self.context.hosts.lock())
+                    .of(instance, &mut hosts.lock())
             };
             for (address, instance) in view.routable_entries() {
                 let revision = instance.revision();
@@ -99,15 +93,13 @@ impl Task {
                     }
                     (None, Some(info)) => {
                         let endpoints = endpoints_of(revision, info, instance);
-                        computed.insert(
-                            address.clone(),
-                            Computed {
-                                instance: instance.clone(),
-                                info: Some(info.clone()),
-                                endpoints,
-                                pass,
-                            },
-                        );
+                        let entry = Computed {
+                            instance: instance.clone(),
+                            info: Some(info.clone()),
+                            endpoints,
+                            pass,
+                        };
+                        computed.insert(address.clone(), entry);
                     }
                     (None, None) => {}
                 }
@@ -117,19 +109,17 @@ impl Task {
             computed.retain(|_, c| c.pass == pass);
         }
         self.by_instance.retain(|_, computed| !computed.is_empty());
-        let all: Vec<&Endpoint> = self
+        let mut chosen: Vec<&Endpoint> = self
             .by_instance
             .values()
             .flat_map(HashMap::values)
             .flat_map(|c| &c.endpoints)
             .collect();
-        let mut chosen = all;
-        let health = &self.context.health;
-        if health.set_aside_count() > 0 {
+        if let Some(failing) = failing {
             let healthy: Vec<&Endpoint> = chosen
                 .iter()
                 .copied()
-                .filter(|e| !health.is_failing(&authority(&e.host, e.port)))
+                .filter(|e| !failing(&e.authority()))
                 .collect();
             if !healthy.is_empty() {
                 chosen = healthy;
@@ -138,5 +128,154 @@ impl Task {
         chosen.sort_unstable();
         chosen.dedup();
         chosen.into_iter().cloned().collect()
+    }
+
+    /// Forgets an app the subscription no longer follows.
+    pub fn forget_app(&mut self, app: &str) {
+        self.by_instance.remove(app);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Instances;
+    use crate::consumer::views::Routable;
+    use crate::model::{ServiceInfo, keys};
+
+    const SHOP: &str = "shop";
+
+    fn info(services: &[&str]) -> Arc<MetadataInfo> {
+        let services = services.iter().map(|s| ServiceInfo::new(*s));
+        Arc::new(MetadataInfo::new(SHOP, services).unwrap())
+    }
+
+    fn instance(port: u16, revision: &str) -> Arc<ServiceInstance> {
+        let mut i = ServiceInstance::new(SHOP, "10.0.0.1", port);
+        i.metadata.insert(keys::REVISION.into(), revision.into());
+        Arc::new(i)
+    }
+
+    fn apps(instances: &[Arc<ServiceInstance>]) -> BTreeMap<String, AppState> {
+        let routable: Instances = instances.iter().map(|i| (i.address(), i.clone())).collect();
+        let mut state = AppState::default();
+        state.update(Arc::new(Routable {
+            instances: routable,
+            protection_active: false,
+        }));
+        [(SHOP.to_owned(), state)].into()
+    }
+
+    fn known(infos: &[&Arc<MetadataInfo>]) -> HashMap<Key, Arc<MetadataInfo>> {
+        infos
+            .iter()
+            .map(|i| ((SHOP.to_owned(), i.revision.clone()), Arc::clone(i)))
+            .collect()
+    }
+
+    fn ports(endpoints: &[Endpoint]) -> Vec<u16> {
+        endpoints.iter().map(|e| e.port).collect()
+    }
+
+    #[test]
+    fn each_instance_gets_the_matching_services_of_its_revision_sorted() {
+        let v1 = info(&["shop.A", "shop.B"]);
+        let fleet = [
+            instance(3, &v1.revision),
+            instance(1, &v1.revision),
+            instance(2, "0"),
+        ];
+        let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
+        let mut assembly = Assembly::default();
+        let set = assembly.compute(&apps(&fleet), &known(&[&v1]), &sub, &hosts, None);
+        assert_eq!(ports(&set), [1, 3], "sorted; revision 0 exports nothing");
+        assert!(set.iter().all(|e| e.instance_port == e.port));
+    }
+
+    #[test]
+    fn an_instance_whose_new_revision_is_unknown_keeps_its_last_endpoints() {
+        let v1 = info(&["shop.A"]);
+        let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
+        let mut assembly = Assembly::default();
+        let first = assembly.compute(
+            &apps(&[instance(1, &v1.revision)]),
+            &known(&[&v1]),
+            &sub,
+            &hosts,
+            None,
+        );
+        assert_eq!(first.len(), 1);
+        // The instance moves to a revision whose metadata is still being fetched.
+        let moved = apps(&[instance(1, "feed")]);
+        let kept = assembly.compute(&moved, &known(&[&v1]), &sub, &hosts, None);
+        assert_eq!(kept, first, "kept while the new metadata is unknown");
+        // A new instance of the unknown revision gets nothing yet; one that leaves goes.
+        let grown = apps(&[instance(1, "feed"), instance(2, "feed")]);
+        assert_eq!(
+            assembly.compute(&grown, &known(&[&v1]), &sub, &hosts, None),
+            first
+        );
+        assert!(
+            assembly
+                .compute(&apps(&[]), &known(&[&v1]), &sub, &hosts, None)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn unchanged_instances_reuse_their_endpoints() {
+        let v1 = info(&["shop.A"]);
+        let fleet = [instance(1, &v1.revision), instance(2, &v1.revision)];
+        let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
+        let mut assembly = Assembly::default();
+        let first = assembly.compute(&apps(&fleet), &known(&[&v1]), &sub, &hosts, None);
+        let again = assembly.compute(&apps(&fleet), &known(&[&v1]), &sub, &hosts, None);
+        assert_eq!(first, again);
+        assert!(
+            Arc::ptr_eq(&first[0].service, &again[0].service),
+            "built once, cloned after"
+        );
+    }
+
+    #[test]
+    fn failing_addresses_leave_unless_every_one_fails() {
+        let v1 = info(&["shop.A"]);
+        let fleet = [instance(1, &v1.revision), instance(2, &v1.revision)];
+        let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
+        let mut assembly = Assembly::default();
+        let one = Authority::new("10.0.0.1", 1);
+        let first_fails = |a: &Authority| *a == one;
+        let set = assembly.compute(
+            &apps(&fleet),
+            &known(&[&v1]),
+            &sub,
+            &hosts,
+            Some(&first_fails),
+        );
+        assert_eq!(ports(&set), [2]);
+        let all_fail = |_: &Authority| true;
+        let set = assembly.compute(&apps(&fleet), &known(&[&v1]), &sub, &hosts, Some(&all_fail));
+        assert_eq!(ports(&set), [1, 2], "never nothing because of health");
+    }
+
+    #[test]
+    fn a_forgotten_app_is_rebuilt_from_scratch() {
+        let v1 = info(&["shop.A"]);
+        let fleet = apps(&[instance(1, &v1.revision)]);
+        let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
+        let mut assembly = Assembly::default();
+        let first = assembly.compute(&fleet, &known(&[&v1]), &sub, &hosts, None);
+        assembly.forget_app(SHOP);
+        let unknown = HashMap::new();
+        assert!(
+            assembly
+                .compute(&fleet, &unknown, &sub, &hosts, None)
+                .is_empty(),
+            "nothing carried over"
+        );
+        assert_eq!(
+            assembly.compute(&fleet, &known(&[&v1]), &sub, &hosts, None),
+            first
+        );
     }
 }

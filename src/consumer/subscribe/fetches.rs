@@ -1,16 +1,20 @@
 //! Background metadata fetches of the revisions a subscription uses: first tries, and
 //! retries of failures with exponential backoff and jitter, never blocking other revisions.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::task::Task;
+use super::apps::AppState;
 use crate::backoff::Backoff;
+use crate::consumer::metadata::MetadataSource;
 use crate::consumer::stats::Counters;
 use crate::error::{Error, Result};
 use crate::model::{EMPTY_REVISION, MetadataInfo, ServiceInstance};
+use crate::warnings::{Aggregator, aggregated};
 
 /// (app, revision).
 pub(super) type Key = (String, String);
@@ -22,50 +26,79 @@ pub(super) type Joined = std::result::Result<
 >;
 
 /// The fetch state of a revision whose metadata is not known.
-pub(super) struct Fetch {
-    pub(super) in_flight: bool,
-    pub(super) next_try: Instant,
+struct Fetch {
+    in_flight: bool,
+    next_try: Instant,
     /// Its attempts count the failures so far.
     backoff: Backoff,
 }
 
-impl Fetch {
-    pub(super) fn failures(&self) -> u32 {
-        self.backoff.attempts()
-    }
+/// The metadata of the revisions a subscription uses, known or being fetched.
+pub(super) struct Fetching {
+    source: Arc<MetadataSource>,
+    /// The first and the longest delay between retries.
+    retry: (Duration, Duration),
+    /// The metadata of the revisions in use.
+    pub metadata: HashMap<Key, Arc<MetadataInfo>>,
+    /// Revisions in use whose metadata is not known yet.
+    fetches: HashMap<Key, Fetch>,
+    tasks: JoinSet<(Key, Result<Arc<MetadataInfo>>)>,
+    ids: HashMap<tokio::task::Id, Key>,
 }
 
-impl Task {
-    pub(super) fn on_fetched(&mut self, joined: Joined, now: Instant) {
+impl Fetching {
+    /// Nothing known; fetches from `source`, retrying after `retry.0` up to `retry.1`.
+    pub fn new(source: Arc<MetadataSource>, retry: (Duration, Duration)) -> Self {
+        Fetching {
+            source,
+            retry,
+            metadata: HashMap::new(),
+            fetches: HashMap::new(),
+            tasks: JoinSet::new(),
+            ids: HashMap::new(),
+        }
+    }
+
+    /// The next fetch that ended (pending while none runs).
+    pub async fn next(&mut self) -> Joined {
+        if self.tasks.is_empty() {
+            return std::future::pending().await;
+        }
+        match self.tasks.join_next_with_id().await {
+            Some(joined) => joined,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Takes the end of a fetch; returns whether metadata became known.
+    pub fn on_fetched(&mut self, joined: Joined, now: Instant, warnings: &Aggregator) -> bool {
         let (key, result) = match joined {
             Ok((id, (key, result))) => {
-                self.fetch_ids.remove(&id);
+                self.ids.remove(&id);
                 (key, result)
             }
-            Err(e) => match self.fetch_ids.remove(&e.id()) {
+            Err(e) => match self.ids.remove(&e.id()) {
                 Some(key) => (key, Err(Error::Io(std::io::Error::other(e.to_string())))),
-                None => return,
+                None => return false,
             },
         };
         match result {
             Ok(info) => {
                 self.fetches.remove(&key);
                 self.metadata.insert(key, info);
-                self.dirty = true;
+                true
             }
-            Err(e) => {
+            Err(error) => {
                 if let Some(fetch) = self.fetches.get_mut(&key) {
                     fetch.in_flight = false;
-                    let delay = fetch.backoff.next_delay();
-                    fetch.next_try = now + delay;
-                    let cause = format!("metadata unavailable: {} {}", key.0, key.1);
-                    if let Some(suppressed) = self.context.warnings.allow(&cause, now) {
-                        tracing::warn!(
-                            app = %key.0, revision = %key.1, error = %e, retry_in = ?delay,
-                            suppressed, "metadata unavailable; retrying in the background"
-                        );
-                    }
+                    let retry_in = fetch.backoff.next_delay();
+                    fetch.next_try = now + retry_in;
+                    let subject = format!("{} {}", key.0, key.1);
+                    aggregated!(warn, warnings,
+                        "metadata unavailable; retrying in the background", &subject,
+                        app = %key.0, revision = %key.1, %error, ?retry_in);
                 }
+                false
             }
         }
     }
@@ -75,9 +108,9 @@ impl Task {
     ///
     /// Runs at every wake: the revisions in use are collected borrowed (no allocation per
     /// instance), and the members of a revision only when its fetch starts.
-    pub(super) fn ensure_fetches(&mut self, now: Instant) {
+    pub fn ensure(&mut self, apps: &BTreeMap<String, AppState>, now: Instant, counters: &Counters) {
         let mut in_use: BTreeSet<(&str, &str)> = BTreeSet::new();
-        for (app, view) in &self.apps {
+        for (app, view) in apps {
             for instance in view.routable() {
                 let revision = instance.revision();
                 if revision != EMPTY_REVISION {
@@ -93,7 +126,7 @@ impl Task {
             if self.metadata.contains_key(&key) {
                 continue;
             }
-            let (base, max) = (self.options.fetch_retry_base, self.options.fetch_retry_max);
+            let (base, max) = self.retry;
             let fetch = self.fetches.entry(key.clone()).or_insert_with(|| Fetch {
                 in_flight: false,
                 next_try: now,
@@ -102,26 +135,46 @@ impl Task {
             if fetch.in_flight || fetch.next_try > now {
                 continue;
             }
-            if fetch.failures() > 0 {
-                Counters::bump(&self.context.counters.metadata_retries);
+            if fetch.backoff.attempts() > 0 {
+                Counters::bump(&counters.metadata_retries);
             }
             fetch.in_flight = true;
-            let members: Vec<Arc<ServiceInstance>> = self.apps[app]
+            let members: Vec<Arc<ServiceInstance>> = apps[app]
                 .routable()
                 .filter(|i| i.revision() == revision)
                 .cloned()
                 .collect();
-            let context = self.context.clone();
+            let source = self.source.clone();
             let task_key = key.clone();
-            let handle = self.fetch_tasks.spawn(async move {
+            let handle = self.tasks.spawn(async move {
                 let refs: Vec<&Arc<ServiceInstance>> = members.iter().collect();
-                let result = context
-                    .metadata
-                    .get(&context.counters, &task_key.0, &task_key.1, &refs)
-                    .await;
+                let result = source.get(&task_key.0, &task_key.1, &refs).await;
                 (task_key, result)
             });
-            self.fetch_ids.insert(handle.id(), key);
+            self.ids.insert(handle.id(), key);
         }
+    }
+
+    /// Whether a revision is on its first fetch.
+    pub fn first_fetches_pending(&self) -> bool {
+        self.fetches
+            .values()
+            .any(|f| f.in_flight && f.backoff.attempts() == 0)
+    }
+
+    /// When the next retry is due.
+    pub fn next_try(&self) -> Option<Instant> {
+        self.fetches
+            .values()
+            .filter(|f| !f.in_flight)
+            .map(|f| f.next_try)
+            .min()
+    }
+
+    /// Takes metadata known from elsewhere (the snapshot), unless known already.
+    pub fn restore(&mut self, info: MetadataInfo) {
+        self.metadata
+            .entry((info.app.clone(), info.revision.clone()))
+            .or_insert_with(|| Arc::new(info));
     }
 }

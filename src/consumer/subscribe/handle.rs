@@ -5,21 +5,21 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::consumer::context::Context;
+use crate::consumer::balance::Discovery;
+use crate::consumer::health::{EndpointKey, HealthRegistry};
 use crate::consumer::subscription::Subscription;
 use crate::error::{Error, Result};
 use crate::model::Endpoint;
-use crate::rpc::authority;
 
 /// What the handles and the task share.
 pub(super) struct Shared {
     pub(super) protection_active: AtomicBool,
     pub(super) serving_snapshot: AtomicBool,
-    /// Why the subscription stopped following the store, once it did.
+    /// Why the subscription stopped following the registry, once it did.
     pub(super) ended: Mutex<Option<Arc<Error>>>,
-    pub(super) reports: mpsc::Sender<(String, bool)>,
-    /// The resolver's shared state (for its health).
-    pub(super) context: Arc<Context>,
+    pub(super) reports: mpsc::Sender<(EndpointKey, bool)>,
+    /// The resolver's health, which decides what is set aside.
+    pub(super) health: Arc<HealthRegistry>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -36,6 +36,11 @@ impl Shared {
     pub(super) fn ended(&self) -> Option<Error> {
         let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
         ended.as_deref().map(replay)
+    }
+
+    /// Records why the subscription stopped following the registry.
+    pub(super) fn end(&self, error: Arc<Error>) {
+        *self.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
     }
 }
 
@@ -62,6 +67,12 @@ pub struct SubscriptionHandle {
 }
 
 impl SubscriptionHandle {
+    /// Marks the current set as seen (the first set, before `subscribe` returns it).
+    pub(super) fn seen(mut self) -> Self {
+        self.endpoints.borrow_and_update();
+        self
+    }
+
     /// What was subscribed to.
     pub fn subscription(&self) -> &Subscription {
         &self.subscription
@@ -74,9 +85,9 @@ impl SubscriptionHandle {
 
     /// Waits for the next pushed endpoint set (one this handle has not seen) and returns it.
     ///
-    /// Transient store errors never surface here: the subscription retries them and keeps
-    /// its set. It fails when the subscription has stopped following the store: with the
-    /// permanent error that ended it ([`Error::Unauthenticated`],
+    /// Transient registry errors never surface here: the subscription retries them and
+    /// keeps its set. It fails when the subscription has stopped following the registry:
+    /// with the permanent error that ended it ([`Error::Unauthenticated`],
     /// [`Error::PermissionDenied`], see [`Error::is_permanent`]), after which the last set
     /// stays in [`current`](Self::current) and no more sets come; or with
     /// [`Error::Shutdown`] if its task is gone otherwise (the runtime shut down).
@@ -87,7 +98,7 @@ impl SubscriptionHandle {
         Ok(self.endpoints.borrow_and_update().clone())
     }
 
-    /// Why the subscription stopped following the store, if it did: the permanent error
+    /// Why the subscription stopped following the registry, if it did: the permanent error
     /// [`changed`](Self::changed) returns. For `select!` loops over [`watch`](Self::watch),
     /// whose receiver reports the end as a closed channel.
     pub fn ended(&self) -> Option<Error> {
@@ -100,26 +111,29 @@ impl SubscriptionHandle {
         self.endpoints.clone()
     }
 
+    /// The subscription's endpoint changes as a stream of tower `Change`s, keyed by
+    /// dialable address, starting with the current set. See [`Discovery`].
+    pub fn discover(&self) -> Discovery {
+        Discovery::new(self.watch())
+    }
+
     /// Whether self-preservation is holding removals of some app right now.
     pub fn protection_active(&self) -> bool {
         self.shared.protection_active.load(Ordering::Relaxed)
     }
 
-    /// Whether the set comes (in part) from the local snapshot because the store has not
-    /// been read since the start.
+    /// Whether the set comes (in part) from the local snapshot because the registry has
+    /// not been read since the start.
     pub fn serving_snapshot(&self) -> bool {
         self.shared.serving_snapshot.load(Ordering::Relaxed)
     }
 
-    /// Whether consumer-side health sets `endpoint`'s address aside: for failed calls
-    /// (it is then left out of [`current`](Self::current) unless every endpoint is), or as
-    /// an instance held by self-preservation that has not answered a probe yet (listed, but
-    /// balanced channels send it no call).
+    /// Whether consumer-side health sets `endpoint` aside: for failed calls (it is then
+    /// left out of [`current`](Self::current) unless every endpoint is), or because its
+    /// instance is held by self-preservation and has not answered a probe yet (listed,
+    /// but balanced channels send it no call).
     pub fn is_set_aside(&self, endpoint: &Endpoint) -> bool {
-        self.shared
-            .context
-            .health
-            .is_set_aside(&authority(&endpoint.host, endpoint.port))
+        self.shared.health.is_endpoint_aside(&key_of(endpoint))
     }
 
     /// Reports that a call to `endpoint` succeeded (resets its failure count; brings it
@@ -136,9 +150,14 @@ impl SubscriptionHandle {
 
     fn report(&self, endpoint: &Endpoint, ok: bool) {
         // Reports are advisory: when the task is busy and the buffer full, drop them.
-        let _ = self
-            .shared
-            .reports
-            .try_send((authority(&endpoint.host, endpoint.port), ok));
+        let _ = self.shared.reports.try_send((key_of(endpoint), ok));
+    }
+}
+
+/// How health knows `endpoint`.
+pub(crate) fn key_of(endpoint: &Endpoint) -> EndpointKey {
+    EndpointKey {
+        address: endpoint.authority(),
+        instance: endpoint.instance_authority(),
     }
 }

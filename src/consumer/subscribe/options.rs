@@ -2,21 +2,20 @@
 
 use std::time::Duration;
 
+use super::coalesce::CoalesceOptions;
+use super::snapshot::SnapshotOptions;
 use super::{
     DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_FIRST_FETCH_WAIT,
     DEFAULT_START_TIMEOUT,
 };
-use crate::consumer::coalesce::CoalesceOptions;
-use crate::consumer::health::HealthOptions;
-use crate::consumer::protection::ProtectionOptions;
-use crate::consumer::snapshot::SnapshotOptions;
 
-/// How a subscription behaves. Every part has a default; see each setter.
+/// How each subscription of a resolver behaves: coalescing, the local snapshot, the start
+/// and the metadata fetch retries. Every part has a default; see each setter. (What
+/// applies to the whole resolver, consumer-side health and self-preservation, is set on
+/// [`crate::consumer::ResolverBuilder`].)
 #[derive(Clone, Debug, PartialEq)]
 pub struct SubscribeOptions {
     pub(crate) coalesce: CoalesceOptions,
-    pub(crate) protection: ProtectionOptions,
-    pub(crate) health: HealthOptions,
     pub(crate) snapshot: Option<SnapshotOptions>,
     pub(crate) start_timeout: Duration,
     pub(crate) first_fetch_wait: Duration,
@@ -28,8 +27,6 @@ impl Default for SubscribeOptions {
     fn default() -> Self {
         SubscribeOptions {
             coalesce: CoalesceOptions::default(),
-            protection: ProtectionOptions::default(),
-            health: HealthOptions::default(),
             snapshot: None,
             start_timeout: DEFAULT_START_TIMEOUT,
             first_fetch_wait: DEFAULT_FIRST_FETCH_WAIT,
@@ -43,18 +40,6 @@ impl SubscribeOptions {
     /// Sets the coalescing of bursts (default [`CoalesceOptions::default`]).
     pub fn coalesce(mut self, coalesce: CoalesceOptions) -> Self {
         self.coalesce = coalesce;
-        self
-    }
-
-    /// Sets self-preservation (default [`ProtectionOptions::default`]).
-    pub fn protection(mut self, protection: ProtectionOptions) -> Self {
-        self.protection = protection;
-        self
-    }
-
-    /// Sets consumer-side health (default [`HealthOptions::default`]).
-    pub fn health(mut self, health: HealthOptions) -> Self {
-        self.health = health;
         self
     }
 

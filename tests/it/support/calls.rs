@@ -88,3 +88,22 @@ impl Caller {
         )
     }
 }
+
+/// A balanced channel over `handle`, once its balancer knows `addresses` addresses (within
+/// 20 s).
+pub async fn channel_over(
+    resolver: &introspect::Resolver,
+    handle: &introspect::SubscriptionHandle,
+    addresses: usize,
+) -> BalancedChannel {
+    let (channel, mut channel_handle) = resolver.balanced_channel(handle).unwrap();
+    let known = async {
+        while channel_handle.addresses().len() < addresses {
+            channel_handle.changed().await.unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), known)
+        .await
+        .unwrap_or_else(|_| panic!("the channel learns {addresses} addresses"));
+    channel
+}

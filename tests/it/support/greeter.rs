@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use introspect::{Provider, Store};
@@ -19,10 +19,12 @@ use super::wait::eventually;
 use pb::greeter_server::{Greeter, GreeterServer};
 use pb::{HelloReply, HelloRequest};
 
-/// Answers `SayHello` naming its server's address, and counts the calls.
+/// Answers `SayHello` naming its server's address, and counts the calls. While paused
+/// (like a process stopped with SIGSTOP) it answers nothing until resumed.
 #[derive(Clone)]
 pub struct CountingGreeter {
     calls: Arc<AtomicU64>,
+    paused: Arc<AtomicBool>,
     address: SocketAddr,
 }
 
@@ -31,8 +33,29 @@ impl CountingGreeter {
     pub fn new(address: SocketAddr) -> Self {
         CountingGreeter {
             calls: Arc::default(),
+            paused: Arc::default(),
             address,
         }
+    }
+
+    /// Calls answered so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Stops answering (calls wait) until [`resume`](Self::resume).
+    pub fn pause(&self) {
+        self.paused.store(true, Ordering::Relaxed);
+    }
+
+    /// Answers again, the waiting calls too.
+    pub fn resume(&self) {
+        self.paused.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether it is paused.
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
     }
 }
 
@@ -42,6 +65,9 @@ impl Greeter for CountingGreeter {
         &self,
         request: Request<HelloRequest>,
     ) -> Result<Response<HelloReply>, Status> {
+        while self.is_paused() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         self.calls.fetch_add(1, Ordering::Relaxed);
         let name = request.into_inner().name;
         Ok(Response::new(HelloReply {

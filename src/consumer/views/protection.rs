@@ -115,10 +115,12 @@ impl ProtectionOptions {
         self
     }
 
-    /// Sets how long, after a re-list found the store wiped or replaced (its revision went
-    /// backwards), each app keeps the instances that have not re-registered (default
+    /// Sets how long, after a re-list found the registry wiped or replaced (its epoch changed
+    /// or went, its revision went backwards, or, on a backend with neither, the app was
+    /// found empty), each app keeps the instances that have not re-registered (default
     /// [`DEFAULT_WIPE_RECOVERY`]; zero turns this protection off). It applies to apps of
-    /// every size.
+    /// every size. It must cover the backend's re-registration: on ZooKeeper at least 1.5×
+    /// the providers' session timeout.
     pub fn wipe_recovery(mut self, bound: Duration) -> Self {
         self.wipe_recovery = bound;
         self
@@ -248,6 +250,11 @@ impl Protection {
     #[cfg(test)]
     pub fn is_held(&self, address: &str) -> bool {
         self.held.contains_key(address)
+    }
+
+    /// The held instance at `address`, if it is held.
+    pub fn held_instance(&self, address: &str) -> Option<&Arc<ServiceInstance>> {
+        self.held.get(address).map(|h| &h.instance)
     }
 
     /// The held instances by `{host}:{port}`.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tonic::transport::Endpoint as TonicEndpoint;
 
 use crate::error::{Error, Result};
+use crate::model::Authority;
 use crate::tls::ClientTlsConfig;
 
 /// Default deadline of one connection attempt to an endpoint.
@@ -16,7 +17,7 @@ pub const DEFAULT_CHANGE_CAPACITY: usize = 1024;
 /// Which TLS configuration the channel's endpoints use.
 #[derive(Clone, Debug, Default)]
 #[cfg_attr(not(feature = "tls"), allow(dead_code))]
-pub(super) enum TlsChoice {
+pub(crate) enum TlsChoice {
     /// The resolver's (plaintext when it has none).
     #[default]
     FromResolver,
@@ -104,10 +105,10 @@ pub(super) struct Dialer {
 }
 
 impl Dialer {
-    pub(super) fn endpoint(&self, address: &str) -> Result<TonicEndpoint> {
+    pub(super) fn endpoint(&self, address: &Authority) -> Result<TonicEndpoint> {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let invalid = |reason: String| Error::Connect {
-            address: address.to_owned(),
+            address: address.to_string(),
             reason,
         };
         let mut endpoint = TonicEndpoint::from_shared(format!("{scheme}://{address}"))
@@ -136,8 +137,10 @@ mod tests {
             request_timeout: None,
             tls: None,
         };
-        let e = dialer.endpoint("127.0.0.1:80").unwrap();
+        let e = dialer.endpoint(&Authority::new("127.0.0.1", 80)).unwrap();
         assert_eq!(e.uri().to_string(), "http://127.0.0.1:80/");
-        assert!(dialer.endpoint("bad host:80").is_err());
+        let v6 = dialer.endpoint(&Authority::new("::1", 80)).unwrap();
+        assert_eq!(v6.uri().to_string(), "http://[::1]:80/");
+        assert!(dialer.endpoint(&Authority::new("bad host", 80)).is_err());
     }
 }

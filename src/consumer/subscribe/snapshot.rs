@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::subscription::Subscription;
+use crate::consumer::subscription::Subscription;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::{MetadataInfo, ServiceInstance};

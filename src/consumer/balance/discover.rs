@@ -1,8 +1,8 @@
 //! A subscription as a stream of [`tower::discover::Change`]s, for users who build their own
-//! balancer (and the base of [`super::channel`]).
+//! balancer (and the base of the balanced channel).
 //!
-//! Each distinct dialable address (`host:port`, IPv6 hosts in brackets) of the endpoint set
-//! is one key: an address that appears is an [`Change::Insert`] carrying its first endpoint
+//! Each distinct dialable address of the endpoint set (its [`Authority`]: `host:port`, IPv6
+//! hosts in brackets, the key health uses too) is one key: an address that appears is an [`Change::Insert`] carrying its first endpoint
 //! (in the set's order), one that goes is a [`Change::Remove`]. Several services (or
 //! protocols) on one address are one key, and an address stays inserted while any of them
 //! remains. Within one published set, insertions come before removals, so a balancer that
@@ -10,8 +10,9 @@
 //!
 //! The stream follows exactly what the subscription publishes, so it inherits its
 //! protections (held removals stay, a failed store read never empties it, endpoints set
-//! aside by consumer-side health leave and come back). Like a [`SubscriptionHandle`], the
-//! stream keeps the subscription live while it exists.
+//! aside by consumer-side health leave and come back). Like a
+//! [`SubscriptionHandle`](crate::SubscriptionHandle), the stream keeps the subscription
+//! live while it exists.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -23,16 +24,16 @@ use futures::stream::{self, BoxStream, Stream, StreamExt as _};
 use tokio::sync::watch;
 pub use tower::discover::Change;
 
-use super::subscribe::SubscriptionHandle;
-use crate::model::Endpoint;
+use crate::model::{Authority, Endpoint};
 
-/// The endpoint changes of a subscription; see the [module docs](self).
+/// The endpoint changes of a subscription, one key per distinct [`Authority`], insertions
+/// before removals within one published set.
 ///
-/// A [`Stream`] of `Result<Change<String, Endpoint>, Infallible>`, and so a
+/// A [`Stream`] of `Result<Change<Authority, Endpoint>, Infallible>`, and so a
 /// [`tower::discover::Discover`] once its values are turned into services (for example
 /// with `StreamExt::map`).
 pub struct Discovery {
-    inner: BoxStream<'static, Result<Change<String, Endpoint>, Infallible>>,
+    inner: BoxStream<'static, Result<Change<Authority, Endpoint>, Infallible>>,
 }
 
 impl std::fmt::Debug for Discovery {
@@ -42,23 +43,16 @@ impl std::fmt::Debug for Discovery {
 }
 
 impl Stream for Discovery {
-    type Item = Result<Change<String, Endpoint>, Infallible>;
+    type Item = Result<Change<Authority, Endpoint>, Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.inner.as_mut().poll_next(cx)
     }
 }
 
-impl SubscriptionHandle {
-    /// The subscription's endpoint changes as a stream of tower [`Change`]s, keyed by
-    /// dialable address, starting with the current set. See [`Discovery`].
-    pub fn discover(&self) -> Discovery {
-        Discovery::new(self.watch())
-    }
-}
-
 impl Discovery {
-    fn new(receiver: watch::Receiver<Arc<Vec<Endpoint>>>) -> Self {
+    /// The changes of the sets `receiver` sees, starting with its current one.
+    pub(crate) fn new(receiver: watch::Receiver<Arc<Vec<Endpoint>>>) -> Self {
         let sets = stream::unfold((receiver, true), |(mut receiver, first)| async move {
             if !first {
                 receiver.changed().await.ok()?;
@@ -81,12 +75,12 @@ impl Discovery {
 /// The changes that turn `current` (address → first endpoint) into the addresses of
 /// `next`, insertions first; updates `current`.
 fn diff(
-    current: &mut BTreeMap<String, Endpoint>,
+    current: &mut BTreeMap<Authority, Endpoint>,
     next: &[Endpoint],
-) -> Vec<Change<String, Endpoint>> {
-    let mut wanted: BTreeMap<String, &Endpoint> = BTreeMap::new();
+) -> Vec<Change<Authority, Endpoint>> {
+    let mut wanted: BTreeMap<Authority, &Endpoint> = BTreeMap::new();
     for endpoint in next {
-        wanted.entry(endpoint.address()).or_insert(endpoint);
+        wanted.entry(endpoint.authority()).or_insert(endpoint);
     }
     let mut changes = Vec::new();
     for (address, endpoint) in &wanted {
@@ -95,7 +89,7 @@ fn diff(
             changes.push(Change::Insert(address.clone(), (*endpoint).clone()));
         }
     }
-    let gone: Vec<String> = current
+    let gone: Vec<Authority> = current
         .keys()
         .filter(|a| !wanted.contains_key(*a))
         .cloned()
@@ -117,13 +111,14 @@ mod tests {
             app: "a".into(),
             host: host.into(),
             port,
+            instance_port: port,
             protocol: "tri".into(),
             revision: "r".into(),
             service: Arc::new(ServiceInfo::new(service)),
         }
     }
 
-    fn keys(changes: &[Change<String, Endpoint>]) -> Vec<String> {
+    fn keys(changes: &[Change<Authority, Endpoint>]) -> Vec<String> {
         changes
             .iter()
             .map(|c| match c {
@@ -163,7 +158,7 @@ mod tests {
         let (tx, rx) = watch::channel(Arc::new(vec![endpoint("10.0.0.1", 1, "a.A")]));
         let mut discovery = Discovery::new(rx);
         let first = discovery.next().await.unwrap().unwrap();
-        assert!(matches!(first, Change::Insert(ref k, _) if k == "10.0.0.1:1"));
+        assert!(matches!(first, Change::Insert(ref k, _) if k.as_str() == "10.0.0.1:1"));
         tx.send_replace(Arc::new(vec![endpoint("10.0.0.2", 1, "a.A")]));
         let keys: Vec<String> = [
             discovery.next().await.unwrap().unwrap(),

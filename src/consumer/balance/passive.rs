@@ -3,10 +3,12 @@
 //! out of the balancer's choice.
 //!
 //! An outcome is a failure when the call fails in transport (a refused connection sets the
-//! address aside at once, see [`super::HealthOptions::refused_at_once`]), or when its
-//! grpc-status is UNAVAILABLE or DEADLINE_EXCEEDED, read as tonic reads it: from the
+//! address aside at once, see [`crate::consumer::HealthOptions::refused_at_once`]), or when its
+//! grpc-status is UNAVAILABLE or DEADLINE_EXCEEDED (or CANCELLED after the call's deadline,
+//! as tonic's servers answer a deadline they gave up on), read as tonic reads it: from the
 //! response headers for a trailers-only answer, else from the trailers at the end of the
-//! body. Anything else is a success, which resets the address's failure count.
+//! body; or when the channel gave up waiting for the endpoint's answer past the deadline.
+//! Anything else is a success, which resets the address's failure count.
 //!
 //! A set-aside address (failing, or held by self-preservation and not yet answering a
 //! probe) is not ready: the balancer leaves it out and is woken when health changes. When
@@ -26,62 +28,71 @@ use http_body::Frame;
 use tonic::transport::Channel;
 use tower::BoxError;
 
-use super::context::Context;
-use super::health::Outcome;
-use super::probes::Readiness;
-use super::stats::Counters;
+use super::deadline::Dispatched;
+use crate::consumer::health::{EndpointKey, HealthRegistry, Outcome, Readiness};
+use crate::consumer::stats::Counters;
 
 type Request = http::Request<tonic::body::Body>;
 type Response = http::Response<tonic::body::Body>;
 
-/// What the endpoints of one balanced channel share: the addresses it routes to, and
-/// whether it is in panic mode.
-#[derive(Default)]
-pub(super) struct ChannelHealth {
-    addresses: Mutex<Vec<Arc<str>>>,
+/// What the endpoints of one balanced channel share: the resolver's health, the endpoints
+/// the channel routes to, and whether it is in panic mode.
+pub(crate) struct Recorder {
+    health: Arc<HealthRegistry>,
+    counters: Arc<Counters>,
+    /// Whether outcomes are recorded (readiness follows health either way).
+    record: bool,
+    endpoints: Mutex<Vec<EndpointKey>>,
     panic: AtomicBool,
 }
 
-impl ChannelHealth {
-    /// The balancer was handed `address`.
-    pub fn insert(&self, address: &str) {
-        let mut addresses = self.addresses.lock().unwrap_or_else(|p| p.into_inner());
-        if !addresses.iter().any(|a| &**a == address) {
-            addresses.push(address.into());
+impl Recorder {
+    /// The recorder of a channel whose calls `health` sees (when `record`).
+    pub fn new(health: Arc<HealthRegistry>, counters: Arc<Counters>, record: bool) -> Arc<Self> {
+        Arc::new(Recorder {
+            health,
+            counters,
+            record,
+            endpoints: Mutex::default(),
+            panic: AtomicBool::new(false),
+        })
+    }
+
+    /// The balancer was handed `endpoint`.
+    pub fn insert(&self, endpoint: &EndpointKey) {
+        let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
+        if !endpoints.contains(endpoint) {
+            endpoints.push(endpoint.clone());
         }
     }
 
-    /// `address` left the balancer.
-    pub fn remove(&self, address: &str) {
-        let mut addresses = self.addresses.lock().unwrap_or_else(|p| p.into_inner());
-        addresses.retain(|a| &**a != address);
+    /// The endpoint at `address` left the balancer.
+    pub fn remove(&self, address: &crate::model::Authority) {
+        let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
+        endpoints.retain(|e| e.address != *address);
+    }
+
+    fn report(&self, endpoint: &EndpointKey, outcome: Outcome) {
+        if outcome != Outcome::Success {
+            Counters::bump(&self.counters.call_failures);
+        }
+        self.health.record(endpoint, outcome);
     }
 }
 
 /// One balancer endpoint: a tonic channel whose calls passive health sees.
 pub(super) struct Guarded {
     inner: Channel,
-    address: Arc<str>,
-    context: Arc<Context>,
-    channel: Arc<ChannelHealth>,
-    /// Whether outcomes are recorded (readiness follows health either way).
-    record: bool,
+    key: EndpointKey,
+    recorder: Arc<Recorder>,
 }
 
 impl Guarded {
-    pub fn new(
-        inner: Channel,
-        address: &str,
-        context: Arc<Context>,
-        channel: Arc<ChannelHealth>,
-        record: bool,
-    ) -> Self {
+    pub fn new(inner: Channel, key: EndpointKey, recorder: Arc<Recorder>) -> Self {
         Guarded {
             inner,
-            address: address.into(),
-            context,
-            channel,
-            record,
+            key,
+            recorder,
         }
     }
 }
@@ -92,26 +103,23 @@ impl tower::Service<Request> for Guarded {
     type Future = BoxFuture<'static, Result<Response, BoxError>>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), BoxError>> {
+        let recorder = &self.recorder;
         let readiness = {
-            let addresses = self
-                .channel
-                .addresses
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            self.context
+            let endpoints = recorder.endpoints.lock().unwrap_or_else(|p| p.into_inner());
+            recorder
                 .health
-                .ready_or_wait(&self.address, &addresses, cx.waker())
+                .ready_or_wait(&self.key, &endpoints, cx.waker())
         };
         match readiness {
             Readiness::Wait => return Poll::Pending,
             Readiness::Healthy => {
-                if self.channel.panic.swap(false, Ordering::Relaxed) {
+                if recorder.panic.swap(false, Ordering::Relaxed) {
                     tracing::info!("an endpoint is healthy again: the channel leaves panic mode");
                 }
             }
             Readiness::Panic => {
-                if !self.channel.panic.swap(true, Ordering::Relaxed) {
-                    Counters::bump(&self.context.counters.panic_routes);
+                if !recorder.panic.swap(true, Ordering::Relaxed) {
+                    Counters::bump(&recorder.counters.panic_routes);
                     tracing::warn!(
                         "every endpoint of the channel is set aside: routing to all of them \
                          (panic mode)"
@@ -123,13 +131,16 @@ impl tower::Service<Request> for Guarded {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
+        let dispatched = Dispatched::of(&request);
         let call = self.inner.call(request);
-        if !self.record {
+        if !self.recorder.record {
             return call.map(|r| r.map_err(Into::into)).boxed();
         }
         let reporter = Reporter {
-            context: self.context.clone(),
-            address: self.address.clone(),
+            recorder: self.recorder.clone(),
+            key: self.key.clone(),
+            dispatched,
+            done: false,
         };
         async move {
             match call.await {
@@ -137,7 +148,7 @@ impl tower::Service<Request> for Guarded {
                     reporter.report(error_outcome(&error));
                     Err(error.into())
                 }
-                Ok(response) => match status_outcome(response.headers()) {
+                Ok(response) => match reporter.status_outcome(response.headers()) {
                     Some(outcome) => {
                         reporter.report(outcome);
                         Ok(response)
@@ -155,20 +166,47 @@ impl tower::Service<Request> for Guarded {
     }
 }
 
-/// Records one call's outcome for one address.
+/// Records one call's outcome for one endpoint, once. A call its channel gave up on (the
+/// endpoint did not answer past the deadline) is a failure, reported when the call is
+/// dropped unanswered.
 struct Reporter {
-    context: Arc<Context>,
-    address: Arc<str>,
+    recorder: Arc<Recorder>,
+    key: EndpointKey,
+    /// The call's mark, if it came through a balanced channel.
+    dispatched: Option<Dispatched>,
+    done: bool,
 }
 
 impl Reporter {
-    fn report(&self, outcome: Outcome) {
-        if outcome != Outcome::Success {
-            Counters::bump(&self.context.counters.call_failures);
+    fn report(mut self, outcome: Outcome) {
+        self.done = true;
+        self.recorder.report(&self.key, outcome);
+    }
+
+    /// The outcome of an answer with this grpc-status: CANCELLED after the call's deadline
+    /// is the server giving up on its deadline (tonic's servers answer so), a failure like
+    /// DEADLINE_EXCEEDED.
+    fn status_outcome(&self, headers: &http::HeaderMap) -> Option<Outcome> {
+        let outcome = status_outcome(headers)?;
+        let late = self
+            .dispatched
+            .as_ref()
+            .is_some_and(Dispatched::deadline_passed);
+        Some(
+            if late && grpc_code(headers) == Some(tonic::Code::Cancelled as i32) {
+                Outcome::Failure
+            } else {
+                outcome
+            },
+        )
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        if !self.done && self.dispatched.as_ref().is_some_and(Dispatched::timed_out) {
+            self.recorder.report(&self.key, Outcome::Failure);
         }
-        self.context
-            .health
-            .record(&self.context, &self.address, outcome);
     }
 }
 
@@ -187,13 +225,19 @@ pub(crate) fn error_outcome(error: &(dyn std::error::Error + 'static)) -> Outcom
     Outcome::Failure
 }
 
-/// The outcome a grpc-status in `headers` (or trailers) says, if there is one.
-pub(crate) fn status_outcome(headers: &http::HeaderMap) -> Option<Outcome> {
-    let status = headers.get("grpc-status")?;
-    let code = status
+/// The grpc-status code in `headers` (or trailers), if there is a readable one.
+fn grpc_code(headers: &http::HeaderMap) -> Option<i32> {
+    headers
+        .get("grpc-status")?
         .to_str()
         .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok());
+        .and_then(|s| s.trim().parse::<i32>().ok())
+}
+
+/// The outcome a grpc-status in `headers` (or trailers) says, if there is one.
+pub(crate) fn status_outcome(headers: &http::HeaderMap) -> Option<Outcome> {
+    headers.get("grpc-status")?;
+    let code = grpc_code(headers);
     let failed = [
         tonic::Code::Unavailable as i32,
         tonic::Code::DeadlineExceeded as i32,
@@ -221,9 +265,12 @@ impl http_body::Body for ReportingBody {
     ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         let outcome = match &polled {
-            Poll::Ready(Some(Ok(frame))) => frame
-                .trailers_ref()
-                .map(|trailers| status_outcome(trailers).unwrap_or(Outcome::Success)),
+            Poll::Ready(Some(Ok(frame))) => frame.trailers_ref().map(|trailers| {
+                let reporter = self.reporter.as_ref();
+                reporter
+                    .and_then(|r| r.status_outcome(trailers))
+                    .unwrap_or(Outcome::Success)
+            }),
             Poll::Ready(Some(Err(_))) => Some(Outcome::Failure),
             // The body ended without trailers: tonic reads that as an error of the
             // server's, not of the endpoint's reachability.

@@ -6,7 +6,8 @@
 //! A call still waiting for an endpoint when its deadline passes (none registered, or every
 //! one unreachable) fails with UNAVAILABLE. A call handed to an endpoint gets the
 //! endpoint's own answer; if none comes by its deadline plus [`DISPATCHED_GRACE`] (a server
-//! that hangs), it fails with DEADLINE_EXCEEDED.
+//! that hangs), it fails with DEADLINE_EXCEEDED, and passive health counts a failure of the
+//! endpoint (the mark tells it, see [`Dispatched::timed_out`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,20 +23,52 @@ use tower::BoxError;
 /// endpoint's own answer (its DEADLINE_EXCEEDED, say) before it fails by itself.
 pub const DISPATCHED_GRACE: Duration = Duration::from_millis(200);
 
-/// Marks a request handed to an endpoint; a request extension.
+/// What a call's channel knows of it, shared through a request extension: its deadline,
+/// whether it was handed to an endpoint, and whether it gave up waiting for that
+/// endpoint's answer.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Dispatched(Arc<AtomicBool>);
+pub(super) struct Dispatched(Arc<Mark>);
+
+#[derive(Debug, Default)]
+struct Mark {
+    deadline: Option<Instant>,
+    dispatched: AtomicBool,
+    timed_out: AtomicBool,
+}
 
 impl Dispatched {
+    /// The mark of a call due by `deadline` from now, if it has one.
+    pub fn new(deadline: Option<Duration>) -> Self {
+        Dispatched(Arc::new(Mark {
+            deadline: deadline.map(|d| Instant::now() + d),
+            ..Mark::default()
+        }))
+    }
+
+    /// The mark `request` carries, if any.
+    pub fn of<B>(request: &http::Request<B>) -> Option<Dispatched> {
+        request.extensions().get::<Dispatched>().cloned()
+    }
+
     /// Marks `request` as handed to an endpoint, if it carries a mark.
     pub fn mark<B>(request: &http::Request<B>) {
         if let Some(mark) = request.extensions().get::<Dispatched>() {
-            mark.0.store(true, Ordering::Relaxed);
+            mark.0.dispatched.store(true, Ordering::Relaxed);
         }
     }
 
     fn is_set(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.dispatched.load(Ordering::Relaxed)
+    }
+
+    /// Whether the call gave up on its endpoint's answer (it hung past the deadline).
+    pub fn timed_out(&self) -> bool {
+        self.0.timed_out.load(Ordering::Relaxed)
+    }
+
+    /// Whether the call's deadline has passed.
+    pub fn deadline_passed(&self) -> bool {
+        self.0.deadline.is_some_and(|d| Instant::now() >= d)
     }
 }
 
@@ -115,6 +148,7 @@ where
                 ))));
             }
             if self.graced {
+                self.dispatched.0.timed_out.store(true, Ordering::Relaxed);
                 return Poll::Ready(Err(Box::new(tonic::Status::deadline_exceeded(
                     "the endpoint did not answer before the call's deadline",
                 ))));
@@ -152,6 +186,7 @@ mod tests {
         let waiting = futures::future::pending::<Result<(), BoxError>>();
         let started = Instant::now();
         let bounded = Bounded::new(waiting, Some(Duration::from_secs(1)), Dispatched::default());
+        assert!(!Dispatched::default().timed_out());
         let error = bounded.await.unwrap_err();
         let status = error.downcast::<tonic::Status>().unwrap();
         assert_eq!(status.code(), tonic::Code::Unavailable);
@@ -160,13 +195,15 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_dispatched_call_gets_a_grace_then_deadline_exceeded() {
-        let dispatched = Dispatched::default();
-        dispatched.0.store(true, Ordering::Relaxed);
+        let dispatched = Dispatched::new(Some(Duration::from_secs(1)));
+        dispatched.0.dispatched.store(true, Ordering::Relaxed);
         let hung = futures::future::pending::<Result<(), BoxError>>();
         let started = Instant::now();
-        let error = Bounded::new(hung, Some(Duration::from_secs(1)), dispatched)
+        let error = Bounded::new(hung, Some(Duration::from_secs(1)), dispatched.clone())
             .await
             .unwrap_err();
+        assert!(dispatched.timed_out(), "the endpoint is told it hung");
+        assert!(dispatched.deadline_passed());
         let status = error.downcast::<tonic::Status>().unwrap();
         assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
         assert_eq!(started.elapsed(), Duration::from_secs(1) + DISPATCHED_GRACE);

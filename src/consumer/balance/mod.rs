@@ -1,0 +1,236 @@
+//! The data plane: a load-balanced channel over a stream of endpoint changes (the stack is
+//! drawn on [`BalancedChannel`]).
+//!
+//! A small feeder task (`feeder.rs`) follows a [`Discovery`] stream (one key per distinct
+//! [`Authority`], so several services or protocols on one address are one balancer
+//! endpoint) and hands the balancer its changes, insertions first; `passive.rs` records
+//! each call's outcome into health; `deadline.rs` bounds calls; `dial.rs` makes the tonic
+//! endpoint of one address. This module knows the resolver's health and a stream of
+//! changes, never the resolver nor a subscription: it inherits the protections of whatever
+//! feeds it.
+
+mod deadline;
+mod dial;
+mod discover;
+mod feeder;
+mod passive;
+
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use futures::Stream;
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tower::BoxError;
+use tower::balance::p2c::Balance;
+use tower::buffer::Buffer;
+use tower::discover::Change as TowerChange;
+use tower::load::{CompleteOnResponse, PendingRequests};
+use tower::util::BoxService;
+use tracing::Instrument as _;
+
+use crate::consumer::health::HealthRegistry;
+use crate::consumer::stats::Counters;
+use crate::error::{Error, Result};
+use crate::model::Authority;
+use crate::tls::ClientTlsConfig;
+use deadline::{Bounded, Dispatched, deadline_of};
+pub(crate) use dial::TlsChoice;
+pub use dial::{ChannelOptions, DEFAULT_CHANGE_CAPACITY, DEFAULT_CONNECT_TIMEOUT};
+pub use discover::{Change, Discovery};
+use feeder::Feeder;
+use passive::Guarded;
+
+/// Requests buffered in front of the balancer (tonic's own default).
+const REQUEST_BUFFER: usize = 1024;
+
+/// An HTTP request as tonic sends it.
+type Request = http::Request<tonic::body::Body>;
+/// An HTTP response as tonic reads it.
+type Response = http::Response<tonic::body::Body>;
+/// What the balancer's boxed service answers with.
+type BoxedFuture = BoxFuture<'static, std::result::Result<Response, BoxError>>;
+
+/// One balancer endpoint: the tonic channel of one address under passive health,
+/// measured by its pending requests.
+type EndpointService = PendingRequests<Marked, CompleteOnResponse>;
+
+/// Marks each request handed to the endpoint (for [`Bounded`]), then calls it.
+struct Marked(Guarded);
+
+impl tower::Service<Request> for Marked {
+    type Response = Response;
+    type Error = BoxError;
+    type Future = BoxedFuture;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<std::result::Result<(), BoxError>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        Dispatched::mark(&request);
+        self.0.call(request)
+    }
+}
+
+/// The stack of one endpoint, built when the balancer is handed its address.
+fn endpoint_service(guarded: Guarded) -> EndpointService {
+    PendingRequests::new(Marked(guarded), CompleteOnResponse::default())
+}
+
+/// A load-balanced channel over a subscription's endpoints, made by
+/// [`crate::Resolver::balanced_channel`]. Generated tonic clients accept it
+/// (`GreeterClient::new(channel)`): it is a `tower::Service` of HTTP requests, as tonic's
+/// `GrpcService` asks. Cheap to clone; clones share one balancer.
+///
+/// ```text
+/// BalancedChannel (Clone)      call deadlines, then a tower Buffer: clones share one
+///                              balancer task
+///   p2c::Balance               power of two choices by pending requests
+///     PendingRequests          the load measure
+///       passive health         records each call's outcome; not ready while set aside
+///         tonic Channel        one per address, connected lazily
+/// ```
+///
+/// **Passive health**: every call's outcome is recorded into the resolver's consumer-side
+/// health. A refused connection sets the address aside at once; transport errors,
+/// UNAVAILABLE, DEADLINE_EXCEEDED (from the headers of a trailers-only answer or from the
+/// trailers), a CANCELLED answer after the call's deadline (what tonic servers answer then)
+/// and a call that hung past its deadline count towards
+/// [`HealthOptions::failure_threshold`](crate::consumer::HealthOptions::failure_threshold)
+/// consecutive failures. A set-aside endpoint is not ready, so the balancer routes around
+/// it at once, and it is probed until it answers, then rejoins. Endpoints of instances that
+/// self-preservation holds take no calls until the instance answers a probe. If every
+/// endpoint is set aside, the channel routes to all of them (panic mode, logged and counted
+/// as `panic_routes`). [`ChannelOptions::passive_health`] turns the recording off.
+///
+/// **Deadlines**: a call's deadline (its `grpc-timeout`, from `Request::set_timeout`, or
+/// [`ChannelOptions::request_timeout`]) also bounds its wait for an endpoint: when no
+/// endpoint is ready (nothing registered yet, everything really gone) it fails with
+/// UNAVAILABLE once its deadline passes.
+#[derive(Clone)]
+pub struct BalancedChannel {
+    inner: Buffer<Request, BoxedFuture>,
+    request_timeout: Option<std::time::Duration>,
+}
+
+impl std::fmt::Debug for BalancedChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BalancedChannel").finish_non_exhaustive()
+    }
+}
+
+impl tower::Service<Request> for BalancedChannel {
+    type Response = Response;
+    type Error = BoxError;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<std::result::Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let deadline = deadline_of(&request, self.request_timeout);
+        let dispatched = Dispatched::new(deadline);
+        request.extensions_mut().insert(dispatched.clone());
+        ResponseFuture {
+            inner: Bounded::new(self.inner.call(request), deadline, dispatched),
+        }
+    }
+}
+
+/// The answer to a call through a [`BalancedChannel`].
+pub struct ResponseFuture {
+    inner: Bounded<tower::buffer::future::ResponseFuture<BoxedFuture>>,
+}
+
+impl std::fmt::Debug for ResponseFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl Future for ResponseFuture {
+    type Output = std::result::Result<Response, BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.inner).poll(cx)
+    }
+}
+
+/// The balancer's side of the feeder's changes. When the feeder stops, the stream stays
+/// pending, so the balancer keeps the endpoints it has.
+struct Changes {
+    receiver: mpsc::Receiver<TowerChange<Authority, EndpointService>>,
+}
+
+impl Stream for Changes {
+    type Item = std::result::Result<TowerChange<Authority, EndpointService>, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        match self.receiver.poll_recv(cx) {
+            Poll::Ready(Some(change)) => Poll::Ready(Some(Ok(change))),
+            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// What follows and controls a channel's feeder.
+#[derive(Debug)]
+pub(crate) struct Feed {
+    /// The addresses handed to the balancer.
+    pub addresses: watch::Receiver<Arc<BTreeSet<Authority>>>,
+    /// Stops the feeder.
+    pub cancel: CancellationToken,
+}
+
+/// A channel balancing calls over the endpoints `discovery` yields, with `health` deciding
+/// which may take calls, dialled with `options` (their TLS choice falling back to
+/// `default_tls`). Must be called within a Tokio runtime. Fails only on a TLS
+/// configuration tonic rejects.
+pub(crate) fn balanced_channel(
+    discovery: Discovery,
+    health: Arc<HealthRegistry>,
+    counters: Arc<Counters>,
+    options: ChannelOptions,
+    default_tls: Option<ClientTlsConfig>,
+    span: tracing::Span,
+) -> Result<(BalancedChannel, Feed)> {
+    let tls = match options.tls {
+        TlsChoice::FromResolver => default_tls,
+        TlsChoice::Use(tls) => Some(*tls),
+        TlsChoice::Plaintext => None,
+    };
+    let dialer = dial::Dialer {
+        connect_timeout: options.connect_timeout,
+        request_timeout: options.request_timeout,
+        tls,
+    };
+    // Check the TLS configuration once, so that a bad one fails here, not per endpoint.
+    dialer
+        .endpoint(&Authority::new("localhost", 1))
+        .map_err(|e| Error::Config(format!("balanced channel: {e}")))?;
+    let (changes, receiver) = mpsc::channel(options.capacity);
+    let balance: Balance<Changes, Request> = Balance::new(Changes { receiver });
+    let channel = BalancedChannel {
+        inner: Buffer::new(BoxService::new(balance), REQUEST_BUFFER),
+        request_timeout: options.request_timeout,
+    };
+    let (published, addresses) = watch::channel(Arc::new(BTreeSet::new()));
+    let cancel = CancellationToken::new();
+    let feeder = Feeder::new(
+        discovery,
+        changes,
+        dialer,
+        passive::Recorder::new(health, counters, options.passive_health),
+        published,
+        cancel.clone(),
+    );
+    tokio::spawn(feeder.run().instrument(span));
+    Ok((channel, Feed { addresses, cancel }))
+}

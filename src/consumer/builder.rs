@@ -1,0 +1,199 @@
+//! [`ResolverBuilder`]: a resolver's settings, and how its parts are put together
+//! ([`Resolver::builder`] and [`Resolver::new`] live here, so that the resolver itself
+//! does not depend on how it is built).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::health::{HealthOptions, HealthRegistry};
+use super::hosts::HostNames;
+use super::metadata::{CacheSettings, MetadataSource};
+use super::resolver::Resolver;
+use super::stats::Counters;
+use super::subscribe::{SubscribeOptions, SubscribeParts};
+use super::views::protection::ProtectionOptions;
+use super::views::{ViewParts, Views};
+use crate::backend::Backend;
+use crate::layout::Layout;
+use crate::limits::Limits;
+use crate::rpc::MetadataClient;
+use crate::warnings::Aggregator;
+
+/// Default deadline of one MetadataService call.
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+/// Default number of (app, revision) metadata entries cached.
+pub const DEFAULT_CACHE_CAPACITY: u64 = 10_000;
+/// Default time an unused cached revision is kept.
+pub const DEFAULT_CACHE_IDLE: Duration = Duration::from_secs(30 * 60);
+/// Default number of instances of one revision tried before a fetch gives up.
+pub const DEFAULT_FETCH_ATTEMPTS: usize = 5;
+
+/// Builds a [`Resolver`]. Only the registry backend is required.
+pub struct ResolverBuilder {
+    backend: Backend,
+    layout: Option<Layout>,
+    limits: Limits,
+    fetch_timeout: Duration,
+    fetch_attempts: usize,
+    cache_capacity: u64,
+    cache_idle: Duration,
+    tls: Option<crate::tls::ClientTlsConfig>,
+    store_timeout: Duration,
+    subscribe_options: SubscribeOptions,
+    health: HealthOptions,
+    protection: ProtectionOptions,
+}
+
+impl Resolver {
+    /// A builder for a resolver reading `backend` (a [`Backend`], or a store such as
+    /// `Arc<dyn Store>`, which becomes the key-value backend over it).
+    pub fn builder(backend: impl Into<Backend>) -> ResolverBuilder {
+        ResolverBuilder::new(backend.into())
+    }
+
+    /// A resolver with default settings.
+    pub fn new(backend: impl Into<Backend>) -> Self {
+        Self::builder(backend).build()
+    }
+}
+
+impl ResolverBuilder {
+    fn new(backend: Backend) -> Self {
+        ResolverBuilder {
+            backend,
+            layout: None,
+            limits: Limits::default(),
+            fetch_timeout: DEFAULT_FETCH_TIMEOUT,
+            fetch_attempts: DEFAULT_FETCH_ATTEMPTS,
+            cache_capacity: DEFAULT_CACHE_CAPACITY,
+            cache_idle: DEFAULT_CACHE_IDLE,
+            tls: None,
+            store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
+            subscribe_options: SubscribeOptions::default(),
+            health: HealthOptions::default(),
+            protection: ProtectionOptions::default(),
+        }
+    }
+
+    /// Sets how each subscription behaves: coalescing, the local snapshot, the start
+    /// timeout and fetch retries (default [`SubscribeOptions::default`]).
+    pub fn subscribe_options(mut self, options: SubscribeOptions) -> Self {
+        self.subscribe_options = options;
+        self
+    }
+
+    /// Sets consumer-side health, one for the whole resolver (default
+    /// [`HealthOptions::default`]).
+    pub fn health(mut self, health: HealthOptions) -> Self {
+        self.health = health;
+        self
+    }
+
+    /// Sets self-preservation and the recovery after a registry wipe, applied once per app
+    /// for the whole resolver (default [`ProtectionOptions::default`]).
+    pub fn protection(mut self, protection: ProtectionOptions) -> Self {
+        self.protection = protection;
+        self
+    }
+
+    /// Reads keys under a namespace such as `/staging` (default: none), on a key-value
+    /// backend (memory, etcd); other backends take their root from their URL.
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = Some(layout);
+        self
+    }
+
+    /// Sets the size limits for everything read (default: [`Limits::default`]).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets the deadline of one MetadataService call (default [`DEFAULT_FETCH_TIMEOUT`]).
+    pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
+        self.fetch_timeout = timeout;
+        self
+    }
+
+    /// Sets how many instances of a revision one fetch tries (default
+    /// [`DEFAULT_FETCH_ATTEMPTS`], at least 1).
+    pub fn fetch_attempts(mut self, attempts: usize) -> Self {
+        self.fetch_attempts = attempts.max(1);
+        self
+    }
+
+    /// Sets how many (app, revision) metadata entries are cached (default
+    /// [`DEFAULT_CACHE_CAPACITY`]).
+    pub fn cache_capacity(mut self, capacity: u64) -> Self {
+        self.cache_capacity = capacity;
+        self
+    }
+
+    /// Sets how long an unused cached revision is kept (default [`DEFAULT_CACHE_IDLE`]).
+    pub fn cache_idle(mut self, idle: Duration) -> Self {
+        self.cache_idle = idle;
+        self
+    }
+
+    /// Calls MetadataServices over TLS with this configuration.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls(mut self, tls: crate::tls::ClientTlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Sets the deadline of each registry call (default
+    /// [`crate::store::DEFAULT_STORE_TIMEOUT`]).
+    pub fn store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = timeout;
+        self
+    }
+
+    /// Builds the resolver.
+    pub fn build(self) -> Resolver {
+        let mut backend = self.backend;
+        if let Some(layout) = self.layout {
+            backend = backend.with_layout(layout);
+        }
+        let backend = backend.with_timeout(self.store_timeout);
+        let client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
+        #[cfg(feature = "tls")]
+        let client = match &self.tls {
+            Some(tls) => client.with_tls(tls.clone()),
+            None => client,
+        };
+        let counters = Arc::new(Counters::default());
+        let warnings = Arc::new(Aggregator::default());
+        let health = HealthRegistry::new(self.health, counters.clone());
+        let metadata = MetadataSource::new(
+            backend.reports().clone(),
+            self.limits.clone(),
+            client,
+            counters.clone(),
+            CacheSettings {
+                fetch_attempts: self.fetch_attempts,
+                capacity: self.cache_capacity,
+                idle: self.cache_idle,
+            },
+        );
+        let views = Views::new(ViewParts {
+            backend: backend.clone(),
+            limits: self.limits.clone(),
+            protection: self.protection,
+            health: health.clone(),
+            counters: counters.clone(),
+            warnings: warnings.clone(),
+        });
+        let parts = SubscribeParts {
+            views,
+            metadata: Arc::new(metadata),
+            health,
+            counters,
+            warnings,
+            hosts: Arc::new(HostNames::default()),
+            limits: self.limits,
+        };
+        Resolver::assemble(backend, parts, self.tls, self.subscribe_options)
+    }
+}

@@ -1,0 +1,263 @@
+//! The resolver's shared health: one [`HealthTracker`] and one prober for all of its
+//! subscriptions and balanced channels.
+//!
+//! Health is kept per [`Authority`], not per subscription: a call outcome reported by one
+//! channel, or a hold decided by one app's shared view, counts for every subscription and
+//! channel of the resolver, and a set-aside address is probed once, however many
+//! subscriptions route to it. Probes run on one driver task per resolver (started on the
+//! first address set aside; see `prober.rs`).
+//!
+//! Whoever depends on health follows it two ways: subscriptions through a generation
+//! counter ([`HealthRegistry::changes`]) that moves whenever an address is set aside or
+//! comes back, and balanced channels' endpoints through wakers
+//! ([`HealthRegistry::ready_or_wait`]) woken on the same changes.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::options::{HealthOptions, Probe};
+use super::prober::{Probed, Prober};
+use super::tracker::{HealthTracker, Outcome};
+use crate::consumer::stats::Counters;
+use crate::model::Authority;
+
+/// Whether a channel endpoint may take calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Readiness {
+    /// It is not set aside.
+    Healthy,
+    /// It is set aside, and so is every other of its channel: route anyway.
+    Panic,
+    /// It is set aside: wait for a change of health.
+    Wait,
+}
+
+/// One balancer endpoint as health knows it: where it is, and whose record it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct EndpointKey {
+    /// Where calls go.
+    pub address: Authority,
+    /// The authority of its instance's record.
+    pub instance: Authority,
+}
+
+/// See the module docs.
+pub(crate) struct HealthRegistry {
+    options: HealthOptions,
+    counters: Arc<Counters>,
+    inner: Mutex<Inner>,
+    generation: watch::Sender<u64>,
+    prober: Prober,
+}
+
+struct Inner {
+    tracker: HealthTracker,
+    /// Channel endpoints waiting for a change of health.
+    wakers: Vec<Waker>,
+}
+
+impl HealthRegistry {
+    /// Nothing reported yet; counts into `counters`.
+    pub fn new(options: HealthOptions, counters: Arc<Counters>) -> Arc<Self> {
+        Arc::new(HealthRegistry {
+            inner: Mutex::new(Inner {
+                tracker: HealthTracker::new(options.clone()),
+                wakers: Vec::new(),
+            }),
+            prober: Prober::new(options.probe_concurrency),
+            options,
+            counters,
+            generation: watch::channel(0).0,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether an endpoint may take no call: its address is set aside, or its instance is
+    /// held and has not answered a probe yet.
+    pub fn is_endpoint_aside(&self, endpoint: &EndpointKey) -> bool {
+        self.lock()
+            .tracker
+            .is_endpoint_aside(&endpoint.address, &endpoint.instance)
+    }
+
+    /// Whether `address` is set aside for failed calls: it leaves subscriptions' sets too
+    /// (a held one stays listed there while self-preservation holds it).
+    pub fn is_failing(&self, address: &Authority) -> bool {
+        self.lock().tracker.is_failing(address)
+    }
+
+    /// How many addresses are set aside.
+    pub fn set_aside_count(&self) -> usize {
+        self.lock().tracker.set_aside_count()
+    }
+
+    /// A receiver whose value moves whenever an address is set aside or comes back.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Whether `endpoint`, one of its channel's `endpoints`, may take calls. When it may
+    /// not, `waker` is woken on the next change of health.
+    pub fn ready_or_wait(
+        &self,
+        endpoint: &EndpointKey,
+        endpoints: &[EndpointKey],
+        waker: &Waker,
+    ) -> Readiness {
+        let mut inner = self.lock();
+        let aside = |e: &EndpointKey| inner.tracker.is_endpoint_aside(&e.address, &e.instance);
+        if !aside(endpoint) {
+            return Readiness::Healthy;
+        }
+        let all_aside = endpoints.iter().all(aside);
+        // Registered in both remaining cases: in panic mode the endpoint wants to know when
+        // a sibling recovers too (it then polls again and waits).
+        if !inner.wakers.iter().any(|w| w.will_wake(waker)) {
+            inner.wakers.push(waker.clone());
+        }
+        if all_aside {
+            Readiness::Panic
+        } else {
+            Readiness::Wait
+        }
+    }
+
+    /// Records a call's outcome for `endpoint`.
+    pub fn record(self: &Arc<Self>, endpoint: &EndpointKey, outcome: Outcome) {
+        let mut inner = self.lock();
+        let changed = inner.tracker.record(
+            &endpoint.address,
+            &endpoint.instance,
+            outcome,
+            Instant::now(),
+        );
+        if !changed {
+            return;
+        }
+        let address = &endpoint.address;
+        if inner.tracker.is_set_aside(address) {
+            Counters::bump(&self.counters.set_aside);
+            tracing::warn!(%address, ?outcome, "endpoint set aside after failed calls");
+        } else {
+            tracing::info!(%address, "set-aside endpoint answers again");
+        }
+        self.changed(inner);
+    }
+
+    /// `instance` (the authority of its record) is held by self-preservation: every
+    /// endpoint of it is set aside until a probe, at once, answers.
+    pub fn suspect(self: &Arc<Self>, instance: &Authority) {
+        let mut inner = self.lock();
+        if inner.tracker.suspect(instance, Instant::now()) {
+            tracing::debug!(%instance, "held instance set aside until a probe answers");
+        }
+        self.changed(inner);
+    }
+
+    /// `instance`'s record was written (again): whatever of it is set aside is probed at
+    /// once.
+    pub fn registered(self: &Arc<Self>, instance: &Authority) {
+        self.lock().tracker.registered(instance, Instant::now());
+        self.prober.wake();
+    }
+
+    /// `instance` is no endpoint any more.
+    pub fn forget(self: &Arc<Self>, instance: &Authority) {
+        let mut inner = self.lock();
+        if inner.tracker.forget(instance, Instant::now()) {
+            self.bump(&mut inner);
+        }
+        drop(inner);
+        self.prober.wake();
+    }
+
+    /// Announces a change of health: subscriptions recompute, waiting endpoints poll again,
+    /// the prober reconsiders its schedule.
+    fn changed(self: &Arc<Self>, mut inner: MutexGuard<'_, Inner>) {
+        self.bump(&mut inner);
+        drop(inner);
+        self.prober.ensure_running(self);
+        self.prober.wake();
+    }
+
+    fn bump(&self, inner: &mut Inner) {
+        self.generation.send_modify(|g| *g += 1);
+        for waker in inner.wakers.drain(..) {
+            waker.wake();
+        }
+    }
+}
+
+impl Probed for HealthRegistry {
+    fn due(&self, now: Instant) -> (Vec<Authority>, Option<Instant>) {
+        let mut inner = self.lock();
+        if inner.tracker.sweep(now) {
+            self.bump(&mut inner);
+        }
+        let due = inner.tracker.due_probes(now);
+        Counters::add(&self.counters.probes, due.len() as u64);
+        (due, inner.tracker.next_due())
+    }
+
+    fn probed(&self, address: &Authority, answered: bool) {
+        let mut inner = self.lock();
+        if inner.tracker.probed(address, answered, Instant::now()) {
+            tracing::info!(%address, "set-aside endpoint answers a probe; it rejoins");
+            // The driver is running (it made this probe): announce without starting it.
+            self.bump(&mut inner);
+        }
+    }
+
+    fn probe(&self) -> (Arc<dyn Probe>, std::time::Duration) {
+        (self.options.probe.clone(), self.options.probe_timeout)
+    }
+
+    fn prober(&self) -> &Prober {
+        &self.prober
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(host: &str) -> EndpointKey {
+        let address = Authority::new(host, 1);
+        EndpointKey {
+            instance: address.clone(),
+            address,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn set_aside_endpoints_wait_until_all_are_aside_then_all_route() {
+        let registry = HealthRegistry::new(HealthOptions::default(), Arc::default());
+        let (a, b) = (key("10.0.0.1"), key("10.0.0.2"));
+        let endpoints = vec![a.clone(), b.clone()];
+        let waker = futures::task::noop_waker();
+        let ready = |e: &EndpointKey| registry.ready_or_wait(e, &endpoints, &waker);
+        assert_eq!(ready(&a), Readiness::Healthy);
+        registry.record(&a, Outcome::Refused);
+        assert_eq!(ready(&a), Readiness::Wait);
+        assert_eq!(ready(&b), Readiness::Healthy);
+        assert_eq!(
+            registry.lock().wakers.len(),
+            1,
+            "one waker, registered once"
+        );
+        registry.record(&b, Outcome::Refused);
+        assert_eq!(ready(&a), Readiness::Panic);
+        assert_eq!(ready(&b), Readiness::Panic);
+        // A change of health wakes whoever waits.
+        let mut inner = registry.lock();
+        registry.bump(&mut inner);
+        assert!(inner.wakers.is_empty());
+        assert_eq!(*registry.changes().borrow(), 3);
+    }
+}

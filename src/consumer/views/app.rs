@@ -1,0 +1,408 @@
+//! One app's instances as the resolver's shared view of the app holds them: what the
+//! registry says, updated as a reset (after a list) or as upserts and removals (from a
+//! watch), with self-preservation deciding which removals are held and the recovery after
+//! a registry wipe keeping what a wiped registry forgot. Pure: no I/O.
+//!
+//! A wipe is seen on a re-list, by whichever signal the backend gives: the registry's
+//! epoch changed or disappeared; or its revision went backwards; or, where the backend has
+//! neither, the re-list found the app empty while it had instances. The instances the
+//! re-list misses are then kept, in apps of any size, until they re-register or the
+//! recovery bound ([`super::ProtectionOptions::wipe_recovery`]) passes. Graceful stops and
+//! deletions on a healthy registry are not affected: they leave at once.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::protection::{Protection, ProtectionOptions};
+use crate::backend::{InstanceChange, InstanceList, Instances};
+use crate::model::ServiceInstance;
+
+/// What applying an update did to the holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Applied {
+    /// Instances newly held by self-preservation or kept by a wipe recovery.
+    pub newly_held: Vec<Arc<ServiceInstance>>,
+    /// Held instances whose record was written again (their hold ended), as written now.
+    pub returned: Vec<Arc<ServiceInstance>>,
+    /// Records skipped as unusable.
+    pub skipped: usize,
+    /// Whether this update found the registry wiped or replaced.
+    pub wiped: bool,
+}
+
+/// Holds released at one time (see [`AppView::release_due`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Released {
+    /// Instances self-preservation held for its maximum time.
+    pub held: Vec<String>,
+    /// Instances a wipe recovery kept until its bound.
+    pub kept: Vec<String>,
+}
+
+impl Released {
+    /// Whether nothing was released.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty() && self.kept.is_empty()
+    }
+}
+
+#[derive(Debug)]
+struct Recovery {
+    until: Instant,
+    /// Instances the wiped registry forgot that have not re-registered.
+    kept: Instances,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub(crate) struct AppView {
+    /// The registered instances by `{host}:{port}`, enabled or not.
+    instances: Instances,
+    protection: Protection,
+    wipe_recovery: std::time::Duration,
+    recovery: Option<Recovery>,
+    /// The highest registry revision a list was read at (0: none seen).
+    last_revision: i64,
+    /// The epoch the last list read.
+    last_epoch: Option<String>,
+    /// Whether the registry has been listed since the view started.
+    synced: bool,
+}
+
+impl AppView {
+    pub fn new(options: ProtectionOptions) -> Self {
+        AppView {
+            instances: Instances::new(),
+            wipe_recovery: options.wipe_recovery,
+            protection: Protection::new(options),
+            recovery: None,
+            last_revision: 0,
+            last_epoch: None,
+            synced: false,
+        }
+    }
+
+    /// Whether the registry has been listed since the view started.
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    /// Whether a fresh `list` says the registry was wiped or replaced since the last one.
+    fn wiped_by(&self, list: &InstanceList) -> bool {
+        if !self.synced || self.wipe_recovery.is_zero() {
+            return false;
+        }
+        let epoch_changed = self.last_epoch.is_some() && list.epoch != self.last_epoch;
+        let went_back = list.revision > 0 && list.revision < self.last_revision;
+        let no_signal = list.epoch.is_none() && list.revision == 0;
+        let emptied =
+            no_signal && list.instances.is_empty() && self.instances.values().any(|i| i.enabled);
+        epoch_changed || went_back || emptied
+    }
+
+    /// Replaces the registered instances with a fresh list (after a list or a re-list).
+    /// Instances missing from it are removals, those last seen enabled expiries, unless the
+    /// list shows a wiped registry: then they are kept until they re-register or the
+    /// recovery bound passes.
+    pub fn reset(&mut self, list: InstanceList, now: Instant) -> Applied {
+        let mut applied = Applied {
+            skipped: list.skipped.len(),
+            ..Applied::default()
+        };
+        let wiped = self.wiped_by(&list);
+        self.last_revision = if wiped {
+            list.revision
+        } else {
+            self.last_revision.max(list.revision)
+        };
+        self.last_epoch = list.epoch;
+        self.synced = true;
+        let old = std::mem::replace(&mut self.instances, list.instances);
+        let gone: Vec<(String, Arc<ServiceInstance>)> = old
+            .into_iter()
+            .filter(|(address, _)| !self.instances.contains_key(address))
+            .collect();
+        let present: Vec<Arc<ServiceInstance>> = self.instances.values().cloned().collect();
+        for instance in present {
+            self.returned(instance, &mut applied);
+        }
+        if wiped {
+            applied.wiped = true;
+            let recovery = self.recovery.get_or_insert_with(|| Recovery {
+                until: now + self.wipe_recovery,
+                kept: Instances::new(),
+            });
+            for (address, previous) in gone.into_iter().filter(|(_, i)| i.enabled) {
+                recovery.kept.insert(address, previous.clone());
+                applied.newly_held.push(previous);
+            }
+            if recovery.kept.is_empty() {
+                self.recovery = None;
+            }
+            return applied;
+        }
+        let remaining = self.instances.len();
+        for (address, previous) in gone {
+            let held = self.removed(&address, previous, remaining, now);
+            applied.newly_held.extend(held);
+        }
+        applied
+    }
+
+    /// Applies a batch of changes from a watch.
+    pub fn apply(&mut self, changes: Vec<InstanceChange>, now: Instant) -> Applied {
+        let mut applied = Applied::default();
+        for change in changes {
+            let gone = match change {
+                InstanceChange::Upsert(instance) => {
+                    self.returned(instance.clone(), &mut applied);
+                    self.instances.insert(instance.address(), instance);
+                    continue;
+                }
+                InstanceChange::Removed(address) => {
+                    self.forget_kept(&address);
+                    address
+                }
+                InstanceChange::Skipped { address, reason } => {
+                    // An unusable record counts as absent, like a removal.
+                    tracing::warn!(%address, %reason, "instance record skipped");
+                    applied.skipped += 1;
+                    address
+                }
+            };
+            if let Some(previous) = self.instances.remove(&gone) {
+                let remaining = self.instances.len();
+                let held = self.removed(&gone, previous, remaining, now);
+                applied.newly_held.extend(held);
+            }
+        }
+        applied
+    }
+
+    /// `instance`'s record was written again: its hold, if any, ends.
+    fn returned(&mut self, instance: Arc<ServiceInstance>, applied: &mut Applied) {
+        let address = instance.address();
+        let kept = self.forget_kept(&address);
+        if self.protection.returned(&address) || kept {
+            applied.returned.push(instance);
+        }
+    }
+
+    /// Drops `address` from a wipe recovery; returns whether it was kept.
+    fn forget_kept(&mut self, address: &str) -> bool {
+        let Some(recovery) = &mut self.recovery else {
+            return false;
+        };
+        let kept = recovery.kept.remove(address).is_some();
+        if recovery.kept.is_empty() {
+            self.recovery = None;
+        }
+        kept
+    }
+
+    /// A record went away: an expiry when last seen enabled, a graceful removal otherwise.
+    /// Returns the instances that became held.
+    fn removed(
+        &mut self,
+        address: &str,
+        previous: Arc<ServiceInstance>,
+        remaining: usize,
+        now: Instant,
+    ) -> Vec<Arc<ServiceInstance>> {
+        if !previous.enabled {
+            return Vec::new();
+        }
+        let held = self.protection.expired(address, previous, remaining, now);
+        held.iter()
+            .filter_map(|a| self.protection.held_instance(a).cloned())
+            .collect()
+    }
+
+    /// Releases held instances whose maximum hold ended, and a wipe recovery whose bound
+    /// passed.
+    pub fn release_due(&mut self, now: Instant) -> Released {
+        let held = self.protection.release_due(now);
+        let kept = match self.recovery.take_if(|r| r.until <= now) {
+            Some(recovery) => recovery.kept.into_keys().collect(),
+            None => Vec::new(),
+        };
+        Released { held, kept }
+    }
+
+    /// When the next held instance, or the wipe recovery, is released.
+    pub fn next_release(&self) -> Option<Instant> {
+        let recovery = self.recovery.as_ref().map(|r| r.until);
+        match (self.protection.next_release(), recovery) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether removals are held (by self-preservation or a wipe recovery).
+    pub fn protection_active(&self) -> bool {
+        self.protection.is_active() || self.recovery.is_some()
+    }
+
+    /// How many instances are held (by self-preservation or a wipe recovery).
+    pub fn held_count(&self) -> usize {
+        self.protection.held().count() + self.recovery.as_ref().map_or(0, |r| r.kept.len())
+    }
+
+    /// The instances to route to, with their addresses (`{host}:{port}`): registered and
+    /// enabled, plus the held and kept ones.
+    pub fn routable_entries(&self) -> impl Iterator<Item = (&String, &Arc<ServiceInstance>)> {
+        let kept = self.recovery.iter().flat_map(|r| r.kept.iter());
+        self.instances
+            .iter()
+            .filter(|(_, i)| i.enabled)
+            .chain(
+                self.protection
+                    .held()
+                    .filter(|(a, _)| !self.instances.contains_key(*a)),
+            )
+            .chain(kept.filter(|(a, _)| !self.instances.contains_key(*a)))
+    }
+
+    /// The instances to route to, as a map.
+    pub fn routable_map(&self) -> Instances {
+        self.routable_entries()
+            .map(|(a, i)| (a.clone(), i.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consumer::views::protection::DEFAULT_WIPE_RECOVERY;
+
+    fn instance(port: u16, enabled: bool) -> Arc<ServiceInstance> {
+        let mut i = ServiceInstance::new("shop", "10.0.0.1", port);
+        i.enabled = enabled;
+        Arc::new(i)
+    }
+
+    fn instances(n: u16) -> Instances {
+        (0..n)
+            .map(|p| {
+                let i = instance(1000 + p, true);
+                (i.address(), i)
+            })
+            .collect()
+    }
+
+    fn list(n: u16, revision: i64, epoch: Option<&str>) -> InstanceList {
+        InstanceList {
+            instances: instances(n),
+            revision,
+            epoch: epoch.map(str::to_owned),
+            ..InstanceList::default()
+        }
+    }
+
+    fn routable(v: &AppView) -> usize {
+        v.routable_entries().count()
+    }
+
+    #[test]
+    fn graceful_removal_is_never_held_and_disabled_leaves_at_once() {
+        let now = Instant::now();
+        let mut v = AppView::new(ProtectionOptions::default().min_instances(1).threshold(0.0));
+        v.reset(list(20, 1, None), now);
+        v.apply(vec![InstanceChange::Upsert(instance(1000, false))], now);
+        assert_eq!(routable(&v), 19, "disabled leaves at once");
+        let a = v.apply(vec![InstanceChange::Removed("10.0.0.1:1000".into())], now);
+        assert!(a.newly_held.is_empty());
+        assert!(!v.protection_active());
+        assert_eq!(routable(&v), 19);
+    }
+
+    #[test]
+    fn a_reset_missing_most_instances_is_held() {
+        let now = Instant::now();
+        let mut v = AppView::new(ProtectionOptions::default());
+        v.reset(list(20, 1, None), now);
+        let a = v.reset(list(2, 2, None), now);
+        assert_eq!(a.newly_held.len(), 18);
+        assert_eq!(routable(&v), 20);
+        // They come back with the next list.
+        let a = v.reset(list(20, 3, None), now);
+        assert_eq!(a.returned.len(), 18);
+        assert!(!v.protection_active());
+        assert_eq!(routable(&v), 20);
+    }
+
+    #[test]
+    fn a_wiped_store_keeps_a_small_app_until_it_re_registers_or_the_bound() {
+        let now = Instant::now();
+        let mut v = AppView::new(ProtectionOptions::default());
+        v.reset(list(2, 40, Some("e1")), now);
+        // The store restarted empty: a re-list at a lower revision finds nothing.
+        let a = v.reset(list(0, 1, None), now);
+        assert!(a.wiped);
+        assert_eq!(a.newly_held.len(), 2);
+        assert_eq!(routable(&v), 2, "an app of 2 is not emptied");
+        assert!(v.protection_active());
+        // One re-registers; the other is kept.
+        let one = instances(1);
+        let a = v.apply(
+            vec![InstanceChange::Upsert(one["10.0.0.1:1000"].clone())],
+            now,
+        );
+        assert_eq!(a.returned, [one["10.0.0.1:1000"].clone()]);
+        assert_eq!(routable(&v), 2);
+        assert_eq!(v.next_release(), Some(now + DEFAULT_WIPE_RECOVERY));
+        let released = v.release_due(now + DEFAULT_WIPE_RECOVERY);
+        assert_eq!(released.kept, ["10.0.0.1:1001"]);
+        assert_eq!(routable(&v), 1);
+        assert!(!v.protection_active());
+    }
+
+    #[test]
+    fn a_changed_or_vanished_epoch_is_a_wipe_whatever_the_revision() {
+        let now = Instant::now();
+        for epoch in [None, Some("e2")] {
+            let mut v = AppView::new(ProtectionOptions::default());
+            v.reset(list(2, 5, Some("e1")), now);
+            // The registry came back with a higher revision (providers re-registered
+            // before the re-list), but its epoch is not the one seen.
+            let a = v.reset(list(1, 9, epoch), now);
+            assert!(a.wiped, "epoch {epoch:?}");
+            assert_eq!(routable(&v), 2);
+        }
+        // An epoch that appears where there was none is no wipe.
+        let mut v = AppView::new(ProtectionOptions::default());
+        v.reset(list(2, 5, None), now);
+        assert!(!v.reset(list(1, 6, Some("e1")), now).wiped);
+        assert_eq!(routable(&v), 1);
+    }
+
+    #[test]
+    fn without_epoch_or_revision_an_emptying_read_is_held_for_the_bound() {
+        let now = Instant::now();
+        let mut v = AppView::new(ProtectionOptions::default());
+        v.reset(list(2, 0, None), now);
+        let a = v.reset(list(1, 0, None), now);
+        assert!(!a.wiped, "a read that leaves some is a plain removal");
+        assert_eq!(routable(&v), 1);
+        let a = v.reset(list(0, 0, None), now);
+        assert!(a.wiped, "a read that empties the app is held");
+        assert_eq!(routable(&v), 1);
+        v.release_due(now + DEFAULT_WIPE_RECOVERY);
+        assert_eq!(routable(&v), 0);
+    }
+
+    #[test]
+    fn deletions_on_a_healthy_store_leave_at_once_whatever_the_app_size() {
+        let now = Instant::now();
+        let mut v = AppView::new(ProtectionOptions::default());
+        v.reset(list(2, 40, Some("e1")), now);
+        let a = v.reset(list(1, 41, Some("e1")), now);
+        assert!(!a.wiped);
+        assert_eq!(routable(&v), 1);
+        v.apply(vec![InstanceChange::Removed("10.0.0.1:1000".into())], now);
+        assert_eq!(routable(&v), 0);
+        assert!(!v.protection_active());
+    }
+}
