@@ -36,7 +36,7 @@ apt_install() {
     apt_updated=true
   fi
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    -o Dir::Cache::archives="$cache/apt" "$@" >/dev/null
+    -o Dir::Cache::archives="$cache/apt" -o APT::Sandbox::User=root "$@" >/dev/null
 }
 
 # The hash of a peer: its files, the shared proto, and this script's pins.
@@ -67,6 +67,12 @@ java_tools() {
   if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]}"
     apt_install "${missing[@]}"
+    # A new JDK trusts the certificates linked in /etc/ssl/certs when it was installed;
+    # link those added locally (/usr/local/share/ca-certificates) too, so Maven reaches
+    # its repository wherever the system does.
+    if command -v update-ca-certificates >/dev/null 2>&1; then
+      $sudo update-ca-certificates >/dev/null 2>&1 || true
+    fi
   fi
 }
 
