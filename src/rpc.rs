@@ -26,6 +26,12 @@ pub mod pb {
 
 pub use pb::metadata_service_v2_server::MetadataServiceV2Server;
 
+/// The Triple header naming the group of the service a request is for (Dubbo exports
+/// MetadataServiceV2 in the group of its app).
+pub const TRI_SERVICE_GROUP: &str = "tri-service-group";
+/// The Triple header naming the version of the service a request is for.
+pub const TRI_SERVICE_VERSION: &str = "tri-service-version";
+
 /// The gRPC path of `GetMetadataInfo`.
 pub const GET_METADATA_INFO_PATH: &str =
     "/org.apache.dubbo.metadata.MetadataServiceV2/GetMetadataInfo";
@@ -234,7 +240,35 @@ impl MetadataClient {
 
     /// Fetches the metadata of `revision` (empty: current) from the MetadataService at
     /// `host:port`, checking that the answer is the revision asked for.
+    ///
+    /// Sends no service group: a Rust or Dubbo Java provider answers, but dubbo-go's
+    /// MetadataServiceV2 is found only under its app's group, so a consumer that knows the
+    /// app calls [`fetch_for_app`](Self::fetch_for_app).
     pub async fn fetch(&self, host: &str, port: u16, revision: &str) -> Result<MetadataInfo> {
+        self.fetch_with(None, host, port, revision).await
+    }
+
+    /// Like [`fetch`](Self::fetch), for an instance of `app`: the request names the service
+    /// the way Dubbo exports it, in the Triple headers `tri-service-group: {app}` and
+    /// `tri-service-version: 2.0.0`. dubbo-go answers `UNIMPLEMENTED` without them; Dubbo Java
+    /// and tonic servers accept them.
+    pub async fn fetch_for_app(
+        &self,
+        app: &str,
+        host: &str,
+        port: u16,
+        revision: &str,
+    ) -> Result<MetadataInfo> {
+        self.fetch_with(Some(app), host, port, revision).await
+    }
+
+    async fn fetch_with(
+        &self,
+        app: Option<&str>,
+        host: &str,
+        port: u16,
+        revision: &str,
+    ) -> Result<MetadataInfo> {
         let address = authority(host, port);
         let channel = self.connect(&address).await?;
         let mut client = pb::metadata_service_v2_client::MetadataServiceV2Client::new(channel)
@@ -243,6 +277,16 @@ impl MetadataClient {
             revision: revision.to_owned(),
         });
         request.set_timeout(self.timeout);
+        // An app name that is no header value (it is validated before it gets here) sends
+        // no group; the call then fails at a dubbo-go provider as it would have anyway.
+        if let Some(group) = app.and_then(|app| app.parse().ok()) {
+            let headers = request.metadata_mut();
+            headers.insert(TRI_SERVICE_GROUP, group);
+            headers.insert(
+                TRI_SERVICE_VERSION,
+                tonic::metadata::MetadataValue::from_static(crate::model::keys::META_V_2),
+            );
+        }
         let call = client.get_metadata_info(request);
         let answer = match tokio::time::timeout(self.timeout, call).await {
             Err(_) => {

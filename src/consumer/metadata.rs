@@ -192,7 +192,7 @@ impl MetadataSource {
             let span = tracing::debug_span!("metadata_fetch", %app, %revision, host = %instance.host, port);
             let answer = self
                 .client
-                .fetch(&instance.host, port, revision)
+                .fetch_for_app(app, &instance.host, port, revision)
                 .instrument(span)
                 .await;
             let checked = answer.and_then(|info| {

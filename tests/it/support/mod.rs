@@ -13,5 +13,7 @@ pub mod fleet;
 pub mod greeter;
 pub mod hostile;
 pub mod killable;
+pub mod peer_cases;
+pub mod peers;
 pub mod records;
 pub mod wait;

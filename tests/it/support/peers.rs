@@ -1,0 +1,417 @@
+//! Real Dubbo peers: the Dubbo Java 3.3 and dubbo-go 3.3 programs of `interop/`, run as
+//! processes on free loopback ports.
+//!
+//! `scripts/setup.sh --with-interop` (which `scripts/test.sh` runs) builds them and links
+//! them under `target/interop/` (`INTROSPECT_INTEROP_DIR` moves it). [`Peer::find`] gives a
+//! built peer, or, when it is missing, panics under `CI` (the interop tests are mandatory
+//! there) and otherwise prints a loud `SKIPPED` line and returns `None`, so a test does
+//! `let Some(java) = Peer::Java.find() else { return };`.
+//!
+//! Each peer is one program with two roles (`interop/README.md`): a provider of
+//! `helloworld.Greeter` that prints `READY` once it serves and stops gracefully when its
+//! standard input closes, and a consumer that makes N calls and prints one
+//! `RESULT calls=N ok=K failed=F ...` line. Both take a Dubbo registry URL
+//! (`etcd://127.0.0.1:PORT`), so other registries need no new launcher. A provider process is
+//! killed when dropped; its output is kept in a temporary directory and shown when it fails.
+
+use std::io::Read as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// How long a provider may take to print `READY` (a JVM starts in seconds; CI is slow).
+const READY_DEADLINE: Duration = Duration::from_secs(90);
+/// How long a consumer run may take in all, its own discovery wait included.
+const CONSUMER_DEADLINE: Duration = Duration::from_secs(120);
+/// How long a consumer waits for its first answer, inside [`CONSUMER_DEADLINE`].
+const CONSUMER_WAIT_SECONDS: u64 = 60;
+/// How long a graceful stop may take before the process is killed.
+const STOP_DEADLINE: Duration = Duration::from_secs(20);
+
+/// One of the real Dubbo implementations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// Dubbo Java 3.3 on the `DubboBootstrap` API.
+    Java,
+    /// dubbo-go 3.3.
+    Go,
+}
+
+impl Peer {
+    /// The name of the built peer under `target/interop/`, and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Java => "dubbo-java",
+            Peer::Go => "dubbo-go",
+        }
+    }
+
+    /// What its Greeter answers end with.
+    pub fn greeting_suffix(self) -> &'static str {
+        match self {
+            Peer::Java => "from dubbo-java",
+            Peer::Go => "from dubbo-go",
+        }
+    }
+
+    /// The built peer; see the module docs for what happens when it is missing.
+    pub fn find(self) -> Option<BuiltPeer> {
+        let dir = interop_dir().join(self.name());
+        let built = match self {
+            Peer::Java => dir.join("peer.jar").is_file() && dir.join("lib").is_dir(),
+            Peer::Go => dir.join("dubbo-go-peer").is_file(),
+        };
+        let java_missing = self == Peer::Java && !on_path("java");
+        if built && !java_missing {
+            return Some(BuiltPeer { peer: self, dir });
+        }
+        let what = if built {
+            "no `java` on PATH".to_owned()
+        } else {
+            format!("{} not built at {}", self.name(), dir.display())
+        };
+        let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"));
+        if ci {
+            panic!(
+                "the {} peer is missing ({what}) but CI is set: the interop tests are \
+                 mandatory in CI. Run scripts/setup.sh --with-interop.",
+                self.name()
+            );
+        }
+        eprintln!(
+            "\n*** SKIPPED: the {} peer is missing ({what}; run scripts/setup.sh \
+             --with-interop). This interop test did not run. ***\n",
+            self.name()
+        );
+        None
+    }
+}
+
+/// Where the built peers are linked.
+fn interop_dir() -> PathBuf {
+    std::env::var_os("INTROSPECT_INTEROP_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop"),
+        PathBuf::from,
+    )
+}
+
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+}
+
+/// The registry URL a peer takes for an etcd at `endpoint` (`http://127.0.0.1:PORT`).
+pub fn etcd_registry(endpoint: &str) -> String {
+    format!(
+        "etcd://{}",
+        endpoint.trim_start_matches("http://").trim_end_matches('/')
+    )
+}
+
+/// Two free loopback ports (for a provider's Triple and MetadataService listeners).
+fn free_ports() -> (u16, u16) {
+    let a = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let b = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    )
+}
+
+/// A built peer, ready to start.
+#[derive(Clone, Debug)]
+pub struct BuiltPeer {
+    peer: Peer,
+    dir: PathBuf,
+}
+
+impl BuiltPeer {
+    /// Which implementation this is.
+    pub fn peer(&self) -> Peer {
+        self.peer
+    }
+
+    /// The command running the peer in `role`, its output going to files in `logs`.
+    fn command(&self, role: &str, logs: &Path) -> Command {
+        let mut command = match self.peer {
+            Peer::Java => {
+                // Dubbo Java refuses a loopback address in DUBBO_IP_TO_REGISTRY and in the
+                // protocol's host; it registers 127.0.0.1 only when it finds no other address:
+                // every network interface ignored, and the host name resolving to loopback.
+                let hosts = logs.join("hosts");
+                std::fs::write(&hosts, format!("127.0.0.1 localhost {}\n", host_name()))
+                    .expect("write the hosts file");
+                let mut java = Command::new("java");
+                java.arg("-XX:TieredStopAtLevel=1")
+                    .arg("-Xmx256m")
+                    .arg("-Ddubbo.network.interface.ignored=.*")
+                    .arg(format!("-Djdk.net.hosts.file={}", hosts.display()))
+                    .arg("-Ddubbo.application.logger=jdk")
+                    .arg("-cp")
+                    .arg(format!(
+                        "{}:{}/*",
+                        self.dir.join("peer.jar").display(),
+                        self.dir.join("lib").display()
+                    ))
+                    .arg("introspect.interop.Peer");
+                java
+            }
+            Peer::Go => {
+                let mut go = Command::new(self.dir.join("dubbo-go-peer"));
+                go.env("DUBBO_IP_TO_REGISTRY", "127.0.0.1");
+                go
+            }
+        };
+        command.arg(role).current_dir(logs);
+        command
+    }
+
+    /// Starts a provider of `helloworld.Greeter` as an instance of `app` registered in
+    /// `registry`, on free loopback ports, and waits until it says it is ready.
+    pub async fn provider(&self, registry: &str, app: &str) -> PeerProvider {
+        let logs = TempDir::with_prefix(format!("introspect-{}-", self.peer.name()))
+            .expect("create a temporary dir");
+        let (port, metadata_port) = free_ports();
+        let stdout = std::fs::File::create(logs.path().join("stdout")).unwrap();
+        let stderr = std::fs::File::create(logs.path().join("stderr")).unwrap();
+        let mut command = self.command("provider", logs.path());
+        command
+            .args(["--registry", registry, "--app", app])
+            .args(["--port", &port.to_string()])
+            .args(["--metadata-port", &metadata_port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(stdout)
+            .stderr(stderr);
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the {} provider: {e}", self.peer.name()));
+        let stdin = child.stdin.take();
+        let mut provider = PeerProvider {
+            peer: self.peer,
+            app: app.to_owned(),
+            port,
+            metadata_port,
+            child: Some(child),
+            stdin,
+            logs,
+        };
+        let started = Instant::now();
+        loop {
+            if provider.stdout().lines().any(|line| line.trim() == "READY") {
+                break;
+            }
+            if let Some(status) = provider.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "the {} provider exited before it was ready ({status}):\n{}",
+                    self.peer.name(),
+                    provider.output()
+                );
+            }
+            if started.elapsed() > READY_DEADLINE {
+                panic!(
+                    "the {} provider was not ready after {READY_DEADLINE:?}:\n{}",
+                    self.peer.name(),
+                    provider.output()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        provider
+    }
+
+    /// Runs a consumer as `app` against `registry` that makes `calls` calls to
+    /// `helloworld.Greeter` (from the apps of `provided_by`, or those the mapping names),
+    /// and returns what it printed.
+    pub async fn consumer(
+        &self,
+        registry: &str,
+        app: &str,
+        calls: u32,
+        provided_by: Option<&str>,
+    ) -> ConsumerRun {
+        let logs = TempDir::with_prefix(format!("introspect-{}-", self.peer.name()))
+            .expect("create a temporary dir");
+        let stdout = std::fs::File::create(logs.path().join("stdout")).unwrap();
+        let stderr = std::fs::File::create(logs.path().join("stderr")).unwrap();
+        let mut command = self.command("consumer", logs.path());
+        command
+            .args(["--registry", registry, "--app", app])
+            .args(["--calls", &calls.to_string()])
+            .args(["--wait-seconds", &CONSUMER_WAIT_SECONDS.to_string()])
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr);
+        if let Some(apps) = provided_by {
+            command.args(["--provided-by", apps]);
+        }
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the {} consumer: {e}", self.peer.name()));
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > CONSUMER_DEADLINE {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "the {} consumer did not finish within {CONSUMER_DEADLINE:?}:\n{}",
+                    self.peer.name(),
+                    read_output(logs.path())
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let output = read_output(logs.path());
+        let result = read(logs.path(), "stdout")
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("RESULT ").map(str::to_owned))
+            .unwrap_or_else(|| {
+                panic!(
+                    "the {} consumer printed no RESULT line ({status}):\n{output}",
+                    self.peer.name()
+                )
+            });
+        let field = |name: &str| -> String {
+            result
+                .split(' ')
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let number = |name: &str| -> u64 { field(name).parse().unwrap_or(u64::MAX) };
+        ConsumerRun {
+            status,
+            calls: number("calls"),
+            ok: number("ok"),
+            failed: number("failed"),
+            waited: Duration::from_millis(number("waited_ms")),
+            message: result
+                .split_once("message=")
+                .map(|(_, m)| m.to_owned())
+                .unwrap_or_default(),
+            output,
+        }
+    }
+}
+
+/// What a peer consumer reported.
+#[derive(Debug)]
+pub struct ConsumerRun {
+    /// How the process exited (success only when every call succeeded).
+    pub status: ExitStatus,
+    /// Calls it was asked to make.
+    pub calls: u64,
+    /// Calls answered.
+    pub ok: u64,
+    /// Calls failed.
+    pub failed: u64,
+    /// How long it waited for its first answer (discovery), not counted in the calls.
+    pub waited: Duration,
+    /// The last answer's message.
+    pub message: String,
+    /// Everything it printed, for failure messages.
+    pub output: String,
+}
+
+/// A running peer provider; killed when dropped.
+pub struct PeerProvider {
+    peer: Peer,
+    /// The app it registered as.
+    pub app: String,
+    /// Its Triple port (the instance port).
+    pub port: u16,
+    /// Its MetadataService port.
+    pub metadata_port: u16,
+    child: Option<Child>,
+    stdin: Option<ChildStdin>,
+    logs: TempDir,
+}
+
+impl PeerProvider {
+    /// The store key of its instance record.
+    pub fn instance_key(&self) -> String {
+        format!("/services/{}/127.0.0.1:{}", self.app, self.port)
+    }
+
+    /// Which implementation this is.
+    pub fn peer(&self) -> Peer {
+        self.peer
+    }
+
+    fn stdout(&self) -> String {
+        read(self.logs.path(), "stdout")
+    }
+
+    /// Everything it printed so far.
+    pub fn output(&self) -> String {
+        read_output(self.logs.path())
+    }
+
+    /// A graceful stop: closes its standard input and waits for it to exit (killing it after
+    /// a bound).
+    pub async fn stop(mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        let mut child = self.child.take().expect("running");
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if started.elapsed() > STOP_DEADLINE {
+                let _ = child.kill();
+                return child.wait().unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Kills it (`SIGKILL`), as a crash would.
+    pub fn kill(mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for PeerProvider {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = std::fs::File::open(dir.join(name)) {
+        let _ = file.read_to_string(&mut text);
+    }
+    text
+}
+
+/// The last lines of a process's standard output and error.
+fn read_output(dir: &Path) -> String {
+    let tail = |text: String| {
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(400)..].join("\n")
+    };
+    format!(
+        "--- stdout ---\n{}\n--- stderr ---\n{}",
+        tail(read(dir, "stdout")),
+        tail(read(dir, "stderr"))
+    )
+}
+
+/// This machine's host name, which Java resolves for its own address.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned())
+}
