@@ -97,6 +97,7 @@ impl Resolver {
             counters.clone(),
             options,
             tls,
+            subscription.why_empty_watch(),
             span,
         )?;
         let handle = ChannelHandle {

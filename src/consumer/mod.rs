@@ -45,6 +45,7 @@ mod balance;
 mod builder;
 mod channel;
 mod endpoints;
+mod explain;
 mod health;
 mod hosts;
 mod metadata;
@@ -56,13 +57,14 @@ mod views;
 
 pub use balance::{
     BalancedChannel, Change, ChannelOptions, DEFAULT_CHANGE_CAPACITY, DEFAULT_CONNECT_TIMEOUT,
-    Discovery, ResponseFuture,
+    DEFAULT_ENDPOINT_WAIT, Discovery, ResponseFuture,
 };
 pub use builder::{
     DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_IDLE, DEFAULT_FETCH_ATTEMPTS, DEFAULT_FETCH_TIMEOUT,
     ResolverBuilder,
 };
 pub use channel::ChannelHandle;
+pub use explain::{AppFindings, Explanation};
 pub use health::{
     DEFAULT_FAILURE_THRESHOLD, DEFAULT_PROBE_CONCURRENCY, DEFAULT_PROBE_INTERVAL,
     DEFAULT_PROBE_TIMEOUT, HealthOptions, Probe,
@@ -75,7 +77,7 @@ pub use subscribe::snapshot;
 pub use subscribe::snapshot::{MAX_SNAPSHOT_BYTES, SnapshotOptions};
 pub use subscribe::{
     APP_RELEASE_GRACE, DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_FIRST_FETCH_WAIT,
-    DEFAULT_START_TIMEOUT, SubscribeOptions, SubscriptionHandle,
+    DEFAULT_SNAPSHOT_WAIT, DEFAULT_START_TIMEOUT, SubscribeOptions, SubscriptionHandle,
 };
 pub use subscription::Subscription;
 pub use views::VIEW_RELEASE_GRACE;

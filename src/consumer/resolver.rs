@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 
 use super::endpoints::{RevisionEndpoints, assemble, by_revision};
+use super::explain::{AppFindings, Explanation};
 use super::stats::{Counters, ResolverStats};
 use super::subscribe::{self, SubscribeOptions, SubscribeParts, SubscriptionHandle};
 use super::subscription::Subscription;
@@ -127,6 +128,42 @@ impl Resolver {
         }
         let endpoints = assemble(&shared, &self.parts.hosts);
         (endpoints, failure)
+    }
+
+    /// Why `subscription` resolves to what it does, read afresh: the apps the mapping (or
+    /// `provided_by`) names, how many instances each has, and what their revisions export.
+    /// Its one-line [`Display`](std::fmt::Display) says what is missing when nothing
+    /// matches (see [`Explanation`]). Fails only when the registry cannot be read.
+    pub async fn explain(&self, subscription: &Subscription) -> Result<Explanation> {
+        let apps = self.apps(subscription).await?;
+        let instances = self.backend.instances();
+        let limits = &self.parts.limits;
+        let lists = join_all(apps.iter().map(|app| instances.list(app, limits))).await;
+        let mut found = Vec::with_capacity(apps.len());
+        for (app, list) in apps.iter().zip(lists) {
+            let list = list?;
+            let enabled = list.instances.values().filter(|i| i.enabled).count();
+            let mut infos = Vec::new();
+            let mut unknown = 0;
+            for (revision, members) in by_revision(list.instances.values()) {
+                match self.metadata(app, revision, &members).await {
+                    Ok(info) => infos.push(info),
+                    Err(_) => unknown += members.len(),
+                }
+            }
+            found.push(AppFindings::new(
+                app.clone(),
+                enabled,
+                unknown,
+                infos.iter().map(|i| &**i),
+            ));
+        }
+        Ok(Explanation {
+            subscription: subscription.clone(),
+            read: true,
+            from_mapping: subscription.provided_by.is_empty(),
+            apps: found,
+        })
     }
 
     /// The metadata of `app` at `revision`: from the cache, else loaded once (concurrent

@@ -160,3 +160,64 @@ async fn a_provider_started_while_etcd_is_down_serves_and_registers_once_etcd_an
         .expect("graceful stop");
     assert!(!is_registered(&store, "greeter", address).await);
 }
+
+/// The README's consumer options: a snapshot directory that does not exist yet, the
+/// default start timeout and snapshot wait.
+fn readme_resolver(store: Arc<dyn Store>, dir: &std::path::Path) -> Resolver {
+    let options = SubscribeOptions::default().snapshot(SnapshotOptions::new(dir));
+    Resolver::builder(store).subscribe_options(options).build()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_with_the_readme_options_and_etcd_down_serves_its_snapshot_within_a_second() {
+    let Some(mut etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("app").join("snapshots");
+    let info = orders("shop-orders");
+    {
+        let store: Arc<dyn Store> = etcd.store().await;
+        let records = Records::new(store.clone());
+        records.publish(&info).await;
+        records
+            .register(&Records::instance(&info, 7001), None)
+            .await;
+        let resolver = readme_resolver(store, &dir);
+        let handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
+        assert_eq!(ports(&handle.current()), [7001]);
+        eventually(
+            LIMIT,
+            "the snapshot written in the directory made for it",
+            || async { resolver.stats().await.snapshot_writes > 0 },
+        )
+        .await;
+    }
+    etcd.kill();
+    let resolver = readme_resolver(background(&etcd).await, &dir);
+    let started = std::time::Instant::now();
+    let handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(ports(&handle.current()), [7001], "the snapshot is served");
+    assert!(handle.serving_snapshot());
+    assert!(
+        took < Duration::from_secs(2),
+        "served after the 1 s snapshot wait, not the 5 s start timeout: {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_snapshot_directory_that_cannot_be_made_fails_the_subscription_saying_so() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let dir = file.path().join("snapshots");
+    let store: Arc<dyn Store> = Arc::new(introspect::MemoryStore::new());
+    let err = readme_resolver(store, &dir)
+        .subscribe(Subscription::new(ORDERS))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("snapshot directory") && text.contains("cannot be created"),
+        "{text}"
+    );
+}

@@ -28,6 +28,7 @@ mod limits;
 mod mapping_integrity;
 mod metrics;
 mod names;
+mod no_hanging_calls;
 mod parser_properties;
 mod passive_health;
 mod provider;

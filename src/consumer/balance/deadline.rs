@@ -1,10 +1,12 @@
-//! Call deadlines in the balanced channel: a call's deadline bounds its wait for an
-//! endpoint too.
+//! Call deadlines in the balanced channel, and the bound on waiting for an endpoint.
 //!
 //! A call's deadline is the nearer of its `grpc-timeout` header (what
 //! `tonic::Request::set_timeout` writes) and [`super::ChannelOptions::request_timeout`].
-//! A call still waiting for an endpoint when its deadline passes (none registered, or every
-//! one unreachable) fails with UNAVAILABLE. A call handed to an endpoint gets the
+//! A call still waiting for an endpoint when its deadline passes, or when the channel's
+//! endpoint wait ([`super::ChannelOptions::endpoint_wait`]) ends, whichever comes first,
+//! fails with UNAVAILABLE: a call never waits forever for an endpoint that does not come. A
+//! channel whose subscription resolves to nothing fails calls at once, saying why
+//! ([`NoEndpoints`]). A call handed to an endpoint gets the
 //! endpoint's own answer; if none comes by its deadline plus [`DISPATCHED_GRACE`] (a server
 //! that hangs), it fails with DEADLINE_EXCEEDED, and passive health counts a failure of the
 //! endpoint (the mark tells it, see [`Dispatched::timed_out`]).
@@ -16,6 +18,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context as TaskContext, Poll, ready};
 use std::time::Duration;
 
+use tokio::sync::watch;
+
+use crate::consumer::explain::Explanation;
 use tokio::time::{Instant, Sleep};
 use tower::BoxError;
 
@@ -107,23 +112,66 @@ pub(super) fn deadline_of<B>(
     }
 }
 
-/// A call's answer bounded by its deadline; see the module docs.
+/// Where a bounded call stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Waiting for an endpoint: the timer fires at the nearer of the deadline and the end
+    /// of the endpoint wait.
+    Waiting,
+    /// Handed to an endpoint: the timer fires at the deadline, if there is one.
+    Dispatched,
+    /// Past the deadline: the endpoint has [`DISPATCHED_GRACE`] to answer.
+    Graced,
+}
+
+/// A call's answer bounded by its deadline and the endpoint wait; see the module docs.
 pub(super) struct Bounded<F> {
     inner: F,
-    timer: Option<Pin<Box<Sleep>>>,
+    timer: Pin<Box<Sleep>>,
+    deadline: Option<Instant>,
+    /// How long the call may wait for an endpoint (for the error's words).
+    wait: Duration,
     dispatched: Dispatched,
-    /// Whether the timer was moved past the deadline for a dispatched call.
-    graced: bool,
+    stage: Stage,
+    /// Why the channel has no endpoint, when it has none.
+    no_endpoints: NoEndpoints,
 }
 
 impl<F> Bounded<F> {
-    pub fn new(inner: F, deadline: Option<Duration>, dispatched: Dispatched) -> Self {
+    /// `inner` bounded by `deadline` (from now) and by `wait` for an endpoint.
+    pub fn new(
+        inner: F,
+        deadline: Option<Duration>,
+        wait: Duration,
+        dispatched: Dispatched,
+        no_endpoints: NoEndpoints,
+    ) -> Self {
+        let now = Instant::now();
+        let deadline = deadline.map(|d| now + d);
+        let first = deadline.map_or(now + wait, |d| d.min(now + wait));
         Bounded {
             inner,
-            timer: deadline.map(|d| Box::pin(tokio::time::sleep(d))),
+            timer: Box::pin(tokio::time::sleep_until(first)),
+            deadline,
+            wait,
             dispatched,
-            graced: false,
+            stage: Stage::Waiting,
+            no_endpoints,
         }
+    }
+
+    /// The error of a call that no endpoint took.
+    fn unavailable(&self) -> BoxError {
+        let past_deadline = self.deadline.is_some_and(|d| Instant::now() >= d);
+        let why = match self.no_endpoints.reason() {
+            Some(reason) => format!("no endpoint: {reason}"),
+            None if past_deadline => "no endpoint was ready before the call's deadline".into(),
+            None => format!(
+                "no endpoint was ready within {:?} (the channel's endpoint wait)",
+                self.wait
+            ),
+        };
+        Box::new(tonic::Status::unavailable(why))
     }
 }
 
@@ -138,27 +186,58 @@ where
             return Poll::Ready(answer);
         }
         loop {
-            let Some(timer) = self.timer.as_mut() else {
+            if self.stage == Stage::Dispatched && self.deadline.is_none() {
+                // No deadline: the endpoint's own answer is awaited.
                 return Poll::Pending;
-            };
-            ready!(timer.as_mut().poll(cx));
-            if !self.dispatched.is_set() {
-                return Poll::Ready(Err(Box::new(tonic::Status::unavailable(
-                    "no endpoint was ready before the call's deadline",
-                ))));
             }
-            if self.graced {
-                self.dispatched.0.timed_out.store(true, Ordering::Relaxed);
-                return Poll::Ready(Err(Box::new(tonic::Status::deadline_exceeded(
-                    "the endpoint did not answer before the call's deadline",
-                ))));
-            }
-            self.graced = true;
-            let at = Instant::now() + DISPATCHED_GRACE;
-            if let Some(timer) = self.timer.as_mut() {
-                timer.as_mut().reset(at);
+            ready!(self.timer.as_mut().poll(cx));
+            match self.stage {
+                Stage::Waiting if !self.dispatched.is_set() => {
+                    return Poll::Ready(Err(self.unavailable()));
+                }
+                Stage::Waiting => {
+                    self.stage = Stage::Dispatched;
+                    if let Some(deadline) = self.deadline {
+                        self.timer.as_mut().reset(deadline);
+                    }
+                }
+                Stage::Dispatched => {
+                    self.stage = Stage::Graced;
+                    let at = Instant::now() + DISPATCHED_GRACE;
+                    self.timer.as_mut().reset(at);
+                }
+                Stage::Graced => {
+                    self.dispatched.0.timed_out.store(true, Ordering::Relaxed);
+                    return Poll::Ready(Err(Box::new(tonic::Status::deadline_exceeded(
+                        "the endpoint did not answer before the call's deadline",
+                    ))));
+                }
             }
         }
+    }
+}
+
+/// Why a channel's subscription resolves to nothing, while it does: calls then fail at once
+/// with UNAVAILABLE and these words, instead of waiting. Followed from the subscription.
+#[derive(Clone, Debug)]
+pub(super) struct NoEndpoints(watch::Receiver<Option<Arc<Explanation>>>);
+
+impl NoEndpoints {
+    /// Follows `why`: `Some(explanation)` while there is no endpoint.
+    pub fn new(why: watch::Receiver<Option<Arc<Explanation>>>) -> Self {
+        NoEndpoints(why)
+    }
+
+    /// Why there is no endpoint, if there is none.
+    pub fn reason(&self) -> Option<Arc<Explanation>> {
+        self.0.borrow().clone()
+    }
+}
+
+impl Default for NoEndpoints {
+    /// Endpoints, as far as anyone knows.
+    fn default() -> Self {
+        NoEndpoints(watch::channel(None).1)
     }
 }
 
@@ -185,7 +264,13 @@ mod tests {
     async fn a_call_waiting_for_an_endpoint_fails_unavailable_at_its_deadline() {
         let waiting = futures::future::pending::<Result<(), BoxError>>();
         let started = Instant::now();
-        let bounded = Bounded::new(waiting, Some(Duration::from_secs(1)), Dispatched::default());
+        let bounded = Bounded::new(
+            waiting,
+            Some(Duration::from_secs(1)),
+            Duration::from_secs(3),
+            Dispatched::default(),
+            NoEndpoints::default(),
+        );
         assert!(!Dispatched::default().timed_out());
         let error = bounded.await.unwrap_err();
         let status = error.downcast::<tonic::Status>().unwrap();
@@ -194,14 +279,64 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_call_without_a_deadline_waits_for_an_endpoint_only_the_endpoint_wait() {
+        let waiting = futures::future::pending::<Result<(), BoxError>>();
+        let started = Instant::now();
+        let no_endpoints = NoEndpoints::default();
+        let wait = Duration::from_secs(3);
+        let bounded = Bounded::new(waiting, None, wait, Dispatched::default(), no_endpoints);
+        let status = bounded
+            .await
+            .unwrap_err()
+            .downcast::<tonic::Status>()
+            .unwrap();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(
+            status.message().contains("endpoint wait"),
+            "{}",
+            status.message()
+        );
+        assert_eq!(started.elapsed(), wait);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dispatched_call_without_a_deadline_waits_for_its_answer() {
+        let dispatched = Dispatched::new(None);
+        dispatched.0.dispatched.store(true, Ordering::Relaxed);
+        let answer = async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<_, BoxError>(7)
+        };
+        let bounded = Bounded::new(
+            Box::pin(answer),
+            None,
+            Duration::from_secs(3),
+            dispatched,
+            NoEndpoints::default(),
+        );
+        assert_eq!(
+            bounded.await.unwrap(),
+            7,
+            "the endpoint's own answer, however late"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_dispatched_call_gets_a_grace_then_deadline_exceeded() {
         let dispatched = Dispatched::new(Some(Duration::from_secs(1)));
         dispatched.0.dispatched.store(true, Ordering::Relaxed);
         let hung = futures::future::pending::<Result<(), BoxError>>();
         let started = Instant::now();
-        let error = Bounded::new(hung, Some(Duration::from_secs(1)), dispatched.clone())
-            .await
-            .unwrap_err();
+        let wait = Duration::from_secs(3);
+        let error = Bounded::new(
+            hung,
+            Some(Duration::from_secs(1)),
+            wait,
+            dispatched.clone(),
+            NoEndpoints::default(),
+        )
+        .await
+        .unwrap_err();
         assert!(dispatched.timed_out(), "the endpoint is told it hung");
         assert!(dispatched.deadline_passed());
         let status = error.downcast::<tonic::Status>().unwrap();

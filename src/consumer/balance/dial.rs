@@ -13,6 +13,8 @@ use crate::tls::ClientTlsConfig;
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Default number of endpoint changes buffered between the task and the balancer.
 pub const DEFAULT_CHANGE_CAPACITY: usize = 1024;
+/// Default longest wait of a call for an endpoint (see [`ChannelOptions::endpoint_wait`]).
+pub const DEFAULT_ENDPOINT_WAIT: Duration = Duration::from_secs(3);
 
 /// Which TLS configuration the channel's endpoints use.
 #[derive(Clone, Debug, Default)]
@@ -35,6 +37,7 @@ pub struct ChannelOptions {
     pub(super) tls: TlsChoice,
     pub(super) capacity: usize,
     pub(super) passive_health: bool,
+    pub(super) endpoint_wait: Duration,
 }
 
 impl Default for ChannelOptions {
@@ -45,6 +48,7 @@ impl Default for ChannelOptions {
             tls: TlsChoice::FromResolver,
             capacity: DEFAULT_CHANGE_CAPACITY,
             passive_health: true,
+            endpoint_wait: DEFAULT_ENDPOINT_WAIT,
         }
     }
 }
@@ -85,6 +89,18 @@ impl ChannelOptions {
     /// instance does not answer its probe), but calls through the channel never do so.
     pub fn passive_health(mut self, on: bool) -> Self {
         self.passive_health = on;
+        self
+    }
+
+    /// Sets how long a call waits for the balancer to have an endpoint that may take it
+    /// (default [`DEFAULT_ENDPOINT_WAIT`]), whatever its deadline: one still waiting then
+    /// fails with UNAVAILABLE, so a call without a deadline never hangs because no endpoint
+    /// comes. While the subscription resolves to nothing, calls fail at once instead,
+    /// saying why. A call handed to an endpoint whose connection cannot be made fails after
+    /// the connect timeout; one whose server accepts it waits for its answer up to its own
+    /// deadline (set one, or [`request_timeout`](Self::request_timeout)).
+    pub fn endpoint_wait(mut self, wait: Duration) -> Self {
+        self.endpoint_wait = wait;
         self
     }
 

@@ -39,9 +39,11 @@ use crate::consumer::stats::Counters;
 use crate::error::{Error, Result};
 use crate::model::Authority;
 use crate::tls::ClientTlsConfig;
-use deadline::{Bounded, Dispatched, deadline_of};
+use deadline::{Bounded, Dispatched, NoEndpoints, deadline_of};
 pub(crate) use dial::TlsChoice;
-pub use dial::{ChannelOptions, DEFAULT_CHANGE_CAPACITY, DEFAULT_CONNECT_TIMEOUT};
+pub use dial::{
+    ChannelOptions, DEFAULT_CHANGE_CAPACITY, DEFAULT_CONNECT_TIMEOUT, DEFAULT_ENDPOINT_WAIT,
+};
 pub use discover::{Change, Discovery};
 use feeder::Feeder;
 use passive::Guarded;
@@ -109,14 +111,18 @@ fn endpoint_service(guarded: Guarded) -> EndpointService {
 /// endpoint is set aside, the channel routes to all of them (panic mode, logged and counted
 /// as `panic_routes`). [`ChannelOptions::passive_health`] turns the recording off.
 ///
-/// **Deadlines**: a call's deadline (its `grpc-timeout`, from `Request::set_timeout`, or
-/// [`ChannelOptions::request_timeout`]) also bounds its wait for an endpoint: when no
-/// endpoint is ready (nothing registered yet, everything really gone) it fails with
-/// UNAVAILABLE once its deadline passes.
+/// **No call waits forever**: while the subscription resolves to nothing (no app mapped,
+/// no instance, nothing exported that matches), calls fail at once with UNAVAILABLE saying
+/// which ([`crate::SubscriptionHandle::why_empty`]). A call waiting for a ready endpoint
+/// fails with UNAVAILABLE at its deadline (its `grpc-timeout`, from `Request::set_timeout`,
+/// or [`ChannelOptions::request_timeout`]) or after [`ChannelOptions::endpoint_wait`]
+/// (default [`DEFAULT_ENDPOINT_WAIT`]), whichever comes first.
 #[derive(Clone)]
 pub struct BalancedChannel {
     inner: Buffer<Request, BoxedFuture>,
     request_timeout: Option<std::time::Duration>,
+    endpoint_wait: std::time::Duration,
+    no_endpoints: NoEndpoints,
 }
 
 impl std::fmt::Debug for BalancedChannel {
@@ -135,18 +141,38 @@ impl tower::Service<Request> for BalancedChannel {
     }
 
     fn call(&mut self, mut request: Request) -> Self::Future {
+        if let Some(reason) = self.no_endpoints.reason() {
+            let status = tonic::Status::unavailable(format!("no endpoint: {reason}"));
+            return ResponseFuture {
+                inner: Answer::Failed(Some(Box::new(status))),
+            };
+        }
         let deadline = deadline_of(&request, self.request_timeout);
         let dispatched = Dispatched::new(deadline);
         request.extensions_mut().insert(dispatched.clone());
+        let bounded = Bounded::new(
+            self.inner.call(request),
+            deadline,
+            self.endpoint_wait,
+            dispatched,
+            self.no_endpoints.clone(),
+        );
         ResponseFuture {
-            inner: Bounded::new(self.inner.call(request), deadline, dispatched),
+            inner: Answer::Bounded(bounded),
         }
     }
 }
 
 /// The answer to a call through a [`BalancedChannel`].
 pub struct ResponseFuture {
-    inner: Bounded<tower::buffer::future::ResponseFuture<BoxedFuture>>,
+    inner: Answer,
+}
+
+enum Answer {
+    /// On its way: handed to the balancer, bounded.
+    Bounded(Bounded<tower::buffer::future::ResponseFuture<BoxedFuture>>),
+    /// Failed before it was sent (taken once polled).
+    Failed(Option<BoxError>),
 }
 
 impl std::fmt::Debug for ResponseFuture {
@@ -159,7 +185,12 @@ impl Future for ResponseFuture {
     type Output = std::result::Result<Response, BoxError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.inner).poll(cx)
+        match &mut self.inner {
+            Answer::Bounded(bounded) => Pin::new(bounded).poll(cx),
+            Answer::Failed(error) => Poll::Ready(Err(error
+                .take()
+                .unwrap_or_else(|| "the call was answered already".into()))),
+        }
     }
 }
 
@@ -191,14 +222,16 @@ pub(crate) struct Feed {
 
 /// A channel balancing calls over the endpoints `discovery` yields, with `health` deciding
 /// which may take calls, dialled with `options` (their TLS choice falling back to
-/// `default_tls`). Must be called within a Tokio runtime. Fails only on a TLS
-/// configuration tonic rejects.
+/// `default_tls`); `why_empty` says why there is no endpoint while there is none, the words
+/// of the error of calls made meanwhile.
+/// Must be called within a Tokio runtime. Fails only on a TLS configuration tonic rejects.
 pub(crate) fn balanced_channel(
     discovery: Discovery,
     health: Arc<HealthRegistry>,
     counters: Arc<Counters>,
     options: ChannelOptions,
     default_tls: Option<ClientTlsConfig>,
+    why_empty: watch::Receiver<Option<Arc<crate::consumer::explain::Explanation>>>,
     span: tracing::Span,
 ) -> Result<(BalancedChannel, Feed)> {
     let tls = match options.tls {
@@ -220,6 +253,8 @@ pub(crate) fn balanced_channel(
     let channel = BalancedChannel {
         inner: Buffer::new(BoxService::new(balance), REQUEST_BUFFER),
         request_timeout: options.request_timeout,
+        endpoint_wait: options.endpoint_wait,
+        no_endpoints: NoEndpoints::new(why_empty),
     };
     let (published, addresses) = watch::channel(Arc::new(BTreeSet::new()));
     let cancel = CancellationToken::new();

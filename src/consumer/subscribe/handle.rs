@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch};
 
 use crate::consumer::balance::Discovery;
+use crate::consumer::explain::Explanation;
 use crate::consumer::health::{EndpointKey, HealthRegistry};
 use crate::consumer::subscription::Subscription;
 use crate::error::{Error, Result};
@@ -20,6 +21,8 @@ pub(super) struct Shared {
     pub(super) reports: mpsc::Sender<(EndpointKey, bool)>,
     /// The resolver's health, which decides what is set aside.
     pub(super) health: Arc<HealthRegistry>,
+    /// Why the set is empty, while it is.
+    pub(super) why_empty: watch::Sender<Option<Arc<Explanation>>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -115,6 +118,19 @@ impl SubscriptionHandle {
     /// dialable address, starting with the current set. See [`Discovery`].
     pub fn discover(&self) -> Discovery {
         Discovery::new(self.watch())
+    }
+
+    /// Why the current set is empty, while it is (`None` while it is not): no app mapped to
+    /// the interface, no instances, or nothing exported that matches what was asked (with
+    /// what is exported instead). A balanced channel over the subscription fails calls with
+    /// these words meanwhile.
+    pub fn why_empty(&self) -> Option<Arc<Explanation>> {
+        self.shared.why_empty.borrow().clone()
+    }
+
+    /// [`why_empty`](Self::why_empty) as it changes, for the balanced channel.
+    pub(crate) fn why_empty_watch(&self) -> watch::Receiver<Option<Arc<Explanation>>> {
+        self.shared.why_empty.subscribe()
     }
 
     /// Whether self-preservation is holding removals of some app right now.

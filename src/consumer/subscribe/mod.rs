@@ -75,6 +75,9 @@ pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(5);
 /// been read: well under the fetch timeout, so one hung MetadataService never delays the
 /// others.
 pub const DEFAULT_FIRST_FETCH_WAIT: Duration = Duration::from_millis(500);
+/// Default time a new subscription that found a snapshot waits for the registry before it
+/// serves the snapshot.
+pub const DEFAULT_SNAPSHOT_WAIT: Duration = Duration::from_secs(1);
 /// Default first delay before a failed metadata fetch is retried.
 pub const DEFAULT_FETCH_RETRY_BASE: Duration = Duration::from_millis(500);
 /// Default longest delay between retries of a failed metadata fetch.
@@ -108,7 +111,10 @@ pub(crate) async fn start(
 ) -> Result<SubscriptionHandle> {
     subscription.validate()?;
     let snapshot = match &options.snapshot {
-        Some(o) => read_snapshot(o.path_for(&subscription), &subscription, &parts.limits).await,
+        Some(o) => {
+            o.create_dir().await?;
+            read_snapshot(o.path_for(&subscription), &subscription, &parts.limits).await
+        }
         None => None,
     };
     let (ready_tx, ready_rx) = oneshot::channel();

@@ -6,7 +6,7 @@ use super::coalesce::CoalesceOptions;
 use super::snapshot::SnapshotOptions;
 use super::{
     DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_FIRST_FETCH_WAIT,
-    DEFAULT_START_TIMEOUT,
+    DEFAULT_SNAPSHOT_WAIT, DEFAULT_START_TIMEOUT,
 };
 
 /// How each subscription of a resolver behaves: coalescing, the local snapshot, the start
@@ -18,6 +18,7 @@ pub struct SubscribeOptions {
     pub(crate) coalesce: CoalesceOptions,
     pub(crate) snapshot: Option<SnapshotOptions>,
     pub(crate) start_timeout: Duration,
+    pub(crate) snapshot_wait: Duration,
     pub(crate) first_fetch_wait: Duration,
     pub(crate) fetch_retry_base: Duration,
     pub(crate) fetch_retry_max: Duration,
@@ -29,6 +30,7 @@ impl Default for SubscribeOptions {
             coalesce: CoalesceOptions::default(),
             snapshot: None,
             start_timeout: DEFAULT_START_TIMEOUT,
+            snapshot_wait: DEFAULT_SNAPSHOT_WAIT,
             first_fetch_wait: DEFAULT_FIRST_FETCH_WAIT,
             fetch_retry_base: DEFAULT_FETCH_RETRY_BASE,
             fetch_retry_max: DEFAULT_FETCH_RETRY_MAX,
@@ -43,9 +45,20 @@ impl SubscribeOptions {
         self
     }
 
-    /// Keeps a local snapshot (default: none).
+    /// Keeps a local snapshot (default: none). Its directory is created when missing;
+    /// `subscribe()` fails, saying why, when it cannot be.
     pub fn snapshot(mut self, snapshot: SnapshotOptions) -> Self {
         self.snapshot = Some(snapshot);
+        self
+    }
+
+    /// Sets how long a new subscription that found a snapshot waits for the registry
+    /// before it serves the snapshot (default [`DEFAULT_SNAPSHOT_WAIT`]; the start timeout
+    /// bounds it). The snapshot is served marked
+    /// ([`SubscriptionHandle::serving_snapshot`](crate::SubscriptionHandle::serving_snapshot))
+    /// and gives way to the registry's own state when it answers.
+    pub fn snapshot_wait(mut self, wait: Duration) -> Self {
+        self.snapshot_wait = wait;
         self
     }
 

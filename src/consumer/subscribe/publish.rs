@@ -23,7 +23,8 @@ pub(super) enum Start {
     /// It goes out now: the registry was read and the first fetches are done or have had
     /// their wait.
     Complete,
-    /// It goes out now, with what is known: the start timeout passed.
+    /// It goes out now, with what is known (and the snapshot, if there is one): the start
+    /// timeout passed, or the snapshot's wait.
     TimedOut,
 }
 
@@ -35,6 +36,8 @@ pub(super) struct Publisher {
     /// Taken when the first set is published.
     ready: Option<oneshot::Sender<()>>,
     start_deadline: Instant,
+    /// When a snapshot read at start is served if the registry has not answered.
+    snapshot_deadline: Instant,
     first_fetch_wait: Duration,
     /// Until when the first set waits for first fetches, once the registry has been read.
     fetch_wait_until: Option<Instant>,
@@ -46,7 +49,7 @@ impl Publisher {
         tx: watch::Sender<Arc<Vec<Endpoint>>>,
         shared: Arc<Shared>,
         ready: oneshot::Sender<()>,
-        start_deadline: Instant,
+        (start_deadline, snapshot_deadline): (Instant, Instant),
         first_fetch_wait: Duration,
     ) -> Self {
         Publisher {
@@ -55,6 +58,7 @@ impl Publisher {
             shared,
             ready: Some(ready),
             start_deadline,
+            snapshot_deadline: snapshot_deadline.min(start_deadline),
             first_fetch_wait,
             fetch_wait_until: None,
         }
@@ -65,9 +69,15 @@ impl Publisher {
         self.ready.is_none()
     }
 
-    /// Where the first set stands at `now`, given whether the registry was read and
-    /// whether a revision is on its first fetch.
-    pub fn start(&mut self, now: Instant, store_read: bool, first_fetches: bool) -> Start {
+    /// Where the first set stands at `now`, given whether the registry was read, whether a
+    /// revision is on its first fetch, and whether a snapshot waits to be served.
+    pub fn start(
+        &mut self,
+        now: Instant,
+        store_read: bool,
+        first_fetches: bool,
+        snapshot: bool,
+    ) -> Start {
         if self.ready.is_none() {
             return Start::Done;
         }
@@ -77,7 +87,7 @@ impl Publisher {
         let waited = self.fetch_wait_until.is_some_and(|t| now >= t);
         if store_read && (waited || !first_fetches) {
             Start::Complete
-        } else if now >= self.start_deadline {
+        } else if now >= self.start_deadline || (snapshot && now >= self.snapshot_deadline) {
             Start::TimedOut
         } else {
             Start::Waiting
@@ -118,7 +128,8 @@ impl Publisher {
     pub fn next_due(&self) -> Option<Instant> {
         let mut next = self.coalescer.due();
         if self.ready.is_some() {
-            for t in [Some(self.start_deadline), self.fetch_wait_until]
+            let snapshot = Some(self.snapshot_deadline);
+            for t in [Some(self.start_deadline), snapshot, self.fetch_wait_until]
                 .into_iter()
                 .flatten()
             {

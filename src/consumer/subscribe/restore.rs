@@ -64,6 +64,11 @@ impl Snapshots {
         }
     }
 
+    /// Whether a snapshot read at start waits to be served.
+    pub fn has_read(&self) -> bool {
+        self.read.is_some()
+    }
+
     /// The snapshot read at start, if it is still there (it goes once used, or once the
     /// registry has answered).
     pub fn take_read(&mut self) -> Option<Snapshot> {

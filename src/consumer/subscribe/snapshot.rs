@@ -32,10 +32,25 @@ pub struct SnapshotOptions {
 }
 
 impl SnapshotOptions {
-    /// Snapshots kept in the directory `dir`, which must exist; temporary files are
-    /// created in it too.
+    /// Snapshots kept in the directory `dir` (created when a subscription starts, if
+    /// missing); temporary files are created in it too.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         SnapshotOptions { dir: dir.into() }
+    }
+
+    /// Creates the directory if it is missing; fails, saying which directory and why,
+    /// when it cannot.
+    pub(crate) async fn create_dir(&self) -> Result<()> {
+        let dir = self.dir.clone();
+        let created = tokio::task::spawn_blocking(move || std::fs::create_dir_all(&dir))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        created.map_err(|e| {
+            Error::Config(format!(
+                "the snapshot directory {} cannot be created: {e}",
+                self.dir.display()
+            ))
+        })
     }
 
     /// The directory.

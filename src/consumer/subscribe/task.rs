@@ -17,12 +17,13 @@ use super::options::SubscribeOptions;
 use super::publish::{Publisher, Start};
 use super::restore::{self, Snapshots};
 use super::snapshot::Snapshot;
+use crate::consumer::explain::{AppFindings, Explanation};
 use crate::consumer::health::{EndpointKey, Outcome};
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::consumer::views::ViewUpdate;
 use crate::error::{Error, Result};
-use crate::model::Authority;
+use crate::model::{Authority, EMPTY_REVISION};
 use crate::warnings::aggregated;
 
 /// View updates buffered for the task.
@@ -83,6 +84,7 @@ impl Task {
             ended: std::sync::Mutex::new(None),
             reports: reports_tx,
             health: parts.health.clone(),
+            why_empty: watch::channel(None).0,
         });
         let now = Instant::now();
         let retry = (options.fetch_retry_base, options.fetch_retry_max);
@@ -96,7 +98,7 @@ impl Task {
                 tx,
                 shared.clone(),
                 ready,
-                now + options.start_timeout,
+                (now + options.start_timeout, now + options.snapshot_wait),
                 options.first_fetch_wait,
             ),
             snapshots: Snapshots::new(options.snapshot.clone(), snapshot),
@@ -195,6 +197,7 @@ impl Task {
             now,
             self.following.store_read(),
             self.fetching.first_fetches_pending(),
+            self.snapshots.has_read(),
         );
         if start == Start::TimedOut
             && let Some(snapshot) = self.snapshots.take_read()
@@ -236,9 +239,41 @@ impl Task {
             &self.parts.hosts,
             failing,
         );
+        let why = next.is_empty().then(|| Arc::new(self.explanation()));
+        self.publisher.shared.why_empty.send_if_modified(|known| {
+            let changed = *known != why;
+            *known = why;
+            changed
+        });
         let pushed = self.publisher.push(next, now, &self.parts.counters);
         if pushed && self.following.live() {
             self.snapshots.pushed();
+        }
+    }
+
+    /// Why the subscription resolves to what it has, from what it followed.
+    fn explanation(&self) -> Explanation {
+        let apps = self.following.apps.iter().map(|(app, view)| {
+            let (mut count, mut unknown) = (0, 0);
+            for instance in view.routable() {
+                count += 1;
+                let key = (app.clone(), instance.revision().to_owned());
+                let exports = instance.revision() != EMPTY_REVISION;
+                unknown += usize::from(exports && !self.fetching.metadata.contains_key(&key));
+            }
+            let infos = self
+                .fetching
+                .metadata
+                .iter()
+                .filter(|((a, _), _)| a == app)
+                .map(|(_, info)| &**info);
+            AppFindings::new(app.clone(), count, unknown, infos)
+        });
+        Explanation {
+            subscription: self.subscription.clone(),
+            read: self.following.store_read(),
+            from_mapping: self.subscription.provided_by.is_empty(),
+            apps: apps.collect(),
         }
     }
 

@@ -92,3 +92,22 @@ pub async fn register_raw(
 pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
+
+/// A loopback port whose connections never complete: its listener's accept queue is full
+/// and nobody accepts, so the kernel drops further handshakes (the connecting side waits
+/// until its own timeout). Held open until the returned guard is dropped.
+pub async fn serve_unreachable() -> (u16, Vec<tokio::net::TcpStream>, tokio::net::TcpListener) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(loopback(0)).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    let listener = socket.listen(1).unwrap();
+    // Fill the accept queue; the connects past it hang, so each is bounded.
+    let mut fillers = Vec::new();
+    for _ in 0..8 {
+        let connect = tokio::net::TcpStream::connect(loopback(port));
+        if let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_millis(200), connect).await {
+            fillers.push(stream);
+        }
+    }
+    (port, fillers, listener)
+}

@@ -1,0 +1,237 @@
+//! Why a subscription resolves to nothing, in words a person can act on. Pure: built from
+//! what a resolve or a subscription already read.
+//!
+//! Three cases, the first that applies: no app is mapped to the interface (or named by
+//! `provided_by`); the apps have no instances (or none whose metadata could be had); their
+//! instances export other services, or the interface with another group, version or
+//! protocol than asked (named, so that `version 1.0` asked of an unversioned export shows).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use super::subscription::Subscription;
+use crate::model::{MetadataInfo, ServiceInfo};
+
+/// What one app of a subscription offers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppFindings {
+    /// The app.
+    pub app: String,
+    /// Its routable instances.
+    pub instances: usize,
+    /// Instances whose revision's metadata could not be had (yet).
+    pub without_metadata: usize,
+    /// What its known revisions export, by match key.
+    pub exports: BTreeMap<String, Arc<ServiceInfo>>,
+}
+
+impl AppFindings {
+    /// What `app` offers: `instances` routable instances, `without_metadata` of them
+    /// with no metadata known, exporting what `infos` say.
+    pub fn new<'a>(
+        app: impl Into<String>,
+        instances: usize,
+        without_metadata: usize,
+        infos: impl IntoIterator<Item = &'a MetadataInfo>,
+    ) -> Self {
+        AppFindings {
+            app: app.into(),
+            instances,
+            without_metadata,
+            exports: infos
+                .into_iter()
+                .flat_map(|info| info.services.iter())
+                .map(|(key, service)| (key.clone(), service.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// Why a subscription resolves to nothing; see the module docs. Its [`Display`](fmt::Display)
+/// is one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Explanation {
+    /// What was asked for.
+    pub subscription: Subscription,
+    /// Whether the registry has been read (a subscription that started while it was
+    /// unreachable has not).
+    pub read: bool,
+    /// Whether the apps come from the mapping (else from `provided_by`).
+    pub from_mapping: bool,
+    /// What each app offers.
+    pub apps: Vec<AppFindings>,
+}
+
+impl Explanation {
+    /// Whether the subscription is answered: some app offers a matching service (the
+    /// explanation then has nothing to explain).
+    pub fn has_match(&self) -> bool {
+        self.apps
+            .iter()
+            .any(|a| a.exports.values().any(|service| self.matches(service)))
+    }
+
+    /// Whether an exported service is one the subscription asks for.
+    fn matches(&self, service: &ServiceInfo) -> bool {
+        let s = &self.subscription;
+        service.name == s.interface
+            && s.group.as_deref().is_none_or(|g| g == service.group)
+            && s.version.as_deref().is_none_or(|v| v == service.version)
+            && s.protocol.as_deref().is_none_or(|p| p == service.protocol)
+    }
+
+    /// What the subscription asks for, as a reader would say it.
+    fn asked(&self) -> String {
+        let s = &self.subscription;
+        let mut asked = s.interface.clone();
+        for (what, value) in [
+            ("group", &s.group),
+            ("version", &s.version),
+            ("protocol", &s.protocol),
+        ] {
+            if let Some(value) = value {
+                asked.push_str(&format!(" {what} {value:?}"));
+            }
+        }
+        asked
+    }
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let interface = &self.subscription.interface;
+        if !self.read {
+            return write!(
+                f,
+                "the registry has not answered yet (nothing is known of {interface})"
+            );
+        }
+        if self.apps.is_empty() {
+            return if self.from_mapping {
+                write!(
+                    f,
+                    "no app is mapped to {interface} (no provider registered it; is the name \
+                     spelled as the provider exports it, package included?)"
+                )
+            } else {
+                write!(f, "no app is named to provide {interface}")
+            };
+        }
+        let names = |apps: &[&AppFindings]| {
+            apps.iter()
+                .map(|a| a.app.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let all: Vec<&AppFindings> = self.apps.iter().collect();
+        if self.apps.iter().all(|a| a.instances == 0) {
+            return write!(f, "{} ha{} no instances", names(&all), plural(all.len()));
+        }
+        let known: Vec<&AppFindings> = self.apps.iter().filter(|a| !a.exports.is_empty()).collect();
+        if known.is_empty() && self.apps.iter().all(|a| a.without_metadata == 0) {
+            return write!(f, "the instances of {} export nothing", names(&all));
+        }
+        if known.is_empty() {
+            return write!(
+                f,
+                "the instances of {} have no metadata known yet (their MetadataService did \
+                 not answer)",
+                names(&all)
+            );
+        }
+        if self.has_match() {
+            return write!(f, "{} is provided", self.asked());
+        }
+        let offered: Vec<String> = known
+            .iter()
+            .map(|a| {
+                let exports: Vec<&str> = a.exports.keys().map(String::as_str).collect();
+                format!("{} exports {}", a.app, exports.join(", "))
+            })
+            .collect();
+        write!(f, "none exports {}: {}", self.asked(), offered.join("; "))?;
+        let unversioned = known
+            .iter()
+            .flat_map(|a| a.exports.values())
+            .any(|service| service.name == *interface && service.version.is_empty());
+        if unversioned && self.subscription.version.is_some() {
+            write!(
+                f,
+                " ({interface} is exported without a version, which only a subscription \
+                 without one matches)"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "s" } else { "ve" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ServiceInfo;
+
+    fn explain(subscription: Subscription, apps: Vec<AppFindings>) -> String {
+        Explanation {
+            subscription,
+            read: true,
+            from_mapping: true,
+            apps,
+        }
+        .to_string()
+    }
+
+    fn greeter(version: &str) -> MetadataInfo {
+        let mut service = ServiceInfo::new("helloworld.Greeter");
+        service.version = version.into();
+        MetadataInfo::new("greeter", [service]).unwrap()
+    }
+
+    #[test]
+    fn each_case_says_what_is_missing() {
+        let asked = Subscription::new("helloworld.Greeter");
+        assert!(
+            explain(asked.clone(), vec![]).starts_with("no app is mapped to helloworld.Greeter")
+        );
+        let idle = AppFindings::new("greeter", 0, 0, []);
+        assert_eq!(
+            explain(asked.clone(), vec![idle]),
+            "greeter has no instances"
+        );
+        let silent = AppFindings::new("greeter", 3, 3, []);
+        assert!(explain(asked.clone(), vec![silent]).contains("no metadata known yet"));
+        let info = greeter("");
+        let unversioned = AppFindings::new("greeter", 2, 0, [&info]);
+        let text = explain(asked.clone().version("1.0"), vec![unversioned.clone()]);
+        assert!(
+            text.starts_with(
+                "none exports helloworld.Greeter version \"1.0\": greeter exports helloworld.Greeter:tri"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("exported without a version"), "{text}");
+        let other = explain(Subscription::new("helloworld.Farewell"), vec![unversioned]);
+        assert!(!other.contains("without a version"), "{other}");
+    }
+
+    #[test]
+    fn a_matching_export_is_a_match() {
+        let info = greeter("1.0");
+        let found = Explanation {
+            subscription: Subscription::new("helloworld.Greeter")
+                .version("1.0")
+                .protocol("tri"),
+            read: true,
+            from_mapping: true,
+            apps: vec![AppFindings::new("greeter", 1, 0, [&info])],
+        };
+        assert!(found.has_match());
+        let mut grouped = found.clone();
+        grouped.subscription = grouped.subscription.group("g");
+        assert!(!grouped.has_match());
+    }
+}
