@@ -18,6 +18,7 @@ mod etcd_faults;
 mod etcd_health;
 mod etcd_paging;
 mod etcd_start_down;
+mod fault_proxy;
 mod first_set;
 mod generated_code;
 mod golden_records;

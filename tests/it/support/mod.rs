@@ -15,5 +15,6 @@ pub mod hostile;
 pub mod killable;
 pub mod peer_cases;
 pub mod peers;
+pub mod proxy;
 pub mod records;
 pub mod wait;
