@@ -98,7 +98,7 @@ impl Drop for FaultProxy {
 
 /// Closes `stream` with a reset rather than a goodbye.
 fn reset(stream: TcpStream) {
-    let _ = stream.set_linger(Some(Duration::ZERO));
+    let _ = stream.set_zero_linger();
     drop(stream);
 }
 
@@ -123,8 +123,8 @@ async fn pump(
     answers: bool,
 ) {
     let cut = |from: &tcp::OwnedReadHalf, to: &tcp::OwnedWriteHalf| {
-        let _ = from.as_ref().set_linger(Some(Duration::ZERO));
-        let _ = to.as_ref().set_linger(Some(Duration::ZERO));
+        let _ = from.as_ref().set_zero_linger();
+        let _ = to.as_ref().set_zero_linger();
     };
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
