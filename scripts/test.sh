@@ -7,4 +7,6 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --with-etcd --with-python
 INTROSPECT_PYTHON_VENV="${INTROSPECT_PYTHON_VENV:-$PWD/target/xds-venv}"
 export INTROSPECT_PYTHON_VENV
-exec cargo test --workspace "$@"
+# Every backend feature (ZooKeeper's tests are behind `zookeeper`, off by default in the
+# library), so the suite covers every registry.
+exec cargo test --workspace --all-features "$@"

@@ -1,10 +1,10 @@
-//! What the resolver and its subscriptions share: the typed store layers, the metadata
+//! What the resolver and its subscriptions share: the registry backend, the metadata
 //! source with its cache, the counters, the limits, the TLS configuration, the shared views
 //! the health of every address and the shared host names.
 //!
 //! The [`super::Resolver`] facade and every subscription task hold one `Arc<Context>`;
 //! neither calls the other, so dependencies point one way: resolver and subscriptions →
-//! context → store, metadata source, counters.
+//! context → backend, metadata source, counters.
 
 use crate::tls::ClientTlsConfig;
 
@@ -14,17 +14,15 @@ use super::probes::HealthRegistry;
 use super::protection::ProtectionOptions;
 use super::stats::Counters;
 use super::views::Views;
+use crate::backend::Backend;
 use crate::limits::Limits;
-use crate::mapping::Mapping;
-use crate::registry::Registry;
 use crate::warnings::Aggregator;
 
 /// See the module docs.
 pub(crate) struct Context {
-    /// Instance records, listed and watched per app.
-    pub registry: Registry,
-    /// Interface → apps.
-    pub mapping: Mapping,
+    /// The registry backend (each call under the store deadline): instances listed and
+    /// followed per app, interface → apps, metadata reports.
+    pub backend: Backend,
     /// Metadata of (app, revision), cached and loaded once.
     pub metadata: MetadataSource,
     /// Size limits on everything read.

@@ -17,9 +17,10 @@ use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use super::stats::Counters;
+use crate::backend::MetadataReports;
 use crate::error::{Error, Result};
+use crate::limits::Limits;
 use crate::model::{MetadataInfo, ServiceInstance, StorageType, Verification, verification};
-use crate::report::MetadataReport;
 use crate::rpc::MetadataClient;
 use crate::warnings::Aggregator;
 
@@ -28,7 +29,8 @@ type CacheKey = (String, String);
 
 /// See the module docs.
 pub(crate) struct MetadataSource {
-    report: MetadataReport,
+    report: Arc<dyn MetadataReports>,
+    limits: Limits,
     client: MetadataClient,
     fetch_attempts: usize,
     cache: moka::future::Cache<CacheKey, Arc<MetadataInfo>>,
@@ -38,9 +40,11 @@ pub(crate) struct MetadataSource {
 }
 
 impl MetadataSource {
-    /// A source reading `report` and calling MetadataServices with `client`.
+    /// A source reading `report` (within `limits`) and calling MetadataServices with
+    /// `client`.
     pub fn new(
-        report: MetadataReport,
+        report: Arc<dyn MetadataReports>,
+        limits: Limits,
         client: MetadataClient,
         fetch_attempts: usize,
         cache_capacity: u64,
@@ -48,6 +52,7 @@ impl MetadataSource {
     ) -> Self {
         MetadataSource {
             report,
+            limits,
             client,
             fetch_attempts: fetch_attempts.max(1),
             cache: moka::future::Cache::builder()
@@ -133,7 +138,7 @@ impl MetadataSource {
             .any(|i| i.storage_type() == StorageType::Remote)
         {
             Counters::bump(&counters.report_reads);
-            match self.report.get(app, revision).await {
+            match self.report.get(app, revision, &self.limits).await {
                 Ok(Some(info)) => {
                     match verify_answer(&info, app, revision, group_rule.as_deref(), counters) {
                         Ok(()) => return Ok(info),

@@ -17,15 +17,12 @@ use super::stats::{Counters, ResolverStats};
 use super::subscribe::{self, SubscribeOptions, SubscriptionHandle};
 use super::subscription::Subscription;
 use super::views::Views;
+use crate::backend::{Backend, Instances};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::limits::Limits;
-use crate::mapping::Mapping;
 use crate::model::{Endpoint, MetadataInfo, ServiceInstance};
-use crate::registry::{Instances, Registry};
-use crate::report::MetadataReport;
 use crate::rpc::MetadataClient;
-use crate::store::{DeadlineStore, Store};
 use crate::warnings::Aggregator;
 
 /// Default deadline of one MetadataService call.
@@ -37,10 +34,10 @@ pub const DEFAULT_CACHE_IDLE: Duration = Duration::from_secs(30 * 60);
 /// Default number of instances of one revision tried before a fetch gives up.
 pub const DEFAULT_FETCH_ATTEMPTS: usize = 5;
 
-/// Builds a [`Resolver`]. Only the store is required.
+/// Builds a [`Resolver`]. Only the registry backend is required.
 pub struct ResolverBuilder {
-    store: Arc<dyn Store>,
-    layout: Layout,
+    backend: Backend,
+    layout: Option<Layout>,
     limits: Limits,
     fetch_timeout: Duration,
     fetch_attempts: usize,
@@ -60,9 +57,10 @@ impl ResolverBuilder {
         self
     }
 
-    /// Reads keys under a namespace such as `/staging` (default: none).
+    /// Reads keys under a namespace such as `/staging` (default: none). Only for a
+    /// key-value backend (memory, etcd); other backends take their root from their URL.
     pub fn layout(mut self, layout: Layout) -> Self {
-        self.layout = layout;
+        self.layout = Some(layout);
         self
     }
 
@@ -106,7 +104,7 @@ impl ResolverBuilder {
         self
     }
 
-    /// Sets the deadline of each store call (default
+    /// Sets the deadline of each registry call (default
     /// [`crate::store::DEFAULT_STORE_TIMEOUT`]).
     pub fn store_timeout(mut self, timeout: Duration) -> Self {
         self.store_timeout = timeout;
@@ -115,25 +113,28 @@ impl ResolverBuilder {
 
     /// Builds the resolver.
     pub fn build(self) -> Resolver {
-        let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));
+        let backend = match self.layout {
+            Some(layout) => self.backend.with_layout(layout),
+            None => self.backend,
+        };
+        let backend = backend.with_deadline(self.store_timeout);
         let client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
         #[cfg(feature = "tls")]
         let client = match &self.tls {
             Some(tls) => client.with_tls(tls.clone()),
             None => client,
         };
-        let report = MetadataReport::new(store.clone(), self.layout.clone(), self.limits.clone());
         Resolver {
             context: Arc::new(Context {
-                registry: Registry::new(store.clone(), self.layout.clone(), self.limits.clone()),
-                mapping: Mapping::new(store, self.layout, self.limits.clone()),
                 metadata: MetadataSource::new(
-                    report,
+                    backend.reports().clone(),
+                    self.limits.clone(),
                     client,
                     self.fetch_attempts,
                     self.cache_capacity,
                     self.cache_idle,
                 ),
+                backend,
                 limits: self.limits,
                 counters: Counters::default(),
                 tls: self.tls,
@@ -158,11 +159,13 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    /// A builder for a resolver reading `store`.
-    pub fn builder(store: Arc<dyn Store>) -> ResolverBuilder {
+    /// A builder for a resolver reading `backend`: a [`Backend`] (from
+    /// [`crate::backend::connect`], say), or a store (`Arc<dyn Store>`, `Arc<MemoryStore>`,
+    /// `Arc<EtcdStore>`), which becomes the key-value backend over it.
+    pub fn builder(backend: impl Into<Backend>) -> ResolverBuilder {
         ResolverBuilder {
-            store,
-            layout: Layout::default(),
+            backend: backend.into(),
+            layout: None,
             limits: Limits::default(),
             fetch_timeout: DEFAULT_FETCH_TIMEOUT,
             fetch_attempts: DEFAULT_FETCH_ATTEMPTS,
@@ -175,8 +178,8 @@ impl Resolver {
     }
 
     /// A resolver with default settings.
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        Self::builder(store).build()
+    pub fn new(backend: impl Into<Backend>) -> Self {
+        Self::builder(backend).build()
     }
 
     /// The apps providing the subscription's interface: its `provided_by` list, else the
@@ -186,12 +189,12 @@ impl Resolver {
         if !subscription.provided_by.is_empty() {
             return Ok(subscription.provided_by.iter().cloned().collect());
         }
-        Ok(self
-            .context
-            .mapping
-            .get(&subscription.interface)
-            .await?
-            .apps)
+        let context = &self.context;
+        context
+            .backend
+            .mapping()
+            .get(&subscription.interface, &context.limits)
+            .await
     }
 
     /// The live endpoints of a subscription, in order.
@@ -205,7 +208,12 @@ impl Resolver {
     )]
     pub async fn resolve(&self, subscription: &Subscription) -> Result<Vec<Endpoint>> {
         let apps = self.apps(subscription).await?;
-        let lists = join_all(apps.iter().map(|app| self.context.registry.list(app))).await;
+        let instances = self.context.backend.instances();
+        let lists = join_all(
+            apps.iter()
+                .map(|app| instances.list(app, &self.context.limits)),
+        )
+        .await;
         let mut endpoints = Vec::new();
         let mut failure = None;
         for (app, list) in apps.iter().zip(lists) {
@@ -297,6 +305,11 @@ impl Resolver {
     pub async fn subscribe(&self, subscription: Subscription) -> Result<SubscriptionHandle> {
         let options = (*self.subscribe_options).clone();
         subscribe::start(self.context.clone(), subscription, options).await
+    }
+
+    /// The registry backend the resolver reads (with its store deadline).
+    pub fn backend(&self) -> &Backend {
+        &self.context.backend
     }
 
     /// The shared context, for the channel built over a subscription.

@@ -32,7 +32,7 @@ use super::app_view::{AppView, Applied, Released};
 use super::context::Context;
 use super::stats::Counters;
 use super::subscribe::sources::{Source, watch_app, watch_mapping};
-use crate::registry::Instances;
+use crate::backend::Instances;
 
 /// What one app's shared view routes to: registered and enabled instances plus the held
 /// ones, by `{host}:{port}`.
@@ -274,7 +274,7 @@ impl View {
             }
             (Source::Reset(app, list), Some(view)) => {
                 let now = Instant::now();
-                let applied = view.reset(list.instances, list.revision, now);
+                let applied = view.reset(list.instances, list.revision, list.epoch.as_deref(), now);
                 view.synced = true;
                 self.applied(&app, applied)
             }
@@ -300,8 +300,9 @@ impl View {
                 %app,
                 kept = applied.newly_held.len(),
                 bound = ?context.protection.wipe_recovery,
-                "the store was wiped or replaced (its revision went backwards); keeping the \
-                 instances it forgot until they re-register"
+                sign = applied.wipe_sign,
+                "the registry was wiped or replaced; keeping the instances it forgot until \
+                 they re-register"
             );
         } else if !applied.newly_held.is_empty() {
             Counters::add(&counters.held_removals, applied.newly_held.len() as u64);

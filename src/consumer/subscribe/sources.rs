@@ -1,4 +1,4 @@
-//! The source tasks: they read and watch the store and feed the subscription task.
+//! The source tasks: they follow the registry backend and feed the app and mapping views.
 //!
 //! A transient failure (the store unreachable, a watch broken) is retried with backoff; a
 //! permanent one (credentials or permissions refused, see [`Error::is_permanent`]) ends
@@ -16,12 +16,12 @@ use futures::FutureExt as _;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::backend::{InstanceChange, InstanceEvent, InstanceFollow, InstanceList};
 use crate::backoff::Backoff;
 use crate::consumer::context::Context;
 use crate::consumer::stats::Counters;
 use crate::consumer::views::Routable;
 use crate::error::Error;
-use crate::registry::{InstanceChange, InstanceList};
 
 /// First delay before a failed list or watch of the store is tried again.
 const RELIST_BASE: Duration = Duration::from_millis(100);
@@ -82,43 +82,34 @@ fn watch_restarted(context: &Context, error: &Error, what: &str, subject: &str) 
     }
 }
 
-/// The mapping source: get, then watch; again with backoff after any transient error.
+/// The mapping source: follows the interface's mapping through the backend (its value,
+/// then each change); follows it again with backoff after any transient error.
 pub(crate) async fn watch_mapping(
     context: Arc<Context>,
     interface: String,
     tx: mpsc::Sender<Source>,
 ) {
-    let mapping = &context.mapping;
+    let mapping = context.backend.mapping();
     let mut backoff = Backoff::new(RELIST_BASE, RELIST_MAX);
     loop {
-        let next = match mapping.get(&interface).await {
-            Ok(value) => {
-                if tx.send(Source::Apps(value.apps)).await.is_err() {
-                    return;
-                }
-                match mapping.watch(&interface, value.revision + 1).await {
-                    Ok(mut watch) => {
-                        backoff.reset();
-                        loop {
-                            match watch.next().await {
-                                Ok(apps) => {
-                                    if tx.send(Source::Apps(apps)).await.is_err() {
-                                        return;
-                                    }
-                                }
-                                Err(e) if e.is_permanent() => {
-                                    break failed(&context, e, "", &interface, &tx).await;
-                                }
-                                Err(e) => {
-                                    let what = "mapping watch ended; reading it again";
-                                    watch_restarted(&context, &e, what, &interface);
-                                    break Next::Retry;
-                                }
+        let next = match mapping.follow(&interface, &context.limits).await {
+            Ok(mut follow) => {
+                backoff.reset();
+                loop {
+                    match follow.next().await {
+                        Ok(apps) => {
+                            if tx.send(Source::Apps(apps)).await.is_err() {
+                                return;
                             }
                         }
-                    }
-                    Err(e) => {
-                        failed(&context, e, "cannot watch the mapping", &interface, &tx).await
+                        Err(e) if e.is_permanent() => {
+                            break failed(&context, e, "", &interface, &tx).await;
+                        }
+                        Err(e) => {
+                            let what = "mapping watch ended; reading it again";
+                            watch_restarted(&context, &e, what, &interface);
+                            break Next::Retry;
+                        }
                     }
                 }
             }
@@ -131,34 +122,18 @@ pub(crate) async fn watch_mapping(
     }
 }
 
-/// An app's instance source: list, then watch from the list's revision + 1; re-list with
-/// backoff after any transient error. Changes already buffered are sent as one batch.
+/// An app's instance source: follows the app through the backend (a reset from a fresh
+/// read, then changes, with no gap); follows it again with backoff after any transient
+/// error. Changes already buffered are sent as one batch.
 pub(crate) async fn watch_app(context: Arc<Context>, app: String, tx: mpsc::Sender<Source>) {
-    let registry = &context.registry;
+    let instances = context.backend.instances();
     let mut backoff = Backoff::new(RELIST_BASE, RELIST_MAX);
     let mut relisting = false;
     loop {
-        let next = match registry.list(&app).await {
-            Ok(list) => {
-                if relisting {
-                    Counters::bump(&context.counters.relists);
-                    let cause = format!("re-listed: {app}");
-                    if let Some(suppressed) = context.warnings.allow(&cause, Instant::now()) {
-                        let instances = list.instances.len();
-                        tracing::info!(%app, instances, revision = list.revision, suppressed, "instances re-listed");
-                    }
-                }
-                let from = list.revision + 1;
-                if tx.send(Source::Reset(app.clone(), list)).await.is_err() {
-                    return;
-                }
-                match registry.watch(&app, from).await {
-                    Ok(mut watch) => {
-                        backoff.reset();
-                        follow(&context, &app, &mut watch, &tx).await
-                    }
-                    Err(e) => failed(&context, e, "cannot watch instances", &app, &tx).await,
-                }
+        let next = match instances.follow(&app, &context.limits).await {
+            Ok(mut follow) => {
+                backoff.reset();
+                forward(&context, &app, &mut follow, &tx, relisting).await
             }
             Err(e) => failed(&context, e, "cannot list instances", &app, &tx).await,
         };
@@ -170,25 +145,46 @@ pub(crate) async fn watch_app(context: Arc<Context>, app: String, tx: mpsc::Send
     }
 }
 
-/// Forwards an app's watch until it ends: [`Next::Retry`] to re-list after a transient
-/// error, [`Next::Stop`] after a permanent one or when nobody listens.
-async fn follow(
+/// Forwards an app's follow until it ends: [`Next::Retry`] to follow again after a
+/// transient error, [`Next::Stop`] after a permanent one or when nobody listens. A reset
+/// after the first follow of the source is a re-list: counted, and logged with the
+/// revision and epoch it was read at.
+async fn forward(
     context: &Context,
     app: &str,
-    watch: &mut crate::registry::InstanceWatch,
+    follow: &mut InstanceFollow,
     tx: &mpsc::Sender<Source>,
+    mut relisting: bool,
 ) -> Next {
     loop {
-        let mut changes = match watch.next().await {
-            Ok(changes) => changes,
+        let event = match follow.next().await {
+            Ok(event) => event,
             Err(e) => return watch_ended(context, app, e, tx).await,
         };
-        let mut ended = None;
-        while let Some(more) = watch.next().now_or_never() {
+        let mut changes = match event {
+            InstanceEvent::Reset(list) => {
+                if relisting {
+                    relisted(context, app, &list);
+                }
+                relisting = true;
+                if tx.send(Source::Reset(app.to_owned(), list)).await.is_err() {
+                    return Next::Stop;
+                }
+                continue;
+            }
+            InstanceEvent::Changes(changes) => changes,
+        };
+        // A reset or the end that came right behind the changes, handled after them.
+        let mut pending = None;
+        while let Some(more) = follow.next().now_or_never() {
             match more {
-                Ok(more) => changes.extend(more),
+                Ok(InstanceEvent::Changes(more)) => changes.extend(more),
+                Ok(InstanceEvent::Reset(list)) => {
+                    pending = Some(Ok(list));
+                    break;
+                }
                 Err(e) => {
-                    ended = Some(e);
+                    pending = Some(Err(e));
                     break;
                 }
             }
@@ -201,9 +197,33 @@ async fn follow(
         {
             return Next::Stop;
         }
-        if let Some(e) = ended {
-            return watch_ended(context, app, e, tx).await;
+        match pending {
+            None => {}
+            Some(Ok(list)) => {
+                relisted(context, app, &list);
+                if tx.send(Source::Reset(app.to_owned(), list)).await.is_err() {
+                    return Next::Stop;
+                }
+            }
+            Some(Err(e)) => return watch_ended(context, app, e, tx).await,
         }
+    }
+}
+
+/// Counts and logs (aggregated per app) a re-list of `app`.
+fn relisted(context: &Context, app: &str, list: &InstanceList) {
+    Counters::bump(&context.counters.relists);
+    let cause = format!("re-listed: {app}");
+    if let Some(suppressed) = context.warnings.allow(&cause, Instant::now()) {
+        let instances = list.instances.len();
+        tracing::info!(
+            %app,
+            instances,
+            revision = list.revision,
+            epoch = list.epoch.as_deref().unwrap_or("none"),
+            suppressed,
+            "instances re-listed"
+        );
     }
 }
 
