@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Runs the whole test suite, installing protoc, etcd and the Python environment of the xDS
-# interop tests (grpcio, Envoy) first when they are missing. The etcd tests start their
-# own etcd on free loopback ports.
+# Runs the whole test suite, installing protoc, etcd, ZooKeeper and the Python environment
+# of the xDS interop tests (grpcio, Envoy) first when they are missing. The etcd and
+# ZooKeeper tests start their own servers on free loopback ports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --with-etcd --with-python
+scripts/setup.sh --with-etcd --with-python --with-zookeeper
 INTROSPECT_PYTHON_VENV="${INTROSPECT_PYTHON_VENV:-$PWD/target/xds-venv}"
 export INTROSPECT_PYTHON_VENV
 # Every backend feature (ZooKeeper's tests are behind `zookeeper`, off by default in the

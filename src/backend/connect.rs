@@ -78,7 +78,8 @@ impl ConnectOptions {
 }
 
 /// The backend `url` names, with default options: `memory://` (a fresh embedded store),
-/// `etcd://h:p` (feature `etcd`), `zookeeper://` (not yet). Fails with [`Error::Config`] for an unknown scheme, a backend not
+/// `etcd://h:p` (feature `etcd`), `zookeeper://h:p?backup=h2:p2&group=g` (feature
+/// `zookeeper`). Fails with [`Error::Config`] for an unknown scheme, a backend not
 /// compiled in, credentials in the URL.
 ///
 /// ```no_run
@@ -162,10 +163,30 @@ async fn etcd(_: &RegistryUrl, _: &ConnectOptions) -> Result<Backend> {
     Err(not_compiled("etcd"))
 }
 
+#[cfg(feature = "zookeeper")]
+async fn zookeeper(url: &RegistryUrl, options: &ConnectOptions) -> Result<Backend> {
+    use super::zookeeper::{ZooKeeperBackend, ZooKeeperOptions};
+
+    let mut zk = ZooKeeperOptions::new(url.servers.clone());
+    if let Some(group) = url.param("group") {
+        zk = zk.with_group(group)?;
+    }
+    if let Some((user, password)) = &options.credentials {
+        zk = zk.with_digest(user.clone(), password.clone());
+    }
+    if let Some(timeout) = options.connect_timeout {
+        zk = zk.with_connect_timeout(timeout);
+    }
+    if let Some(timeout) = options.request_timeout {
+        zk = zk.with_session_timeout(timeout);
+    }
+    zk = zk.with_connect_in_background(options.connect_in_background);
+    Ok(ZooKeeperBackend::connect(zk).await?.into_backend())
+}
+
+#[cfg(not(feature = "zookeeper"))]
 async fn zookeeper(_: &RegistryUrl, _: &ConnectOptions) -> Result<Backend> {
-    Err(Error::Config(
-        "zookeeper:// is not supported by this version of introspect yet".into(),
-    ))
+    Err(not_compiled("zookeeper"))
 }
 
 #[cfg(test)]
@@ -183,5 +204,12 @@ mod tests {
         assert!(connect_with("memory://", &with_user).await.is_err());
         let debug = format!("{with_user:?}");
         assert!(!debug.contains("pw\""), "{debug}");
+    }
+
+    #[cfg(not(feature = "zookeeper"))]
+    #[tokio::test]
+    async fn a_backend_left_out_of_the_build_says_which_feature() {
+        let err = connect("zookeeper://h:2181").await.unwrap_err().to_string();
+        assert!(err.contains("`zookeeper` feature"), "{err}");
     }
 }

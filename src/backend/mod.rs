@@ -11,7 +11,8 @@
 //! A [`Backend`] holds the three; [`connect`] gives one for a Dubbo registry URL
 //! (`zookeeper://h:p?backup=h2:p2`, `etcd://h:p`, `memory://`, see [`url`]). The embedded
 //! memory store and etcd implement them over the etcd-shaped [`Store`] and its key layout
-//! ([`kv`]). Everything above the seam
+//! ([`kv`]); ZooKeeper (feature `zookeeper`) natively, as Dubbo Java 3.3 and dubbo-go write
+//! it ([`zookeeper`]). Everything above the seam
 //! (provider, resolver, views, protections, balanced channel, xDS, tool) works the same on
 //! every backend and knows none of them. The signals the protections need are
 //! backend-neutral: each list carries where it was read ([`InstanceList::revision`], where
@@ -29,6 +30,9 @@ pub mod kv;
 mod mapping;
 mod reports;
 pub mod url;
+#[cfg(feature = "zookeeper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
+pub mod zookeeper;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod backend_conformance;
 mod channel;
 mod conformance;
 mod deadlines;

@@ -15,3 +15,5 @@ pub mod hostile;
 pub mod killable;
 pub mod records;
 pub mod wait;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper;
