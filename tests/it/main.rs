@@ -37,3 +37,5 @@ mod shared_views;
 mod subscriptions;
 mod tls;
 mod verification;
+#[cfg(feature = "zookeeper")]
+mod zookeeper;

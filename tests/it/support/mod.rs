@@ -13,6 +13,7 @@ pub mod fleet;
 pub mod greeter;
 pub mod hostile;
 pub mod killable;
+pub mod proxy;
 pub mod records;
 pub mod wait;
 #[cfg(feature = "zookeeper")]
