@@ -499,3 +499,74 @@ async fn wrong_digest_credentials_end_with_a_permanent_error() {
     provider.shutdown().await.unwrap();
     let _ = Error::Shutdown;
 }
+
+#[tokio::test]
+async fn the_list_revision_is_a_zxid_that_goes_backwards_only_when_the_server_is_replaced() {
+    let Some(mut server) = ZooKeeperServer::start().await else {
+        return;
+    };
+    let limits = Limits::default();
+    let instance = |port| {
+        let mut i = introspect::ServiceInstance::new("shop", "127.0.0.1", port);
+        i.metadata.insert(keys::REVISION.into(), "aa".into());
+        i
+    };
+    let backend = server.backend().await;
+    let instances = backend.instances();
+    assert_eq!(
+        instances.list("shop", &limits).await.unwrap().revision,
+        0,
+        "no app node"
+    );
+    let mut registrations = Vec::new();
+    for port in 1..=20 {
+        registrations.push(
+            instances
+                .register(&instance(port), TTL, &limits)
+                .await
+                .unwrap(),
+        );
+    }
+    let before = instances.list("shop", &limits).await.unwrap();
+    registrations[0].update(&instance(1)).await.unwrap();
+    let updated = instances.list("shop", &limits).await.unwrap();
+    assert!(
+        updated.revision > before.revision,
+        "{} then {}",
+        before.revision,
+        updated.revision
+    );
+    drop(registrations);
+    // The same data: zxids go on from where they were.
+    server.restart().await;
+    let backend = server.backend().await;
+    let r = backend
+        .instances()
+        .register(&instance(99), TTL, &limits)
+        .await
+        .unwrap();
+    let after_restart = backend.instances().list("shop", &limits).await.unwrap();
+    assert!(
+        after_restart.revision > updated.revision,
+        "{} then {}",
+        updated.revision,
+        after_restart.revision
+    );
+    assert_eq!(after_restart.epoch, updated.epoch);
+    drop(r);
+    // An empty server numbers its transactions afresh: lower, and a new epoch.
+    server.restart_empty().await;
+    let backend = server.backend().await;
+    let _r = backend
+        .instances()
+        .register(&instance(1), TTL, &limits)
+        .await
+        .unwrap();
+    let replaced = backend.instances().list("shop", &limits).await.unwrap();
+    eprintln!(
+        "zxids: {:#x} before, {:#x} after a restart, {:#x} on an empty server",
+        updated.revision, after_restart.revision, replaced.revision
+    );
+    assert!(replaced.revision < updated.revision);
+    assert_ne!(replaced.epoch, updated.epoch);
+}
