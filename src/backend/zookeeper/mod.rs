@@ -4,9 +4,11 @@
 //!
 //! * Instances: EPHEMERAL nodes `/services/{app}/{host}:{port}` holding Curator's
 //!   `ServiceInstance` JSON with Dubbo's `ZookeeperInstance` payload ([`record`]); parents
-//!   are CONTAINER nodes. Each registration has a session of its own, asking for the
-//!   provider's TTL as its timeout: the session is the lease ([`Registration::ttl`] is what
-//!   the server negotiated).
+//!   are CONTAINER nodes. A registration lives under a session asking for the provider's
+//!   TTL as its timeout: the session is the lease ([`Registration::ttl`] is what the server
+//!   negotiated). Registrations of one backend with one TTL share a session, as Dubbo Java
+//!   shares one per process (ZooKeeper allows 60 connections per client address by
+//!   default).
 //! * Mapping: persistent `/dubbo/mapping/{interface}`, apps joined by `,`, compare-and-set on
 //!   the node's version.
 //! * Metadata reports: persistent `/dubbo/metadata/{app}/{revision}` (read also at
@@ -48,7 +50,7 @@ use crate::error::Result;
 use crate::limits::Limits;
 use crate::model::{MetadataInfo, ServiceInstance, names};
 use registration::ZkRegistration;
-use session::Reader;
+use session::{Reader, Sessions};
 
 /// The three parts of the seam on one ZooKeeper ensemble. Cheap to clone.
 #[derive(Clone)]
@@ -59,6 +61,7 @@ pub struct ZooKeeperBackend {
 struct Inner {
     options: ZooKeeperOptions,
     reader: Reader,
+    sessions: Sessions,
 }
 
 impl ZooKeeperBackend {
@@ -77,6 +80,7 @@ impl ZooKeeperBackend {
         Ok(ZooKeeperBackend {
             inner: Arc::new(Inner {
                 reader: Reader::new(options.clone(), client),
+                sessions: Sessions::new(options.clone()),
                 options,
             }),
         })
@@ -116,8 +120,9 @@ impl InstanceRegistry for ZooKeeperBackend {
         ttl: Duration,
         limits: &Limits,
     ) -> Result<Arc<dyn Registration>> {
+        let client = self.inner.sessions.for_ttl(ttl).await?;
         let registration =
-            ZkRegistration::register(&self.inner.options, self.paths(), instance, ttl, limits)
+            ZkRegistration::register(client, &self.inner.options, self.paths(), instance, limits)
                 .await?;
         Ok(Arc::new(registration))
     }

@@ -1,6 +1,9 @@
-//! A registration on ZooKeeper: an EPHEMERAL node under a session of its own, asking for
-//! the provider's TTL as the session timeout. The session is the lease: the server ends it
-//! (and deletes the node) when the provider stops pinging for the negotiated timeout.
+//! A registration on ZooKeeper: an EPHEMERAL node under a session asking for the provider's
+//! TTL as the session timeout. The session is the lease: the server ends it (and deletes
+//! the node) when the process stops pinging for the negotiated timeout. Registrations of
+//! one backend with the same TTL share one session (see [`super::Sessions`]), as Dubbo Java
+//! shares one Curator session per registry in a process: ZooKeeper allows 60 connections
+//! per client address by default (`maxClientCnxns`), fewer than a process may run providers.
 //!
 //! Writes follow Curator's `ServiceDiscoveryImpl` (which Dubbo Java registers through):
 //! create with parent containers; on `NodeExists`, delete and create again (so watchers
@@ -35,19 +38,18 @@ pub(super) struct ZkRegistration {
 }
 
 impl ZkRegistration {
-    /// Connects a session asking for `ttl`, ensures the epoch, and creates the node.
+    /// Ensures the epoch and creates the node under `client`'s session.
     pub(super) async fn register(
+        client: zk::Client,
         options: &ZooKeeperOptions,
         paths: &Paths,
         instance: &ServiceInstance,
-        ttl: Duration,
         limits: &Limits,
     ) -> Result<Self> {
         instance.validate()?;
         let registered_at = now_ms();
         let data = record::to_json(instance, registered_at);
         limits.check_size("instance record", data.len(), limits.max_instance_bytes)?;
-        let client = session::connect(options, ttl).await?;
         let acls = session::acls(options);
         super::epoch::ensure(&client, paths, acls).await?;
         let path = paths.instance(&instance.service_name, &instance.address());
@@ -176,7 +178,7 @@ impl Registration for ZkRegistration {
             Ok(()) | Err(zk::Error::NoNode) | Err(zk::Error::SessionExpired) => Ok(()),
             Err(e) => Err(map_error(e, &format!("delete {}", self.path))),
         }
-        // The session closes when the last handle on this registration is dropped.
+        // The session closes when the last registration on it is dropped.
     }
 
     fn id(&self) -> String {

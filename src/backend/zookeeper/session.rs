@@ -73,6 +73,34 @@ impl Reader {
     }
 }
 
+/// The sessions registrations live under, one per TTL asked for, each connected on first
+/// use and made again once it is over (expired: every registration on it is lost and
+/// registers again, under the new one).
+pub(super) struct Sessions {
+    options: ZooKeeperOptions,
+    by_ttl: Mutex<std::collections::HashMap<Duration, zk::Client>>,
+}
+
+impl Sessions {
+    pub(super) fn new(options: ZooKeeperOptions) -> Self {
+        Sessions {
+            options,
+            by_ttl: Mutex::default(),
+        }
+    }
+
+    /// The live session asking for `ttl`, connected when there is none.
+    pub(super) async fn for_ttl(&self, ttl: Duration) -> Result<zk::Client> {
+        let mut sessions = self.by_ttl.lock().await;
+        if let Some(live) = sessions.get(&ttl).filter(|c| !is_over(c)) {
+            return Ok(live.clone());
+        }
+        let fresh = connect(&self.options, ttl).await?;
+        sessions.insert(ttl, fresh.clone());
+        Ok(fresh)
+    }
+}
+
 /// The ACL of nodes this crate creates: anyone (as Dubbo without credentials), or only the
 /// authenticated creator (as Dubbo with credentials: `CREATOR_ALL_ACL`).
 pub(super) fn acls(options: &ZooKeeperOptions) -> zk::Acls<'static> {
