@@ -63,6 +63,7 @@
 //! | `etcd` | on | [`store::EtcdStore`] and its options, through `etcd-client` |
 //! | `tls` | on | TLS for MetadataService, balanced channels and etcd (tonic's `tls-ring`, etcd-client's `tls`) |
 //! | `reflection` | on | gRPC server reflection (`v1` and `v1alpha`) wherever a provider serves MetadataService (`Provider::serve`, its own listener) |
+//! | `zookeeper` | off | the ZooKeeper backend (`backend::zookeeper`) and `zookeeper://` URLs, as Dubbo Java 3.3 and dubbo-go write ZooKeeper |
 //!
 //! `default-features = false` leaves an embedded-store library with plaintext gRPC, which
 //! builds without `protoc`: the generated MetadataService code is checked in. The `etcd`
@@ -80,7 +81,11 @@
 //!
 //! * [`model`]: service info and match key, metadata info, the revision rule, instances and
 //!   endpoints. Pure: no I/O.
-//! * [`store`]: the [`Store`] trait, the one seam to the outside, with the embedded
+//! * [`backend`]: the registry backend, the one seam to the outside, in three typed parts
+//!   (instances, mapping, metadata reports) that every backend implements, and
+//!   [`backend::connect`] for Dubbo registry URLs. `backend/kv/` implements them over a
+//!   [`Store`]; `backend/zookeeper/` natively (feature `zookeeper`).
+//! * [`store`]: the etcd-shaped [`Store`] trait beneath the key-value backend, with the embedded
 //!   [`MemoryStore`] and `EtcdStore` (feature `etcd`, with its `EtcdOptions`), which share
 //!   one conformance suite. `store/etcd/` holds the etcd store, one file per concept:
 //!   options, client (connecting, deadlines), members (fail-over), requests, watch,
