@@ -256,12 +256,23 @@ async fn calls_survive_a_restart_on_the_same_data_and_on_an_empty_data_dir() {
     let Some(mut server) = ZooKeeperServer::start().await else {
         return;
     };
+    // The longest session the test server grants: a restart on the same data keeps the
+    // sessions of clients that reconnect within it (one that does not is an expiry like
+    // any other, and its provider registers again).
+    let ttl = crate::support::zookeeper::TICK * 20;
     let mut nodes: Vec<GreeterNode> = Vec::new();
     for _ in 0..2 {
-        nodes.push(start_greeter_on(server.backend().await, "small", TTL, DRAIN).await);
+        nodes.push(start_greeter_on(server.backend().await, "small", ttl, DRAIN).await);
     }
     let resolver = Resolver::new(server.backend().await);
     let (handle, caller) = caller(&resolver).await;
+
+    server.restart().await;
+    calls_keep_flowing(&caller, "calls after a restart on the same data").await;
+    eventually(LIMIT, "both routed after the restart", || async {
+        handle.current().len() == 2
+    })
+    .await;
     let mut watcher = handle.watch();
     let watching = Arc::new(AtomicBool::new(true));
     let still = watching.clone();
@@ -276,8 +287,6 @@ async fn calls_survive_a_restart_on_the_same_data_and_on_an_empty_data_dir() {
         smallest
     });
 
-    server.restart().await;
-    calls_keep_flowing(&caller, "calls after a restart on the same data").await;
     server.restart_empty().await;
     eventually(LIMIT, "the wipe seen", || async {
         resolver.stats().await.wipes >= 1
@@ -297,7 +306,10 @@ async fn calls_survive_a_restart_on_the_same_data_and_on_an_empty_data_dir() {
     calls_keep_flowing(&caller, "calls after the wipe").await;
     watching.store(false, Ordering::Relaxed);
     let smallest = smallest.await.unwrap();
-    assert!(smallest >= 2, "a set of {smallest} was published");
+    assert!(
+        smallest >= 2,
+        "a set of {smallest} was published after the wipe"
+    );
     let (ok, failed, errors) = caller.finish().await;
     eprintln!("{ok} calls, {failed} failed: {errors:?}");
     // A restart drops connections: calls in flight at that moment may fail, no more.
@@ -383,7 +395,12 @@ async fn six_of_eight_sessions_expiring_at_once_are_held_probed_and_calls_keep_s
         handle.protection_active() && resolver.stats().await.held_removals >= 5
     })
     .await;
-    assert_eq!(handle.current().len(), 8, "held, not stripped");
+    // The expiries before the share was crossed may have gone out before the hold took
+    // them back (it holds retroactively): the set comes back to eight.
+    eventually(LIMIT, "held, not stripped", || async {
+        handle.current().len() == 8
+    })
+    .await;
     calls_keep_flowing(&caller, "calls while held").await;
     proxy.heal();
     eventually(LIMIT, "the hold released as they return", || async {
@@ -569,4 +586,29 @@ async fn the_list_revision_is_a_zxid_that_goes_backwards_only_when_the_server_is
     );
     assert!(replaced.revision < updated.revision);
     assert_ne!(replaced.epoch, updated.epoch);
+}
+
+#[tokio::test]
+async fn the_session_timeout_is_what_the_server_grants() {
+    let Some(server) = ZooKeeperServer::start().await else {
+        return;
+    };
+    let backend = server.backend().await;
+    let limits = Limits::default();
+    let tick = crate::support::zookeeper::TICK;
+    for (asked, granted) in [
+        (Duration::from_secs(60), tick * 20),
+        (Duration::from_millis(10), tick * 2),
+    ] {
+        let mut instance = introspect::ServiceInstance::new("shop", "127.0.0.1", 1);
+        instance.metadata.insert(keys::REVISION.into(), "aa".into());
+        let r = backend
+            .instances()
+            .register(&instance, asked, &limits)
+            .await
+            .unwrap();
+        assert_eq!(r.ttl(), granted, "asked for {asked:?}");
+        assert!(r.id().starts_with("session 0x"), "{}", r.id());
+        r.deregister().await.unwrap();
+    }
 }
