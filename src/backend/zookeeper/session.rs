@@ -15,19 +15,33 @@ use super::options::ZooKeeperOptions;
 use super::paths;
 use crate::error::{Error, Result};
 
-/// Connects a new session asking for `session_timeout`, authenticated as the options say.
+/// Connects a new session asking for `session_timeout`, authenticated as the options say,
+/// within the options' connect timeout. The client gives up a session it could not
+/// establish within about the session timeout (a second or two for short sessions, which a
+/// busy machine can miss): such an attempt is made again until the connect timeout passes.
 pub(super) async fn connect(
     options: &ZooKeeperOptions,
     session_timeout: Duration,
 ) -> Result<zk::Client> {
-    let mut connector = zk::Client::connector().with_session_timeout(session_timeout);
-    if let Some((user, password)) = &options.digest {
-        connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
-    }
     let servers = options.connect_string();
-    match tokio::time::timeout(options.connect_timeout, connector.connect(&servers)).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(e)) => Err(map_error(e, &format!("connect to ZooKeeper at {servers}"))),
+    let what = format!("connect to ZooKeeper at {servers}");
+    let attempts = async {
+        loop {
+            let mut connector = zk::Client::connector().with_session_timeout(session_timeout);
+            if let Some((user, password)) = &options.digest {
+                connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
+            }
+            match connector.connect(&servers).await {
+                Ok(client) => return Ok(client),
+                Err(zk::Error::Timeout) => {
+                    tracing::debug!(%servers, "no session yet; connecting again")
+                }
+                Err(e) => return Err(map_error(e, &what)),
+            }
+        }
+    };
+    match tokio::time::timeout(options.connect_timeout, attempts).await {
+        Ok(connected) => connected,
         Err(_) => Err(Error::StoreUnavailable(format!(
             "cannot reach ZooKeeper at {servers}: no session within {:?}",
             options.connect_timeout
