@@ -11,7 +11,7 @@ use introspect::backend::zookeeper::ZooKeeperOptions;
 use introspect::backend::{Backend, ConnectOptions};
 use introspect::consumer::{ProtectionOptions, SubscribeOptions};
 use introspect::model::keys;
-use introspect::{Error, Limits, Provider, Resolver, ServiceInfo, Subscription};
+use introspect::{Limits, Provider, Resolver, ServiceInfo, Subscription};
 use serde_json::Value;
 
 use crate::support::calls::Caller;
@@ -514,7 +514,6 @@ async fn wrong_digest_credentials_end_with_a_permanent_error() {
         .unwrap();
     assert_eq!(list.instances.len(), 1);
     provider.shutdown().await.unwrap();
-    let _ = Error::Shutdown;
 }
 
 #[tokio::test]
