@@ -1,9 +1,10 @@
-//! A Greeter consumer: subscribes to `helloworld.Greeter` in etcd and calls it through a
+//! A Greeter consumer: subscribes to `helloworld.Greeter` in a registry and calls it through a
 //! tonic channel that balances over the live providers, following them as they come and go.
 //!
 //! ```text
 //! cargo run --example greeter_consumer -- --etcd http://127.0.0.1:2379
 //! cargo run --example greeter_consumer -- --etcd http://127.0.0.1:2379 --calls 100 --interval-ms 50 --metrics 127.0.0.1:9100
+//! cargo run --example greeter_consumer --features zookeeper -- --registry zookeeper://127.0.0.1:2181
 //! ```
 //!
 //! Start providers with `cargo run --example greeter_provider -- --etcd ...`; stop and start
@@ -22,12 +23,11 @@ use common::pb::greeter_client::GreeterClient;
 use introspect::metrics::Metrics;
 use introspect::{Resolver, Subscription};
 
-/// Calls Greeter providers found in etcd.
+/// Calls Greeter providers found in a registry (etcd, ZooKeeper).
 #[derive(Parser)]
 struct Args {
-    /// etcd endpoints, comma-separated (e.g. http://127.0.0.1:2379).
-    #[arg(long)]
-    etcd: String,
+    #[command(flatten)]
+    registry: common::RegistryArgs,
     /// The name to greet.
     #[arg(long, default_value = "world")]
     name: String,
@@ -49,7 +49,7 @@ struct Args {
 async fn main() -> Result<(), BoxError> {
     common::init_tracing("info");
     let args = Args::parse();
-    let store = common::open_store(Some(&args.etcd)).await?;
+    let store = common::open_backend(&args.registry).await?;
     let resolver = Resolver::new(store);
     let subscription = resolver
         .subscribe(Subscription::new(common::INTERFACE))

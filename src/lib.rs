@@ -63,6 +63,7 @@
 //! | `etcd` | on | [`store::EtcdStore`] and its options, through `etcd-client` |
 //! | `tls` | on | TLS for MetadataService, balanced channels and etcd (tonic's `tls-ring`, etcd-client's `tls`) |
 //! | `reflection` | on | gRPC server reflection (`v1` and `v1alpha`) wherever a provider serves MetadataService (`Provider::serve`, its own listener) |
+//! | `zookeeper` | off | the ZooKeeper backend (`backend::zookeeper`) and `zookeeper://` URLs, as Dubbo Java 3.3 and dubbo-go write ZooKeeper |
 //!
 //! `default-features = false` leaves an embedded-store library with plaintext gRPC, which
 //! builds without `protoc`: the generated MetadataService code is checked in. The `etcd`
@@ -88,10 +89,13 @@
 //!                     instances and their record shapes, endpoints, the Authority address
 //!                     type, names and keys
 //! backend/            the seam: instances (Registration, follow as reset/changes),
-//!                     mapping, reports traits; Backend
+//!                     mapping, reports traits; Backend; url (Dubbo registry URLs, pure),
+//!                     connect, deadline (a bound on every call of any backend)
 //!   kv/               the backend over a Store: layout (Dubbo's keys), registry, mapping,
 //!                     report (the typed layers that alone know the keys and the JSON),
 //!                     registration (a lease per instance), follow (list + watch)
+//!   zookeeper/        feature `zookeeper`: options, paths, record (Curator's JSON, pure),
+//!                     session, registration, reads, follow, mapping, reports, epoch
 //! store/              the etcd-shaped Store trait, deadline; memory/ (handle, locked
 //!                     state); etcd/ (options, client, members, requests, pages, range,
 //!                     watch, convert, errors)

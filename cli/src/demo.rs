@@ -11,14 +11,13 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use introspect::Limits;
+use introspect::backend::Backend;
 use introspect::consumer::{Resolver, Subscription};
 use introspect::error::Result;
 use introspect::metrics::Metrics;
 use introspect::model::ServiceInfo;
 use introspect::provider::Provider;
-use introspect::registry::Registry;
-use introspect::store::Store;
-use introspect::{Layout, Limits};
 
 /// The sizes of the demo fleet.
 pub struct DemoOptions {
@@ -107,12 +106,12 @@ fn payment_services() -> Vec<ServiceInfo> {
 }
 
 async fn start(
-    store: &Arc<dyn Store>,
+    backend: &Backend,
     app: &str,
     host: &str,
     services: Vec<ServiceInfo>,
 ) -> Result<Provider> {
-    let mut builder = Provider::builder(app, store.clone())
+    let mut builder = Provider::builder(app, backend.clone())
         .host(host)
         .serve_metadata_on(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
         .drain_period(Duration::from_millis(10));
@@ -122,37 +121,39 @@ async fn start(
     builder.start().await
 }
 
-/// Runs the demo against `store`, writing a human-readable account to `out`.
+/// Runs the demo against `backend`, writing a human-readable account to `out`.
 pub async fn run(
-    store: Arc<dyn Store>,
+    backend: impl Into<Backend>,
     options: DemoOptions,
     out: &mut (dyn Write + Send),
 ) -> Result<DemoReport> {
+    let backend: Backend = backend.into();
     let mut report = DemoReport::default();
     writeln!(
         out,
         "Starting providers on loopback ({} store)...",
-        store.backend()
+        backend.name()
     )?;
     let mut blue = Vec::new();
     for _ in 0..options.blue {
-        blue.push(start(&store, "shop-orders", &options.host, blue_services()).await?);
+        blue.push(start(&backend, "shop-orders", &options.host, blue_services()).await?);
     }
     let mut green = Vec::new();
     for _ in 0..options.green {
-        green.push(start(&store, "shop-orders", &options.host, green_services()).await?);
+        green.push(start(&backend, "shop-orders", &options.host, green_services()).await?);
     }
     let mut payments = Vec::new();
     for _ in 0..options.payments {
-        payments.push(start(&store, "shop-payments", &options.host, payment_services()).await?);
+        payments.push(start(&backend, "shop-payments", &options.host, payment_services()).await?);
     }
     let providers: Vec<&Provider> = blue.iter().chain(&green).chain(&payments).collect();
     report.instances = providers.len();
 
-    let registry = Registry::new(store.clone(), Layout::default(), Limits::default());
+    let registry = backend.instances();
     writeln!(out, "\nRegistered apps:")?;
     writeln!(out, "  {:<16} {:>9}  revisions", "APP", "INSTANCES")?;
-    for (app, instances) in registry.list_apps().await? {
+    for (app, list) in registry.list_apps(&Limits::default()).await? {
+        let instances = list.instances;
         let mut revisions: BTreeMap<&str, usize> = BTreeMap::new();
         for i in instances.values() {
             *revisions.entry(i.revision()).or_default() += 1;
@@ -170,7 +171,7 @@ pub async fn run(
         )?;
     }
 
-    let resolver = Resolver::new(store.clone());
+    let resolver = Resolver::new(backend.clone());
     let mut metrics_task = None;
     if let Some(addr) = options.metrics {
         let bound = crate::exporter::install(addr)?;

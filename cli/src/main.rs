@@ -11,9 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use introspect::consumer::{Resolver, SnapshotOptions, SubscribeOptions, Subscription};
-use introspect::mapping::Mapping;
 use introspect::metrics::Metrics;
-use introspect::registry::Registry;
 use introspect::{Error, Layout, Limits};
 use introspect_cli::demo::DemoOptions;
 use introspect_cli::store::StoreArgs;
@@ -27,6 +25,7 @@ use output::Output;
     version,
     after_help = "Examples:\n  \
         introspect demo                               # 105 providers, 3 revisions, 3 fetches\n  \
+        introspect --registry zookeeper://127.0.0.1:2181 apps\n  \
         introspect --etcd http://127.0.0.1:2379 apps\n  \
         INTROSPECT_ETCD=https://10.0.0.2:2379 introspect --cacert ca.pem --user reader apps\n  \
         introspect --etcd http://127.0.0.1:2379 instances shop-orders\n  \
@@ -35,14 +34,16 @@ use output::Output;
         introspect --etcd http://127.0.0.1:2379 revision shop-orders  # why revisions differ\n  \
         introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n  \
         introspect --etcd http://127.0.0.1:2379 xds --listen 127.0.0.1:18000  # for any gRPC client\n\n\
-        The store is etcd at --etcd or INTROSPECT_ETCD; the password of --user comes from\n\
-        INTROSPECT_PASSWORD or a prompt. The demo runs on the embedded store unless given etcd."
+        The registry is --registry URL (INTROSPECT_REGISTRY: zookeeper://, etcd://, memory://)\n\
+        or etcd at --etcd (INTROSPECT_ETCD); the password of --user comes from\n\
+        INTROSPECT_PASSWORD or a prompt. The demo runs on the embedded store unless given one."
 )]
 struct Cli {
     #[command(flatten)]
     store: StoreArgs,
 
-    /// Key namespace such as `/staging` (default: none).
+    /// Key namespace such as `/staging` on etcd (default: none; ZooKeeper takes ?group= in
+    /// its URL).
     #[arg(long, global = true, default_value = "")]
     namespace: String,
 
@@ -177,21 +178,26 @@ fn is_broken_pipe(error: &Error) -> bool {
 
 async fn run(cli: Cli) -> Result<(), Error> {
     let mut store_args = cli.store.clone();
-    // The demo fills a store of its own: the embedded one unless etcd is named.
-    if matches!(cli.command, Command::Demo { .. }) && store_args.etcd.is_none() {
+    // The demo fills a store of its own: the embedded one unless a registry is named.
+    if matches!(cli.command, Command::Demo { .. })
+        && store_args.etcd.is_none()
+        && store_args.registry.is_none()
+    {
         store_args.memory = true;
     }
-    // A watch starts while etcd is down and follows it once it answers; one-shot commands
-    // fail with a clear error when no member answers in time.
-    let store = if matches!(cli.command, Command::Watch { .. }) {
+    // A watch starts while the registry is down and follows it once it answers; one-shot
+    // commands fail with a clear error when no server answers in time.
+    let backend = if matches!(cli.command, Command::Watch { .. }) {
         introspect_cli::store::open_following(&store_args).await?
     } else {
         introspect_cli::store::open(&store_args).await?
     };
     let layout = Layout::new(cli.namespace.clone())?;
+    let backend = backend.with_layout(layout);
+    let limits = Limits::default();
     let out = Output::new(cli.json);
-    let registry = Registry::new(store.clone(), layout.clone(), Limits::default());
-    let mut resolver = Resolver::builder(store.clone()).layout(layout.clone());
+    let instances = backend.instances().clone();
+    let mut resolver = Resolver::builder(backend.clone());
     if let Command::Watch {
         snapshot: Some(dir),
         ..
@@ -221,7 +227,8 @@ async fn run(cli: Cli) -> Result<(), Error> {
                 metrics: *metrics,
                 ..Default::default()
             };
-            let report = introspect_cli::demo::run(store, options, &mut std::io::stdout()).await?;
+            let report =
+                introspect_cli::demo::run(backend, options, &mut std::io::stdout()).await?;
             if report.fetches as usize != report.revisions {
                 return Err(Error::Config(format!(
                     "expected one fetch per revision, made {} for {}",
@@ -229,16 +236,16 @@ async fn run(cli: Cli) -> Result<(), Error> {
                 )));
             }
         }
-        Command::Apps => out.apps(&registry.list_apps().await?)?,
+        Command::Apps => out.apps(&instances.list_apps(&limits).await?)?,
         Command::Instances { app } => {
-            let list = registry.list(app).await?;
+            let list = instances.list(app, &limits).await?;
             out.instances(&list)?;
             if let Some(error) = unreadable::check(app, &list) {
                 return Err(error);
             }
         }
         Command::Metadata { app, revision } => {
-            let list = registry.list(app).await?;
+            let list = instances.list(app, &limits).await?;
             if let Some(error) = unreadable::check(app, &list) {
                 return Err(error);
             }
@@ -266,8 +273,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
             out.metadata(&*resolver.metadata(app, &revision, &members).await?)?;
         }
         Command::Mapping { interface } => {
-            let mapping = Mapping::new(store, layout, Limits::default());
-            out.mapping(interface, &mapping.get(interface).await?.apps)?;
+            out.mapping(interface, &backend.mapping().get(interface, &limits).await?)?;
         }
         Command::Revision {
             app,
@@ -275,7 +281,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
             revision_b,
         } => {
             let asked: Vec<String> = revision_a.iter().chain(revision_b).cloned().collect();
-            let report = revision::gather(&registry, &resolver, app, &asked).await?;
+            let report = revision::gather(&*instances, &resolver, app, &asked).await?;
             out.revisions(&report)?;
             if let Some(error) = report.revisions.into_iter().find_map(|v| v.fetched.err()) {
                 return Err(error);
@@ -283,7 +289,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Resolve(target) => {
             let resolved =
-                unreadable::resolve(&resolver, &registry, &target.subscription()).await?;
+                unreadable::resolve(&resolver, &*instances, &target.subscription()).await?;
             out.endpoints(&resolved.endpoints)?;
             if let Some(error) = resolved.unreadable {
                 return Err(error);

@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use introspect::backend::{InstanceList, Instances};
 use introspect::model::revision_diff::MetadataDiff;
-use introspect::registry::{InstanceList, Instances};
 use introspect::{Endpoint, MetadataInfo};
 use serde_json::json;
 use std::fmt::Write as _;
@@ -40,7 +40,7 @@ impl Output {
         write_out(&t)
     }
 
-    pub fn apps(&self, apps: &BTreeMap<String, Instances>) -> io::Result<()> {
+    pub fn apps(&self, apps: &BTreeMap<String, InstanceList>) -> io::Result<()> {
         let revisions = |instances: &Instances| -> BTreeMap<String, usize> {
             let mut counts = BTreeMap::new();
             for i in instances.values() {
@@ -50,11 +50,12 @@ impl Output {
         };
         let value = apps
             .iter()
-            .map(|(app, instances)| json!({"app": app, "instances": instances.len(), "revisions": revisions(instances)}))
+            .map(|(app, list)| json!({"app": app, "instances": list.instances.len(), "revisions": revisions(&list.instances)}))
             .collect();
         self.emit(value, |t| {
             let _ = writeln!(t, "{:<24} {:>9}  REVISIONS", "APP", "INSTANCES");
-            for (app, instances) in apps {
+            for (app, list) in apps {
+                let instances = &list.instances;
                 let revs: Vec<String> = revisions(instances)
                     .iter()
                     .map(|(r, n)| format!("{}×{n}", short(r)))

@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::future::join_all;
+use introspect::backend::InstanceRegistry;
 use introspect::consumer::Resolver;
 use introspect::model::revision_diff::{CanonicalForm, MetadataDiff, canonical_forms, diff};
-use introspect::registry::Registry;
-use introspect::{Error, MetadataInfo, ServiceInstance};
+use introspect::{Error, Limits, MetadataInfo, ServiceInstance};
 
 /// One revision of the app, as fetched.
 pub struct RevisionView {
@@ -37,12 +37,12 @@ pub struct RevisionReport {
 /// Reads `app`'s instances and fetches the metadata of `asked` (default: every live
 /// revision) through the resolver, as `metadata` does.
 pub async fn gather(
-    registry: &Registry,
+    instances: &dyn InstanceRegistry,
     resolver: &Resolver,
     app: &str,
     asked: &[String],
 ) -> Result<RevisionReport, Error> {
-    let list = registry.list(app).await?;
+    let list = instances.list(app, &Limits::default()).await?;
     if let Some(error) = crate::unreadable::check(app, &list) {
         return Err(error);
     }

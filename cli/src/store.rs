@@ -1,6 +1,8 @@
-//! Opening the store a command line names: etcd (`--etcd URLS` or `INTROSPECT_ETCD`, with
-//! etcdctl's `--user`, `--cacert`, `--cert` and `--key`) or, only when asked for, the
-//! embedded in-memory store.
+//! Opening the registry a command line names: a Dubbo registry URL (`--registry URL` or
+//! `INTROSPECT_REGISTRY`: `zookeeper://h:p?backup=h2:p2`, `etcd://h:p`, `memory://`), etcd
+//! by its endpoints (`--etcd URLS` or `INTROSPECT_ETCD`, with etcdctl's `--user`,
+//! `--cacert`, `--cert` and `--key`) or, only when asked for, the embedded in-memory store.
+//! Naming the registry twice (`--registry` and `--etcd`) is an error.
 //!
 //! Secrets never appear on the command line or in a message: the password comes from
 //! `INTROSPECT_PASSWORD` or a prompt on the terminal, and credentials written into an
@@ -8,12 +10,15 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::Args;
+use introspect::backend::url::{RegistryUrl, Scheme};
+use introspect::backend::{Backend, ConnectOptions};
 use introspect::store::{EtcdOptions, EtcdStore};
-use introspect::{Error, MemoryStore, Result, Store};
+use introspect::{Error, MemoryStore, Result};
 
+/// The environment variable holding the registry URL.
+pub const REGISTRY_VAR: &str = "INTROSPECT_REGISTRY";
 /// The environment variable holding the etcd endpoints (as etcdctl's `ETCDCTL_ENDPOINTS`).
 pub const ENDPOINTS_VAR: &str = "INTROSPECT_ETCD";
 /// The environment variable holding the etcd user name.
@@ -24,6 +29,11 @@ pub const PASSWORD_VAR: &str = "INTROSPECT_PASSWORD";
 /// Where the registry is, as arguments every command takes.
 #[derive(Args, Clone, Debug, Default)]
 pub struct StoreArgs {
+    /// The registry as Dubbo names it: zookeeper://HOST:PORT?backup=HOST:PORT,…&group=G,
+    /// etcd://HOST:PORT (etcd3://), memory://. Credentials never go in it (see --user).
+    #[arg(long, global = true, env = REGISTRY_VAR, value_name = "URL")]
+    pub registry: Option<String>,
+
     /// etcd endpoints, comma-separated, e.g. http://10.0.0.1:2379 (https:// with --cacert).
     #[arg(long, global = true, env = ENDPOINTS_VAR, hide_env_values = true, value_name = "URLS")]
     pub etcd: Option<String>,
@@ -33,8 +43,9 @@ pub struct StoreArgs {
     #[arg(long, global = true)]
     pub memory: bool,
 
-    /// etcd user name. The password is read from INTROSPECT_PASSWORD, or asked for on the
-    /// terminal; it is never taken from the command line.
+    /// User name (etcd's user, ZooKeeper's digest user). The password is read from
+    /// INTROSPECT_PASSWORD, or asked for on the terminal; it is never taken from the command
+    /// line.
     #[arg(long, global = true, env = USER_VAR, value_name = "NAME")]
     pub user: Option<String>,
 
@@ -51,37 +62,87 @@ pub struct StoreArgs {
     pub key: Option<PathBuf>,
 }
 
-/// Opens the store `args` name: the memory store when `--memory` is given, else etcd. With
-/// neither `--memory` nor endpoints it fails: nothing falls back to an empty store silently.
-pub async fn open(args: &StoreArgs) -> Result<Arc<dyn Store>> {
-    if args.memory {
-        return Ok(Arc::new(MemoryStore::new()));
-    }
-    let Some(urls) = &args.etcd else {
-        return Err(Error::Config(format!(
-            "no store given: pass --etcd URLS or set {ENDPOINTS_VAR} (or --memory for an empty \
-             embedded store)"
-        )));
-    };
-    let options = etcd_options(args, urls)?;
-    let endpoints = options.endpoints().to_vec();
-    match EtcdStore::connect(options).await {
-        Ok(store) => Ok(Arc::new(store)),
-        Err(Error::StoreUnavailable(reason)) => Err(unreachable(&endpoints, &reason)),
-        Err(e) => Err(e),
+/// Opens the registry `args` name: the memory store when `--memory` is given, else the
+/// `--registry` URL or etcd's `--etcd` endpoints. With none of them it fails: nothing falls
+/// back to an empty store silently.
+pub async fn open(args: &StoreArgs) -> Result<Backend> {
+    open_with(args, false).await
+}
+
+/// Opens the registry `args` name for a long-running command (`watch`, `xds`): like
+/// [`open`], but connected in the background, so the command starts while the registry is
+/// down and follows it once it answers. Refused credentials still fail here.
+pub async fn open_following(args: &StoreArgs) -> Result<Backend> {
+    open_with(args, true).await
+}
+
+async fn open_with(args: &StoreArgs, background: bool) -> Result<Backend> {
+    match (&args.registry, &args.etcd, args.memory) {
+        (Some(_), Some(_), _) => Err(Error::Config(format!(
+            "the registry is named twice: give --registry ({REGISTRY_VAR}) or --etcd              ({ENDPOINTS_VAR}), not both"
+        ))),
+        (Some(_), _, true) | (_, Some(_), true) => Err(Error::Config(
+            "--memory names the embedded store: leave out --registry and --etcd".into(),
+        )),
+        (None, None, true) => Ok(Backend::from(std::sync::Arc::new(MemoryStore::new()))),
+        (None, None, false) => Err(Error::Config(format!(
+            "no store given: pass --registry URL (or set {REGISTRY_VAR}), --etcd URLS (or set              {ENDPOINTS_VAR}), or --memory for an empty embedded store"
+        ))),
+        (None, Some(urls), false) => {
+            let options = etcd_options(args, urls)?.with_connect_in_background(background);
+            let endpoints = options.endpoints().to_vec();
+            match EtcdStore::connect(options).await {
+                Ok(store) => Ok(Backend::from(std::sync::Arc::new(store))),
+                Err(Error::StoreUnavailable(reason)) => Err(unreachable(&endpoints, &reason)),
+                Err(e) => Err(e),
+            }
+        }
+        (Some(url), None, false) => {
+            let parsed = RegistryUrl::parse(url)?;
+            let mut options = ConnectOptions::default().with_connect_in_background(background);
+            if let Some(user) = &args.user {
+                if user.contains(':') {
+                    return Err(Error::Config(format!(
+                        "--user takes a name only; give the password in {PASSWORD_VAR} or at the                          prompt"
+                    )));
+                }
+                options = options.with_credentials(user.clone(), password(user)?);
+            }
+            if args.cacert.is_some() || args.cert.is_some() || args.key.is_some() {
+                if parsed.scheme != Scheme::Etcd {
+                    return Err(Error::Config(format!(
+                        "--cacert, --cert and --key are for etcd, not {}://",
+                        parsed.scheme
+                    )));
+                }
+                let (ca, identity) = tls_files(args)?;
+                options = options.with_etcd_tls(ca, identity);
+            }
+            introspect::backend::connect_with(url, &options).await
+        }
     }
 }
 
-/// Opens the store `args` name for a long-running command (`watch`): like [`open`], but
-/// etcd is connected in the background, so the command starts while etcd is down and
-/// follows it once it answers. Refused credentials still fail here.
-pub async fn open_following(args: &StoreArgs) -> Result<Arc<dyn Store>> {
-    if args.memory || args.etcd.is_none() {
-        return open(args).await;
-    }
-    let urls = args.etcd.as_deref().unwrap_or_default();
-    let options = etcd_options(args, urls)?.with_connect_in_background(true);
-    Ok(Arc::new(EtcdStore::connect(options).await?))
+/// A client certificate and its key, PEM.
+type Identity = (Vec<u8>, Vec<u8>);
+
+/// The CA and the client certificate and key the TLS flags name.
+fn tls_files(args: &StoreArgs) -> Result<(Vec<u8>, Option<Identity>)> {
+    let Some(ca) = &args.cacert else {
+        return Err(Error::Config(
+            "--cert and --key need --cacert, the CA that signed etcd's certificate".into(),
+        ));
+    };
+    let identity = match (&args.cert, &args.key) {
+        (Some(cert), Some(key)) => Some((read_pem(cert, "--cert")?, read_pem(key, "--key")?)),
+        (None, None) => None,
+        _ => {
+            return Err(Error::Config(
+                "--cert and --key go together: give both or neither".into(),
+            ));
+        }
+    };
+    Ok((read_pem(ca, "--cacert")?, identity))
 }
 
 /// The etcd options `args` describe, reading the password and the PEM files.
@@ -96,27 +157,9 @@ pub fn etcd_options(args: &StoreArgs, urls: &str) -> Result<EtcdOptions> {
         }
         options = options.with_user(user.clone(), password(user)?);
     }
-    match (&args.cacert, &args.cert, &args.key) {
-        (None, None, None) => {}
-        (None, _, _) => {
-            return Err(Error::Config(
-                "--cert and --key need --cacert, the CA that signed etcd's certificate".into(),
-            ));
-        }
-        (Some(ca), cert, key) => {
-            let identity = match (cert, key) {
-                (Some(cert), Some(key)) => {
-                    Some((read_pem(cert, "--cert")?, read_pem(key, "--key")?))
-                }
-                (None, None) => None,
-                _ => {
-                    return Err(Error::Config(
-                        "--cert and --key go together: give both or neither".into(),
-                    ));
-                }
-            };
-            options = options.with_tls(read_pem(ca, "--cacert")?, identity);
-        }
+    if args.cacert.is_some() || args.cert.is_some() || args.key.is_some() {
+        let (ca, identity) = tls_files(args)?;
+        options = options.with_tls(ca, identity);
     }
     Ok(options)
 }
@@ -146,13 +189,13 @@ fn password(user: &str) -> Result<String> {
     // A script has no one to answer a prompt: say what to set instead of waiting.
     if !std::io::stdin().is_terminal() {
         return Err(Error::Config(format!(
-            "no password for etcd user {user}: set {PASSWORD_VAR} (not prompting: standard \
-             input is not a terminal)"
+            "no password for user {user}: set {PASSWORD_VAR} (not prompting: standard input \
+             is not a terminal)"
         )));
     }
-    rpassword::prompt_password(format!("etcd password for {user}: ")).map_err(|e| {
+    rpassword::prompt_password(format!("password for {user}: ")).map_err(|e| {
         Error::Config(format!(
-            "no password for etcd user {user}: set {PASSWORD_VAR} or run on a terminal ({e})"
+            "no password for user {user}: set {PASSWORD_VAR} or run on a terminal ({e})"
         ))
     })
 }
@@ -207,12 +250,39 @@ mod tests {
 
     #[tokio::test]
     async fn no_store_named_is_an_error_not_an_empty_store() {
-        let err = open(&StoreArgs::default()).await.err().expect("refused");
+        let err = open(&StoreArgs::default()).await.expect_err("refused");
+        assert!(err.to_string().contains("--registry"), "{err}");
         assert!(err.to_string().contains("--etcd"), "{err}");
         let memory = StoreArgs {
             memory: true,
             ..Default::default()
         };
-        assert_eq!(open(&memory).await.unwrap().backend(), "memory");
+        assert_eq!(open(&memory).await.unwrap().name(), "memory");
+        let url = StoreArgs {
+            registry: Some("memory://".into()),
+            ..Default::default()
+        };
+        assert_eq!(open(&url).await.unwrap().name(), "memory");
+    }
+
+    #[tokio::test]
+    async fn the_registry_named_twice_is_an_error() {
+        let both = StoreArgs {
+            registry: Some("zookeeper://127.0.0.1:2181".into()),
+            etcd: Some("http://127.0.0.1:2379".into()),
+            ..Default::default()
+        };
+        let err = open(&both).await.expect_err("refused").to_string();
+        assert!(err.contains("named twice"), "{err}");
+        let tls_on_zookeeper = StoreArgs {
+            registry: Some("zookeeper://127.0.0.1:2181".into()),
+            cacert: Some("ca.pem".into()),
+            ..Default::default()
+        };
+        let err = open(&tls_on_zookeeper)
+            .await
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("for etcd"), "{err}");
     }
 }

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeSet;
 
+use introspect::Limits;
+use introspect::backend::{InstanceList, InstanceRegistry};
 use introspect::consumer::{Resolver, Subscription};
-use introspect::registry::{InstanceList, Registry};
 use introspect::{Endpoint, Error};
 
 /// The error for `app` when its records exist but none could be read; `None` when the app
@@ -36,7 +37,7 @@ pub struct Resolved {
 /// uncached revision), also telling which app had only unreadable records.
 pub async fn resolve(
     resolver: &Resolver,
-    registry: &Registry,
+    instances: &dyn InstanceRegistry,
     subscription: &Subscription,
 ) -> Result<Resolved, Error> {
     let apps: BTreeSet<String> = resolver.apps(subscription).await?;
@@ -44,7 +45,7 @@ pub async fn resolve(
     let mut failure = None;
     let mut unreadable = None;
     for app in &apps {
-        let list = registry.list(app).await?;
+        let list = instances.list(app, &Limits::default()).await?;
         if let Some(error) = check(app, &list) {
             unreadable = unreadable.or(Some(error));
             continue;

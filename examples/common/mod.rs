@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use introspect::backend::{Backend, ConnectOptions};
 use introspect::metrics::{Metrics, MetricsTask};
 use introspect::{EtcdOptions, EtcdStore, MemoryStore, Store};
 use tonic::{Request, Response, Status};
@@ -33,6 +34,32 @@ pub fn init_tracing(default: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+}
+
+/// Where the registry is, as the examples take it: `--registry URL` (or
+/// `INTROSPECT_REGISTRY`), or etcd's `--etcd URLS` (or `INTROSPECT_ETCD`), not both.
+#[derive(clap::Args, Debug)]
+pub struct RegistryArgs {
+    /// The registry as Dubbo names it: zookeeper://127.0.0.1:2181 (build with
+    /// `--features zookeeper`), etcd://127.0.0.1:2379, memory://.
+    #[arg(long, env = "INTROSPECT_REGISTRY", value_name = "URL")]
+    pub registry: Option<String>,
+    /// etcd endpoints, comma-separated (e.g. http://127.0.0.1:2379).
+    #[arg(long, env = "INTROSPECT_ETCD", value_name = "URLS")]
+    pub etcd: Option<String>,
+}
+
+/// The registry `args` name, connected in the background (see [`open_store`]).
+pub async fn open_backend(args: &RegistryArgs) -> Result<Backend, BoxError> {
+    match (&args.registry, &args.etcd) {
+        (Some(_), Some(_)) => Err("give --registry or --etcd, not both".into()),
+        (None, None) => Err("no registry given: pass --registry URL or --etcd URLS".into()),
+        (None, Some(urls)) => Ok(Backend::from(open_store(Some(urls)).await?)),
+        (Some(url), None) => {
+            let options = ConnectOptions::default().with_connect_in_background(true);
+            Ok(introspect::backend::connect_with(url, &options).await?)
+        }
+    }
 }
 
 /// etcd at `urls` (comma-separated), or the embedded store when `None`.

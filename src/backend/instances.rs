@@ -24,8 +24,10 @@ pub struct InstanceList {
     /// Records of the app that were skipped: their `{host}:{port}` (or key) and why.
     pub skipped: Vec<(String, String)>,
     /// Where the read was: the store revision of the read (etcd, memory), or the backend's
-    /// nearest equivalent; `0` when the backend has none. A revision lower than one seen
-    /// before means the registry was wiped or replaced.
+    /// nearest equivalent (ZooKeeper: the highest zxid the list saw); `0` when the backend
+    /// has none or this read gave none (ZooKeeper without the app node). `0` is never
+    /// compared. A revision lower than one seen before means the registry was wiped or
+    /// replaced.
     pub revision: i64,
     /// The registry's epoch as read with the list: a random id that providers of this crate
     /// create when it is absent. A change, or its disappearance, means the registry was wiped

@@ -8,8 +8,11 @@
 //!   (retried), follow one interface;
 //! * [`MetadataReports`]: get, put if absent, list an app's revisions, remove.
 //!
-//! A [`Backend`] holds the three. The embedded memory store and etcd implement them over
-//! the etcd-shaped [`Store`] and its key layout ([`kv`]); everything above the seam
+//! A [`Backend`] holds the three; [`connect`] gives one for a Dubbo registry URL
+//! (`zookeeper://h:p?backup=h2:p2`, `etcd://h:p`, `memory://`, see [`url`]). The embedded
+//! memory store and etcd implement them over the etcd-shaped [`Store`] and its key layout
+//! ([`kv`]); ZooKeeper (feature `zookeeper`) natively, as Dubbo Java 3.3 and dubbo-go write
+//! it ([`zookeeper`]). Everything above the seam
 //! (provider, resolver, views, protections, balanced channel, xDS, tool) works the same on
 //! every backend and knows none of them. The signals the protections need are
 //! backend-neutral: each list carries where it was read ([`InstanceList::revision`], where
@@ -20,13 +23,21 @@
 //! failure and whoever follows decides when to follow again (on tokio's clock, which tests
 //! pause).
 
+mod connect;
+mod deadline;
 mod instances;
 pub mod kv;
 mod mapping;
 mod reports;
+pub mod url;
+#[cfg(feature = "zookeeper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
+pub mod zookeeper;
 
 use std::sync::Arc;
+use std::time::Duration;
 
+pub use connect::{ConnectOptions, connect, connect_with};
 pub use instances::{
     InstanceChange, InstanceEvent, InstanceFollow, InstanceList, InstanceRegistry, Instances,
     Registration,
@@ -35,7 +46,8 @@ pub use mapping::{MappingFollow, MappingRegistry};
 pub use reports::MetadataReports;
 
 use crate::layout::Layout;
-use crate::store::{MemoryStore, Store};
+use crate::store::{DeadlineStore, MemoryStore, Store};
+use deadline::Deadline;
 use kv::KvBackend;
 
 /// A registry backend: its three parts. Cheap to clone; clones share the connection.
@@ -113,19 +125,33 @@ impl Backend {
         self.kv.as_ref()
     }
 
-    /// The backend with `timeout` on every call (a follow's stream is not bounded: it waits
-    /// for changes by design), so a registry that hangs costs a timeout, never a hung
-    /// provider or resolver.
-    pub fn with_timeout(self, timeout: std::time::Duration) -> Self {
-        match &self.kv {
-            Some(kv) => {
-                let store = Arc::new(crate::store::DeadlineStore::new(
-                    kv.store().clone(),
-                    timeout,
-                ));
-                Backend::kv(store, kv.layout().clone())
-            }
-            None => self,
+    /// The same backend with `deadline` on every call: a key-value backend on each store
+    /// call, any other on each call of its three parts (following streams are bounded while
+    /// they start, not while they wait for changes).
+    pub fn with_deadline(self, deadline: Duration) -> Self {
+        if let Some(kv) = &self.kv {
+            let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(kv.store().clone(), deadline));
+            return Backend::kv(store, kv.layout().clone());
+        }
+        let name = self.name;
+        Backend {
+            name,
+            instances: Arc::new(Deadline {
+                inner: self.instances,
+                deadline,
+                backend: name,
+            }),
+            mapping: Arc::new(Deadline {
+                inner: self.mapping,
+                deadline,
+                backend: name,
+            }),
+            reports: Arc::new(Deadline {
+                inner: self.reports,
+                deadline,
+                backend: name,
+            }),
+            kv: None,
         }
     }
 

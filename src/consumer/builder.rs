@@ -156,7 +156,7 @@ impl ResolverBuilder {
         if let Some(layout) = self.layout {
             backend = backend.with_layout(layout);
         }
-        let backend = backend.with_timeout(self.store_timeout);
+        let backend = backend.with_deadline(self.store_timeout);
         let client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
         #[cfg(feature = "tls")]
         let client = match &self.tls {

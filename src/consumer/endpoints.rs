@@ -24,7 +24,7 @@ pub(crate) fn by_revision<'a>(
     let mut grouped: BTreeMap<&str, Vec<&Arc<ServiceInstance>>> = BTreeMap::new();
     for instance in instances
         .into_iter()
-        .filter(|i| i.enabled && i.revision() != EMPTY_REVISION)
+        .filter(|i| i.accepts_calls() && i.revision() != EMPTY_REVISION)
     {
         grouped
             .entry(instance.revision())

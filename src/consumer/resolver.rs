@@ -142,7 +142,11 @@ impl Resolver {
         let mut found = Vec::with_capacity(apps.len());
         for (app, list) in apps.iter().zip(lists) {
             let list = list?;
-            let enabled = list.instances.values().filter(|i| i.enabled).count();
+            let enabled = list
+                .instances
+                .values()
+                .filter(|i| i.accepts_calls())
+                .count();
             let mut infos = Vec::new();
             let mut unknown = 0;
             for (revision, members) in by_revision(list.instances.values()) {

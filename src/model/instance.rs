@@ -84,6 +84,26 @@ impl ServiceInstance {
         Ok(())
     }
 
+    /// Whether the instance declares it is draining before a graceful stop
+    /// ([`keys::STOPPING`] is `true`).
+    pub fn is_stopping(&self) -> bool {
+        self.metadata.get(keys::STOPPING).map(String::as_str) == Some(keys::STOPPING_TRUE)
+    }
+
+    /// Whether new calls may go to the instance: enabled and not stopping. A record that
+    /// fails this is on its way out gracefully; its removal is no expiry.
+    pub fn accepts_calls(&self) -> bool {
+        self.enabled && !self.is_stopping()
+    }
+
+    /// Marks the instance as draining before a graceful stop: `enabled: false` and
+    /// [`keys::STOPPING`] `true`, so that readers of every record format see it.
+    pub fn mark_stopping(&mut self) {
+        self.enabled = false;
+        self.metadata
+            .insert(keys::STOPPING.into(), keys::STOPPING_TRUE.into());
+    }
+
     /// `{host}:{port}`, the last segment of the instance's key (Dubbo's form: an IPv6 host
     /// is not bracketed). Not dialable as such: see [`ServiceInstance::authority`].
     pub fn address(&self) -> String {
@@ -236,6 +256,19 @@ impl ServiceInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stopping_marker_reads_like_disabled() {
+        let mut i = ServiceInstance::new("a", "h", 1);
+        assert!(i.accepts_calls() && !i.is_stopping());
+        i.metadata.insert(keys::STOPPING.into(), "true".into());
+        assert!(i.enabled && i.is_stopping() && !i.accepts_calls());
+        i.metadata.insert(keys::STOPPING.into(), "false".into());
+        assert!(i.accepts_calls());
+        let mut j = ServiceInstance::new("a", "h", 1);
+        j.mark_stopping();
+        assert!(!j.enabled && j.is_stopping());
+    }
 
     #[test]
     fn json_round_trip() {

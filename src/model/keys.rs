@@ -16,3 +16,11 @@ pub const META_V: &str = "meta-v";
 pub const META_V_2: &str = "2.0.0";
 /// The revision rule the instance follows, so that consumers can verify its revision.
 pub const REVISION_RULE: &str = "introspect.revision-rule";
+/// `true` while the instance drains before a graceful stop: readers treat it like
+/// `enabled: false` (route no new calls to it, and its removal is no expiry). Providers of
+/// this crate write it on every backend, beside `enabled: false` where the record has that
+/// field; on ZooKeeper and Nacos, whose records carry no usable `enabled`, it is the only
+/// sign of a graceful stop.
+pub const STOPPING: &str = "introspect.stopping";
+/// Value of [`STOPPING`] on a draining instance.
+pub const STOPPING_TRUE: &str = "true";

@@ -14,25 +14,22 @@ use super::{
     DEFAULT_DRAIN, DEFAULT_LEASE_TTL, DEFAULT_REVISION_GRACE, MetadataServing, Provider, Settings,
     Shared, State, address,
 };
+use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::limits::Limits;
-use crate::mapping::Mapping;
 use crate::model::{MetadataInfo, ServiceInfo, ServiceInstance, StorageType, names};
-use crate::registry::Registry;
-use crate::report::MetadataReport;
 use crate::rpc::ExportedMetadata;
-use crate::store::{DeadlineStore, Store};
 
-/// Builds a [`Provider`]. Only the app name and the store are required.
+/// Builds a [`Provider`]. Only the app name and the registry backend are required.
 pub struct ProviderBuilder {
     app: String,
-    store: Arc<dyn Store>,
+    backend: Backend,
     host: Option<String>,
     port: Option<u16>,
     services: Vec<ServiceInfo>,
     extra_metadata: BTreeMap<String, String>,
-    layout: Layout,
+    layout: Option<Layout>,
     limits: Limits,
     lease_ttl: Duration,
     drain: Duration,
@@ -48,16 +45,16 @@ pub struct ProviderBuilder {
 }
 
 impl ProviderBuilder {
-    /// The defaults, for a provider of `app` registering in `store`.
-    pub(super) fn new(app: String, store: Arc<dyn Store>) -> Self {
+    /// The defaults, for a provider of `app` registering in `backend`.
+    pub(super) fn new(app: String, backend: Backend) -> Self {
         ProviderBuilder {
             app,
-            store,
+            backend,
             host: None,
             port: None,
             services: Vec::new(),
             extra_metadata: BTreeMap::new(),
-            layout: Layout::default(),
+            layout: None,
             limits: Limits::default(),
             lease_ttl: DEFAULT_LEASE_TTL,
             drain: DEFAULT_DRAIN,
@@ -113,9 +110,11 @@ impl ProviderBuilder {
         self
     }
 
-    /// Puts every key under a namespace such as `/staging` (default: none).
+    /// Puts every key under a namespace such as `/staging` (default: none). Only for a
+    /// key-value backend (memory, etcd); other backends take their root from their URL
+    /// (`zookeeper://…?group=staging`).
     pub fn layout(mut self, layout: Layout) -> Self {
-        self.layout = layout;
+        self.layout = Some(layout);
         self
     }
 
@@ -125,7 +124,9 @@ impl ProviderBuilder {
         self
     }
 
-    /// Sets the lease TTL (default [`DEFAULT_LEASE_TTL`]); keep-alives go every third of it.
+    /// Sets the lease TTL (default [`DEFAULT_LEASE_TTL`]): on ZooKeeper, the session
+    /// timeout asked for (the server may grant another, which is then used). Keep-alives go
+    /// every third of the TTL granted.
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = ttl;
         self
@@ -175,8 +176,8 @@ impl ProviderBuilder {
         self
     }
 
-    /// Sets the deadline of each store call (default
-    /// [`crate::store::DEFAULT_STORE_TIMEOUT`]): a hanging store costs a timeout, never a
+    /// Sets the deadline of each registry call (default
+    /// [`crate::store::DEFAULT_STORE_TIMEOUT`]): a hanging registry costs a timeout, never a
     /// hung provider.
     pub fn store_timeout(mut self, timeout: Duration) -> Self {
         self.store_timeout = timeout;
@@ -224,15 +225,16 @@ impl ProviderBuilder {
             crate::model::PROVIDER_REVISION_RULE,
         )?;
         let exported = Arc::new(ExportedMetadata::new(metadata, self.revision_grace));
-        let store: Arc<dyn Store> = Arc::new(DeadlineStore::new(self.store, self.store_timeout));
-        let span = tracing::info_span!("provider", app = %self.app);
+        let backend = match self.layout {
+            Some(layout) => self.backend.with_layout(layout),
+            None => self.backend,
+        };
+        let backend = backend.with_deadline(self.store_timeout);
+        let span = tracing::info_span!("provider", app = %self.app, registry = backend.name());
         Ok(Provider {
             span,
             shared: Arc::new(Shared {
-                registry: Registry::new(store.clone(), self.layout.clone(), self.limits.clone()),
-                mapping: Mapping::new(store.clone(), self.layout.clone(), self.limits.clone()),
-                report: MetadataReport::new(store.clone(), self.layout, self.limits.clone()),
-                store,
+                backend,
                 exported,
                 limits: self.limits,
                 lease_ttl: self.lease_ttl,
@@ -248,8 +250,9 @@ impl ProviderBuilder {
                         port,
                     ),
                     extra_metadata: self.extra_metadata,
-                    lease: None,
+                    registration: None,
                     metadata_port: port,
+                    stopping: false,
                     stopped: false,
                 }),
                 cancel: CancellationToken::new(),

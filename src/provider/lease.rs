@@ -1,5 +1,5 @@
-//! Registration under a lease, the keep-alive loop and re-registration when the lease is
-//! lost.
+//! Registration with liveness (a lease, a session), the keep-alive loop and registering
+//! again when the liveness is lost.
 
 use std::time::Duration;
 
@@ -9,69 +9,80 @@ use crate::error::{Error, Result};
 use crate::model::StorageType;
 
 impl Shared {
-    /// Grants a fresh lease and writes the instance record under it (and the report first,
-    /// for storage type `remote`).
+    /// Registers the instance record with fresh liveness (and writes the report first, for
+    /// storage type `remote`), replacing the registration it had.
     pub(super) async fn register_with_new_lease(&self) -> Result<()> {
         if self.storage_type == StorageType::Remote {
-            self.report.publish(&self.exported.current()).await?;
+            self.backend
+                .reports()
+                .put_if_absent(&self.exported.current(), &self.limits)
+                .await?;
         }
         let mut state = self.state.lock().await;
         if state.stopped {
             return Err(Error::Shutdown);
         }
         self.refresh_metadata(&mut state);
-        let lease = self.store.grant_lease(self.lease_ttl).await?;
-        if let Err(e) = self.registry.register(&state.instance, Some(lease)).await {
-            let _ = self.store.revoke_lease(lease).await;
-            return Err(e);
-        }
-        state.lease = Some(lease);
+        let registration = self
+            .backend
+            .instances()
+            .register(&state.instance, self.lease_ttl, &self.limits)
+            .await?;
+        state.registration = Some(registration.clone());
         tracing::info!(
             app = %state.instance.service_name,
             address = %state.instance.address(),
             revision = %state.instance.revision(),
-            lease,
+            registration = %registration.id(),
+            ttl = ?registration.ttl(),
             "instance registered"
         );
         Ok(())
     }
 
-    /// Renews the lease every third of its TTL; when the lease is lost, or renewals have
-    /// failed for longer than the TTL, registers again under a new lease.
+    /// Keeps the registration alive every third of its TTL (the one the registry granted);
+    /// when it is lost, or keep-alives have failed for longer than the TTL, registers again.
     pub(super) async fn keep_alive_loop(&self) {
-        let period = self.lease_ttl / 3;
         let mut last_renewal = tokio::time::Instant::now();
         loop {
+            let registration = self.state.lock().await.registration.clone();
+            let ttl = registration.as_ref().map_or(self.lease_ttl, |r| r.ttl());
+            let period = ttl / 3;
             tokio::select! {
                 _ = self.cancel.cancelled() => return,
                 _ = tokio::time::sleep(period) => {}
             }
-            let Some(lease) = self.state.lock().await.lease else {
+            // The registration of now: a recovery meanwhile may have replaced it.
+            let Some(registration) = self.state.lock().await.registration.clone() else {
                 continue;
             };
-            let renewal = tokio::time::timeout(period, self.store.keep_alive(lease)).await;
+            let id = registration.id();
+            let renewal = tokio::time::timeout(period, registration.keep_alive()).await;
             let lost = match renewal {
-                Ok(Ok(_)) => {
-                    tracing::debug!(lease, "lease renewed");
+                Ok(Ok(())) => {
+                    tracing::debug!(registration = %id, "registration kept alive");
                     last_renewal = tokio::time::Instant::now();
                     false
                 }
-                Ok(Err(Error::LeaseNotFound(_))) => true,
+                Ok(Err(Error::RegistrationLost(reason))) => {
+                    tracing::warn!(registration = %id, %reason, "registration lost");
+                    true
+                }
                 Ok(Err(e)) => {
                     if let Some(suppressed) = self.warn_allowed("lease renewal failed") {
-                        tracing::warn!(lease, error = %e, suppressed, "lease renewal failed");
+                        tracing::warn!(registration = %id, error = %e, suppressed, "keep-alive failed");
                     }
-                    last_renewal.elapsed() > self.lease_ttl
+                    last_renewal.elapsed() > ttl
                 }
                 Err(_) => {
                     if let Some(suppressed) = self.warn_allowed("lease renewal timed out") {
-                        tracing::warn!(lease, suppressed, "lease renewal timed out");
+                        tracing::warn!(registration = %id, suppressed, "keep-alive timed out");
                     }
-                    last_renewal.elapsed() > self.lease_ttl
+                    last_renewal.elapsed() > ttl
                 }
             };
             if lost {
-                tracing::warn!(lease, "lease lost; registering again");
+                tracing::warn!(registration = %id, "registering again");
                 self.recover().await;
                 last_renewal = tokio::time::Instant::now();
             }
@@ -84,10 +95,10 @@ impl Shared {
         self.warnings.allow(cause, "", tokio::time::Instant::now())
     }
 
-    /// Registers again under a new lease and rewrites the mappings, with backoff and jitter
-    /// while the store is down. A draining instance is registered again disabled; a stopped
-    /// one is not registered again. Also the first registration of a provider that started
-    /// serving while the store was down.
+    /// Registers again with fresh liveness and rewrites the mappings, with backoff and
+    /// jitter while the registry is down. A draining instance is registered again marked as
+    /// stopping; a stopped one is not registered again. Also the first registration of a
+    /// provider that started serving while the registry was down.
     pub(super) async fn recover(&self) {
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
         loop {

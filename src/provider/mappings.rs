@@ -15,7 +15,12 @@ impl Shared {
         interfaces.dedup();
         let mut pending = Vec::new();
         for interface in interfaces {
-            match self.mapping.add(interface, &current.app).await {
+            match self
+                .backend
+                .mapping()
+                .add(interface, &current.app, &self.limits)
+                .await
+            {
                 Ok(_) => tracing::debug!(%interface, "interface mapped to the app"),
                 Err(e) => {
                     if let Some(suppressed) = self.warn_allowed("mapping not written") {
@@ -39,7 +44,13 @@ impl Shared {
             }
             let mut still = Vec::new();
             for interface in pending {
-                if self.mapping.add(&interface, &app).await.is_err() {
+                if self
+                    .backend
+                    .mapping()
+                    .add(&interface, &app, &self.limits)
+                    .await
+                    .is_err()
+                {
                     still.push(interface);
                 }
             }

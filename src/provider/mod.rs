@@ -59,14 +59,11 @@ use tracing::Instrument as _;
 
 pub use builder::ProviderBuilder;
 
+use crate::backend::{Backend, Registration};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::mapping::Mapping;
-use crate::model::{MetadataInfo, ServiceInfo, ServiceInstance, StorageType};
-use crate::registry::Registry;
-use crate::report::MetadataReport;
+use crate::model::{MetadataInfo, ServiceInfo, ServiceInstance, StorageType, keys};
 use crate::rpc::{ExportedMetadata, MetadataServer, MetadataServiceV2Server};
-use crate::store::{LeaseId, Store};
 
 /// Default lease TTL: a crashed provider disappears this long after its last keep-alive.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
@@ -109,10 +106,8 @@ struct Settings {
 
 /// What the provider's tasks share.
 struct Shared {
-    store: Arc<dyn Store>,
-    registry: Registry,
-    mapping: Mapping,
-    report: MetadataReport,
+    /// The registry backend, each call under the store deadline.
+    backend: Backend,
     exported: Arc<ExportedMetadata>,
     limits: Limits,
     lease_ttl: Duration,
@@ -126,20 +121,25 @@ struct Shared {
     warnings: crate::warnings::Aggregator,
 }
 
-/// The instance record as last written, and the lease it is bound to.
+/// The instance record as last written, and the registration (lease, session) that keeps
+/// it alive.
 struct State {
     instance: ServiceInstance,
     extra_metadata: BTreeMap<String, String>,
-    lease: Option<LeaseId>,
+    registration: Option<Arc<dyn Registration>>,
     metadata_port: u16,
+    /// Set once the graceful stop began: the record is written marked as stopping.
+    stopping: bool,
     /// Set once the record is being deleted: nothing may register it again.
     stopped: bool,
 }
 
 impl Provider {
-    /// A builder for a provider of `app` registering in `store`.
-    pub fn builder(app: impl Into<String>, store: Arc<dyn Store>) -> ProviderBuilder {
-        ProviderBuilder::new(app.into(), store)
+    /// A builder for a provider of `app` registering in `backend`: a [`Backend`] (from
+    /// [`crate::backend::connect`], say), or a store (`Arc<dyn Store>`, `Arc<MemoryStore>`,
+    /// `Arc<EtcdStore>`), which becomes the key-value backend over it.
+    pub fn builder(app: impl Into<String>, backend: impl Into<Backend>) -> ProviderBuilder {
+        ProviderBuilder::new(app.into(), backend.into())
     }
 
     /// The MetadataService to add to the user's tonic server (when not served on a port of
@@ -164,9 +164,12 @@ impl Provider {
         self.shared.state.lock().await.instance.clone()
     }
 
-    /// The lease the instance is bound to, once registered.
-    pub async fn lease(&self) -> Option<LeaseId> {
-        self.shared.state.lock().await.lease
+    /// What keeps the instance's record alive, once registered: its registration's id,
+    /// such as `lease 7587…` (etcd, memory) or `session 0x…` (ZooKeeper). It changes when the
+    /// provider registers again after losing it.
+    pub async fn registration_id(&self) -> Option<String> {
+        let state = self.shared.state.lock().await;
+        state.registration.as_ref().map(|r| r.id())
     }
 
     /// Starts serving MetadataService (when on its own port), publishes the report (storage
@@ -257,17 +260,18 @@ impl Provider {
         }
         tracing::info!(app = %metadata.app, revision = %metadata.revision, "exports changed");
         if self.shared.storage_type == StorageType::Remote {
-            self.shared.report.publish(&metadata).await?;
+            self.shared
+                .backend
+                .reports()
+                .put_if_absent(&metadata, &self.shared.limits)
+                .await?;
         }
         self.shared.exported.replace(metadata);
         {
             let mut state = self.shared.state.lock().await;
             self.shared.refresh_metadata(&mut state);
-            if state.lease.is_some() {
-                self.shared
-                    .registry
-                    .register(&state.instance, state.lease)
-                    .await?;
+            if let Some(registration) = &state.registration {
+                registration.update(&state.instance).await?;
             }
         }
         let pending = self.shared.write_mappings().await;
@@ -278,9 +282,10 @@ impl Provider {
         Ok(())
     }
 
-    /// Stops gracefully: marks the instance disabled (consumers stop routing to it at once),
-    /// waits the drain period, deletes the record, revokes the lease and stops the tasks and
-    /// the provider's own server.
+    /// Stops gracefully: marks the instance as stopping (`enabled: false` and
+    /// `introspect.stopping=true`, so consumers stop routing to it at once), waits the drain
+    /// period, deletes the record, ends the lease or session and stops the tasks and the
+    /// provider's own server.
     pub async fn shutdown(self) -> Result<()> {
         let result = self
             .shared
@@ -340,7 +345,8 @@ impl Drop for Provider {
 }
 
 impl Shared {
-    /// Rewrites the well-known metadata entries from the current exports.
+    /// Rewrites the well-known metadata entries from the current exports (and the stopping
+    /// marker while the graceful stop drains).
     fn refresh_metadata(&self, state: &mut State) {
         state.instance.metadata = record::instance_metadata(
             &state.extra_metadata,
@@ -349,5 +355,9 @@ impl Shared {
             state.instance.port,
             state.metadata_port,
         );
+        state.instance.metadata.remove(keys::STOPPING);
+        if state.stopping {
+            state.instance.mark_stopping();
+        }
     }
 }

@@ -17,8 +17,8 @@ impl Shared {
                 _ = tokio::time::sleep(period) => {}
             }
             let (reported, list) = match (
-                self.report.revisions(&app).await,
-                self.registry.list(&app).await,
+                self.backend.reports().revisions(&app).await,
+                self.backend.instances().list(&app, &self.limits).await,
             ) {
                 (Ok(reported), Ok(list)) if list.skipped.is_empty() => (reported, list),
                 (Err(e), _) | (_, Err(e)) => {
@@ -38,7 +38,7 @@ impl Shared {
             for revision in
                 crate::report::unused_revisions(&mut unused_since, &reported, &used, now, grace)
             {
-                match self.report.remove(&app, &revision).await {
+                match self.backend.reports().remove(&app, &revision).await {
                     Ok(_) => tracing::info!(%app, %revision, "unused reported revision removed"),
                     Err(e) => tracing::warn!(%app, %revision, error = %e, "report not removed"),
                 }

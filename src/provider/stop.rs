@@ -1,59 +1,58 @@
-//! The graceful stop: disabled first, deregistered after the drain period.
+//! The graceful stop: marked as stopping first, deregistered after the drain period.
+//!
+//! The record is rewritten with `enabled: false` and the `introspect.stopping=true`
+//! metadata key (see [`crate::model::keys::STOPPING`]): the first is what etcd readers know,
+//! the second what every reader of this crate knows on every backend (ZooKeeper and Nacos
+//! records have no usable `enabled`). Consumers stop routing to it at once, and its removal
+//! after the drain is no expiry, so self-preservation never holds a deploy.
 //!
 //! The state lock is held only for each write, never across the drain: the keep-alive loop
-//! keeps renewing the lease (and re-registers the disabled record if the lease is lost)
+//! keeps the registration alive (and registers the marked record again if it is lost)
 //! until the record is deleted.
 
 use std::time::Duration;
 
 use super::Shared;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 impl Shared {
-    /// Marks the instance disabled, waits `drain`, deletes the record and revokes the lease.
+    /// Marks the instance as stopping, waits `drain`, deletes the record and ends its
+    /// liveness.
     pub(super) async fn deregister_gracefully(&self, drain: Duration) -> Result<()> {
-        let disabled = {
+        let marked = {
             let mut state = self.state.lock().await;
-            if state.lease.is_none() || state.stopped {
+            let Some(registration) = state.registration.clone().filter(|_| !state.stopped) else {
                 // Never registered, or already stopped: nothing to withdraw.
                 state.stopped = true;
                 return Ok(());
-            }
-            state.instance.enabled = false;
-            let disabled = self.registry.register(&state.instance, state.lease).await;
-            match &disabled {
-                Ok(_) => tracing::info!(
+            };
+            state.stopping = true;
+            self.refresh_metadata(&mut state);
+            let marked = registration.update(&state.instance).await;
+            match &marked {
+                Ok(()) => tracing::info!(
                     address = %state.instance.address(),
                     ?drain,
-                    "instance disabled; draining"
+                    "instance marked as stopping; draining"
                 ),
                 Err(e) => {
-                    tracing::warn!(error = %e, "instance not disabled; deregistering at once");
+                    tracing::warn!(error = %e, "instance not marked as stopping; deregistering at once");
                 }
             }
-            disabled
+            marked
         };
-        if disabled.is_ok() {
+        if marked.is_ok() {
             tokio::time::sleep(drain).await;
         }
         let mut state = self.state.lock().await;
         state.stopped = true;
-        let lease = state.lease.take();
-        let instance = &state.instance;
-        let deleted = self
-            .registry
-            .deregister(&instance.service_name, &instance.host, instance.port)
-            .await;
-        let revoked = match lease {
-            Some(lease) => self.store.revoke_lease(lease).await,
+        let deregistered = match state.registration.take() {
+            Some(registration) => registration.deregister().await,
             None => Ok(()),
         };
+        let instance = &state.instance;
         tracing::info!(app = %instance.service_name, address = %instance.address(), "instance deregistered");
-        disabled?;
-        deleted?;
-        match revoked {
-            Ok(()) | Err(Error::LeaseNotFound(_)) => Ok(()),
-            Err(e) => Err(e),
-        }
+        marked?;
+        deregistered
     }
 }

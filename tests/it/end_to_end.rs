@@ -228,12 +228,16 @@ async fn unknown_revision_is_not_found_and_empty_is_current() {
 async fn export_change_publishes_a_new_revision_and_keeps_the_old_answerable() {
     let store = store();
     let p = start_provider(&store, "shop-orders", blue()).await;
-    let lease = p.lease().await;
+    let registration = p.registration_id().await;
     let old = p.revision();
     p.set_services(green()).await.unwrap();
     let new = p.revision();
     assert_ne!(old, new);
-    assert_eq!(p.lease().await, lease, "same lease after an export change");
+    assert_eq!(
+        p.registration_id().await,
+        registration,
+        "same lease after an export change"
+    );
     let record = store
         .get(&format!(
             "/services/shop-orders/{}",

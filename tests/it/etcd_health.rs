@@ -19,6 +19,10 @@ const TTL: Duration = Duration::from_secs(2);
 /// The maximum hold, shortened so the test ends in bounded time.
 const MAX_HOLD: Duration = Duration::from_secs(8);
 const LIMIT: Duration = Duration::from_secs(20);
+/// How long the wipe may take to be seen once etcd answers again: the longest re-list
+/// backoff (10 s) plus a store deadline (5 s) and a try's own time, with room for a busy
+/// machine.
+const WIPE_SEEN: Duration = Duration::from_secs(40);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_instances_cost_at_most_two_calls_each_while_the_hold_keeps_them_listed() {
@@ -108,23 +112,35 @@ async fn killed_instances_cost_at_most_two_calls_each_while_the_hold_keeps_them_
     assert!(stats.set_aside >= 1);
 }
 
-/// A provider as far as the store sees it: a record under a lease kept alive, registered
-/// again (with its report and mapping) when the lease is lost, as after a store wipe.
+/// A provider as far as the registry sees it: its record registered through the seam
+/// (which creates the registry's epoch when absent, as every provider of this crate does),
+/// kept alive every quarter TTL, registered again (with its report and mapping) when the
+/// registration is lost, as after a store wipe. Failures are retried, never a panic: a
+/// provider task that died would look like a provider that never comes back.
 fn simulated_provider(records: Records, port: u16, stop: Arc<AtomicBool>) {
     tokio::spawn(async move {
         let info = greeter_info("small");
+        let backend = introspect::Backend::from(records.store.clone());
+        let limits = introspect::Limits::default();
         while !stop.load(Ordering::Relaxed) {
-            let Ok(lease) = records.store.grant_lease(TTL).await else {
+            let published = async {
+                records.report.publish(&info).await?;
+                for service in info.services.values() {
+                    records.mapping.add(&service.name, &info.app).await?;
+                }
+                backend
+                    .instances()
+                    .register(&Records::instance(&info, port), TTL, &limits)
+                    .await
+            };
+            let Ok(registration) = published.await else {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             };
-            records.publish(&info).await;
-            records
-                .register(&Records::instance(&info, port), Some(lease))
-                .await;
             while !stop.load(Ordering::Relaxed) {
                 tokio::time::sleep(TTL / 4).await;
-                if records.store.keep_alive(lease).await.is_err() {
+                if let Err(introspect::Error::RegistrationLost(_)) = registration.keep_alive().await
+                {
                     // Lost: a real provider notices at its next keep-alive and registers
                     // again a moment later.
                     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -133,6 +149,34 @@ fn simulated_provider(records: Records, port: u16, stop: Arc<AtomicBool>) {
             }
         }
     });
+}
+
+/// Prints every re-list (its revision, epoch and outcome) and each change of the
+/// resolver's re-list and wipe counters, with the time since `start`: shown when the test
+/// fails, so a failure says what the consumer saw.
+fn log_relists(resolver: &Resolver, start: tokio::time::Instant) -> tokio::task::JoinHandle<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("introspect=info,introspect::store=debug")
+        .with_test_writer()
+        .try_init();
+    let resolver = resolver.clone();
+    tokio::spawn(async move {
+        let mut last = (0, 0);
+        loop {
+            let stats = resolver.stats().await;
+            if (stats.relists, stats.wipes) != last {
+                last = (stats.relists, stats.wipes);
+                eprintln!(
+                    "[+{:.1}s] re-lists {} wipes {} watch restarts {}",
+                    start.elapsed().as_secs_f64(),
+                    stats.relists,
+                    stats.wipes,
+                    stats.watch_restarts
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,6 +209,8 @@ async fn a_two_instance_app_survives_a_store_wipe_without_an_empty_publication()
         .await
         .unwrap();
     assert_eq!(handle.current().len(), 2);
+    let started = tokio::time::Instant::now();
+    let logging = log_relists(&resolver, started);
     let mut watcher = handle.watch();
     let watching = Arc::new(AtomicBool::new(true));
     let still = watching.clone();
@@ -180,11 +226,18 @@ async fn a_two_instance_app_survives_a_store_wipe_without_an_empty_publication()
     });
 
     etcd.restart_empty().await;
-    eventually(LIMIT, "the wipe seen", || async {
+    eprintln!(
+        "[+{:.1}s] etcd restarted empty",
+        started.elapsed().as_secs_f64()
+    );
+    // The consumer's re-list backoff grows while etcd is down (up to 10 s between tries),
+    // and a try may cost a store deadline (5 s): a slow restart delays the first re-list
+    // by that much after etcd answers again.
+    eventually(WIPE_SEEN, "the wipe seen", || async {
         resolver.stats().await.wipes >= 1
     })
     .await;
-    eventually(LIMIT, "both re-registered and listed", || async {
+    eventually(WIPE_SEEN, "both re-registered and listed", || async {
         resolver
             .resolve(&Subscription::new(GREETER))
             .await
@@ -196,5 +249,6 @@ async fn a_two_instance_app_survives_a_store_wipe_without_an_empty_publication()
     stop.store(true, Ordering::Relaxed);
     watching.store(false, Ordering::Relaxed);
     let smallest = smallest.await.unwrap();
+    logging.abort();
     assert!(smallest >= 2, "a set of {smallest} was published");
 }

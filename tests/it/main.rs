@@ -4,6 +4,7 @@
 
 mod support;
 
+mod backend_conformance;
 mod channel;
 mod conformance;
 mod deadlines;
@@ -42,3 +43,5 @@ mod shared_views;
 mod subscriptions;
 mod tls;
 mod verification;
+#[cfg(feature = "zookeeper")]
+mod zookeeper;

@@ -39,7 +39,11 @@ async fn the_lease_stays_renewed_through_a_drain_longer_than_its_ttl() {
         .start()
         .await
         .unwrap();
-    let lease = provider.lease().await.expect("registered");
+    let registration = provider.registration_id().await.expect("registered");
+    let lease: i64 = registration
+        .strip_prefix("lease ")
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("a lease on the memory store, not {registration}"));
     let key = "/services/shop-orders/127.0.0.1:50051";
     let stopping = tokio::spawn(provider.shutdown());
 

@@ -1,5 +1,5 @@
 //! The library's test support (`tests/it/support/` at the workspace root) that the tool's
-//! tests reuse: the real etcd harness, providers on loopback, polling with a deadline.
+//! tests reuse: the real etcd and ZooKeeper harnesses, providers on loopback, polling with a deadline.
 //!
 //! Each test binary uses only part of it, hence the `dead_code` allowance.
 
@@ -13,3 +13,5 @@ pub mod etcd;
 pub mod fleet;
 #[path = "../../../tests/it/support/wait.rs"]
 pub mod wait;
+#[path = "../../../tests/it/support/zookeeper.rs"]
+pub mod zookeeper;

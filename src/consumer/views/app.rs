@@ -29,6 +29,8 @@ pub(crate) struct Applied {
     pub skipped: usize,
     /// Whether this update found the registry wiped or replaced.
     pub wiped: bool,
+    /// The sign it was seen by, for the log (empty unless [`Applied::wiped`]).
+    pub wipe_sign: &'static str,
 }
 
 /// Holds released at one time (see [`AppView::release_due`]).
@@ -88,17 +90,24 @@ impl AppView {
         self.synced
     }
 
-    /// Whether a fresh `list` says the registry was wiped or replaced since the last one.
-    fn wiped_by(&self, list: &InstanceList) -> bool {
+    /// The sign by which a fresh `list` shows the registry wiped or replaced since the last
+    /// one, if it does. A revision of `0` is unknown and never compared.
+    fn wipe_sign(&self, list: &InstanceList) -> Option<&'static str> {
         if !self.synced || self.wipe_recovery.is_zero() {
-            return false;
+            return None;
         }
-        let epoch_changed = self.last_epoch.is_some() && list.epoch != self.last_epoch;
-        let went_back = list.revision > 0 && list.revision < self.last_revision;
+        if list.revision > 0 && list.revision < self.last_revision {
+            return Some("its revision went backwards");
+        }
+        match (&self.last_epoch, &list.epoch) {
+            (Some(before), Some(now)) if before != now => return Some("its epoch changed"),
+            (Some(_), None) => return Some("its epoch disappeared"),
+            _ => {}
+        }
         let no_signal = list.epoch.is_none() && list.revision == 0;
         let emptied =
-            no_signal && list.instances.is_empty() && self.instances.values().any(|i| i.enabled);
-        epoch_changed || went_back || emptied
+            list.instances.is_empty() && self.instances.values().any(|i| i.accepts_calls());
+        (no_signal && emptied).then_some("a read without revision or epoch emptied the app")
     }
 
     /// Replaces the registered instances with a fresh list (after a list or a re-list).
@@ -110,7 +119,8 @@ impl AppView {
             skipped: list.skipped.len(),
             ..Applied::default()
         };
-        let wiped = self.wiped_by(&list);
+        let sign = self.wipe_sign(&list);
+        let wiped = sign.is_some();
         self.last_revision = if wiped {
             list.revision
         } else {
@@ -127,13 +137,14 @@ impl AppView {
         for instance in present {
             self.returned(instance, &mut applied);
         }
-        if wiped {
+        if let Some(sign) = sign {
             applied.wiped = true;
+            applied.wipe_sign = sign;
             let recovery = self.recovery.get_or_insert_with(|| Recovery {
                 until: now + self.wipe_recovery,
                 kept: Instances::new(),
             });
-            for (address, previous) in gone.into_iter().filter(|(_, i)| i.enabled) {
+            for (address, previous) in gone.into_iter().filter(|(_, i)| i.accepts_calls()) {
                 recovery.kept.insert(address, previous.clone());
                 applied.newly_held.push(previous);
             }
@@ -201,8 +212,8 @@ impl AppView {
         kept
     }
 
-    /// A record went away: an expiry when last seen enabled, a graceful removal otherwise.
-    /// Returns the instances that became held.
+    /// A record went away: an expiry when last seen accepting calls, a graceful removal
+    /// otherwise (disabled, or marked as stopping). Returns the instances that became held.
     fn removed(
         &mut self,
         address: &str,
@@ -210,7 +221,7 @@ impl AppView {
         remaining: usize,
         now: Instant,
     ) -> Vec<Arc<ServiceInstance>> {
-        if !previous.enabled {
+        if !previous.accepts_calls() {
             return Vec::new();
         }
         let held = self.protection.expired(address, previous, remaining, now);
@@ -250,12 +261,12 @@ impl AppView {
     }
 
     /// The instances to route to, with their addresses (`{host}:{port}`): registered and
-    /// enabled, plus the held and kept ones.
+    /// accepting calls (enabled, not stopping), plus the held and kept ones.
     pub fn routable_entries(&self) -> impl Iterator<Item = (&String, &Arc<ServiceInstance>)> {
         let kept = self.recovery.iter().flat_map(|r| r.kept.iter());
         self.instances
             .iter()
-            .filter(|(_, i)| i.enabled)
+            .filter(|(_, i)| i.accepts_calls())
             .chain(
                 self.protection
                     .held()
@@ -391,6 +402,19 @@ mod tests {
         assert_eq!(routable(&v), 1);
         v.release_due(now + DEFAULT_WIPE_RECOVERY);
         assert_eq!(routable(&v), 0);
+    }
+
+    #[test]
+    fn a_stopping_record_leaves_at_once_and_its_removal_is_never_held() {
+        let now = Instant::now();
+        let mut v = AppView::new(ProtectionOptions::default().min_instances(1).threshold(0.0));
+        v.reset(list(3, 1, Some("e1")), now);
+        let mut stopping = (*instance(1000, true)).clone();
+        stopping.mark_stopping();
+        v.apply(vec![InstanceChange::Upsert(Arc::new(stopping))], now);
+        assert_eq!(routable(&v), 2, "a stopping instance takes no new call");
+        let a = v.apply(vec![InstanceChange::Removed("10.0.0.1:1000".into())], now);
+        assert!(a.newly_held.is_empty(), "a graceful stop, not an expiry");
     }
 
     #[test]

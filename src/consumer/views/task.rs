@@ -207,10 +207,11 @@ impl View {
             Counters::bump(&counters.wipes);
             tracing::warn!(
                 %app,
+                sign = applied.wipe_sign,
                 kept = applied.newly_held.len(),
                 bound = ?parts.protection.wipe_recovery,
-                "the registry was wiped or replaced (its epoch or revision changed); keeping \
-                 the instances it forgot until they re-register"
+                "the registry was wiped or replaced; keeping the instances it forgot until \
+                 they re-register"
             );
         } else if !applied.newly_held.is_empty() {
             Counters::add(&counters.held_removals, applied.newly_held.len() as u64);

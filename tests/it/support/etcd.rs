@@ -389,6 +389,11 @@ pub fn require(name: &str, debian_package: &str) -> Option<PathBuf> {
     None
 }
 
+/// Whether the program `name` is on `PATH` (no message either way).
+pub fn require_quiet(name: &str) -> bool {
+    find_on_path(name).is_some()
+}
+
 /// The executable `name` on `PATH`.
 fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;

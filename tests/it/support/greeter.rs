@@ -128,6 +128,50 @@ impl GreeterNode {
 }
 
 /// Starts a Greeter server on `127.0.0.1:0` with `Provider::serve` as an instance of `app`
+/// registered in `backend` (any registry) with lease TTL `ttl` (on ZooKeeper the session
+/// timeout asked for) and the given drain period, and waits until it is listed.
+pub async fn start_greeter_on(
+    backend: introspect::Backend,
+    app: &str,
+    ttl: Duration,
+    drain: Duration,
+) -> GreeterNode {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let greeter = CountingGreeter::new(address);
+    let calls = greeter.calls.clone();
+    let provider = Provider::builder(app, backend.clone())
+        .lease_ttl(ttl)
+        .drain_period(drain)
+        .export_service::<GreeterServer<CountingGreeter>>()
+        .build()
+        .expect("valid provider");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let serving = tokio::spawn(provider.serve(greeter_router(greeter), listener, async {
+        let _ = stopped.await;
+    }));
+    let limits = introspect::Limits::default();
+    eventually(
+        Duration::from_secs(20),
+        "the greeter to register",
+        || async {
+            backend
+                .instances()
+                .list(app, &limits)
+                .await
+                .is_ok_and(|list| list.instances.contains_key(&address.to_string()))
+        },
+    )
+    .await;
+    GreeterNode {
+        address,
+        calls,
+        stop: Some(stop),
+        serving,
+    }
+}
+
+/// Starts a Greeter server on `127.0.0.1:0` with `Provider::serve` as an instance of `app`
 /// with the given drain period, and waits until it is registered.
 pub async fn start_greeter(store: &Arc<dyn Store>, app: &str, drain: Duration) -> GreeterNode {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

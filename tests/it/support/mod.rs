@@ -18,3 +18,5 @@ pub mod peers;
 pub mod proxy;
 pub mod records;
 pub mod wait;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper;

@@ -10,9 +10,13 @@ pub mod ads;
 #[path = "../../../tests/it/support/certs.rs"]
 pub mod certs;
 pub mod crash;
+#[path = "../../../tests/it/support/etcd.rs"]
+pub mod etcd;
 #[path = "../../../tests/it/support/greeter.rs"]
 pub mod greeter;
 pub mod process;
 pub mod python;
 #[path = "../../../tests/it/support/wait.rs"]
 pub mod wait;
+#[path = "../../../tests/it/support/zookeeper.rs"]
+pub mod zookeeper;

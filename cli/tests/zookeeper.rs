@@ -1,0 +1,110 @@
+//! The `introspect` binary against a real ZooKeeper holding real providers:
+//! `--registry zookeeper://…` for every command, as `--etcd` works for etcd.
+
+mod support;
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Stdio};
+
+use introspect::{Provider, ServiceInfo};
+use support::zookeeper::ZooKeeperServer;
+
+/// Runs the binary with `args` (no `INTROSPECT_*` variables inherited).
+fn introspect(args: &[&str]) -> (bool, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_introspect"));
+    command.args(args).stdin(Stdio::null());
+    for var in [
+        "INTROSPECT_ETCD",
+        "INTROSPECT_REGISTRY",
+        "INTROSPECT_USER",
+        "INTROSPECT_PASSWORD",
+    ] {
+        command.env_remove(var);
+    }
+    let output = command.output().expect("binary runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn provider(server: &ZooKeeperServer, version: &str) -> Provider {
+    Provider::builder("shop-orders", server.backend().await)
+        .serve_metadata_on("127.0.0.1:0".parse().unwrap())
+        .lease_ttl(std::time::Duration::from_secs(2))
+        .drain_period(std::time::Duration::from_millis(50))
+        .export(ServiceInfo::new("shop.OrderService").with_version(version))
+        .start()
+        .await
+        .expect("provider starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_reads_zookeeper_by_its_registry_url() {
+    let Some(server) = ZooKeeperServer::start().await else {
+        return;
+    };
+    let blue = provider(&server, "1.0").await;
+    let green = provider(&server, "1.1").await;
+    let url = server.url();
+    let run = |rest: &[&str]| {
+        let args: Vec<&str> = ["--registry", url.as_str()]
+            .iter()
+            .chain(rest)
+            .copied()
+            .collect();
+        tokio::task::block_in_place(|| introspect(&args))
+    };
+    let (ok, out, err) = run(&["apps"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("shop-orders") && out.contains(&blue.revision()[..12]),
+        "{out}"
+    );
+    let (ok, out, err) = run(&["--json", "instances", "shop-orders"]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["instances"].as_array().unwrap().len(), 2, "{json}");
+    let (ok, out, err) = run(&["--json", "resolve", "shop.OrderService", "--version", "1.0"]);
+    assert!(ok, "{err}");
+    let endpoints: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(endpoints.as_array().unwrap().len(), 1, "{endpoints}");
+    let (ok, out, err) = run(&["mapping", "shop.OrderService"]);
+    assert!(ok && out.trim() == "shop-orders", "{out}{err}");
+    let (ok, out, err) = run(&["revision", "shop-orders"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&blue.revision()[..12]) && out.contains(&green.revision()[..12]),
+        "{out}"
+    );
+    // watch: its first set, then it is stopped.
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_introspect"))
+        .args(["--registry", url.as_str(), "watch", "shop.OrderService"])
+        .env_remove("INTROSPECT_ETCD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("watch runs");
+    let first = tokio::task::block_in_place(|| {
+        let mut line = String::new();
+        BufReader::new(watch.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        line
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(first.contains("2 endpoints"), "{first}");
+    // Naming the registry twice, or a credential in the URL, is refused.
+    let (ok, _, err) = run(&["--etcd", "http://127.0.0.1:1", "apps"]);
+    assert!(!ok && err.contains("named twice"), "{err}");
+    let (ok, _, err) = introspect(&["--registry", "zookeeper://alice:s3cret@127.0.0.1:1", "apps"]);
+    assert!(
+        !ok && !err.contains("s3cret") && err.lines().count() == 1,
+        "{err}"
+    );
+    blue.shutdown().await.unwrap();
+    green.shutdown().await.unwrap();
+}

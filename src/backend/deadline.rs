@@ -1,0 +1,158 @@
+//! A deadline on every call of a backend's three parts, so that a registry that hangs costs
+//! a timeout, never a hung provider or resolver. Following streams are bounded while they
+//! are set up, not while they wait for changes (they wait by design).
+//!
+//! The key-value backend is bounded one level lower, on each store call
+//! ([`crate::store::DeadlineStore`]): one list of a large app is several paged reads, each
+//! bounded on its own.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{
+    InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
+    MetadataReports, Registration,
+};
+use crate::error::{Error, Result};
+use crate::limits::Limits;
+use crate::model::{MetadataInfo, ServiceInstance};
+
+/// Runs `call` under `deadline`; a call that takes longer fails with [`Error::Timeout`]
+/// naming `backend` and `what`.
+async fn bounded<T>(
+    backend: &str,
+    deadline: Duration,
+    what: &str,
+    call: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(deadline, call).await {
+        Ok(result) => result,
+        Err(_) => Err(Error::Timeout {
+            what: format!("{backend} {what}"),
+            after: deadline,
+        }),
+    }
+}
+
+/// One part of a backend with a deadline on each call.
+pub(super) struct Deadline<T: ?Sized> {
+    pub(super) inner: Arc<T>,
+    pub(super) deadline: Duration,
+    pub(super) backend: &'static str,
+}
+
+impl<T: ?Sized> Deadline<T> {
+    async fn run<R>(&self, what: &str, call: impl Future<Output = Result<R>>) -> Result<R> {
+        bounded(self.backend, self.deadline, what, call).await
+    }
+}
+
+#[async_trait]
+impl InstanceRegistry for Deadline<dyn InstanceRegistry> {
+    async fn register(
+        &self,
+        instance: &ServiceInstance,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Arc<dyn Registration>> {
+        let registration = self
+            .run("register", self.inner.register(instance, ttl, limits))
+            .await?;
+        Ok(Arc::new(Deadline {
+            inner: registration,
+            deadline: self.deadline,
+            backend: self.backend,
+        }))
+    }
+
+    async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
+        self.run("list", self.inner.list(app, limits)).await
+    }
+
+    async fn list_apps(&self, limits: &Limits) -> Result<BTreeMap<String, InstanceList>> {
+        self.run("list of apps", self.inner.list_apps(limits)).await
+    }
+
+    async fn follow(&self, app: &str, limits: &Limits) -> Result<InstanceFollow> {
+        self.run("follow", self.inner.follow(app, limits)).await
+    }
+}
+
+#[async_trait]
+impl Registration for Deadline<dyn Registration> {
+    async fn update(&self, instance: &ServiceInstance) -> Result<()> {
+        self.run("record update", self.inner.update(instance)).await
+    }
+
+    async fn keep_alive(&self) -> Result<()> {
+        self.run("keep-alive", self.inner.keep_alive()).await
+    }
+
+    async fn deregister(&self) -> Result<()> {
+        self.run("deregister", self.inner.deregister()).await
+    }
+
+    fn id(&self) -> String {
+        self.inner.id()
+    }
+
+    fn ttl(&self) -> Duration {
+        self.inner.ttl()
+    }
+}
+
+#[async_trait]
+impl MappingRegistry for Deadline<dyn MappingRegistry> {
+    async fn get(&self, interface: &str, limits: &Limits) -> Result<BTreeSet<String>> {
+        self.run("mapping read", self.inner.get(interface, limits))
+            .await
+    }
+
+    async fn add(&self, interface: &str, app: &str, limits: &Limits) -> Result<()> {
+        // Several compare-and-set rounds: a deadline of their own for each would be the
+        // backend's; the whole is bounded by a few of them.
+        bounded(
+            self.backend,
+            self.deadline * 3,
+            "mapping write",
+            self.inner.add(interface, app, limits),
+        )
+        .await
+    }
+
+    async fn follow(&self, interface: &str, limits: &Limits) -> Result<MappingFollow> {
+        self.run("mapping follow", self.inner.follow(interface, limits))
+            .await
+    }
+}
+
+#[async_trait]
+impl MetadataReports for Deadline<dyn MetadataReports> {
+    async fn get(
+        &self,
+        app: &str,
+        revision: &str,
+        limits: &Limits,
+    ) -> Result<Option<MetadataInfo>> {
+        self.run("report read", self.inner.get(app, revision, limits))
+            .await
+    }
+
+    async fn put_if_absent(&self, info: &MetadataInfo, limits: &Limits) -> Result<bool> {
+        self.run("report write", self.inner.put_if_absent(info, limits))
+            .await
+    }
+
+    async fn revisions(&self, app: &str) -> Result<Vec<String>> {
+        self.run("report list", self.inner.revisions(app)).await
+    }
+
+    async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
+        self.run("report removal", self.inner.remove(app, revision))
+            .await
+    }
+}

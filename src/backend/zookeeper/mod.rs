@@ -1,0 +1,193 @@
+//! The ZooKeeper backend (feature `zookeeper`), writing exactly what Dubbo Java 3.3 (with
+//! Curator 5) and dubbo-go 3.3 write, so that Rust, Java and Go providers and consumers
+//! share one registry.
+//!
+//! * Instances: EPHEMERAL nodes `/services/{app}/{host}:{port}` holding Curator's
+//!   `ServiceInstance` JSON with Dubbo's `ZookeeperInstance` payload ([`record`]); parents
+//!   are CONTAINER nodes. A registration lives under a session asking for the provider's
+//!   TTL as its timeout: the session is the lease ([`Registration::ttl`] is what the server
+//!   negotiated). Registrations of one backend with one TTL share a session, as Dubbo Java
+//!   shares one per process (ZooKeeper allows 60 connections per client address by
+//!   default).
+//! * Mapping: persistent `/dubbo/mapping/{interface}`, apps joined by `,`, compare-and-set on
+//!   the node's version.
+//! * Metadata reports: persistent `/dubbo/metadata/{app}/{revision}` (read also at
+//!   `/dubbo/{app}/{revision}`, dubbo-go's).
+//! * The epoch: `/introspect/epoch` (see `epoch`).
+//!
+//! With a group, everything moves under `/{group}` ([`paths`]). Consumers never write:
+//! reads, lists and follows share one reading session. One concept per file: `options`,
+//! `paths` and `record` (pure), `session` (connecting, errors), `registration`, `reads`,
+//! `follow`, `mapping`, `reports`, `epoch`.
+//!
+//! [`Registration::ttl`]: crate::backend::Registration::ttl
+
+mod epoch;
+mod follow;
+mod mapping;
+mod options;
+pub mod paths;
+mod reads;
+pub mod record;
+mod registration;
+mod reports;
+mod session;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+pub use options::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT, ZooKeeperOptions};
+pub use paths::Paths;
+
+use super::{
+    Backend, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
+    MetadataReports, Registration,
+};
+use crate::error::Result;
+use crate::limits::Limits;
+use crate::model::{MetadataInfo, ServiceInstance, names};
+use registration::ZkRegistration;
+use session::{Reader, Sessions};
+
+/// The three parts of the seam on one ZooKeeper ensemble. Cheap to clone.
+#[derive(Clone)]
+pub struct ZooKeeperBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    options: ZooKeeperOptions,
+    reader: Reader,
+    sessions: Sessions,
+}
+
+impl ZooKeeperBackend {
+    /// Connects the reading session (unless the options say to connect in the background)
+    /// and returns the backend. Fails with [`crate::Error::StoreUnavailable`] when no server
+    /// answers in time.
+    pub async fn connect(options: ZooKeeperOptions) -> Result<Self> {
+        if options.servers.is_empty() {
+            return Err(crate::Error::Config("no ZooKeeper server given".into()));
+        }
+        let client = if options.connect_in_background {
+            None
+        } else {
+            Some(session::connect(&options, options.session_timeout).await?)
+        };
+        Ok(ZooKeeperBackend {
+            inner: Arc::new(Inner {
+                reader: Reader::new(options.clone(), client),
+                sessions: Sessions::new(options.clone()),
+                options,
+            }),
+        })
+    }
+
+    /// The backend as the builders take it.
+    pub fn into_backend(self) -> Backend {
+        let shared = Arc::new(self);
+        Backend::new("zookeeper", shared.clone(), shared.clone(), shared)
+    }
+
+    /// The znode layout.
+    pub fn paths(&self) -> &Paths {
+        &self.inner.options.paths
+    }
+
+    async fn reader(&self) -> Result<zookeeper_client::Client> {
+        self.inner.reader.client().await
+    }
+
+    fn acls(&self) -> zookeeper_client::Acls<'static> {
+        session::acls(&self.inner.options)
+    }
+}
+
+impl From<ZooKeeperBackend> for Backend {
+    fn from(backend: ZooKeeperBackend) -> Self {
+        backend.into_backend()
+    }
+}
+
+#[async_trait]
+impl InstanceRegistry for ZooKeeperBackend {
+    async fn register(
+        &self,
+        instance: &ServiceInstance,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Arc<dyn Registration>> {
+        let client = self.inner.sessions.for_ttl(ttl).await?;
+        let registration =
+            ZkRegistration::register(client, &self.inner.options, self.paths(), instance, limits)
+                .await?;
+        Ok(Arc::new(registration))
+    }
+
+    async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
+        names::validate_app(app)?;
+        reads::list(&self.reader().await?, self.paths(), app, limits).await
+    }
+
+    async fn list_apps(&self, limits: &Limits) -> Result<BTreeMap<String, InstanceList>> {
+        reads::list_apps(&self.reader().await?, self.paths(), limits).await
+    }
+
+    async fn follow(&self, app: &str, limits: &Limits) -> Result<InstanceFollow> {
+        names::validate_app(app)?;
+        let client = self.reader().await?;
+        follow::instances(client, self.paths().clone(), app.to_owned(), limits.clone()).await
+    }
+}
+
+#[async_trait]
+impl MappingRegistry for ZooKeeperBackend {
+    async fn get(&self, interface: &str, limits: &Limits) -> Result<BTreeSet<String>> {
+        names::validate_interface(interface)?;
+        let path = self.paths().mapping(interface);
+        Ok(mapping::read(&self.reader().await?, &path, limits)
+            .await?
+            .apps)
+    }
+
+    async fn add(&self, interface: &str, app: &str, limits: &Limits) -> Result<()> {
+        names::validate_interface(interface)?;
+        names::validate_app(app)?;
+        let path = self.paths().mapping(interface);
+        mapping::add(&self.reader().await?, self.acls(), &path, app, limits).await
+    }
+
+    async fn follow(&self, interface: &str, limits: &Limits) -> Result<MappingFollow> {
+        names::validate_interface(interface)?;
+        let path = self.paths().mapping(interface);
+        follow::mapping(self.reader().await?, path, limits.clone()).await
+    }
+}
+
+#[async_trait]
+impl MetadataReports for ZooKeeperBackend {
+    async fn get(
+        &self,
+        app: &str,
+        revision: &str,
+        limits: &Limits,
+    ) -> Result<Option<MetadataInfo>> {
+        reports::get(&self.reader().await?, self.paths(), app, revision, limits).await
+    }
+
+    async fn put_if_absent(&self, info: &MetadataInfo, limits: &Limits) -> Result<bool> {
+        let client = self.reader().await?;
+        reports::put_if_absent(&client, self.paths(), self.acls(), info, limits).await
+    }
+
+    async fn revisions(&self, app: &str) -> Result<Vec<String>> {
+        reports::revisions(&self.reader().await?, self.paths(), app).await
+    }
+
+    async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
+        reports::remove(&self.reader().await?, self.paths(), app, revision).await
+    }
+}

@@ -1,0 +1,114 @@
+//! What [`ZooKeeperBackend`](super::ZooKeeperBackend) connects to and how: servers, the
+//! root (`group`), digest credentials, timeouts.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::paths::Paths;
+use crate::error::Result;
+
+/// Default session timeout asked for by the reading session (consumers, the tool); a
+/// registration asks for its provider's TTL instead.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time connecting may take.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connection options for the ZooKeeper backend.
+///
+/// ```
+/// use introspect::backend::zookeeper::ZooKeeperOptions;
+///
+/// let options = ZooKeeperOptions::new(["10.0.0.1:2181", "10.0.0.2:2181"])
+///     .with_group("dev")?
+///     .with_digest("provider", "secret");
+/// assert_eq!(options.servers().len(), 2);
+/// # Ok::<(), introspect::Error>(())
+/// ```
+///
+/// Defaults: no group (instances under `/services`, mapping and reports under `/dubbo`), no
+/// credentials (nodes open to anyone, as Dubbo writes them without credentials), reading
+/// session timeout [`DEFAULT_SESSION_TIMEOUT`], connect timeout [`DEFAULT_CONNECT_TIMEOUT`],
+/// connect now.
+#[derive(Clone)]
+pub struct ZooKeeperOptions {
+    pub(super) servers: Vec<String>,
+    pub(super) paths: Paths,
+    pub(super) digest: Option<(String, String)>,
+    pub(super) session_timeout: Duration,
+    pub(super) connect_timeout: Duration,
+    pub(super) connect_in_background: bool,
+}
+
+impl fmt::Debug for ZooKeeperOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZooKeeperOptions")
+            .field("servers", &self.servers)
+            .field("paths", &self.paths)
+            .field("user", &self.digest.as_ref().map(|(user, _)| user))
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("connect_in_background", &self.connect_in_background)
+            .finish()
+    }
+}
+
+impl ZooKeeperOptions {
+    /// Options for the ensemble at `servers` (`host:port` each).
+    pub fn new(servers: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        ZooKeeperOptions {
+            servers: servers.into_iter().map(Into::into).collect(),
+            paths: Paths::default(),
+            digest: None,
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            connect_in_background: false,
+        }
+    }
+
+    /// Moves the root to `/{group}`, as Dubbo's registry `group` does: instances under
+    /// `/{group}/{app}/`, the mapping under `/{group}/mapping/`, reports under
+    /// `/{group}/metadata/` (and `/{group}/{app}/{revision}`, dubbo-go's), the epoch at
+    /// `/{group}/introspect/epoch`. A leading `/` is optional.
+    pub fn with_group(mut self, group: &str) -> Result<Self> {
+        self.paths = Paths::with_group(group)?;
+        Ok(self)
+    }
+
+    /// Authenticates with the `digest` scheme as `user`; nodes this backend creates are
+    /// then readable and writable by that user only (`CREATOR_ALL_ACL`, as Dubbo Java with
+    /// credentials).
+    pub fn with_digest(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.digest = Some((user.into(), password.into()));
+        self
+    }
+
+    /// Sets the session timeout the reading session asks for (the server clamps it to 2 to
+    /// 20 ticks).
+    pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// Sets how long connecting may take.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Returns the backend at once even while no server answers; the reading session is
+    /// made on first use.
+    pub fn with_connect_in_background(mut self, background: bool) -> Self {
+        self.connect_in_background = background;
+        self
+    }
+
+    /// The servers.
+    pub fn servers(&self) -> &[String] {
+        &self.servers
+    }
+
+    /// The connect string the client takes: the servers joined by `,`.
+    pub(super) fn connect_string(&self) -> String {
+        self.servers.join(",")
+    }
+}

@@ -1,0 +1,113 @@
+//! Metadata reports on ZooKeeper (storage type `remote`): a persistent node
+//! `/dubbo/metadata/{app}/{revision}` holding the metadata info JSON, created once and never
+//! overwritten (as `ZookeeperMetadataReport.publishAppMetadata`). Reads also look at
+//! `/dubbo/{app}/{revision}`, where dubbo-go 3.3 reports.
+
+use zookeeper_client as zk;
+
+use super::paths::Paths;
+use super::session::{self, map_error};
+use crate::error::{Error, Result};
+use crate::limits::Limits;
+use crate::model::{MetadataInfo, names};
+
+/// The report of `app` at `revision`: Dubbo Java's node first, then dubbo-go's.
+pub(super) async fn get(
+    client: &zk::Client,
+    paths: &Paths,
+    app: &str,
+    revision: &str,
+    limits: &Limits,
+) -> Result<Option<MetadataInfo>> {
+    names::validate_app(app)?;
+    names::validate_revision(revision)?;
+    let java = client.get_data(&paths.report(app, revision));
+    let go = client.get_data(&paths.go_report(app, revision));
+    let data = match java.await {
+        Ok((data, _)) => data,
+        Err(zk::Error::NoNode) => match go.await {
+            Ok((data, _)) => data,
+            Err(zk::Error::NoNode) => return Ok(None),
+            Err(e) => {
+                return Err(map_error(
+                    e,
+                    &format!("read {}", paths.go_report(app, revision)),
+                ));
+            }
+        },
+        Err(e) => {
+            return Err(map_error(
+                e,
+                &format!("read {}", paths.report(app, revision)),
+            ));
+        }
+    };
+    limits.check_size("metadata info", data.len(), limits.max_metadata_bytes)?;
+    let info = MetadataInfo::from_json(&data, limits)?;
+    if info.app != app || info.revision != revision {
+        return Err(Error::Malformed {
+            what: "metadata report",
+            reason: format!(
+                "report under {app}/{revision} holds {}/{}",
+                Error::shorten(&info.app),
+                Error::shorten(&info.revision)
+            ),
+        });
+    }
+    Ok(Some(info))
+}
+
+/// Creates the report of `info` unless it exists; returns whether it wrote.
+pub(super) async fn put_if_absent(
+    client: &zk::Client,
+    paths: &Paths,
+    acls: zk::Acls<'static>,
+    info: &MetadataInfo,
+    limits: &Limits,
+) -> Result<bool> {
+    info.validate(limits)?;
+    let json = info.to_json();
+    limits.check_size("metadata info", json.len(), limits.max_metadata_bytes)?;
+    let path = paths.report(&info.app, &info.revision);
+    match session::create(client, &path, &json, zk::CreateMode::Persistent, acls).await {
+        Ok(_) => Ok(true),
+        Err(zk::Error::NodeExists) => Ok(false),
+        Err(e) => Err(map_error(e, &format!("create {path}"))),
+    }
+}
+
+/// The revisions reported for `app` under Dubbo Java's node.
+pub(super) async fn revisions(
+    client: &zk::Client,
+    paths: &Paths,
+    app: &str,
+) -> Result<Vec<String>> {
+    names::validate_app(app)?;
+    let path = paths.reports(app);
+    match client.list_children(&path).await {
+        Ok(mut revisions) => {
+            revisions.retain(|r| names::validate_revision(r).is_ok());
+            revisions.sort_unstable();
+            Ok(revisions)
+        }
+        Err(zk::Error::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(map_error(e, &format!("list {path}"))),
+    }
+}
+
+/// Deletes the report of `app` at `revision`; returns whether it existed.
+pub(super) async fn remove(
+    client: &zk::Client,
+    paths: &Paths,
+    app: &str,
+    revision: &str,
+) -> Result<bool> {
+    names::validate_app(app)?;
+    names::validate_revision(revision)?;
+    let path = paths.report(app, revision);
+    match client.delete(&path, None).await {
+        Ok(()) => Ok(true),
+        Err(zk::Error::NoNode) => Ok(false),
+        Err(e) => Err(map_error(e, &format!("delete {path}"))),
+    }
+}

@@ -1,0 +1,428 @@
+//! The registry-backend conformance suite: the semantics of the seam's three parts
+//! (instances, mapping, metadata reports), written once and run on every backend: the
+//! memory store, etcd and ZooKeeper (each a throwaway server per test; skipped with a loud
+//! message when not installed, mandatory when `CI` is set). The lower `Store` has its own
+//! suite (`conformance.rs`).
+//!
+//! Each case is a generic async function over a [`Subject`]: the backend, and a raw writer
+//! that puts an unreadable record where the backend keeps instances.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use introspect::backend::{Backend, InstanceChange, InstanceEvent, InstanceFollow};
+use introspect::model::keys;
+use introspect::{Error, Limits, MetadataInfo, ServiceInfo, ServiceInstance};
+
+/// How long a case waits for an expected event.
+const WAIT: Duration = Duration::from_secs(15);
+/// TTL of registrations in the cases.
+const TTL: Duration = Duration::from_secs(3);
+
+type Raw = Box<dyn Fn(String, String) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// What a case runs against.
+pub struct Subject {
+    pub backend: Backend,
+    /// Writes bytes that are no instance record at `(app, address)`.
+    pub put_garbage: Raw,
+}
+
+fn instance(app: &str, port: u16, revision: &str) -> ServiceInstance {
+    let mut i = ServiceInstance::new(app, "127.0.0.1", port);
+    i.metadata.insert(keys::REVISION.into(), revision.into());
+    i
+}
+
+async fn next(follow: &mut InstanceFollow) -> InstanceEvent {
+    tokio::time::timeout(WAIT, follow.next())
+        .await
+        .unwrap_or_else(|_| panic!("no event within {WAIT:?}"))
+        .unwrap_or_else(|e| panic!("the follow ended: {e}"))
+}
+
+/// Changes until one about `address` that `done` accepts.
+async fn changes_until(
+    follow: &mut InstanceFollow,
+    done: impl Fn(&InstanceChange) -> bool,
+) -> Vec<InstanceChange> {
+    let mut seen = Vec::new();
+    loop {
+        match next(follow).await {
+            InstanceEvent::Changes(changes) => {
+                assert!(!changes.is_empty(), "an empty batch");
+                for change in changes {
+                    let last = done(&change);
+                    seen.push(change);
+                    if last {
+                        return seen;
+                    }
+                }
+            }
+            InstanceEvent::Reset(list) => {
+                panic!("an unexpected reset of {} instances", list.instances.len())
+            }
+        }
+    }
+}
+
+fn upsert_of(address: &'static str, revision: &'static str) -> impl Fn(&InstanceChange) -> bool {
+    move |c| matches!(c, InstanceChange::Upsert(i) if i.address() == address && i.revision() == revision)
+}
+
+pub mod cases {
+    use super::*;
+
+    pub async fn register_list_update_deregister(s: Subject) {
+        let limits = Limits::default();
+        let instances = s.backend.instances();
+        let r = instances
+            .register(&instance("shop", 1001, "aa"), TTL, &limits)
+            .await
+            .unwrap();
+        assert!(!r.id().is_empty());
+        assert!(
+            r.ttl() > Duration::ZERO && r.ttl() <= TTL * 2,
+            "{:?}",
+            r.ttl()
+        );
+        r.keep_alive().await.unwrap();
+        let list = instances.list("shop", &limits).await.unwrap();
+        assert_eq!(list.instances.len(), 1);
+        assert_eq!(list.instances["127.0.0.1:1001"].revision(), "aa");
+        assert!(list.skipped.is_empty());
+        assert!(list.epoch.is_some(), "a registration creates the epoch");
+        let first_revision = list.revision;
+        let mut changed = instance("shop", 1001, "bb");
+        changed.mark_stopping();
+        r.update(&changed).await.unwrap();
+        let list = instances.list("shop", &limits).await.unwrap();
+        let read = &list.instances["127.0.0.1:1001"];
+        assert_eq!(read.revision(), "bb");
+        assert!(read.is_stopping() && !read.accepts_calls(), "{read:?}");
+        assert!(
+            list.revision >= first_revision,
+            "the revision never goes backwards"
+        );
+        let other = instance("shop", 1002, "bb");
+        assert!(
+            r.update(&other).await.is_err(),
+            "a registration writes its own record only"
+        );
+        r.deregister().await.unwrap();
+        let list = instances.list("shop", &limits).await.unwrap();
+        assert!(list.instances.is_empty(), "{:?}", list.instances);
+        assert!(list.epoch.is_some(), "the epoch outlives the records");
+        assert!(
+            instances
+                .list("nobody", &limits)
+                .await
+                .unwrap()
+                .instances
+                .is_empty()
+        );
+    }
+
+    pub async fn the_epoch_is_created_once_and_stays(s: Subject) {
+        let limits = Limits::default();
+        let instances = s.backend.instances();
+        assert_eq!(instances.list("shop", &limits).await.unwrap().epoch, None);
+        let a = instances
+            .register(&instance("shop", 1001, "aa"), TTL, &limits)
+            .await
+            .unwrap();
+        let epoch = instances.list("shop", &limits).await.unwrap().epoch;
+        let b = instances
+            .register(&instance("cart", 1002, "aa"), TTL, &limits)
+            .await
+            .unwrap();
+        assert_eq!(instances.list("cart", &limits).await.unwrap().epoch, epoch);
+        a.deregister().await.unwrap();
+        b.deregister().await.unwrap();
+    }
+
+    pub async fn a_follow_starts_with_a_reset_then_changes_in_order(s: Subject) {
+        let limits = Limits::default();
+        let instances = s.backend.instances();
+        let before = instances
+            .register(&instance("shop", 1001, "aa"), TTL, &limits)
+            .await
+            .unwrap();
+        let mut follow = instances.follow("shop", &limits).await.unwrap();
+        match next(&mut follow).await {
+            InstanceEvent::Reset(list) => {
+                assert_eq!(
+                    list.instances.keys().collect::<Vec<_>>(),
+                    ["127.0.0.1:1001"]
+                )
+            }
+            InstanceEvent::Changes(c) => panic!("changes before the reset: {c:?}"),
+        }
+        let r = instances
+            .register(&instance("shop", 1002, "aa"), TTL, &limits)
+            .await
+            .unwrap();
+        changes_until(&mut follow, upsert_of("127.0.0.1:1002", "aa")).await;
+        r.update(&instance("shop", 1002, "bb")).await.unwrap();
+        changes_until(&mut follow, upsert_of("127.0.0.1:1002", "bb")).await;
+        r.deregister().await.unwrap();
+        changes_until(
+            &mut follow,
+            |c| matches!(c, InstanceChange::Removed(a) if a == "127.0.0.1:1002"),
+        )
+        .await;
+        before.deregister().await.unwrap();
+        changes_until(
+            &mut follow,
+            |c| matches!(c, InstanceChange::Removed(a) if a == "127.0.0.1:1001"),
+        )
+        .await;
+    }
+
+    pub async fn an_unreadable_record_is_skipped_and_never_fails_the_app(s: Subject) {
+        let limits = Limits::default();
+        let instances = s.backend.instances();
+        let good = instances
+            .register(&instance("shop", 1001, "aa"), TTL, &limits)
+            .await
+            .unwrap();
+        let mut follow = instances.follow("shop", &limits).await.unwrap();
+        let _reset = next(&mut follow).await;
+        (s.put_garbage)("shop".into(), "127.0.0.1:1002".into()).await;
+        changes_until(
+            &mut follow,
+            |c| matches!(c, InstanceChange::Skipped { address, .. } if address == "127.0.0.1:1002"),
+        )
+        .await;
+        let list = instances.list("shop", &limits).await.unwrap();
+        assert_eq!(list.instances.len(), 1);
+        assert_eq!(list.skipped.len(), 1, "{:?}", list.skipped);
+        assert_eq!(list.skipped[0].0, "127.0.0.1:1002");
+        let apps = instances.list_apps(&limits).await.unwrap();
+        assert_eq!(apps["shop"].instances.len(), 1);
+        good.deregister().await.unwrap();
+    }
+
+    pub async fn apps_are_listed_with_their_instances(s: Subject) {
+        let limits = Limits::default();
+        let instances = s.backend.instances();
+        let a = instances
+            .register(&instance("shop", 1001, "aa"), TTL, &limits)
+            .await
+            .unwrap();
+        let b = instances
+            .register(&instance("shop", 1002, "aa"), TTL, &limits)
+            .await
+            .unwrap();
+        let c = instances
+            .register(&instance("cart", 1003, "cc"), TTL, &limits)
+            .await
+            .unwrap();
+        let apps = instances.list_apps(&limits).await.unwrap();
+        assert_eq!(apps.keys().collect::<Vec<_>>(), ["cart", "shop"]);
+        assert_eq!(apps["shop"].instances.len(), 2);
+        for r in [a, b, c] {
+            r.deregister().await.unwrap();
+        }
+    }
+
+    pub async fn names_that_break_the_layout_are_refused(s: Subject) {
+        let limits = Limits::default();
+        let instances = s.backend.instances();
+        for bad in ["a/b", "", "..", "a b"] {
+            assert!(
+                matches!(
+                    instances.list(bad, &limits).await,
+                    Err(Error::InvalidName { .. })
+                ),
+                "{bad:?}"
+            );
+            assert!(instances.follow(bad, &limits).await.is_err(), "{bad:?}");
+            assert!(
+                s.backend
+                    .mapping()
+                    .add("shop.Orders", bad, &limits)
+                    .await
+                    .is_err(),
+                "{bad:?}"
+            );
+        }
+        let bad = instance("a/b", 1, "aa");
+        assert!(instances.register(&bad, TTL, &limits).await.is_err());
+        assert!(
+            s.backend
+                .mapping()
+                .get("bad/interface", &limits)
+                .await
+                .is_err()
+        );
+    }
+
+    pub async fn the_mapping_only_grows_by_compare_and_set(s: Subject) {
+        let limits = Limits::default();
+        let mapping = s.backend.mapping();
+        assert!(
+            mapping
+                .get("shop.Orders", &limits)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let mut follow = mapping.follow("shop.Orders", &limits).await.unwrap();
+        assert!(follow.next().await.unwrap().is_empty());
+        mapping.add("shop.Orders", "shop", &limits).await.unwrap();
+        let seen = tokio::time::timeout(WAIT, follow.next())
+            .await
+            .expect("a new value")
+            .unwrap();
+        assert_eq!(seen, BTreeSet::from(["shop".to_owned()]));
+        // Concurrent writers never remove each other.
+        let adds = (0..6).map(|i| {
+            let mapping = mapping.clone();
+            let limits = limits.clone();
+            async move {
+                mapping
+                    .add("shop.Orders", &format!("app-{i}"), &limits)
+                    .await
+            }
+        });
+        for added in futures::future::join_all(adds).await {
+            added.unwrap();
+        }
+        mapping.add("shop.Orders", "shop", &limits).await.unwrap();
+        let apps = mapping.get("shop.Orders", &limits).await.unwrap();
+        assert_eq!(apps.len(), 7, "{apps:?}");
+        assert!(apps.contains("shop"));
+    }
+
+    pub async fn a_report_is_written_once_read_listed_and_removed(s: Subject) {
+        let limits = Limits::default();
+        let reports = s.backend.reports();
+        let info = MetadataInfo::new("shop", vec![ServiceInfo::new("shop.Orders")]).unwrap();
+        assert!(
+            reports
+                .get("shop", &info.revision, &limits)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(reports.put_if_absent(&info, &limits).await.unwrap());
+        assert!(
+            !reports.put_if_absent(&info, &limits).await.unwrap(),
+            "never overwritten"
+        );
+        let read = reports
+            .get("shop", &info.revision, &limits)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(read, info);
+        assert_eq!(
+            reports.revisions("shop").await.unwrap(),
+            vec![info.revision.clone()]
+        );
+        assert!(reports.remove("shop", &info.revision).await.unwrap());
+        assert!(!reports.remove("shop", &info.revision).await.unwrap());
+        assert!(
+            reports
+                .get("shop", &info.revision, &limits)
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}
+
+macro_rules! backend_conformance {
+    ($($case:ident),* $(,)?) => {
+        mod memory {
+            use super::*;
+            use std::sync::Arc;
+            use introspect::store::{MemoryStore, Store};
+
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+                    let raw = store.clone();
+                    let put_garbage: Raw = Box::new(move |app, address| {
+                        let raw = raw.clone();
+                        Box::pin(async move {
+                            raw.put(&format!("/services/{app}/{address}"), b"{oops".to_vec(), None).await.unwrap();
+                        })
+                    });
+                    cases::$case(Subject { backend: Backend::from(store), put_garbage }).await;
+                }
+            )*
+        }
+
+        mod etcd {
+            use super::*;
+            use crate::support::etcd::EtcdServer;
+            use introspect::store::Store;
+
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let Some(server) = EtcdServer::start().await else {
+                        return;
+                    };
+                    let store = server.store().await;
+                    let raw = store.clone();
+                    let put_garbage: Raw = Box::new(move |app, address| {
+                        let raw = raw.clone();
+                        Box::pin(async move {
+                            raw.put(&format!("/services/{app}/{address}"), b"{oops".to_vec(), None).await.unwrap();
+                        })
+                    });
+                    let backend = Backend::from(store);
+                    assert_eq!(backend.name(), "etcd");
+                    cases::$case(Subject { backend, put_garbage }).await;
+                }
+            )*
+        }
+
+        #[cfg(feature = "zookeeper")]
+        mod zookeeper {
+            use super::*;
+            use crate::support::zookeeper::ZooKeeperServer;
+
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let Some(server) = ZooKeeperServer::start().await else {
+                        return;
+                    };
+                    let backend = server.backend().await;
+                    assert_eq!(backend.name(), "zookeeper");
+                    let raw = crate::support::zookeeper::raw_client(&server).await;
+                    let put_garbage: Raw = Box::new(move |app, address| {
+                        let raw = raw.clone();
+                        Box::pin(async move {
+                            crate::support::zookeeper::create_with_parents(
+                                &raw,
+                                &format!("/services/{app}/{address}"),
+                                b"{oops",
+                            )
+                            .await;
+                        })
+                    });
+                    cases::$case(Subject { backend, put_garbage }).await;
+                }
+            )*
+        }
+    };
+}
+
+backend_conformance!(
+    register_list_update_deregister,
+    the_epoch_is_created_once_and_stays,
+    a_follow_starts_with_a_reset_then_changes_in_order,
+    an_unreadable_record_is_skipped_and_never_fails_the_app,
+    apps_are_listed_with_their_instances,
+    names_that_break_the_layout_are_refused,
+    the_mapping_only_grows_by_compare_and_set,
+    a_report_is_written_once_read_listed_and_removed,
+);
