@@ -24,6 +24,8 @@ mod interop;
 mod limits;
 mod mapping_integrity;
 mod metrics;
+#[cfg(feature = "nacos")]
+mod nacos;
 mod names;
 mod parser_properties;
 mod passive_health;

@@ -151,10 +151,15 @@ impl Connector {
 
 /// The clients readers share (lists, follows, the mapping, reports, the epoch), made on
 /// first use; a failed attempt is tried again on the next use.
+///
+/// Config listeners live on a client of their own: the SDK answers `get_config` of a config
+/// it listens to from its own copy, which lags behind the server until the change is
+/// pushed, and a compare-and-set needs the server's current value.
 pub(super) struct Reader {
     connector: Connector,
     naming: OnceCell<NamingService>,
     config: OnceCell<ConfigService>,
+    listening: OnceCell<ConfigService>,
 }
 
 impl Reader {
@@ -163,6 +168,7 @@ impl Reader {
             connector,
             naming: OnceCell::new(),
             config: OnceCell::new(),
+            listening: OnceCell::new(),
         }
     }
 
@@ -172,8 +178,17 @@ impl Reader {
             .await
     }
 
+    /// The config client for reads and writes: it never listens, so its reads ask the
+    /// server.
     pub(super) async fn config(&self) -> Result<&ConfigService> {
         self.config
+            .get_or_try_init(|| self.connector.config())
+            .await
+    }
+
+    /// The config client that holds listeners (see the type's docs); never read through.
+    pub(super) async fn listening(&self) -> Result<&ConfigService> {
+        self.listening
             .get_or_try_init(|| self.connector.config())
             .await
     }

@@ -10,7 +10,11 @@
 //! reset (a server that lost its configs), the list goes out as a reset, so the resolver
 //! sees the registry was replaced, instead of as removals.
 //!
-//! A mapping: a config listener on its `dataId`; each notification reads the value again.
+//! A mapping: a config listener on its `dataId`; each notification reads the value again
+//! from the server (through a client that does not listen, see `client::Reader`).
+//! The SDK (0.8.3) never tells a listener added while the config was absent that it was
+//! created (changes after that arrive), so while the mapping is absent the follow also
+//! reads it every [`ABSENT_POLL`].
 //!
 //! The SDK reconnects and subscribes again by itself, so a follow does not end when the
 //! server goes away; it ends (with an `Err`) when reading the SDK's cache fails, and
@@ -31,6 +35,9 @@ use crate::backend::{InstanceChange, InstanceEvent, InstanceFollow, MappingFollo
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::names as model_names;
+
+/// How often a follow reads a mapping that is absent (see the module docs).
+pub(super) const ABSENT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Turns the SDK's callbacks into "changed" signals: at most one waits, later ones fold into
 /// it (the follow reads the newest state anyway).
@@ -141,6 +148,7 @@ pub(super) async fn mapping(
     interface: String,
     limits: Limits,
 ) -> Result<MappingFollow> {
+    let listening = reader.listening().await?.clone();
     let config = reader.config().await?.clone();
     let data_id = names::config_key(&interface);
     let (signal, mut changed) = mpsc::channel(1);
@@ -158,14 +166,20 @@ pub(super) async fn mapping(
     let _ = values.try_send(Ok(first.apps.clone()));
     tokio::spawn(async move {
         let mut last: BTreeSet<String> = first.apps;
+        let mut absent = first.cas_md5 == super::mapping::ABSENT_MD5;
         loop {
             tokio::select! {
                 () = values.closed() => break,
                 Some(()) = changed.recv() => {}
+                () = tokio::time::sleep(ABSENT_POLL), if absent => {}
             }
             let item = match super::mapping::read(&config, &interface, &limits).await {
-                Ok(value) if value.apps == last => continue,
+                Ok(value) if value.apps == last => {
+                    absent = value.cas_md5 == super::mapping::ABSENT_MD5;
+                    continue;
+                }
                 Ok(value) => {
+                    absent = value.cas_md5 == super::mapping::ABSENT_MD5;
                     last = value.apps.clone();
                     Ok(value.apps)
                 }
@@ -176,7 +190,7 @@ pub(super) async fn mapping(
                 break;
             }
         }
-        let _ = config
+        let _ = listening
             .remove_listener(data_id, names::MAPPING_GROUP.into(), listener)
             .await;
     });

@@ -2,7 +2,10 @@
 //! group `mapping`, holding app names joined by `,`, as `NacosMetadataReport` writes it.
 //! Apps only add themselves, by compare-and-set: `publishConfigCas` with the MD5 of the
 //! value read (lowercase hex, as Dubbo's `MD5Utils`), or `"0"` when there is none
-//! (Dubbo's `getConfigItem`); a refused write is a conflict, retried with backoff.
+//! (Dubbo's `getConfigItem`); a refused write is a conflict, retried with backoff. A write
+//! counts once a read shows the app: a server that takes `casMd5` without enforcing it
+//! (rnacos), or answers reads from before a write, would otherwise lose an app to a
+//! concurrent writer.
 //!
 //! The writes go through [`ConfigStore`], so the conflict path can be tested against a
 //! scripted config service (the test server, rnacos, does not enforce `casMd5`).
@@ -134,6 +137,7 @@ pub async fn add(
         if store
             .publish_cas(&data_id, names::MAPPING_GROUP, &value, &current.cas_md5)
             .await?
+            && read(store, interface, limits).await?.apps.contains(app)
         {
             return Ok(());
         }
