@@ -299,7 +299,11 @@ async fn a_refused_login_ends_with_a_permanent_error() {
         }
     }
     let backend = backend.expect("the right credentials are accepted");
-    let node = start_greeter_on(backend.clone(), "secret-app", TTL, DRAIN).await;
+    backend
+        .mapping()
+        .add(GREETER, "secret-app", &Limits::default())
+        .await
+        .unwrap();
     let wrong = ConnectOptions::default().with_credentials("nacos", "wrong-pw");
     let refused = match introspect::backend::connect_with(&url, &wrong).await {
         Err(e) => e,
@@ -320,5 +324,4 @@ async fn a_refused_login_ends_with_a_permanent_error() {
             .expect_err("no credentials"),
     };
     assert!(none.is_permanent(), "{none}");
-    node.shutdown().await;
 }

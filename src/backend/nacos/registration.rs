@@ -31,6 +31,11 @@ use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::ServiceInstance;
 
+/// Tries of a first registration refused as unauthenticated (see `register`).
+const LOGIN_TRIES: u32 = 10;
+/// The wait between them.
+const LOGIN_WAIT: Duration = Duration::from_millis(300);
+
 /// One naming instance and the client that holds it.
 pub(super) struct NacosRegistration {
     naming: NamingService,
@@ -71,10 +76,24 @@ impl NacosRegistration {
         let nacos = check(instance, limits)?;
         epoch::ensure(reader.config().await?).await?;
         let service = names::service_name(&instance.service_name);
-        naming
-            .register_instance(service.clone(), Some(group.to_owned()), nacos.clone())
-            .await
-            .map_err(|e| map_error(e, &format!("register {service} {}", instance.address())))?;
+        // The SDK logs a new client in on a task of its own; a request that overtakes the
+        // login is refused as unknown. A few tries tell that from wrong credentials.
+        let what = format!("register {service} {}", instance.address());
+        let mut tries = 0;
+        loop {
+            match naming
+                .register_instance(service.clone(), Some(group.to_owned()), nacos.clone())
+                .await
+                .map_err(|e| map_error(e, &what))
+            {
+                Ok(()) => break,
+                Err(Error::Unauthenticated(_)) if tries < LOGIN_TRIES => {
+                    tries += 1;
+                    tokio::time::sleep(LOGIN_WAIT).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         Ok(NacosRegistration {
             naming,
             reader,
