@@ -13,6 +13,8 @@ pub mod fleet;
 pub mod greeter;
 pub mod hostile;
 pub mod killable;
+#[cfg(feature = "nacos")]
+pub mod nacos;
 pub mod peer_cases;
 pub mod peers;
 pub mod proxy;
