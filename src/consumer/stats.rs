@@ -127,6 +127,9 @@ stats! {
     counter wipes = "store_wipes_total":
         "Re-lists that found the registry wiped or replaced (its epoch changed or went, or \
          its revision went backwards), per app.";
+    counter emptied_apps = "emptied_apps_total":
+        "Registry events that would have emptied an app by expiries (not by graceful stops); \
+         its last instances were kept, probed, for the recovery bound instead.";
     counter set_aside = "set_aside_total":
         "Times an endpoint was set aside after consecutive call failures.";
     gauge set_aside_addresses = "set_aside_addresses":

@@ -13,6 +13,7 @@ use crate::support::greeter::start_greeter;
 use crate::support::peer_cases::{
     CALLS, assert_all_answered, assert_peer_run, call_through, check_golden, dump,
     run_peer_consumer, subscription, wait_for_endpoints, wait_for_key, wait_for_mapping,
+    written_by_peer,
 };
 use crate::support::peers::{Peer, etcd_registry};
 use introspect::rpc::MetadataClient;
@@ -108,11 +109,9 @@ async fn dubbo_go_consumer_calls_a_rust_provider() {
     assert_peer_run(&run, greeter.calls());
 
     let written = dump(&store, &[(greeter.address.port(), "port")]).await;
-    let theirs: std::collections::BTreeMap<_, _> = written
-        .into_iter()
-        .filter(|(key, _)| !key.starts_with(&format!("/services/{RUST_APP}/")))
-        .filter(|(key, _)| key != "/dubbo/mapping/helloworld.Greeter")
-        .collect();
+    let theirs = written_by_peer(written, RUST_APP, |key| {
+        key == "/dubbo/mapping/helloworld.Greeter"
+    });
     check_golden("dubbo-go-consumer.json", &theirs);
     greeter.shutdown().await;
 }

@@ -13,7 +13,7 @@ use crate::support::etcd::EtcdServer;
 use crate::support::greeter::start_greeter;
 use crate::support::peer_cases::{
     CALLS, assert_all_answered, assert_peer_run, call_through, check_golden, dump,
-    run_peer_consumer, subscription, wait_for_endpoints, wait_for_key,
+    run_peer_consumer, subscription, wait_for_endpoints, wait_for_key, written_by_peer,
 };
 use crate::support::peers::{Peer, etcd_registry};
 use introspect::rpc::MetadataClient;
@@ -116,11 +116,7 @@ async fn dubbo_java_consumer_calls_a_rust_provider() {
     // What Dubbo Java's consumer wrote: a key of its own where Rust apps are listed.
     let before_port = greeter.address.port();
     let written = dump(&store, &[(before_port, "port")]).await;
-    let theirs: std::collections::BTreeMap<_, _> = written
-        .into_iter()
-        .filter(|(key, _)| !key.starts_with(&format!("/services/{RUST_APP}/")))
-        .filter(|(key, _)| !key.starts_with("/dubbo/mapping/"))
-        .collect();
+    let theirs = written_by_peer(written, RUST_APP, |key| key.starts_with("/dubbo/mapping/"));
     check_golden("dubbo-java-consumer.json", &theirs);
     greeter.shutdown().await;
 }

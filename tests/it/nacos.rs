@@ -222,9 +222,6 @@ async fn greeters_on_nacos_are_called_and_a_graceful_stop_costs_no_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known gap: after a restart on the same data the consumer can receive a successful \
-            empty push that carries no sign of the restart at the seam (see the nacos \
-            module docs); needs the resolver to hold an emptying change batch"]
 async fn calls_survive_a_restart_on_the_same_data_and_on_an_empty_data_dir() {
     let Some(mut server) = NacosServer::start().await else {
         return;

@@ -26,7 +26,10 @@
 //! register again within seconds of reconnecting. The SDK does not tell its user when its
 //! connection was lost and made again, so the pushes a consumer receives meanwhile (fewer
 //! instances, or none) carry no sign of the restart at this seam: they are removals like
-//! any other, under self-preservation's rules.
+//! any other. Above the seam, self-preservation holds mass removals of larger apps, and the
+//! resolver never lets removals other than graceful stops empty an app before its recovery
+//! bound (see [`crate::consumer::ProtectionOptions::wipe_recovery`]), which covers small
+//! apps.
 //!
 //! One concept per file: `options`, `names`, `record`, `diff` (pure), `client` (the SDK's
 //! clients and errors), `registration`, `reads`, `follow`, `mapping`, `reports`, `epoch`.

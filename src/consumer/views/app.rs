@@ -9,6 +9,14 @@
 //! re-list misses are then kept, in apps of any size, until they re-register or the
 //! recovery bound ([`super::ProtectionOptions::wipe_recovery`]) passes. Graceful stops and
 //! deletions on a healthy registry are not affected: they leave at once.
+//!
+//! The same bound keeps an app from being emptied by expiries: when a read or a batch of
+//! changes removes, other than by a graceful stop, the last instances of an app that took
+//! calls, those are kept (probed, as held instances are) until they re-register or the
+//! bound passes. A registry that restarts on its own data (a Nacos restart, whose pushes
+//! come back empty before the providers re-register, with no other sign) then never
+//! publishes an app empty, however small; a single provider that really crashed costs the
+//! bound in a set that could not take calls anyway.
 
 use std::sync::Arc;
 
@@ -31,6 +39,9 @@ pub(crate) struct Applied {
     pub wiped: bool,
     /// The sign it was seen by, for the log (empty unless [`Applied::wiped`]).
     pub wipe_sign: &'static str,
+    /// Whether this update would have emptied the app by expiries, and its last instances
+    /// are kept for the recovery bound instead.
+    pub emptied: bool,
 }
 
 /// Holds released at one time (see [`AppView::release_due`]).
@@ -100,14 +111,10 @@ impl AppView {
             return Some("its revision went backwards");
         }
         match (&self.last_epoch, &list.epoch) {
-            (Some(before), Some(now)) if before != now => return Some("its epoch changed"),
-            (Some(_), None) => return Some("its epoch disappeared"),
-            _ => {}
+            (Some(before), Some(now)) if before != now => Some("its epoch changed"),
+            (Some(_), None) => Some("its epoch disappeared"),
+            _ => None,
         }
-        let no_signal = list.epoch.is_none() && list.revision == 0;
-        let emptied =
-            list.instances.is_empty() && self.instances.values().any(|i| i.accepts_calls());
-        (no_signal && emptied).then_some("a read without revision or epoch emptied the app")
     }
 
     /// Replaces the registered instances with a fresh list (after a list or a re-list).
@@ -128,6 +135,7 @@ impl AppView {
         };
         self.last_epoch = list.epoch;
         self.synced = true;
+        let took_calls = self.routable_entries().next().is_some();
         let old = std::mem::replace(&mut self.instances, list.instances);
         let gone: Vec<(String, Arc<ServiceInstance>)> = old
             .into_iter()
@@ -154,16 +162,23 @@ impl AppView {
             return applied;
         }
         let remaining = self.instances.len();
+        let mut expired = Vec::new();
         for (address, previous) in gone {
-            let held = self.removed(&address, previous, remaining, now);
+            let held = self.removed(&address, previous.clone(), remaining, now);
+            if held.is_empty() && previous.accepts_calls() {
+                expired.push((address, previous));
+            }
             applied.newly_held.extend(held);
         }
+        self.keep_if_emptied(took_calls, expired, now, &mut applied);
         applied
     }
 
     /// Applies a batch of changes from a watch.
     pub fn apply(&mut self, changes: Vec<InstanceChange>, now: Instant) -> Applied {
         let mut applied = Applied::default();
+        let took_calls = self.routable_entries().next().is_some();
+        let mut expired = Vec::new();
         for change in changes {
             let gone = match change {
                 InstanceChange::Upsert(instance) => {
@@ -184,11 +199,43 @@ impl AppView {
             };
             if let Some(previous) = self.instances.remove(&gone) {
                 let remaining = self.instances.len();
-                let held = self.removed(&gone, previous, remaining, now);
+                let held = self.removed(&gone, previous.clone(), remaining, now);
+                if held.is_empty() && previous.accepts_calls() {
+                    expired.push((gone, previous));
+                }
                 applied.newly_held.extend(held);
             }
         }
+        expired.retain(|(address, _)| !self.instances.contains_key(address));
+        self.keep_if_emptied(took_calls, expired, now, &mut applied);
         applied
+    }
+
+    /// Keeps `expired` (instances that took calls and went, unheld) for the recovery bound
+    /// when the app took calls before the update and would take none after it.
+    fn keep_if_emptied(
+        &mut self,
+        took_calls: bool,
+        expired: Vec<(String, Arc<ServiceInstance>)>,
+        now: Instant,
+        applied: &mut Applied,
+    ) {
+        if !took_calls
+            || expired.is_empty()
+            || self.wipe_recovery.is_zero()
+            || self.routable_entries().next().is_some()
+        {
+            return;
+        }
+        applied.emptied = true;
+        let recovery = self.recovery.get_or_insert_with(|| Recovery {
+            until: now + self.wipe_recovery,
+            kept: Instances::new(),
+        });
+        for (address, previous) in expired {
+            recovery.kept.insert(address, previous.clone());
+            applied.newly_held.push(previous);
+        }
     }
 
     /// `instance`'s record was written again: its hold, if any, ends.
@@ -390,17 +437,40 @@ mod tests {
     }
 
     #[test]
-    fn without_epoch_or_revision_an_emptying_read_is_held_for_the_bound() {
+    fn an_app_is_never_emptied_by_expiries_before_the_bound() {
         let now = Instant::now();
         let mut v = AppView::new(ProtectionOptions::default());
         v.reset(list(2, 0, None), now);
         let a = v.reset(list(1, 0, None), now);
-        assert!(!a.wiped, "a read that leaves some is a plain removal");
+        assert!(!a.emptied, "a read that leaves some is a plain removal");
         assert_eq!(routable(&v), 1);
         let a = v.reset(list(0, 0, None), now);
-        assert!(a.wiped, "a read that empties the app is held");
+        assert!(a.emptied && !a.wiped, "a read that empties the app is held");
+        assert_eq!(a.newly_held.len(), 1);
         assert_eq!(routable(&v), 1);
         v.release_due(now + DEFAULT_WIPE_RECOVERY);
+        assert_eq!(routable(&v), 0);
+        // The same for a batch of changes (a push that lost the last instances), which a
+        // new record of the instance ends.
+        v.reset(list(2, 0, Some("e1")), now);
+        let gone = vec![
+            InstanceChange::Removed("10.0.0.1:1000".into()),
+            InstanceChange::Removed("10.0.0.1:1001".into()),
+        ];
+        let a = v.apply(gone, now);
+        assert!(a.emptied);
+        assert_eq!(routable(&v), 2);
+        let back = instances(1)["10.0.0.1:1000"].clone();
+        v.apply(vec![InstanceChange::Upsert(back)], now);
+        assert_eq!(routable(&v), 2, "one back, the other still kept");
+        // A graceful stop of the last instance empties it at once.
+        let mut v = AppView::new(ProtectionOptions::default());
+        v.reset(list(1, 0, None), now);
+        let mut stopping = (*instance(1000, true)).clone();
+        stopping.mark_stopping();
+        v.apply(vec![InstanceChange::Upsert(Arc::new(stopping))], now);
+        let a = v.apply(vec![InstanceChange::Removed("10.0.0.1:1000".into())], now);
+        assert!(!a.emptied);
         assert_eq!(routable(&v), 0);
     }
 
@@ -418,14 +488,17 @@ mod tests {
     }
 
     #[test]
-    fn deletions_on_a_healthy_store_leave_at_once_whatever_the_app_size() {
+    fn deletions_on_a_healthy_store_leave_at_once_but_the_last_waits_the_bound() {
         let now = Instant::now();
         let mut v = AppView::new(ProtectionOptions::default());
         v.reset(list(2, 40, Some("e1")), now);
         let a = v.reset(list(1, 41, Some("e1")), now);
-        assert!(!a.wiped);
+        assert!(!a.wiped && !a.emptied);
         assert_eq!(routable(&v), 1);
-        v.apply(vec![InstanceChange::Removed("10.0.0.1:1000".into())], now);
+        let a = v.apply(vec![InstanceChange::Removed("10.0.0.1:1000".into())], now);
+        assert!(a.emptied, "the last one is kept");
+        assert_eq!(routable(&v), 1);
+        v.release_due(now + DEFAULT_WIPE_RECOVERY);
         assert_eq!(routable(&v), 0);
         assert!(!v.protection_active());
     }

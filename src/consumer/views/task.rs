@@ -213,6 +213,15 @@ impl View {
                 "the registry was wiped or replaced; keeping the instances it forgot until \
                  they re-register"
             );
+        } else if applied.emptied {
+            Counters::bump(&counters.emptied_apps);
+            tracing::warn!(
+                %app,
+                kept = applied.newly_held.len(),
+                bound = ?parts.protection.wipe_recovery,
+                "the app's last instances went without a graceful stop; keeping them (probed) \
+                 until they re-register"
+            );
         } else if !applied.newly_held.is_empty() {
             Counters::add(&counters.held_removals, applied.newly_held.len() as u64);
             tracing::warn!(

@@ -135,6 +135,22 @@ fn normalize(text: &str, ports: &[(u16, &str)]) -> String {
     text
 }
 
+/// What a peer consumer wrote: `written` without the keys the Rust provider of `app`
+/// writes (its instances, the registry's epoch and the mapping keys in `mappings`).
+pub fn written_by_peer(
+    written: BTreeMap<String, Value>,
+    app: &str,
+    mappings: impl Fn(&str) -> bool,
+) -> BTreeMap<String, Value> {
+    let instances = format!("/services/{app}/");
+    written
+        .into_iter()
+        .filter(|(key, _)| !key.starts_with(&instances))
+        .filter(|(key, _)| !key.starts_with("/introspect/"))
+        .filter(|(key, _)| !mappings(key))
+        .collect()
+}
+
 /// The file of a golden record.
 pub fn golden_path(name: &str) -> PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
