@@ -181,6 +181,11 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
 
+    /// A question about the registry has no answer: nothing is registered under the name
+    /// asked for, or nothing matches. The text says what is there instead.
+    #[error("not found: {0}")]
+    NotFound(String),
+
     /// The component was shut down.
     #[error("shut down")]
     Shutdown,

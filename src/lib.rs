@@ -183,7 +183,7 @@ pub use error::{Error, Result};
 pub use layout::Layout;
 pub use limits::Limits;
 pub use model::{Endpoint, MetadataInfo, ServiceInfo, ServiceInstance};
-pub use provider::Provider;
+pub use provider::{Provider, shutdown_signal};
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use store::{EtcdOptions, EtcdStore};

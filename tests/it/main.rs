@@ -42,6 +42,7 @@ mod revision;
 mod revision_rules;
 mod shared_health;
 mod shared_views;
+mod sigterm;
 mod subscriptions;
 mod tls;
 mod verification;
