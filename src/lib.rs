@@ -163,6 +163,9 @@
 pub mod backend;
 pub mod consumer;
 pub mod error;
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+pub mod identity;
 pub mod limits;
 pub mod metrics;
 pub mod model;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::health::{HealthOptions, HealthRegistry};
 use super::hosts::HostNames;
 use super::metadata::{CacheSettings, MetadataSource};
+use super::rejections::Rejections;
 use super::resolver::Resolver;
 use super::stats::Counters;
 use super::subscribe::{SubscribeOptions, SubscribeParts};
@@ -38,6 +39,8 @@ pub struct ResolverBuilder {
     cache_capacity: u64,
     cache_idle: Duration,
     tls: Option<crate::tls::ClientTlsConfig>,
+    #[cfg(feature = "tls")]
+    identity: Option<crate::identity::IdentityCheck>,
     store_timeout: Duration,
     subscribe_options: SubscribeOptions,
     health: HealthOptions,
@@ -68,6 +71,8 @@ impl ResolverBuilder {
             cache_capacity: DEFAULT_CACHE_CAPACITY,
             cache_idle: DEFAULT_CACHE_IDLE,
             tls: None,
+            #[cfg(feature = "tls")]
+            identity: None,
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
             subscribe_options: SubscribeOptions::default(),
             health: HealthOptions::default(),
@@ -143,6 +148,19 @@ impl ResolverBuilder {
         self
     }
 
+    /// Checks, on every MetadataService call, that the server's certificate names the app
+    /// it is called for, by the check's rule and against the check's CAs (default: no
+    /// check). Implies TLS for those calls: with no [`tls`](Self::tls) configuration, the
+    /// default one; a configuration given there must then name no CA (tonic refuses a CA
+    /// beside a verifier of its own), only what else it sets (a client certificate, the
+    /// handshake timeout). A refused instance is not asked; see [`crate::identity`].
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn identity(mut self, identity: crate::identity::IdentityCheck) -> Self {
+        self.identity = Some(identity);
+        self
+    }
+
     /// Sets the deadline of each registry call (default
     /// [`crate::store::DEFAULT_STORE_TIMEOUT`]).
     pub fn store_timeout(mut self, timeout: Duration) -> Self {
@@ -163,7 +181,13 @@ impl ResolverBuilder {
             Some(tls) => client.with_tls(tls.clone()),
             None => client,
         };
+        #[cfg(feature = "tls")]
+        let client = match &self.identity {
+            Some(identity) => client.with_identity(identity.clone()),
+            None => client,
+        };
         let counters = Arc::new(Counters::default());
+        let rejections = Rejections::new(counters.clone());
         let warnings = Arc::new(Aggregator::default());
         let health = HealthRegistry::new(self.health, counters.clone());
         let metadata = MetadataSource::new(
@@ -171,6 +195,7 @@ impl ResolverBuilder {
             self.limits.clone(),
             client,
             counters.clone(),
+            rejections,
             CacheSettings {
                 fetch_attempts: self.fetch_attempts,
                 capacity: self.cache_capacity,

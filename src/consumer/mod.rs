@@ -49,6 +49,7 @@ mod explain;
 mod health;
 mod hosts;
 mod metadata;
+mod rejections;
 mod resolver;
 mod stats;
 mod subscribe;

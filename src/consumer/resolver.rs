@@ -233,6 +233,12 @@ impl Resolver {
         self.parts.counters.instances_per_app()
     }
 
+    /// Servers the identity check refused, per app (see [`ResolverStats::identity_rejections`]
+    /// for what counts; at most 10,000 apps are listed, the total counts them all).
+    pub fn identity_rejections_per_app(&self) -> BTreeMap<String, u64> {
+        self.parts.counters.rejections_per_app()
+    }
+
     /// Forgets every cached revision.
     pub async fn clear_cache(&self) {
         self.parts.metadata.clear().await;
