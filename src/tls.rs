@@ -24,6 +24,14 @@ pub(crate) enum ClientTlsConfig {}
 #[derive(Clone, Debug)]
 pub(crate) enum IdentityCheck {}
 
+#[cfg(not(feature = "tls"))]
+impl IdentityCheck {
+    /// How often a rejected endpoint is checked again (no value exists).
+    pub(crate) fn recheck_every(&self) -> std::time::Duration {
+        match *self {}
+    }
+}
+
 /// Makes `endpoint` speak TLS with `tls`.
 #[cfg(feature = "tls")]
 pub(crate) fn apply(
@@ -87,6 +95,12 @@ impl Refusals {
             then();
         }));
         (refusals, last)
+    }
+
+    /// Tells a refusal, as the verifier of a handshake does.
+    #[cfg(test)]
+    pub fn tell(&self, error: Error) {
+        (self.0)(error);
     }
 }
 

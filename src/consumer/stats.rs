@@ -142,7 +142,8 @@ stats! {
          DEADLINE_EXCEEDED), as passive health recorded them.";
     counter identity_rejections = "identity_rejections_total":
         "Servers refused by the identity check (their certificate does not name the app \
-         they were resolved for, or does not chain to its CAs): MetadataService calls \
+         they were resolved for, or does not chain to its CAs): balanced-channel endpoints \
+         removed (once per endpoint and cause, not per re-check) and MetadataService calls \
          refused; per app in Resolver::identity_rejections_per_app.";
     counter panic_routes = "panic_routes_total":
         "Times a balanced channel found every endpoint set aside and routed to all of them \

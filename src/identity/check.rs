@@ -1,7 +1,9 @@
 //! [`IdentityCheck`]: the consumer's configuration of the check (the rule, the CAs it
-//! trusts), and the tonic endpoint of one server dialled with the check.
+//! trusts, how often a rejected endpoint is checked again), and the tonic endpoint of one
+//! server dialled with the check.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
@@ -11,11 +13,14 @@ use super::rule::IdentityRule;
 use super::verifier::{AppVerifier, OnReject, TrustAnchors};
 use crate::error::{Error, Result};
 
+/// Default time between two checks of an endpoint the check rejected.
+pub const DEFAULT_RECHECK_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Checks that the server of each endpoint presents a certificate naming the app the
 /// endpoint was resolved for, so that whoever can write the registry cannot send an app's
-/// metadata fetches elsewhere. Set on
+/// calls (or its metadata fetches) elsewhere. Set on
 /// [`ResolverBuilder::identity`](crate::consumer::ResolverBuilder::identity); the module
-/// docs of [`crate::identity`] say what it protects.
+/// docs of [`crate::identity`] say what it protects and how a rejected endpoint is treated.
 ///
 /// It verifies the whole chain itself, against the CA certificates given here (the
 /// `ClientTlsConfig` of the resolver must then name no CA: tonic refuses both at once),
@@ -24,6 +29,7 @@ use crate::error::{Error, Result};
 pub struct IdentityCheck {
     rule: IdentityRule,
     trust: Arc<TrustAnchors>,
+    recheck_interval: Duration,
 }
 
 impl std::fmt::Debug for IdentityCheck {
@@ -31,6 +37,7 @@ impl std::fmt::Debug for IdentityCheck {
         f.debug_struct("IdentityCheck")
             .field("rule", &self.rule)
             .field("trust_anchors", &self.trust.roots.len())
+            .field("recheck_interval", &self.recheck_interval)
             .finish()
     }
 }
@@ -55,12 +62,25 @@ impl IdentityCheck {
         Ok(IdentityCheck {
             rule,
             trust: Arc::new(TrustAnchors { roots, algorithms }),
+            recheck_interval: DEFAULT_RECHECK_INTERVAL,
         })
+    }
+
+    /// Sets how often an endpoint the check rejected is checked again, with a TLS handshake
+    /// (default [`DEFAULT_RECHECK_INTERVAL`], at least 10 ms).
+    pub fn recheck_interval(mut self, interval: Duration) -> Self {
+        self.recheck_interval = interval.max(Duration::from_millis(10));
+        self
     }
 
     /// The rule certificates are checked by.
     pub fn rule(&self) -> &IdentityRule {
         &self.rule
+    }
+
+    /// How often a rejected endpoint is checked again.
+    pub(crate) fn recheck_every(&self) -> Duration {
+        self.recheck_interval
     }
 
     /// `endpoint` (dialling `address`, resolved for `app`) speaking TLS with `tls` and this

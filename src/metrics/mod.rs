@@ -40,7 +40,7 @@
 //! | `introspect_pushes_total` | counter | endpoint sets pushed to subscribers |
 //! | `introspect_revision_checks_total{rule,outcome}` | counter | metadata answers checked against their revision: rule `sha256-v1`, `sha256-v2`, `java-md5` (no rule declared) or `other`; outcome `verified`, `rejected` or `unverifiable` |
 //! | `introspect_unsupported_metadata_services_total` | counter | instances not asked for metadata: their MetadataService is not V2 over tri or grpc |
-//! | `introspect_identity_rejections_total` | counter | servers the identity check refused (MetadataService calls refused) |
+//! | `introspect_identity_rejections_total` | counter | servers the identity check refused (channel endpoints removed, MetadataService calls refused) |
 //! | `introspect_app_identity_rejections_total{app}` | counter | the same, per app the refused servers were resolved for |
 //! | `introspect_provider_metadata_requests_total{app,instance}` | counter | `GetMetadataInfo` requests a provider answered |
 //! | `introspect_provider_revision_info{app,instance,revision}` | gauge | 1 for a provider's current revision, 0 for those it had |

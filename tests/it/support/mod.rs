@@ -13,6 +13,7 @@ pub mod fleet;
 pub mod greeter;
 pub mod hostile;
 pub mod killable;
+pub mod logs;
 pub mod peer_cases;
 pub mod peers;
 pub mod proxy;
