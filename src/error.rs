@@ -191,6 +191,21 @@ pub enum Error {
         cause: String,
     },
 
+    /// A provider's own certificate does not name its app under its identity rule, so every
+    /// consumer checking identity would refuse it.
+    #[error(
+        "the certificate of app {app:?} does not name it: the identity rule asks for \
+         {expected}, the certificate presents {presented}"
+    )]
+    IdentityMismatch {
+        /// The provider's app.
+        app: String,
+        /// The name the rule asks for.
+        expected: String,
+        /// The names the certificate presents.
+        presented: String,
+    },
+
     /// A local I/O error (snapshot file, server socket).
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),

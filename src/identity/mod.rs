@@ -34,16 +34,24 @@
 //!   `introspect_app_identity_rejections_total{app}`) and logged once per cause, naming
 //!   the app expected and the names the certificate presents (never more of it).
 //!
+//! On the provider, [`ServerIdentity`] holds the app's certificate and key: its
+//! [`ServerIdentity::tls_config`] configures the app's servers, and
+//! [`ProviderBuilder::identity`](crate::provider::ProviderBuilder::identity) makes `start()`
+//! and `serve()` fail with [`Error::IdentityMismatch`](crate::Error::IdentityMismatch) when
+//! the certificate does not name the app.
+//!
 //! One concept per file: `rule` (the name an app's certificate must carry, pure),
 //! `presented` (the names a certificate presents), `verifier` (chain and name, the rustls
-//! verifier), `check` (the consumer's configuration).
+//! verifier), `check` (the consumer's configuration), `server` (the provider's).
 
 mod check;
 mod presented;
 mod rule;
+mod server;
 #[cfg(test)]
 mod test_certs;
 mod verifier;
 
 pub use check::{DEFAULT_RECHECK_INTERVAL, IdentityCheck};
 pub use rule::IdentityRule;
+pub use server::ServerIdentity;

@@ -9,9 +9,11 @@ use rustls::pki_types::CertificateDer;
 /// A throwaway CA.
 pub struct Ca(CertifiedIssuer<'static, KeyPair>);
 
-/// A leaf: its DER.
+/// A leaf: its DER, PEM and key PEM.
 pub struct Leaf {
     pub der: CertificateDer<'static>,
+    pub pem: String,
+    pub key_pem: String,
 }
 
 impl Ca {
@@ -55,6 +57,8 @@ impl Ca {
         let cert = params.signed_by(&key, &self.0).unwrap();
         Leaf {
             der: cert.der().clone(),
+            pem: cert.pem(),
+            key_pem: key.serialize_pem(),
         }
     }
 }

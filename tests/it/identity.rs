@@ -14,10 +14,12 @@ use crate::support::greeter::{CountingGreeter, GreeterNode, serve_greeter_with};
 use crate::support::logs::capture_warnings;
 use crate::support::wait::eventually;
 use introspect::consumer::{BalancedChannel, ChannelHandle, HealthOptions, ResolverBuilder};
-use introspect::identity::{IdentityCheck, IdentityRule};
+use introspect::identity::{IdentityCheck, IdentityRule, ServerIdentity};
 use introspect::model::StorageType;
 use introspect::provider::ProviderBuilder;
-use introspect::{MemoryStore, Provider, Resolver, Store, Subscription, SubscriptionHandle};
+use introspect::{
+    Error, MemoryStore, Provider, Resolver, ServiceInfo, Store, Subscription, SubscriptionHandle,
+};
 use tokio::sync::oneshot;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
@@ -43,26 +45,42 @@ fn honest_leaf(ca: &TestCa) -> Leaf {
 }
 
 /// Starts a Greeter of `app` over TLS with `leaf`, its provider's builder changed by
-/// `configure`.
+/// `configure`; an honest one declares its certificate's identity under `rule` to its
+/// provider, which checks it at `serve`.
 async fn start_with(
     store: &Arc<dyn Store>,
     app: &str,
     leaf: &Leaf,
+    rule: Option<IdentityRule>,
     configure: impl FnOnce(ProviderBuilder) -> ProviderBuilder,
 ) -> GreeterNode {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let drain = Duration::from_millis(50);
-    serve_greeter_with(listener, store, app, drain, Some(tls_of(leaf)), configure).await
+    let identity =
+        rule.map(|rule| ServerIdentity::from_pem(&leaf.cert_pem, &leaf.key_pem, rule).unwrap());
+    let tls = match &identity {
+        Some(identity) => identity.tls_config(),
+        None => tls_of(leaf),
+    };
+    serve_greeter_with(listener, store, app, drain, Some(tls), |builder| {
+        let builder = configure(builder);
+        match identity {
+            Some(identity) => builder.identity(identity),
+            None => builder,
+        }
+    })
+    .await
 }
 
 /// An honest Greeter of `shop-payments` (its certificate names it by the DNS rule).
 async fn honest(store: &Arc<dyn Store>, ca: &TestCa) -> GreeterNode {
-    start_with(store, PAYMENTS, &honest_leaf(ca), |b| b).await
+    let rule = Some(IdentityRule::dns());
+    start_with(store, PAYMENTS, &honest_leaf(ca), rule, |b| b).await
 }
 
 /// A rogue registered under `shop-payments`, serving with `leaf`.
 async fn rogue(store: &Arc<dyn Store>, leaf: &Leaf) -> GreeterNode {
-    start_with(store, PAYMENTS, leaf, |b| b).await
+    start_with(store, PAYMENTS, leaf, None, |b| b).await
 }
 
 /// A consumer checking identity by the DNS rule against `ca`.
@@ -220,8 +238,8 @@ async fn when_every_provider_is_refused_calls_fail_at_once_saying_why() {
     let leaf = ca.leaf(&["shop-orders", "localhost"]);
     let remote = |b: ProviderBuilder| b.storage_type(StorageType::Remote);
     let rogues = [
-        start_with(&store, PAYMENTS, &leaf, remote).await,
-        start_with(&store, PAYMENTS, &leaf, remote).await,
+        start_with(&store, PAYMENTS, &leaf, None, remote).await,
+        start_with(&store, PAYMENTS, &leaf, None, remote).await,
     ];
     let resolver = checking_resolver(&store, &ca);
     let subscription = subscribed(&resolver, 2).await;
@@ -308,7 +326,7 @@ async fn a_spiffe_rule_reads_the_uri_sans() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let rule = IdentityRule::spiffe("example.org").unwrap();
     let leaf = ca.leaf_for_uris(&["spiffe://example.org/app/shop-payments"]);
-    let honest = start_with(&store, PAYMENTS, &leaf, |b| b).await;
+    let honest = start_with(&store, PAYMENTS, &leaf, Some(rule.clone()), |b| b).await;
     let rogue = rogue(
         &store,
         &ca.leaf_for_uris(&["spiffe://example.org/app/shop-orders"]),
@@ -327,6 +345,47 @@ async fn a_spiffe_rule_reads_the_uri_sans() {
     let (ok, failed) = call(&channel, 50).await;
     assert_eq!((ok, failed.len()), (50, 0));
     assert_eq!((honest.calls(), rogue.calls()), (50, 0));
+}
+
+#[tokio::test]
+async fn a_provider_whose_certificate_names_another_app_fails_at_start() {
+    let ca = TestCa::new("introspect test CA");
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let leaf = ca.leaf(&["shop-orders"]);
+    let identity =
+        ServerIdentity::from_pem(&leaf.cert_pem, &leaf.key_pem, IdentityRule::dns()).unwrap();
+    let says_why = |error: Error| {
+        let text = error.to_string();
+        assert!(matches!(error, Error::IdentityMismatch { .. }), "{text}");
+        assert!(
+            text.contains("\"shop-payments\" does not name it")
+                && text.contains("asks for DNS:shop-payments")
+                && text.contains("presents DNS:shop-orders"),
+            "{text}"
+        );
+    };
+    let started = Provider::builder(PAYMENTS, store.clone())
+        .serve_metadata_on("127.0.0.1:0".parse().unwrap())
+        .identity(identity.clone())
+        .export(ServiceInfo::new(GREETER))
+        .start()
+        .await;
+    says_why(started.unwrap_err());
+    let provider = Provider::builder(PAYMENTS, store.clone())
+        .identity(identity)
+        .export_service::<GreeterServer<CountingGreeter>>()
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let router = tonic::transport::Server::builder()
+        .add_service(GreeterServer::new(CountingGreeter::new(address)));
+    let served = provider
+        .serve(router, listener, std::future::pending())
+        .await;
+    says_why(served.unwrap_err());
+    let registered = store.get_prefix("/services/").await.unwrap();
+    assert!(registered.kvs.is_empty(), "nothing registered");
 }
 
 /// A raw Greeter server over TLS with `leaf` on `listener`, until `stop` is sent.
