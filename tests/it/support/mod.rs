@@ -14,6 +14,8 @@ pub mod greeter;
 pub mod hostile;
 pub mod killable;
 pub mod logs;
+#[cfg(feature = "nacos")]
+pub mod nacos;
 pub mod peer_cases;
 pub mod peers;
 pub mod proxy;
