@@ -103,6 +103,9 @@ struct Settings {
     serving: MetadataServing,
     #[cfg(feature = "tls")]
     tls: Option<tonic::transport::ServerTlsConfig>,
+    /// The certificate the app's servers present, checked at start.
+    #[cfg(feature = "tls")]
+    identity: Option<crate::identity::ServerIdentity>,
     /// Whether the user gave the host (else it is learned from the listener).
     host_given: bool,
     check_metadata_service: bool,
@@ -193,6 +196,7 @@ impl Provider {
     }
 
     async fn start_inner(&self) -> Result<()> {
+        self.check_identity()?;
         match self.settings.serving {
             MetadataServing::OwnPort(addr) => self.serve_own_port(addr).await?,
             MetadataServing::InUserServer => {
@@ -212,6 +216,16 @@ impl Provider {
             }
         }
         self.register_and_spawn(false).await
+    }
+
+    /// Checks that the declared certificate names the app (see
+    /// [`ProviderBuilder::identity`]).
+    fn check_identity(&self) -> Result<()> {
+        #[cfg(feature = "tls")]
+        if let Some(identity) = &self.settings.identity {
+            identity.check(&self.shared.exported.current().app)?;
+        }
+        Ok(())
     }
 
     /// Registers the instance, writes the mappings and starts the background tasks. With

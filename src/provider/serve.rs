@@ -84,6 +84,7 @@ impl Provider {
                  asks for a listener of its own: use one of the two"
             )));
         }
+        self.check_identity()?;
         let local = listener.local_addr()?;
         self.learn_address(local, false).await;
         let service = self.metadata_service();

@@ -25,6 +25,7 @@ mod generated_code;
 mod golden_records;
 mod health_and_snapshot;
 mod held_endpoints;
+mod identity;
 mod interop;
 mod limits;
 mod mapping_integrity;

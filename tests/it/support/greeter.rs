@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use introspect::provider::ProviderBuilder;
 use introspect::{Provider, Store};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -186,17 +187,34 @@ pub async fn serve_greeter(
     app: &str,
     drain: Duration,
 ) -> GreeterNode {
+    serve_greeter_with(listener, store, app, drain, None, |b| b).await
+}
+
+/// Like [`serve_greeter`], over TLS with `tls` when given, its provider's builder changed
+/// by `configure` first.
+pub async fn serve_greeter_with(
+    listener: tokio::net::TcpListener,
+    store: &Arc<dyn Store>,
+    app: &str,
+    drain: Duration,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    configure: impl FnOnce(ProviderBuilder) -> ProviderBuilder,
+) -> GreeterNode {
     let address = listener.local_addr().unwrap();
     let greeter = CountingGreeter::new(address);
     let calls = greeter.calls.clone();
-    let provider = Provider::builder(app, store.clone())
+    let builder = Provider::builder(app, store.clone())
         .lease_ttl(Duration::from_secs(10))
         .drain_period(drain)
-        .export_service::<GreeterServer<CountingGreeter>>()
-        .build()
-        .expect("valid provider");
+        .export_service::<GreeterServer<CountingGreeter>>();
+    let provider = configure(builder).build().expect("valid provider");
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        server = server.tls_config(tls).expect("TLS configuration");
+    }
+    let router = server.add_service(GreeterServer::new(greeter));
     let (stop, stopped) = oneshot::channel::<()>();
-    let serving = tokio::spawn(provider.serve(greeter_router(greeter), listener, async {
+    let serving = tokio::spawn(provider.serve(router, listener, async {
         let _ = stopped.await;
     }));
     eventually(Duration::from_secs(5), "the greeter to register", || {

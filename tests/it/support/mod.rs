@@ -13,6 +13,7 @@ pub mod fleet;
 pub mod greeter;
 pub mod hostile;
 pub mod killable;
+pub mod logs;
 #[cfg(feature = "nacos")]
 pub mod nacos;
 pub mod peer_cases;
