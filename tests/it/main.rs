@@ -35,6 +35,7 @@ mod nacos;
 mod names;
 mod no_hanging_calls;
 mod parser_properties;
+mod partitions;
 mod passive_health;
 mod provider;
 mod quiet_logs;

@@ -19,6 +19,7 @@ pub mod nacos;
 pub mod peer_cases;
 pub mod peers;
 pub mod proxy;
+pub mod published;
 pub mod records;
 pub mod wait;
 #[cfg(feature = "zookeeper")]
