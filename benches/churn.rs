@@ -1,0 +1,281 @@
+//! The long churn: a fleet that keeps changing for a long time, under one resolver holding
+//! many subscriptions. Nothing here is a timed assertion; it prints, once a minute, what
+//! would grow if anything leaked: resident memory, live tokio tasks, open sockets and the
+//! store's watches.
+//!
+//! * 200 apps, each a real provider serving MetadataService on loopback and exporting 5
+//!   interfaces (one revision per app), plus 10 synthetic instances of the same revision;
+//! * 1,000 subscriptions (every interface of every app) on one resolver, each followed by
+//!   a task that takes every published set;
+//! * every 50 ms one synthetic instance registers (a new port) and one deregisters (the
+//!   oldest of a random app that has more than 2): 20 registrations and 20
+//!   deregistrations per second;
+//! * at the end the churn stops and every subscription's final set must equal its app's
+//!   records in the registry.
+//!
+//! `cargo bench --bench churn` runs 10 minutes (`-- --minutes N` to change it); without
+//! `--bench` (as `cargo test --benches` runs it) it is a 10 s smoke run. The store is the
+//! embedded one, whose watch count is exact; the figures are for `BENCHMARKS.md`.
+
+#[path = "common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use introspect::registry::Registry;
+use introspect::{
+    Layout, Limits, MemoryStore, Provider, Resolver, ServiceInfo, ServiceInstance, Store,
+    Subscription,
+};
+
+const APPS: usize = 200;
+const INTERFACES_PER_APP: usize = 5;
+const SYNTHETIC_PER_APP: usize = 10;
+const TICK: Duration = Duration::from_millis(50);
+
+fn app_name(a: usize) -> String {
+    format!("churn-app-{a:03}")
+}
+
+fn interface(a: usize, k: usize) -> String {
+    format!("com.example.churn.App{a:03}Api{k}")
+}
+
+/// A small deterministic generator (xorshift), so runs churn alike.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// One app: its real provider (the MetadataService synthetic records point at) and the
+/// synthetic ports registered now, oldest first.
+struct App {
+    name: String,
+    template: ServiceInstance,
+    live: VecDeque<u16>,
+    next_port: u16,
+    _provider: Provider,
+}
+
+/// What the process holds, read from `/proc/self` and the runtime.
+#[derive(Clone, Copy)]
+struct Sample {
+    rss_kib: u64,
+    tasks: usize,
+    sockets: usize,
+    watches: usize,
+}
+
+fn sample(store: &MemoryStore) -> Sample {
+    let rss_kib = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0);
+    let sockets = std::fs::read_dir("/proc/self/fd")
+        .map(|fds| {
+            fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                .filter(|target| target.to_string_lossy().starts_with("socket:"))
+                .count()
+        })
+        .unwrap_or(0);
+    Sample {
+        rss_kib,
+        tasks: tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks(),
+        sockets,
+        watches: store.watch_count(),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let bench = args.iter().any(|a| a == "--bench");
+    let minutes: u64 = args
+        .iter()
+        .position(|a| a == "--minutes")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(10);
+    let (length, every) = if bench {
+        (Duration::from_secs(60 * minutes), Duration::from_secs(60))
+    } else {
+        (Duration::from_secs(10), Duration::from_secs(2))
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(run(length, every));
+}
+
+async fn run(length: Duration, every: Duration) {
+    let memory = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = memory.clone();
+    let registry = Registry::new(store.clone(), Layout::default(), Limits::default());
+
+    let mut apps = Vec::with_capacity(APPS);
+    for a in 0..APPS {
+        let name = app_name(a);
+        let mut builder = Provider::builder(&name, store.clone())
+            .serve_metadata_on("127.0.0.1:0".parse().expect("loopback address"))
+            .lease_ttl(Duration::from_secs(3600));
+        for k in 0..INTERFACES_PER_APP {
+            builder = builder.export(ServiceInfo::new(interface(a, k)));
+        }
+        let provider = builder.start().await.expect("provider starts");
+        let template = provider.instance().await;
+        let mut app = App {
+            name,
+            template,
+            live: VecDeque::new(),
+            next_port: 20_000,
+            _provider: provider,
+        };
+        for _ in 0..SYNTHETIC_PER_APP {
+            register(&registry, &mut app).await;
+        }
+        apps.push(app);
+    }
+
+    let resolver = Resolver::new(store.clone());
+    let published = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::with_capacity(APPS * INTERFACES_PER_APP);
+    for a in 0..APPS {
+        for k in 0..INTERFACES_PER_APP {
+            let handle = resolver
+                .subscribe(Subscription::new(interface(a, k)))
+                .await
+                .expect("subscribes");
+            let mut follower = handle.clone();
+            let published = published.clone();
+            tokio::spawn(async move {
+                while follower.changed().await.is_ok() {
+                    published.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            handles.push((a, handle));
+        }
+    }
+    println!(
+        "[churn] {APPS} apps × {INTERFACES_PER_APP} interfaces, {} subscriptions on one \
+         resolver; 20 registrations and 20 deregistrations per second for {length:?}",
+        handles.len()
+    );
+    println!(
+        "| minute | RSS MiB | live tasks | open sockets | store watches | changes | sets published |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let started = Instant::now();
+    let mut ticker = tokio::time::interval(TICK);
+    let mut next_sample = started + every;
+    let mut changes = 0u64;
+    let mut samples: Vec<Sample> = Vec::new();
+    let print = |at: Duration, s: Sample, changes: u64| {
+        println!(
+            "| {:.1} | {:.1} | {} | {} | {} | {changes} | {} |",
+            at.as_secs_f64() / 60.0,
+            s.rss_kib as f64 / 1024.0,
+            s.tasks,
+            s.sockets,
+            s.watches,
+            published.load(Ordering::Relaxed)
+        );
+    };
+    while started.elapsed() < length {
+        ticker.tick().await;
+        let joined = rng.below(APPS);
+        register(&registry, &mut apps[joined]).await;
+        let leaving = &mut apps[rng.below(APPS)];
+        if leaving.live.len() > 2 {
+            let port = leaving.live.pop_front().expect("more than 2");
+            registry
+                .deregister(&leaving.name, common::HOST, port)
+                .await
+                .expect("deregisters");
+        }
+        changes += 2;
+        if Instant::now() >= next_sample {
+            next_sample += every;
+            let s = sample(&memory);
+            print(started.elapsed(), s, changes);
+            samples.push(s);
+        }
+    }
+
+    // Settle, then every subscription's set must be its app's records.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut wrong = 0;
+    for (a, handle) in &handles {
+        let records = registry
+            .list(&apps[*a].name)
+            .await
+            .expect("lists");
+        let expected: BTreeSet<u16> = records.instances.values().map(|i| i.port).collect();
+        let seen: BTreeSet<u16> = handle.current().iter().map(|e| e.instance_port).collect();
+        if seen != expected {
+            wrong += 1;
+        }
+    }
+    let first = samples.first().copied();
+    let last = samples.last().copied();
+    if let (Some(first), Some(last)) = (first, last) {
+        let growth = |a: f64, b: f64| if a > 0.0 { (b - a) / a * 100.0 } else { 0.0 };
+        println!(
+            "[churn] from the first sample to the last: RSS {:+.1}%, live tasks {} → {}, \
+             sockets {} → {}, watches {} → {}",
+            growth(first.rss_kib as f64, last.rss_kib as f64),
+            first.tasks,
+            last.tasks,
+            first.sockets,
+            last.sockets,
+            first.watches,
+            last.watches
+        );
+    }
+    println!(
+        "[churn] final sets equal to the registry's: {} of {}",
+        handles.len() - wrong,
+        handles.len()
+    );
+    println!(
+        "[churn] synthetic instances at the end: {} ({SYNTHETIC_PER_APP} per app at the start)",
+        apps.iter().map(|app| app.live.len()).sum::<usize>()
+    );
+    assert_eq!(
+        wrong, 0,
+        "subscriptions whose final set differs from the registry"
+    );
+}
+
+/// Registers one more synthetic instance of `app` at its next port.
+async fn register(registry: &Registry, app: &mut App) {
+    let port = app.next_port;
+    app.next_port = if app.next_port >= 59_999 {
+        20_000
+    } else {
+        app.next_port + 1
+    };
+    // Its own port for every protocol, MetadataService still at the real provider.
+    let instance = common::synthetic(&app.template, usize::from(port) - 20_000);
+    registry.register(&instance, None).await.expect("registers");
+    app.live.push_back(port);
+}
