@@ -1,5 +1,7 @@
 //! The `introspect` command-line tool's parts: opening a store from command-line
-//! arguments ([`store`]), the demo ([`demo`]) and the Prometheus endpoint ([`exporter`]).
+//! arguments ([`store`]), the demo ([`demo`]), the Prometheus endpoint ([`exporter`]), and
+//! what more than one command shows: revisions and their differences ([`revision`]),
+//! resolving with unreadable apps named ([`unreadable`]) and the JSON shapes ([`json`]).
 //!
 //! They live in this crate, not in the `introspect` library, so that a service embedding
 //! the library never builds clap, tracing-subscriber or an HTTP exporter.
@@ -8,4 +10,7 @@
 
 pub mod demo;
 pub mod exporter;
+pub mod json;
+pub mod revision;
 pub mod store;
+pub mod unreadable;

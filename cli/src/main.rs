@@ -1,8 +1,6 @@
 //! `introspect`: run the demo, and see what is registered without writing code.
 
 mod output;
-mod revision;
-mod unreadable;
 mod xds;
 
 use std::collections::BTreeMap;
@@ -15,6 +13,7 @@ use introspect::metrics::Metrics;
 use introspect::{Error, Layout, Limits};
 use introspect_cli::demo::DemoOptions;
 use introspect_cli::store::StoreArgs;
+use introspect_cli::{revision, unreadable};
 use output::Output;
 
 /// Application-level service discovery: inspect registered apps, instances, revisions,
