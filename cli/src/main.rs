@@ -32,7 +32,8 @@ use output::Output;
         introspect --etcd http://127.0.0.1:2379 --json metadata shop-orders\n  \
         introspect --etcd http://127.0.0.1:2379 revision shop-orders  # why revisions differ\n  \
         introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n  \
-        introspect --etcd http://127.0.0.1:2379 xds --listen 127.0.0.1:18000  # for any gRPC client\n\n\
+        introspect --etcd http://127.0.0.1:2379 xds --listen 127.0.0.1:18000  # for any gRPC client\n  \
+        introspect --etcd http://127.0.0.1:2379 console --listen 127.0.0.1:8080  # live web console\n\n\
         The registry is --registry URL (INTROSPECT_REGISTRY: zookeeper://, etcd://, memory://)\n\
         or etcd at --etcd (INTROSPECT_ETCD); the password of --user comes from\n\
         INTROSPECT_PASSWORD or a prompt. The demo runs on the embedded store unless given one."
@@ -119,6 +120,8 @@ enum Command {
     },
     /// Serve the registry's gRPC services over xDS (ADS) to gRPC clients and Envoy.
     Xds(xds::XdsArgs),
+    /// Serve a live, read-only web console of the fleet (loopback unless given a token).
+    Console(introspect_cli::console::ConsoleArgs),
 }
 
 /// An interface and its optional qualifiers.
@@ -186,7 +189,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
     }
     // A watch starts while the registry is down and follows it once it answers; one-shot
     // commands fail with a clear error when no server answers in time.
-    let backend = if matches!(cli.command, Command::Watch { .. }) {
+    let backend = if matches!(cli.command, Command::Watch { .. } | Command::Console(_)) {
         introspect_cli::store::open_following(&store_args).await?
     } else {
         introspect_cli::store::open(&store_args).await?
@@ -322,6 +325,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
             }
         }
         Command::Xds(args) => xds::run(resolver, args).await?,
+        Command::Console(args) => introspect_cli::console::run(resolver, args).await?,
     }
     Ok(())
 }
