@@ -374,14 +374,19 @@ async fn events(
     State(shared): State<Shared>,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let receiver = shared.fleet.events();
+    let stopped = shared.fleet.stopped();
     let hello = SseEvent::default().event("hello").data("{}");
     let stream = futures::stream::unfold(
-        (receiver, Some(hello)),
-        |(mut receiver, first)| async move {
+        (receiver, stopped, Some(hello)),
+        |(mut receiver, mut stopped, first)| async move {
             if let Some(first) = first {
-                return Some((Ok(first), (receiver, None)));
+                return Some((Ok(first), (receiver, stopped, None)));
             }
-            let event = match receiver.recv().await {
+            let next = tokio::select! {
+                next = receiver.recv() => next,
+                _ = stopped.wait_for(|stopped| *stopped) => return None,
+            };
+            let event = match next {
                 Ok(event) => SseEvent::default()
                     .event(event.name)
                     .data(event.data.as_str()),
@@ -390,7 +395,7 @@ async fn events(
                     .data(json!({"missed": missed}).to_string()),
                 Err(RecvError::Closed) => return None,
             };
-            Some((Ok(event), (receiver, None)))
+            Some((Ok(event), (receiver, stopped, None)))
         },
     );
     Sse::new(stream).keep_alive(KeepAlive::default())

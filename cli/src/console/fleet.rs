@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use introspect::ServiceInstance;
 use introspect::consumer::{AppFollow, AppSnapshot, Resolver};
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 
 /// Log entries kept per app.
@@ -75,6 +75,8 @@ pub struct Fleet {
     pub resolver: Resolver,
     state: Mutex<State>,
     events: broadcast::Sender<Arc<Event>>,
+    /// Set when the console stops: open event streams end.
+    stopped: watch::Sender<bool>,
 }
 
 #[derive(Default)]
@@ -93,6 +95,7 @@ pub struct Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.discover.abort();
+        self.fleet.stopped.send_replace(true);
         for entry in self.fleet.lock().apps.values() {
             entry.follow.abort();
         }
@@ -106,6 +109,7 @@ impl Fleet {
             resolver,
             state: Mutex::default(),
             events: broadcast::channel(EVENT_BUFFER).0,
+            stopped: watch::channel(false).0,
         });
         let discover = tokio::spawn(discover(Arc::downgrade(&fleet), discover_every));
         let running = Running {
@@ -122,6 +126,11 @@ impl Fleet {
     /// A receiver of the events to come.
     pub fn events(&self) -> broadcast::Receiver<Arc<Event>> {
         self.events.subscribe()
+    }
+
+    /// A receiver whose value turns true when the console stops.
+    pub fn stopped(&self) -> watch::Receiver<bool> {
+        self.stopped.subscribe()
     }
 
     /// Every app's summary, and why the last look for apps failed, if it did.
@@ -177,6 +186,10 @@ impl Fleet {
             let Some(entry) = state.apps.get_mut(&app) else {
                 return;
             };
+            // Health changes wake every follow; most leave this app as it was.
+            if Arc::ptr_eq(&entry.snapshot, &snapshot) && entry.aside == aside {
+                return;
+            }
             let changes = changes(&entry.snapshot, &snapshot, &entry.aside, &aside, now);
             let first = !entry.snapshot.synced && snapshot.synced;
             for address in snapshot.registered.keys() {
