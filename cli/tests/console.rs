@@ -5,6 +5,7 @@
 mod support;
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use introspect::consumer::{ProtectionOptions, Resolver};
 use introspect::{Limits, MemoryStore, ServiceInfo, Store};
 use introspect_cli::console::{self, Console, ConsoleOptions};
 use serde_json::Value;
+use support::etcd::EtcdServer;
 use support::fleet::{start_provider, start_provider_with};
 use support::wait::eventually;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -31,9 +33,26 @@ impl Answer {
     }
 }
 
+/// Where a console listens: a running one, or one a child process serves.
+trait Listening {
+    fn local_addr(&self) -> SocketAddr;
+}
+
+impl Listening for Console {
+    fn local_addr(&self) -> SocketAddr {
+        Console::local_addr(self)
+    }
+}
+
+impl Listening for SocketAddr {
+    fn local_addr(&self) -> SocketAddr {
+        *self
+    }
+}
+
 /// A plain HTTP/1.1 request over a fresh connection.
 async fn request(
-    console: &Console,
+    console: &impl Listening,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
@@ -78,13 +97,13 @@ async fn request(
     }
 }
 
-async fn get(console: &Console, path: &str) -> Answer {
+async fn get(console: &impl Listening, path: &str) -> Answer {
     request(console, "GET", path, &[], "").await
 }
 
 /// The server-sent events of `/api/events`, as (name, data) pairs.
 async fn events(
-    console: &Console,
+    console: &impl Listening,
     headers: &[(&str, &str)],
 ) -> mpsc::UnboundedReceiver<(String, Value)> {
     let addr = console.local_addr();
@@ -625,4 +644,100 @@ async fn unsafe_binds_are_refused_at_start() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tool_serves_a_real_etcd_fleet_behind_a_token() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let store: Arc<dyn Store> = etcd.store().await;
+    let services = vec![service("shop.OrderService", "3000")];
+    let _first = start_provider(&store, "shop", services.clone()).await;
+    let token = "etcd-console-token-0123";
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_introspect"))
+        .args([
+            "--etcd",
+            &etcd.endpoint(),
+            "console",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--token-env",
+            "INTROSPECT_TEST_CONSOLE_TOKEN",
+            "--discover-every",
+            "1",
+        ])
+        .env("INTROSPECT_TEST_CONSOLE_TOKEN", token)
+        .env_remove("INTROSPECT_REGISTRY")
+        .env_remove("INTROSPECT_ETCD")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("binary runs");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(10), stderr.next_line())
+        .await
+        .expect("the console says where it is")
+        .unwrap()
+        .unwrap_or_default();
+    let addr: SocketAddr = line
+        .strip_prefix("console at http://")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(!line.contains(token));
+    let bearer = format!("Bearer {token}");
+    let auth = [("Authorization", bearer.as_str())];
+    assert_eq!(get(&addr, "/api/apps").await.status, 401);
+    eventually(Duration::from_secs(10), "the app listed", || async {
+        let apps = request(&addr, "GET", "/api/apps", &auth, "").await.json();
+        apps["apps"][0]["synced"] == true
+    })
+    .await;
+    let apps = request(&addr, "GET", "/api/apps", &auth, "").await.json();
+    assert_eq!(apps["registry"], "etcd");
+    assert_eq!(apps["apps"][0]["instances"], 1);
+    let mut live = events(&addr, &auth).await;
+    next_matching(&mut live, Duration::from_secs(2), "hello", |n, _| {
+        n == "hello"
+    })
+    .await;
+    let second = start_provider(&store, "shop", services.clone()).await;
+    let address = address_of(&second).await;
+    let (_, took) = next_matching(&mut live, Duration::from_secs(3), "registered", |n, d| {
+        n == "app" && change_of(d, "registered", &address)
+    })
+    .await;
+    println!("etcd: registration on the page {took:?} after the provider started");
+    let started = Instant::now();
+    second.shutdown().await.unwrap();
+    next_matching(&mut live, Duration::from_secs(3), "stopped", |n, d| {
+        n == "app" && change_of(d, "stopped", &address)
+    })
+    .await;
+    println!(
+        "etcd: graceful stop on the page {:?} after shutdown began",
+        started.elapsed()
+    );
+    let app = request(&addr, "GET", "/api/app?name=shop", &auth, "")
+        .await
+        .json();
+    assert_eq!(
+        app["revisions"][0]["services"][0]["params"]["timeout"],
+        "3000"
+    );
+    let service = request(
+        &addr,
+        "GET",
+        "/api/service?name=shop.OrderService",
+        &auth,
+        "",
+    )
+    .await
+    .json();
+    assert_eq!(service["total"], 1);
+    child.kill().await.unwrap();
 }
