@@ -153,9 +153,15 @@ impl Fleet {
         }));
     }
 
-    /// Starts following `app` unless it is followed already.
+    /// Starts following `app` unless it is followed already (a follow that failed is
+    /// started again).
     fn follow(self: &Arc<Self>, app: &str) {
-        if self.lock().apps.contains_key(app) {
+        let followed = self
+            .lock()
+            .apps
+            .get(app)
+            .map(|e| e.snapshot.failed.is_none());
+        if followed == Some(true) {
             return;
         }
         let follow = match self.resolver.follow_app(app) {
@@ -166,14 +172,24 @@ impl Fleet {
             }
         };
         let task = tokio::spawn(follow_app(Arc::downgrade(self), follow));
-        let entry = AppEntry {
-            snapshot: Arc::new(AppSnapshot::default()),
-            aside: BTreeSet::new(),
-            seen: HashMap::new(),
-            log: VecDeque::new(),
-            follow: task.abort_handle(),
-        };
-        self.lock().apps.insert(app.to_owned(), entry);
+        let mut state = self.lock();
+        match state.apps.get_mut(app) {
+            // Again after a failure: the log and the first-seen times stay.
+            Some(entry) => {
+                entry.snapshot = Arc::new(AppSnapshot::default());
+                entry.follow = task.abort_handle();
+            }
+            None => {
+                let entry = AppEntry {
+                    snapshot: Arc::new(AppSnapshot::default()),
+                    aside: BTreeSet::new(),
+                    seen: HashMap::new(),
+                    log: VecDeque::new(),
+                    follow: task.abort_handle(),
+                };
+                state.apps.insert(app.to_owned(), entry);
+            }
+        }
     }
 
     /// Takes in a new snapshot of `app` and what health sets aside: logs what changed,
@@ -299,6 +315,11 @@ async fn follow_app(fleet: Weak<Fleet>, mut follow: AppFollow) {
         drop(strong);
         if let Err(error) = follow.changed().await {
             if let Some(strong) = fleet.upgrade() {
+                // The last snapshot carries the failure: the next look for apps follows
+                // the app again.
+                let last = follow.current();
+                let aside = set_aside(&follow, &last);
+                strong.update(last, aside);
                 let failed = LogEntry {
                     at_ms: now_ms(),
                     kind: "failed",
