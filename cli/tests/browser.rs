@@ -101,6 +101,8 @@ async fn a_person_finds_an_app_and_sees_a_killed_provider_leave() {
                 // A crash: no deregistration, the record goes with its 1 s lease.
                 victim.abort();
                 stdin.write_all(b"KILLED\n").await.unwrap();
+            } else if line.starts_with("LEFT ") {
+                println!("the killed provider's row {line}");
             } else if line == "OK" {
                 ok = true;
             }

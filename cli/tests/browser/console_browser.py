@@ -15,6 +15,7 @@ Chromium is Debian's (`chromium`, or CHROMIUM=PATH); playwright comes from PyPI
 import os
 import shutil
 import sys
+import time
 
 from playwright.sync_api import expect, sync_playwright
 
@@ -64,7 +65,9 @@ def main() -> int:
         if sys.stdin.readline().strip() != "KILLED":
             print("the test did not kill the provider", file=sys.stderr)
             return 1
+        killed = time.monotonic()
         expect(page.locator(f'tr[data-address="{victim}"]')).to_have_count(0, timeout=TIMEOUT_MS)
+        print(f"LEFT {time.monotonic() - killed:.2f}s after the kill", flush=True)
         expect(sections.nth(0).locator("table.instances tbody tr")).to_have_count(1)
         expect(page.locator(".log")).to_contain_text(victim)
         browser.close()
