@@ -114,15 +114,19 @@ function appsHead() {
 
 async function showApps() {
   const body = await api("/api/apps");
+  if (state.view.kind !== "apps") return;
   document.getElementById("registry").textContent = "registry: " + body.registry;
   state.apps = new Map(body.apps.map((a) => [a.app, a]));
-  const search = el("input", { id: "search", type: "search", placeholder: "search apps", "aria-label": "search apps",
-    on: { input: renderApps } });
-  main(el("div", {}, search, " ", el("span", { id: "apps-count", class: "muted" })),
-    body.error ? el("p", { class: "error" }, "listing apps failed: " + body.error) : null,
-    el("table", { id: "apps-table" }));
+  // A refresh keeps the search box, and what was typed in it.
+  if (!document.getElementById("search")) {
+    const search = el("input", { id: "search", type: "search", placeholder: "search apps", "aria-label": "search apps",
+      on: { input: renderApps } });
+    main(el("div", {}, search, " ", el("span", { id: "apps-count", class: "muted" })),
+      el("p", { id: "apps-error", class: "error" }), el("table", { id: "apps-table" }));
+    search.focus();
+  }
+  document.getElementById("apps-error").textContent = body.error ? "listing apps failed: " + body.error : "";
   renderApps();
-  search.focus();
 }
 
 // ---- app page ----
