@@ -48,6 +48,9 @@ use tokio::sync::oneshot;
 /// followed live).
 pub const DEFAULT_DISCOVER_EVERY: Duration = Duration::from_secs(2);
 
+/// How long a stopping console lets requests in flight finish.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
 /// The arguments of `introspect console`.
 #[derive(Args, Clone, Debug)]
 pub struct ConsoleArgs {
@@ -127,13 +130,22 @@ impl Console {
         self.addr
     }
 
-    /// Stops serving (open event streams end) and following.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
+    /// Stops following and serving: open event streams end, requests in flight get up to
+    /// [`STOP_GRACE`] to finish.
+    pub async fn stop(self) {
+        let Console {
+            stop,
+            mut served,
+            _fleet: fleet,
+            ..
+        } = self;
+        drop(fleet);
+        if let Some(stop) = stop {
             let _ = stop.send(());
         }
-        self.served.abort();
-        let _ = (&mut self.served).await;
+        if tokio::time::timeout(STOP_GRACE, &mut served).await.is_err() {
+            served.abort();
+        }
     }
 }
 
