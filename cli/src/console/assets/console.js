@@ -12,7 +12,7 @@ function el(tag, attrs, ...children) {
     else if (k === "on") for (const [ev, fn] of Object.entries(v)) node.addEventListener(ev, fn);
     else node.setAttribute(k, String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null) continue;
     node.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -58,7 +58,9 @@ async function login(event) {
   route();
 }
 
-function main(...children) { document.getElementById("main").replaceChildren(...children); }
+function main(...children) {
+  document.getElementById("main").replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined));
+}
 function error(e) { main(el("p", { class: "error" }, String(e.message || e))); }
 
 // ---- apps page ----
