@@ -1,5 +1,6 @@
 """Drives the console in headless Chromium, as a person would: searches an app, opens it,
-sees its instances grouped by revision, has a provider killed and sees it leave.
+sees its instances grouped by revision, has a provider killed and sees it leave, then
+resolves the interface.
 
 Run by cli/tests/browser.rs, which starts the fleet and the console and passes the URL:
 
@@ -70,6 +71,14 @@ def main() -> int:
         print(f"LEFT {time.monotonic() - killed:.2f}s after the kill", flush=True)
         expect(sections.nth(0).locator("table.instances tbody tr")).to_have_count(1)
         expect(page.locator(".log")).to_contain_text(victim)
+
+        # The service page: the endpoints a consumer gets, the killed one gone.
+        page.fill("#service-name", "shop.OrderService")
+        page.click("#service-form button")
+        expect(page.locator("main h2")).to_have_text("shop.OrderService", timeout=TIMEOUT_MS)
+        orders = page.locator("main table tbody tr", has_text=app)
+        expect(orders).to_have_count(2, timeout=TIMEOUT_MS)
+        expect(page.locator("main")).not_to_contain_text(victim)
         browser.close()
         if errors:
             print("page errors: " + "; ".join(errors), file=sys.stderr)
