@@ -290,6 +290,7 @@ async fn app(State(shared): State<Shared>, Query(query): Query<AppQuery>) -> Res
     });
     let revisions = futures::future::join_all(fetches).await;
     let mut value = json!({
+        "registry": resolver.backend().name(),
         "app": query.name,
         "synced": snapshot.synced,
         "protection_active": snapshot.protection_active,
@@ -346,7 +347,11 @@ async fn service(State(shared): State<Shared>, Query(query): Query<ServiceQuery>
     )
     .await
     .unwrap_or_else(|_| Err(timed_out()));
-    let mut value = json!({"interface": query.name, "apps": apps});
+    let mut value = json!({
+        "registry": resolver.backend().name(),
+        "interface": query.name,
+        "apps": apps,
+    });
     match resolved {
         Ok(resolved) => {
             value["total"] = json!(resolved.endpoints.len());

@@ -36,6 +36,7 @@ async function api(path) {
   if (response.status === 401) { showLogin(); throw new Error("login needed"); }
   const body = await response.json();
   if (!response.ok) throw new Error(body.error || response.statusText);
+  if (body.registry) document.getElementById("registry").textContent = "registry: " + body.registry;
   return body;
 }
 
@@ -117,7 +118,6 @@ function appsHead() {
 async function showApps() {
   const body = await api("/api/apps");
   if (state.view.kind !== "apps") return;
-  document.getElementById("registry").textContent = "registry: " + body.registry;
   state.apps = new Map(body.apps.map((a) => [a.app, a]));
   // A refresh keeps the search box, and what was typed in it.
   if (!document.getElementById("search")) {
