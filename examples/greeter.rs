@@ -206,8 +206,8 @@ async fn main() -> Result<(), BoxError> {
     );
 
     if args.hold {
-        println!("holding; Ctrl-C to stop");
-        tokio::signal::ctrl_c().await?;
+        println!("holding; Ctrl-C (or SIGTERM) to stop");
+        introspect::shutdown_signal().await;
     }
     for stopped in futures::future::join_all(nodes.into_iter().map(Node::shutdown)).await {
         stopped?;

@@ -66,8 +66,8 @@ async fn main() -> Result<(), BoxError> {
     let mut by_server: BTreeMap<String, u64> = BTreeMap::new();
     let mut failed = 0u64;
     let mut made = 0u64;
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+    let stop = introspect::shutdown_signal();
+    tokio::pin!(stop);
     while args.calls == 0 || made < args.calls {
         // The store refused us for good (credentials, permissions): the channel still holds
         // the last endpoints, but following the store has stopped, so stop and say why.
@@ -83,7 +83,7 @@ async fn main() -> Result<(), BoxError> {
             client.say_hello(request),
         );
         let outcome = tokio::select! {
-            _ = &mut ctrl_c => break,
+            () = &mut stop => break,
             outcome = call => outcome,
         };
         made += 1;
@@ -105,7 +105,7 @@ async fn main() -> Result<(), BoxError> {
             }
         }
         tokio::select! {
-            _ = &mut ctrl_c => break,
+            () = &mut stop => break,
             () = tokio::time::sleep(Duration::from_millis(args.interval_ms)) => {}
         }
     }

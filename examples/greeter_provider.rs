@@ -1,7 +1,7 @@
 //! A Greeter provider: a tonic server with `helloworld.Greeter`, run by `Provider::serve`,
 //! which adds MetadataService, registers in the registry once the server runs and, on
-//! Ctrl-C, stops gracefully (marked as stopping, drained, deregistered, then the server
-//! stops).
+//! Ctrl-C or SIGTERM, stops gracefully (marked as stopping, drained, deregistered, then
+//! the server stops).
 //!
 //! ```text
 //! cargo run --example greeter_provider -- --etcd http://127.0.0.1:2379
@@ -72,14 +72,14 @@ async fn main() -> Result<(), BoxError> {
     let metrics_task = common::maybe_serve_metrics(args.metrics, metrics).await?;
 
     // Serve the Greeter router with MetadataService added; register once serving; on
-    // Ctrl-C deregister gracefully, then stop the server.
+    // Ctrl-C or SIGTERM (what a deploy sends) deregister gracefully, then stop the server.
     let drain_ms = args.drain_ms;
-    let ctrl_c = async move {
-        let _ = tokio::signal::ctrl_c().await;
+    let stop = async move {
+        introspect::shutdown_signal().await;
         println!("stopping: disabled, draining for {drain_ms} ms");
     };
     provider
-        .serve(common::greeter_router(), listener, ctrl_c)
+        .serve(common::greeter_router(), listener, stop)
         .await?;
 
     drop(metrics_task);

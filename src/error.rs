@@ -169,6 +169,43 @@ pub enum Error {
         advice: String,
     },
 
+    /// A server's certificate does not pass the identity check for the app it was resolved
+    /// for: it does not chain to a trusted CA, is not for server authentication, or does not
+    /// name the app (the `identity` module, with the `tls` feature). Whoever can write the
+    /// registry may have put it there.
+    #[error(
+        "the server at {address} is refused as app {app:?}: its certificate {cause}; \
+         expected {expected}, presented {presented}"
+    )]
+    IdentityRejected {
+        /// The address that was dialled.
+        address: String,
+        /// The app it was resolved for.
+        app: String,
+        /// The name the identity rule asks the certificate to carry, e.g.
+        /// `DNS:shop-payments`.
+        expected: String,
+        /// The names the certificate presents, bounded, e.g. `DNS:shop-orders`.
+        presented: String,
+        /// What is wrong with it, e.g. `it does not name the app`.
+        cause: String,
+    },
+
+    /// A provider's own certificate does not name its app under its identity rule, so every
+    /// consumer checking identity would refuse it.
+    #[error(
+        "the certificate of app {app:?} does not name it: the identity rule asks for \
+         {expected}, the certificate presents {presented}"
+    )]
+    IdentityMismatch {
+        /// The provider's app.
+        app: String,
+        /// The name the rule asks for.
+        expected: String,
+        /// The names the certificate presents.
+        presented: String,
+    },
+
     /// A local I/O error (snapshot file, server socket).
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
@@ -180,6 +217,11 @@ pub enum Error {
     /// A builder was given an inconsistent or missing setting.
     #[error("invalid configuration: {0}")]
     Config(String),
+
+    /// A question about the registry has no answer: nothing is registered under the name
+    /// asked for, or nothing matches. The text says what is there instead.
+    #[error("not found: {0}")]
+    NotFound(String),
 
     /// The component was shut down.
     #[error("shut down")]

@@ -61,7 +61,7 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `etcd` | on | [`store::EtcdStore`] and its options, through `etcd-client` |
-//! | `tls` | on | TLS for MetadataService, balanced channels and etcd (tonic's `tls-ring`, etcd-client's `tls`) |
+//! | `tls` | on | TLS for MetadataService, balanced channels and etcd (tonic's `tls-ring`, etcd-client's `tls`), and the [`identity`] check (rustls and webpki verify, x509-parser reads URI SANs) |
 //! | `reflection` | on | gRPC server reflection (`v1` and `v1alpha`) wherever a provider serves MetadataService (`Provider::serve`, its own listener) |
 //! | `zookeeper` | off | the ZooKeeper backend (`backend::zookeeper`) and `zookeeper://` URLs, as Dubbo Java 3.3 and dubbo-go write ZooKeeper |
 //! | `nacos` | off | the Nacos backend (`backend::nacos`) and `nacos://` URLs, as Dubbo Java 3.3 and dubbo-go write Nacos 2.x, through `nacos-sdk` |
@@ -101,12 +101,17 @@
 //!                     state); etcd/ (options, client, members, requests, pages, range,
 //!                     watch, convert, errors)
 //! rpc                 the MetadataServiceV2 contract, its server and client
+//! identity/           (tls) the certificate must name the app: rule (pure), presented,
+//!                     verifier (webpki chain and name, the rustls verifier), check (the
+//!                     consumer's), server (the provider's)
+//! tls                 TLS and identity types present without the feature, refusals
 //! provider/           builder, address, record (pure), lease, mappings, report_cleanup,
 //!                     serve, own_server, routes, reflection, check, stop
 //! consumer/           resolver (the facade), builder (how the parts are put together),
 //!                     subscription, stats (one table of counters), metadata (cache, single
-//!                     flight, verification), endpoints (pure), hosts, channel (a balanced
-//!                     channel over a subscription), follow (one app's view, observed)
+//!                     flight, verification), rejections (identity refusals counted and
+//!                     logged), endpoints (pure), hosts, channel (a balanced channel over a
+//!                     subscription), follow (one app's view, observed)
 //!   views/            one shared follow and parsed view per app and per mapping: source
 //!                     (follow with retries), app and protection (pure), snapshot (what
 //!                     an observer sees, pure data), task (fan-out)
@@ -114,9 +119,10 @@
 //!                     assemble (pure), publish, coalesce (pure), snapshot (the file),
 //!                     restore, handle, options
 //!   health/           a leaf: options, tracker (pure), registry, prober
-//!   balance/          the data plane: discover, feeder, passive (passive health, panic
-//!                     mode), deadline, dial; knows health and a stream of changes, never
-//!                     the resolver
+//!   balance/          the data plane: discover, feeder, admission (identity: checked
+//!                     before joining, refused ones rechecked), passive (passive health,
+//!                     panic mode), deadline, dial; knows health and a stream of changes,
+//!                     never the resolver
 //! limits, warnings    size limits; aggregated warnings
 //! metrics/            the published series, bounded labels
 //! ```
@@ -165,6 +171,9 @@
 pub mod backend;
 pub mod consumer;
 pub mod error;
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+pub mod identity;
 pub mod limits;
 pub mod metrics;
 pub mod model;
@@ -184,7 +193,7 @@ pub use error::{Error, Result};
 pub use layout::Layout;
 pub use limits::Limits;
 pub use model::{Endpoint, MetadataInfo, ServiceInfo, ServiceInstance};
-pub use provider::Provider;
+pub use provider::{Provider, shutdown_signal};
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use store::{EtcdOptions, EtcdStore};

@@ -217,6 +217,7 @@ pub struct MetadataClient {
     connect_timeout: Duration,
     limits: Limits,
     tls: Option<crate::tls::ClientTlsConfig>,
+    identity: Option<crate::tls::IdentityCheck>,
 }
 
 impl MetadataClient {
@@ -227,6 +228,7 @@ impl MetadataClient {
             connect_timeout: timeout,
             limits,
             tls: None,
+            identity: None,
         }
     }
 
@@ -235,6 +237,21 @@ impl MetadataClient {
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn with_tls(mut self, tls: tonic::transport::ClientTlsConfig) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// Checks that each server's certificate names the app it is called for (see
+    /// [`crate::identity`]), over TLS with the configuration of [`Self::with_tls`] (which
+    /// then names no CA: the check's are used) or, without one, the default. Only
+    /// [`fetch_for_app`](Self::fetch_for_app) knows the app: [`fetch`](Self::fetch) then
+    /// fails with [`Error::Config`]. A refused server fails the call with
+    /// [`Error::IdentityRejected`].
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn with_identity(mut self, identity: crate::identity::IdentityCheck) -> Self {
+        self.tls
+            .get_or_insert_with(tonic::transport::ClientTlsConfig::new);
+        self.identity = Some(identity);
         self
     }
 
@@ -270,7 +287,7 @@ impl MetadataClient {
         revision: &str,
     ) -> Result<MetadataInfo> {
         let address = authority(host, port);
-        let channel = self.connect(&address).await?;
+        let channel = self.connect(&address, app).await?;
         let mut client = pb::metadata_service_v2_client::MetadataServiceV2Client::new(channel)
             .max_decoding_message_size(self.limits.max_metadata_bytes);
         let mut request = Request::new(pb::MetadataRequest {
@@ -311,7 +328,7 @@ impl MetadataClient {
         Ok(info)
     }
 
-    async fn connect(&self, address: &str) -> Result<Channel> {
+    async fn connect(&self, address: &str, app: Option<&str>) -> Result<Channel> {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let connect_error = |reason: String| Error::Connect {
             address: address.to_owned(),
@@ -321,11 +338,35 @@ impl MetadataClient {
             .map_err(|e| connect_error(e.to_string()))?
             .connect_timeout(self.connect_timeout)
             .timeout(self.timeout);
-        if let Some(tls) = &self.tls {
-            endpoint =
-                crate::tls::apply(endpoint, tls).map_err(|e| connect_error(e.to_string()))?;
+        let mut refused = None;
+        match (&self.tls, &self.identity) {
+            (Some(tls), Some(identity)) => {
+                let app = app.ok_or_else(|| {
+                    Error::Config(
+                        "an identity check needs the app the server is called for: \
+                         use `fetch_for_app`"
+                            .into(),
+                    )
+                })?;
+                let (refusals, last) = crate::tls::Refusals::kept(|| {});
+                endpoint =
+                    crate::tls::apply_identity(endpoint, tls, identity, app, address, refusals)
+                        .map_err(|e| connect_error(e.to_string()))?;
+                refused = Some(last);
+            }
+            (Some(tls), None) => {
+                endpoint =
+                    crate::tls::apply(endpoint, tls).map_err(|e| connect_error(e.to_string()))?;
+            }
+            (None, _) => {}
         }
-        match tokio::time::timeout(self.connect_timeout, endpoint.connect()).await {
+        let connected = tokio::time::timeout(self.connect_timeout, endpoint.connect()).await;
+        if let Some(refusal) = refused.and_then(|last| last.take())
+            && !matches!(connected, Ok(Ok(_)))
+        {
+            return Err(refusal);
+        }
+        match connected {
             Err(_) => Err(Error::Timeout {
                 what: format!("connect to {address}"),
                 after: self.connect_timeout,

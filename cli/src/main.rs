@@ -23,7 +23,7 @@ use output::Output;
     name = "introspect",
     version,
     after_help = "Examples:\n  \
-        introspect demo                               # 105 providers, 3 revisions, 3 fetches\n  \
+        introspect demo                               # 100 + 5 providers, 3 revisions, 3 fetches\n  \
         introspect --registry zookeeper://127.0.0.1:2181 apps\n  \
         introspect --etcd http://127.0.0.1:2379 apps\n  \
         INTROSPECT_ETCD=https://10.0.0.2:2379 introspect --cacert ca.pem --user reader apps\n  \
@@ -68,7 +68,7 @@ enum Command {
         /// Instances of shop-payments.
         #[arg(long, default_value_t = 5)]
         payments: usize,
-        /// Keep the providers registered until Ctrl-C, to inspect them with other commands.
+        /// Keep the providers registered until Ctrl-C or SIGTERM, to inspect them with other commands.
         #[arg(long)]
         hold: bool,
         /// Serve Prometheus metrics at http://ADDR/metrics (pair with --hold to scrape).
@@ -106,7 +106,7 @@ enum Command {
     },
     /// The endpoints of an interface.
     Resolve(Target),
-    /// Follow the endpoints of an interface, printing each change until Ctrl-C.
+    /// Follow the endpoints of an interface, printing each change until Ctrl-C or SIGTERM.
     Watch {
         #[command(flatten)]
         target: Target,
@@ -161,6 +161,8 @@ async fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log redirected to a file stays plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     match run(cli).await {
@@ -171,6 +173,20 @@ async fn main() -> ExitCode {
             let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error for an app with no instance record at all.
+fn no_instances(app: &str) -> Error {
+    Error::NotFound(format!(
+        "app {app:?} has no instances (`introspect apps` lists the registered apps)"
+    ))
+}
+
+/// A watch whose set is empty says why on stderr, and keeps following.
+fn say_why_empty(handle: &introspect::SubscriptionHandle) {
+    if let Some(why) = handle.why_empty() {
+        let _ = writeln!(std::io::stderr(), "no endpoints: {why}");
     }
 }
 
@@ -223,7 +239,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
                 payments: *payments,
                 hold: hold.then(|| {
                     Box::pin(async {
-                        let _ = tokio::signal::ctrl_c().await;
+                        introspect::shutdown_signal().await;
                     }) as _
                 }),
                 metrics: *metrics,
@@ -245,6 +261,9 @@ async fn run(cli: Cli) -> Result<(), Error> {
             if let Some(error) = unreadable::check(app, &list) {
                 return Err(error);
             }
+            if list.instances.is_empty() {
+                return Err(no_instances(app));
+            }
         }
         Command::Metadata { app, revision } => {
             let list = instances.list(app, &limits).await?;
@@ -261,21 +280,30 @@ async fn run(cli: Cli) -> Result<(), Error> {
                     .iter()
                     .max_by_key(|(_, members)| members.len())
                     .map(|(r, _)| (*r).to_owned())
-                    .ok_or_else(|| Error::Config(format!("app {app:?} has no instances")))?,
+                    .ok_or_else(|| no_instances(app))?,
             };
             let members = by_revision
                 .get(revision.as_str())
                 .cloned()
                 .unwrap_or_default();
             if members.is_empty() {
-                return Err(Error::Config(format!(
-                    "no instance of {app:?} has revision {revision}"
+                let present: Vec<&str> = by_revision.keys().copied().collect();
+                return Err(Error::NotFound(format!(
+                    "no instance of {app:?} has revision {revision}; its instances have {}",
+                    present.join(", ")
                 )));
             }
             out.metadata(&*resolver.metadata(app, &revision, &members).await?)?;
         }
         Command::Mapping { interface } => {
-            out.mapping(interface, &backend.mapping().get(interface, &limits).await?)?;
+            let apps = backend.mapping().get(interface, &limits).await?;
+            out.mapping(interface, &apps)?;
+            if apps.is_empty() {
+                return Err(Error::NotFound(format!(
+                    "no app is mapped to {interface} (is the name spelled as the provider \
+                     exports it, package included?)"
+                )));
+            }
         }
         Command::Revision {
             app,
@@ -296,6 +324,10 @@ async fn run(cli: Cli) -> Result<(), Error> {
             if let Some(error) = resolved.unreadable {
                 return Err(error);
             }
+            if resolved.endpoints.is_empty() {
+                let why = resolver.explain(&target.subscription()).await?;
+                return Err(Error::NotFound(why.to_string()));
+            }
         }
         Command::Watch {
             target, metrics, ..
@@ -313,13 +345,21 @@ async fn run(cli: Cli) -> Result<(), Error> {
             let mut shown = Vec::new();
             out.changes(&shown, &handle.current(), handle.protection_active())?;
             shown = handle.current().to_vec();
+            if shown.is_empty() {
+                say_why_empty(&handle);
+            }
+            let stop = introspect::shutdown_signal();
+            tokio::pin!(stop);
             loop {
                 tokio::select! {
-                    _ = tokio::signal::ctrl_c() => break,
+                    () = &mut stop => break,
                     next = handle.changed() => {
                         let next = next?;
                         out.changes(&shown, &next, handle.protection_active())?;
                         shown = next.to_vec();
+                        if shown.is_empty() {
+                            say_why_empty(&handle);
+                        }
                     }
                 }
             }

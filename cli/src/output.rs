@@ -73,13 +73,13 @@ impl Output {
         self.emit(value, |t| {
             let _ = writeln!(
                 t,
-                "{:<28} {:<8} {:<14} {:<8} {:>6}",
-                "ADDRESS", "ENABLED", "REVISION", "STORAGE", "META"
+                "{:<28} {:<8} {:<14} {:<8} {:>13}",
+                "ADDRESS", "ENABLED", "REVISION", "STORAGE", "METADATA PORT"
             );
             for i in list.instances.values() {
                 let _ = writeln!(
                     t,
-                    "{:<28} {:<8} {:<14} {:<8} {:>6}",
+                    "{:<28} {:<8} {:<14} {:<8} {:>13}",
                     i.address(),
                     i.enabled,
                     short(i.revision()),
@@ -96,17 +96,22 @@ impl Output {
     pub fn metadata(&self, info: &MetadataInfo) -> io::Result<()> {
         self.emit(serde_json::to_value(info).unwrap_or_default(), |t| {
             let _ = writeln!(t, "app {}  revision {}", info.app, info.revision);
+            let instance_port = info.services.values().any(|s| s.port == 0);
             let _ = writeln!(
                 t,
                 "{:<48} {:>6}  {:<24} PARAMS",
                 "MATCH KEY", "PORT", "PATH"
             );
             for (key, s) in &info.services {
-                let _ = writeln!(
-                    t,
-                    "{:<48} {:>6}  {:<24} {:?}",
-                    key, s.port, s.path, s.params
-                );
+                // Port 0: the service is served on the instance's own port.
+                let port = match s.port {
+                    0 => "-".to_owned(),
+                    port => port.to_string(),
+                };
+                let _ = writeln!(t, "{:<48} {:>6}  {:<24} {:?}", key, port, s.path, s.params);
+            }
+            if instance_port {
+                let _ = writeln!(t, "(PORT -: served on each instance's own port)");
             }
         })
     }
@@ -236,11 +241,19 @@ impl Output {
                         let _ = writeln!(t, "  metadata unavailable: {e}");
                     }
                     Ok((_, forms)) => {
+                        // A rule the instances do not use is shown for comparison: not
+                        // giving the revision is no failure there. With no rule declared,
+                        // any may be theirs, so only none giving it is.
+                        let none_matches = !forms.iter().any(|f| f.matches_claimed);
                         for form in forms {
+                            let theirs = view.declared_rules.contains(form.rule.name())
+                                || (view.declared_rules.is_empty() && none_matches);
                             let verdict = if form.matches_claimed {
                                 "matches"
+                            } else if theirs {
+                                "MISMATCH"
                             } else {
-                                "differs"
+                                "unused"
                             };
                             let _ = writeln!(
                                 t,

@@ -1,5 +1,5 @@
 //! `introspect xds`: serve the registry's gRPC services over xDS (ADS, state of the world)
-//! until Ctrl-C, so gRPC clients in any language (`xds:///NAME`) and Envoy can call them.
+//! until Ctrl-C or SIGTERM, so gRPC clients in any language (`xds:///NAME`) and Envoy can call them.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -64,8 +64,6 @@ pub async fn run(resolver: Resolver, args: &XdsArgs) -> Result<()> {
     let _ = writeln!(std::io::stderr(), "xDS (ADS) at {scheme}://{bound}");
     builder
         .build()
-        .serve(listener, async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .serve(listener, introspect::shutdown_signal())
         .await
 }

@@ -100,9 +100,37 @@ async fn commands_show_what_is_registered() {
     let endpoints: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(endpoints.as_array().unwrap().len(), 2);
 
-    let (ok, out, _) = run(&["resolve", "shop.OrderService", "--version", "2.0"]);
-    assert!(ok);
+    // An empty answer to a one-shot question fails, saying what is there instead.
+    let (ok, out, err) = run(&["resolve", "shop.OrderService", "--version", "2.0"]);
+    assert!(!ok, "nothing matches: {out}");
     assert!(out.contains("0 endpoints"), "{out}");
+    assert!(
+        err.contains("none exports shop.OrderService version \"2.0\"")
+            && err.contains("shop-orders exports shop.OrderService:1.0:tri"),
+        "{err}"
+    );
+    let (ok, _, err) = run(&["resolve", "OrderService"]);
+    assert!(
+        !ok && err.contains("no app is mapped to OrderService") && err.contains("package"),
+        "{err}"
+    );
+    let (ok, _, err) = run(&["mapping", "shop.Nope"]);
+    assert!(
+        !ok && err.contains("no app is mapped to shop.Nope"),
+        "{err}"
+    );
+    let (ok, _, err) = run(&["instances", "shop-nope"]);
+    assert!(
+        !ok && err.contains("\"shop-nope\" has no instances"),
+        "{err}"
+    );
+    let (ok, _, err) = run(&["metadata", "shop-orders", "deadbeef"]);
+    assert!(
+        !ok && err
+            .starts_with("error: not found: no instance of \"shop-orders\" has revision deadbeef")
+            && err.contains(orders.revision().as_str()),
+        "{err}"
+    );
 
     let (ok, out, _) = run(&["mapping", "shop.OrderService"]);
     assert!(ok && out.trim() == "shop-orders", "{out}");

@@ -5,9 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::balance::ChannelParts;
 use super::health::{HealthOptions, HealthRegistry};
 use super::hosts::HostNames;
 use super::metadata::{CacheSettings, MetadataSource};
+use super::rejections::Rejections;
 use super::resolver::Resolver;
 use super::stats::Counters;
 use super::subscribe::{SubscribeOptions, SubscribeParts};
@@ -38,6 +40,7 @@ pub struct ResolverBuilder {
     cache_capacity: u64,
     cache_idle: Duration,
     tls: Option<crate::tls::ClientTlsConfig>,
+    identity: Option<crate::tls::IdentityCheck>,
     store_timeout: Duration,
     subscribe_options: SubscribeOptions,
     health: HealthOptions,
@@ -68,6 +71,7 @@ impl ResolverBuilder {
             cache_capacity: DEFAULT_CACHE_CAPACITY,
             cache_idle: DEFAULT_CACHE_IDLE,
             tls: None,
+            identity: None,
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
             subscribe_options: SubscribeOptions::default(),
             health: HealthOptions::default(),
@@ -135,11 +139,26 @@ impl ResolverBuilder {
         self
     }
 
-    /// Calls MetadataServices over TLS with this configuration.
+    /// Calls MetadataServices over TLS with this configuration, and balanced channels too
+    /// unless their [`ChannelOptions`](crate::consumer::ChannelOptions) say otherwise.
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls(mut self, tls: crate::tls::ClientTlsConfig) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// Checks, on every TLS connection to a provider (MetadataService calls and balanced
+    /// channels), that its certificate names the app it was resolved for, by the check's
+    /// rule and against the check's CAs (default: no check). Implies TLS: with no
+    /// [`tls`](Self::tls) configuration, the default one; a configuration given there must
+    /// then name no CA (tonic refuses a CA beside a verifier of its own), only what else it
+    /// sets (a client certificate, the handshake timeout). A refused server takes no call;
+    /// see [`crate::identity`].
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn identity(mut self, identity: crate::identity::IdentityCheck) -> Self {
+        self.identity = Some(identity);
         self
     }
 
@@ -159,11 +178,25 @@ impl ResolverBuilder {
         let backend = backend.with_deadline(self.store_timeout);
         let client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
         #[cfg(feature = "tls")]
-        let client = match &self.tls {
-            Some(tls) => client.with_tls(tls.clone()),
-            None => client,
+        let (client, tls) = {
+            let tls = match (self.tls, &self.identity) {
+                (None, Some(_)) => Some(crate::tls::ClientTlsConfig::new()),
+                (tls, _) => tls,
+            };
+            let client = match &tls {
+                Some(tls) => client.with_tls(tls.clone()),
+                None => client,
+            };
+            let client = match &self.identity {
+                Some(identity) => client.with_identity(identity.clone()),
+                None => client,
+            };
+            (client, tls)
         };
+        #[cfg(not(feature = "tls"))]
+        let tls = self.tls;
         let counters = Arc::new(Counters::default());
+        let rejections = Rejections::new(counters.clone());
         let warnings = Arc::new(Aggregator::default());
         let health = HealthRegistry::new(self.health, counters.clone());
         let metadata = MetadataSource::new(
@@ -171,6 +204,7 @@ impl ResolverBuilder {
             self.limits.clone(),
             client,
             counters.clone(),
+            rejections.clone(),
             CacheSettings {
                 fetch_attempts: self.fetch_attempts,
                 capacity: self.cache_capacity,
@@ -185,6 +219,13 @@ impl ResolverBuilder {
             counters: counters.clone(),
             warnings: warnings.clone(),
         });
+        let channel_parts = ChannelParts {
+            health: health.clone(),
+            counters: counters.clone(),
+            rejections,
+            tls,
+            identity: self.identity,
+        };
         let parts = SubscribeParts {
             views,
             metadata: Arc::new(metadata),
@@ -194,6 +235,6 @@ impl ResolverBuilder {
             hosts: Arc::new(HostNames::default()),
             limits: self.limits,
         };
-        Resolver::assemble(backend, parts, self.tls, self.subscribe_options)
+        Resolver::assemble(backend, parts, channel_parts, self.subscribe_options)
     }
 }

@@ -12,7 +12,7 @@
 //! the endpoints it has. Dropping the [`ChannelHandle`] alone does not stop it: the channel
 //! keeps following the subscription.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::balance::{self, BalancedChannel, ChannelOptions, Discovery, Feed};
@@ -52,6 +52,12 @@ impl ChannelHandle {
         Ok(self.feed.addresses.borrow_and_update().clone())
     }
 
+    /// The addresses the identity check refused, with why (empty without a check). They
+    /// take no call until a recheck passes (see [`crate::consumer::BalancedChannel`]).
+    pub fn refused(&self) -> Arc<BTreeMap<Authority, Arc<str>>> {
+        self.feed.refused.borrow().clone()
+    }
+
     /// Whether the task still follows the subscription.
     pub fn is_running(&self) -> bool {
         self.feed.addresses.has_changed().is_ok()
@@ -75,8 +81,9 @@ impl Resolver {
 
     /// A channel balancing calls over the live endpoints of `subscription`: each distinct
     /// dialable address of its endpoint set is one balancer endpoint, added and removed as
-    /// the subscription publishes changes. Endpoints are
-    /// dialled lazily with the options' connect timeout and TLS (by default the resolver's).
+    /// the subscription publishes changes. Endpoints are dialled lazily with the options'
+    /// connect timeout and TLS (by default the resolver's); with the resolver's identity
+    /// check, each is dialled and checked before it joins.
     ///
     /// Must be called within a Tokio runtime. Fails only on a TLS configuration tonic
     /// rejects.
@@ -85,7 +92,7 @@ impl Resolver {
         subscription: &SubscriptionHandle,
         options: ChannelOptions,
     ) -> Result<(BalancedChannel, ChannelHandle)> {
-        let (health, counters, tls) = self.channel_parts();
+        let parts = self.channel_parts().clone();
         let span = tracing::debug_span!(
             "balanced_channel",
             interface = %subscription.subscription().interface
@@ -93,10 +100,8 @@ impl Resolver {
         let discovery: Discovery = subscription.discover();
         let (channel, feed) = balance::balanced_channel(
             discovery,
-            health.clone(),
-            counters.clone(),
+            parts,
             options,
-            tls,
             subscription.why_empty_watch(),
             span,
         )?;

@@ -8,6 +8,8 @@
 //!   others, up to an attempt limit.
 //! * **Verification**: every answer goes through [`verify_answer`], the one place that
 //!   decides whether an answer is accepted for the revision asked for.
+//! * **Identity**: with an identity check, an instance whose certificate does not name the
+//!   app is refused (counted and logged in [`Rejections`]) and the next one asked.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +17,7 @@ use std::time::Duration;
 use rand::seq::SliceRandom;
 use tracing::Instrument as _;
 
+use super::rejections::Rejections;
 use super::stats::Counters;
 use crate::backend::MetadataReports;
 use crate::error::{Error, Result};
@@ -45,6 +48,7 @@ pub(crate) struct MetadataSource {
     limits: Limits,
     client: MetadataClient,
     counters: Arc<Counters>,
+    rejections: Arc<Rejections>,
     fetch_attempts: usize,
     cache: moka::future::Cache<CacheKey, Arc<MetadataInfo>>,
     /// Failed fetches and unusable instances, one line per app and cause per interval:
@@ -54,12 +58,13 @@ pub(crate) struct MetadataSource {
 
 impl MetadataSource {
     /// A source reading `reports` (within `limits`) and calling MetadataServices with
-    /// `client`, counting into `counters`.
+    /// `client`, counting into `counters` and `rejections`.
     pub fn new(
         reports: Arc<dyn MetadataReports>,
         limits: Limits,
         client: MetadataClient,
         counters: Arc<Counters>,
+        rejections: Arc<Rejections>,
         settings: CacheSettings,
     ) -> Self {
         let CacheSettings {
@@ -72,6 +77,7 @@ impl MetadataSource {
             limits,
             client,
             counters,
+            rejections,
             fetch_attempts: fetch_attempts.max(1),
             cache: moka::future::Cache::builder()
                 .max_capacity(cache_capacity)
@@ -207,9 +213,14 @@ impl MetadataSource {
                     } else {
                         Counters::bump(&counters.fetch_failures);
                     }
-                    aggregated!(warn, self.warnings,
-                        "metadata fetch failed; trying another instance", app,
-                        %app, %revision, %error);
+                    if matches!(error, Error::IdentityRejected { .. }) {
+                        // Its own line, one per rogue, shared with balanced channels.
+                        self.rejections.record(&error);
+                    } else {
+                        aggregated!(warn, self.warnings,
+                            "metadata fetch failed; trying another instance", app,
+                            %app, %revision, %error);
+                    }
                     last_error = error;
                 }
             }

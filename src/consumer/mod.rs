@@ -36,6 +36,11 @@
 //!   until it answers. One that left and registers again is probed at once. If every
 //!   endpoint of a channel is set aside, it routes to all (panic mode, logged and counted
 //!   as `panic_routes`).
+//! * **Identity** (with the `tls` feature, [`ResolverBuilder::identity`]): every
+//!   MetadataService call and every balanced channel's connection checks that the server's
+//!   certificate names the app it was resolved for. A refused endpoint is removed, not set
+//!   aside (no call, no panic mode, no health probe brings it back) and rejoins only when a
+//!   TLS recheck passes; see [`crate::identity`].
 //! * **Deadlines**: a call through a balanced channel with a deadline fails with
 //!   UNAVAILABLE when no endpoint is ready by then, instead of waiting.
 //! * **Notification storms** are coalesced ([`CoalesceOptions`]); the **local snapshot**
@@ -50,6 +55,7 @@ mod follow;
 mod health;
 mod hosts;
 mod metadata;
+mod rejections;
 mod resolver;
 mod stats;
 mod subscribe;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 
+use super::balance::ChannelParts;
 use super::endpoints::{RevisionEndpoints, assemble, by_revision};
 use super::explain::{AppFindings, Explanation};
 use super::follow::AppFollow;
@@ -24,7 +25,7 @@ use crate::model::{Endpoint, MetadataInfo, ServiceInstance};
 pub struct Resolver {
     backend: Backend,
     parts: Arc<SubscribeParts>,
-    tls: Option<crate::tls::ClientTlsConfig>,
+    channel_parts: ChannelParts,
     subscribe_options: Arc<SubscribeOptions>,
 }
 
@@ -32,13 +33,13 @@ impl Resolver {
     pub(super) fn assemble(
         backend: Backend,
         parts: SubscribeParts,
-        tls: Option<crate::tls::ClientTlsConfig>,
+        channel_parts: ChannelParts,
         subscribe_options: SubscribeOptions,
     ) -> Self {
         Resolver {
             backend,
             parts: Arc::new(parts),
-            tls,
+            channel_parts,
             subscribe_options: Arc::new(subscribe_options),
         }
     }
@@ -233,15 +234,10 @@ impl Resolver {
         &self.backend
     }
 
-    /// The parts balanced channels need: health, counters and the default TLS.
-    pub(super) fn channel_parts(
-        &self,
-    ) -> (
-        &Arc<super::health::HealthRegistry>,
-        &Arc<Counters>,
-        Option<crate::tls::ClientTlsConfig>,
-    ) {
-        (&self.parts.health, &self.parts.counters, self.tls.clone())
+    /// The parts balanced channels need: health, counters, the default TLS and the
+    /// identity check.
+    pub(super) fn channel_parts(&self) -> &ChannelParts {
+        &self.channel_parts
     }
 
     /// A copy of the counters.
@@ -260,6 +256,12 @@ impl Resolver {
     /// subscription sees. Apps no live subscription follows are not listed.
     pub fn instances_per_app(&self) -> BTreeMap<String, u64> {
         self.parts.counters.instances_per_app()
+    }
+
+    /// Servers the identity check refused, per app (see [`ResolverStats::identity_rejections`]
+    /// for what counts; at most 10,000 apps are listed, the total counts them all).
+    pub fn identity_rejections_per_app(&self) -> BTreeMap<String, u64> {
+        self.parts.counters.rejections_per_app()
     }
 
     /// Forgets every cached revision.

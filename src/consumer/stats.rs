@@ -33,6 +33,8 @@ macro_rules! stats {
             pub(crate) next_subscription: AtomicU64,
             /// Routable instances per app, as each live subscription sees them.
             pub(crate) instances: Mutex<HashMap<u64, BTreeMap<String, u64>>>,
+            /// Identity rejections per app (at most [`MAX_REJECTING_APPS`] apps).
+            pub(crate) rejections: Mutex<BTreeMap<String, u64>>,
         }
 
         /// A copy of a resolver's counters.
@@ -141,6 +143,11 @@ stats! {
     counter call_failures = "call_failures_total":
         "Calls through balanced channels that failed (transport error, UNAVAILABLE or \
          DEADLINE_EXCEEDED), as passive health recorded them.";
+    counter identity_rejections = "identity_rejections_total":
+        "Servers refused by the identity check (their certificate does not name the app \
+         they were resolved for, or does not chain to its CAs): balanced-channel endpoints \
+         removed (once per endpoint and cause, not per re-check) and MetadataService calls \
+         refused; per app in Resolver::identity_rejections_per_app.";
     counter panic_routes = "panic_routes_total":
         "Times a balanced channel found every endpoint set aside and routed to all of them \
          (panic mode).";
@@ -157,6 +164,10 @@ stats! {
     counter snapshot_loads = "snapshot_loads_total":
         "Subscriptions started from a local snapshot because the registry was unreachable.";
 }
+
+/// Apps whose identity rejections are counted one by one; the rejections of further apps
+/// are counted in the total only.
+pub(crate) const MAX_REJECTING_APPS: usize = 10_000;
 
 impl Counters {
     pub(crate) fn bump(counter: &AtomicU64) {
@@ -217,6 +228,25 @@ impl Counters {
             Some(per_app) => instances.insert(id, per_app),
             None => instances.remove(&id),
         };
+    }
+
+    /// Counts one identity rejection of a server of `app`.
+    pub(crate) fn count_rejection(&self, app: &str) {
+        Self::bump(&self.identity_rejections);
+        let mut rejections = self.rejections.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = rejections.get_mut(app) {
+            *n += 1;
+        } else if rejections.len() < MAX_REJECTING_APPS {
+            rejections.insert(app.to_owned(), 1);
+        }
+    }
+
+    /// Identity rejections per app.
+    pub fn rejections_per_app(&self) -> BTreeMap<String, u64> {
+        self.rejections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Routable instances per app: for each app, the most any live subscription sees.

@@ -40,6 +40,8 @@
 //! | `introspect_pushes_total` | counter | endpoint sets pushed to subscribers |
 //! | `introspect_revision_checks_total{rule,outcome}` | counter | metadata answers checked against their revision: rule `sha256-v1`, `sha256-v2`, `java-md5` (no rule declared) or `other`; outcome `verified`, `rejected` or `unverifiable` |
 //! | `introspect_unsupported_metadata_services_total` | counter | instances not asked for metadata: their MetadataService is not V2 over tri or grpc |
+//! | `introspect_identity_rejections_total` | counter | servers the identity check refused (channel endpoints removed, MetadataService calls refused) |
+//! | `introspect_app_identity_rejections_total{app}` | counter | the same, per app the refused servers were resolved for |
 //! | `introspect_provider_metadata_requests_total{app,instance}` | counter | `GetMetadataInfo` requests a provider answered |
 //! | `introspect_provider_revision_info{app,instance,revision}` | gauge | 1 for a provider's current revision, 0 for those it had |
 //!
@@ -48,10 +50,11 @@
 //!
 //! # Label cardinality
 //!
-//! The `app` label of `introspect_app_instances` takes its values from the store, which
+//! The `app` label of `introspect_app_instances` (and of
+//! `introspect_app_identity_rejections_total`) takes its values from the store, which
 //! whoever writes the store controls. At most [`DEFAULT_MAX_APP_LABELS`] distinct apps get
-//! a series of their own ([`Metrics::max_app_labels`] changes the bound), first come, first
-//! served; the instances of the others are summed under `app="other"`. A provider's labels
+//! a series of their own in each ([`Metrics::max_app_labels`] changes the bound), first
+//! come, first served; the values of the others are summed under `app="other"`. A provider's labels
 //! come from its own configuration, not from the store.
 
 mod labels;
@@ -90,6 +93,8 @@ struct ProviderSource {
 /// What publishing remembers between two rounds.
 struct State {
     apps: labels::BoundedLabels,
+    /// The apps of `introspect_app_identity_rejections_total`, bounded apart.
+    rejecting_apps: labels::BoundedLabels,
     /// The revision last published per provider instance, to set its info gauge to 0 once
     /// it is replaced.
     revisions: BTreeMap<String, String>,
@@ -102,6 +107,7 @@ impl Default for Metrics {
             providers: Vec::new(),
             state: Arc::new(Mutex::new(State {
                 apps: labels::BoundedLabels::new(DEFAULT_MAX_APP_LABELS),
+                rejecting_apps: labels::BoundedLabels::new(DEFAULT_MAX_APP_LABELS),
                 revisions: BTreeMap::new(),
             })),
         }
@@ -131,6 +137,8 @@ pub struct Sample {
     pub resolver: Option<ResolverStats>,
     /// Routable instances per app, as the resolver's live subscriptions see them.
     pub instances_per_app: BTreeMap<String, u64>,
+    /// Servers the identity check refused, per app.
+    pub identity_rejections_per_app: BTreeMap<String, u64>,
     /// Per provider: its app, its instance address, its current revision and the
     /// `GetMetadataInfo` requests it answered.
     pub providers: Vec<ProviderSample>,
@@ -176,6 +184,7 @@ impl Metrics {
     pub fn max_app_labels(self, max: usize) -> Self {
         if let Ok(mut state) = self.state.lock() {
             state.apps = labels::BoundedLabels::new(max);
+            state.rejecting_apps = labels::BoundedLabels::new(max);
         }
         self
     }
@@ -186,6 +195,7 @@ impl Metrics {
         if let Some(resolver) = &self.resolver {
             sample.resolver = Some(resolver.stats().await);
             sample.instances_per_app = resolver.instances_per_app();
+            sample.identity_rejections_per_app = resolver.identity_rejections_per_app();
         }
         sample.providers = self
             .providers
@@ -214,6 +224,16 @@ impl Metrics {
             );
             for (app, n) in state.apps.fold(&sample.instances_per_app) {
                 gauge!("introspect_app_instances", "app" => app).set(n as f64);
+            }
+            if !sample.identity_rejections_per_app.is_empty() {
+                describe_counter!(
+                    "introspect_app_identity_rejections_total",
+                    "Servers the identity check refused, per app they were resolved for."
+                );
+            }
+            let rejections = &sample.identity_rejections_per_app;
+            for (app, n) in state.rejecting_apps.fold(rejections) {
+                counter!("introspect_app_identity_rejections_total", "app" => app).absolute(n);
             }
         }
         if !sample.providers.is_empty() {

@@ -38,6 +38,8 @@ pub struct ProviderBuilder {
     serving: MetadataServing,
     #[cfg(feature = "tls")]
     tls: Option<tonic::transport::ServerTlsConfig>,
+    #[cfg(feature = "tls")]
+    identity: Option<crate::identity::ServerIdentity>,
     store_timeout: Duration,
     report_cleanup: Option<Duration>,
     check_metadata_service: bool,
@@ -64,6 +66,8 @@ impl ProviderBuilder {
             serving: MetadataServing::InUserServer,
             #[cfg(feature = "tls")]
             tls: None,
+            #[cfg(feature = "tls")]
+            identity: None,
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
             check_metadata_service: true,
             reflection: true,
@@ -176,6 +180,19 @@ impl ProviderBuilder {
         self
     }
 
+    /// Declares the certificate the app's servers present: `start()` and `serve()` first
+    /// check that it names the app under its rule, and fail with
+    /// [`Error::IdentityMismatch`] when it does not (consumers checking identity would refuse
+    /// it). With [`Self::serve_metadata_on`] and no [`Self::tls`], the provider's own
+    /// listener serves TLS with it; your own servers take
+    /// [`ServerIdentity::tls_config`](crate::identity::ServerIdentity::tls_config).
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn identity(mut self, identity: crate::identity::ServerIdentity) -> Self {
+        self.identity = Some(identity);
+        self
+    }
+
     /// Sets the deadline of each registry call (default
     /// [`crate::store::DEFAULT_STORE_TIMEOUT`]): a hanging registry costs a timeout, never a
     /// hung provider.
@@ -262,6 +279,8 @@ impl ProviderBuilder {
                 serving: self.serving,
                 #[cfg(feature = "tls")]
                 tls: self.tls,
+                #[cfg(feature = "tls")]
+                identity: self.identity,
                 host_given: self.host.is_some(),
                 check_metadata_service: self.check_metadata_service,
                 reflection: self.reflection,

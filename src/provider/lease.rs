@@ -57,7 +57,8 @@ impl Shared {
                 continue;
             };
             let id = registration.id();
-            let renewal = tokio::time::timeout(period, registration.keep_alive()).await;
+            let deadline = renewal_deadline(ttl, period, last_renewal.elapsed());
+            let renewal = tokio::time::timeout(deadline, registration.keep_alive()).await;
             let lost = match renewal {
                 Ok(Ok(())) => {
                     tracing::debug!(registration = %id, "registration kept alive");
@@ -120,5 +121,32 @@ impl Shared {
         if !pending.is_empty() {
             self.retry_mappings(pending).await;
         }
+    }
+}
+
+/// How long one renewal may wait for its answer: what is left of the TTL since the last
+/// answered renewal, and at least a period. The request renews the lease when it reaches
+/// the registry; only its answer may be slow. Giving up after a period (a third of the TTL)
+/// would make every renewal of a registry answering later than that time out, and the
+/// provider would count its lease lost and register again while the lease was renewed all
+/// along.
+fn renewal_deadline(ttl: Duration, period: Duration, since_renewal: Duration) -> Duration {
+    ttl.saturating_sub(since_renewal).max(period)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_renewal_may_wait_for_what_is_left_of_the_ttl() {
+        let ttl = Duration::from_secs(2);
+        let period = ttl / 3;
+        // Started a period after the last answer: a second-late answer still counts.
+        let deadline = renewal_deadline(ttl, period, period);
+        assert_eq!(deadline, ttl - period);
+        assert!(deadline > Duration::from_secs(1));
+        // Renewals failing for longer than the TTL: each still gets a period.
+        assert_eq!(renewal_deadline(ttl, period, ttl * 2), period);
     }
 }

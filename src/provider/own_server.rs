@@ -25,7 +25,9 @@ impl Provider {
         #[allow(unused_mut)]
         let mut server = tonic::transport::Server::builder();
         #[cfg(feature = "tls")]
-        if let Some(tls) = self.settings.tls.clone() {
+        if let Some(tls) = (self.settings.tls.clone())
+            .or_else(|| self.settings.identity.as_ref().map(|i| i.tls_config()))
+        {
             server = server
                 .tls_config(tls)
                 .map_err(|e| Error::Server(format!("TLS: {e}")))?;

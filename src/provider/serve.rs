@@ -48,8 +48,8 @@ impl Provider {
     /// let provider = Provider::builder("greeter", store)
     ///     .export(ServiceInfo::new("helloworld.Greeter")) // or export_service::<GreeterServer<_>>()
     ///     .build()?;
-    /// let ctrl_c = async { tokio::signal::ctrl_c().await.unwrap_or_default() };
-    /// provider.serve(router, listener, ctrl_c).await?;
+    /// // SIGINT or SIGTERM: disable, drain, deregister, then stop serving.
+    /// provider.serve(router, listener, introspect::shutdown_signal()).await?;
     /// # Ok(())
     /// # }
     /// ```
@@ -84,6 +84,7 @@ impl Provider {
                  asks for a listener of its own: use one of the two"
             )));
         }
+        self.check_identity()?;
         let local = listener.local_addr()?;
         self.learn_address(local, false).await;
         let service = self.metadata_service();
@@ -120,9 +121,8 @@ impl Provider {
                     Err(e) => e.to_string(),
                 };
                 tracing::error!(error = %reason, "server failed; deregistering at once");
-                if let Err(e) = self.shared.deregister_gracefully(Duration::ZERO).await {
-                    tracing::warn!(error = %e, "instance not deregistered");
-                }
+                // It logs whether the record was deleted.
+                let _ = self.shared.deregister_gracefully(Duration::ZERO).await;
                 Err(Error::Server(reason))
             }
         };

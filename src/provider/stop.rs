@@ -51,7 +51,19 @@ impl Shared {
             None => Ok(()),
         };
         let instance = &state.instance;
-        tracing::info!(app = %instance.service_name, address = %instance.address(), "instance deregistered");
+        match &deregistered {
+            Ok(()) => tracing::info!(
+                app = %instance.service_name,
+                address = %instance.address(),
+                "instance deregistered"
+            ),
+            Err(e) => tracing::warn!(
+                app = %instance.service_name,
+                address = %instance.address(),
+                error = %e,
+                "instance not deregistered: its record stays until its lease expires"
+            ),
+        }
         marked?;
         deregistered
     }

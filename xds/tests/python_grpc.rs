@@ -9,6 +9,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use introspect::consumer::ProtectionOptions;
 use introspect::{MemoryStore, Resolver, Store};
 use introspect_xds::XdsServer;
 use introspect_xds::types::CLUSTER_LOAD_ASSIGNMENT;
@@ -22,6 +23,9 @@ use tokio::sync::oneshot;
 const GREETER: &str = "helloworld.Greeter";
 /// How long a change may take to reach the Python client.
 const FOLLOW: Duration = Duration::from_secs(20);
+/// How long the resolver keeps the last instances of an app that expired all at once
+/// (its wipe recovery bound, 30 s by default): the crashed provider is its app's only one.
+const RECOVERY: Duration = Duration::from_secs(3);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpcio_follows_providers_that_join_leave_and_crash() {
@@ -32,7 +36,10 @@ async fn grpcio_follows_providers_that_join_leave_and_crash() {
     let a = start_greeter(&store, "greeter-a", Duration::from_millis(50)).await;
     let (a_address, a_key) = (a.address, a.address.to_string());
 
-    let server = XdsServer::builder(Resolver::new(store.clone())).build();
+    let resolver = Resolver::builder(store.clone())
+        .protection(ProtectionOptions::default().wipe_recovery(RECOVERY))
+        .build();
+    let server = XdsServer::builder(resolver).build();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let xds = listener.local_addr().unwrap();
     let (_stop, stopped) = oneshot::channel::<()>();
@@ -82,7 +89,8 @@ async fn grpcio_follows_providers_that_join_leave_and_crash() {
     assert_eq!(after_leave.addresses(), vec![a_key.clone()]);
 
     // A third joins, then crashes: the client keeps calling the survivor, and once the
-    // lease expires the xDS state drops it too.
+    // lease expires (and, as the app's last instance, the recovery bound passes) the xDS
+    // state drops it too.
     let ttl = Duration::from_secs(3);
     let c = CrashableGreeter::start(&store, "greeter-c", ttl).await;
     let c_key = c.address.to_string();
@@ -101,9 +109,13 @@ async fn grpcio_follows_providers_that_join_leave_and_crash() {
         .await;
     let mut ads = AdsClient::connect(format!("http://{xds}")).await;
     ads.send(CLUSTER_LOAD_ASSIGNMENT, &[GREETER], "", "").await;
-    let deadline = tokio::time::Instant::now() + ttl + FOLLOW;
+    let deadline = tokio::time::Instant::now() + ttl + RECOVERY + FOLLOW;
     loop {
-        let r = ads.next().await;
+        let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let r = ads
+            .next_within(wait)
+            .await
+            .expect("the crashed provider left the xDS state in time");
         if addresses(&r) == vec![a_key.clone()] {
             break;
         }

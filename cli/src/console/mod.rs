@@ -176,16 +176,16 @@ pub async fn start(resolver: Resolver, options: ConsoleOptions) -> Result<Consol
     })
 }
 
-/// `introspect console`: serves until Ctrl-C.
+/// `introspect console`: serves until Ctrl-C or SIGTERM.
 pub async fn run(resolver: Resolver, args: &ConsoleArgs) -> Result<()> {
     let options = ConsoleOptions::from_args(args)?;
     let console = start(resolver, options).await?;
     let _ = writeln!(
         std::io::stderr(),
-        "console at http://{}/ (read-only; Ctrl-C stops)",
+        "console at http://{}/ (read-only; Ctrl-C or SIGTERM stops)",
         console.local_addr()
     );
-    let _ = tokio::signal::ctrl_c().await;
+    introspect::shutdown_signal().await;
     console.stop().await;
     Ok(())
 }

@@ -5,11 +5,12 @@
 //! A call still waiting for an endpoint when its deadline passes, or when the channel's
 //! endpoint wait ([`super::ChannelOptions::endpoint_wait`]) ends, whichever comes first,
 //! fails with UNAVAILABLE: a call never waits forever for an endpoint that does not come. A
-//! channel whose subscription resolves to nothing fails calls at once, saying why
-//! ([`NoEndpoints`]). A call handed to an endpoint gets the
-//! endpoint's own answer; if none comes by its deadline plus [`DISPATCHED_GRACE`] (a server
-//! that hangs), it fails with DEADLINE_EXCEEDED, and passive health counts a failure of the
-//! endpoint (the mark tells it, see [`Dispatched::timed_out`]).
+//! channel whose subscription resolves to nothing, or whose every endpoint the identity
+//! check refused, fails calls at once, saying why ([`NoEndpoints`]). A call handed to an
+//! endpoint gets the endpoint's own answer; if none comes by its deadline plus
+//! [`DISPATCHED_GRACE`] (a server that hangs), it fails with DEADLINE_EXCEEDED, and passive
+//! health counts a failure of the endpoint (the mark tells it, see
+//! [`Dispatched::timed_out`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -217,27 +218,57 @@ where
     }
 }
 
-/// Why a channel's subscription resolves to nothing, while it does: calls then fail at once
-/// with UNAVAILABLE and these words, instead of waiting. Followed from the subscription.
+/// Why a channel has no endpoint to call, while it has none: its subscription resolves to
+/// nothing, or the identity check refused every endpoint. Calls then fail at once with
+/// UNAVAILABLE and these words, instead of waiting. Followed from the subscription and the
+/// channel's feeder.
 #[derive(Clone, Debug)]
-pub(super) struct NoEndpoints(watch::Receiver<Option<Arc<Explanation>>>);
+pub(super) struct NoEndpoints {
+    empty: watch::Receiver<Option<Arc<Explanation>>>,
+    refused: watch::Receiver<Option<Arc<str>>>,
+}
+
+/// Why a channel has no endpoint to call.
+#[derive(Clone, Debug)]
+pub(super) enum NoEndpoint {
+    /// The subscription resolves to nothing.
+    Empty(Arc<Explanation>),
+    /// Every endpoint was refused by the identity check.
+    Refused(Arc<str>),
+}
+
+impl std::fmt::Display for NoEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoEndpoint::Empty(explanation) => explanation.fmt(f),
+            NoEndpoint::Refused(why) => f.write_str(why),
+        }
+    }
+}
 
 impl NoEndpoints {
-    /// Follows `why`: `Some(explanation)` while there is no endpoint.
-    pub fn new(why: watch::Receiver<Option<Arc<Explanation>>>) -> Self {
-        NoEndpoints(why)
+    /// Follows `empty` (`Some(explanation)` while the subscription resolves to nothing) and
+    /// `refused` (`Some(why)` while every endpoint is refused).
+    pub fn new(
+        empty: watch::Receiver<Option<Arc<Explanation>>>,
+        refused: watch::Receiver<Option<Arc<str>>>,
+    ) -> Self {
+        NoEndpoints { empty, refused }
     }
 
     /// Why there is no endpoint, if there is none.
-    pub fn reason(&self) -> Option<Arc<Explanation>> {
-        self.0.borrow().clone()
+    pub fn reason(&self) -> Option<NoEndpoint> {
+        if let Some(explanation) = self.empty.borrow().clone() {
+            return Some(NoEndpoint::Empty(explanation));
+        }
+        self.refused.borrow().clone().map(NoEndpoint::Refused)
     }
 }
 
 impl Default for NoEndpoints {
     /// Endpoints, as far as anyone knows.
     fn default() -> Self {
-        NoEndpoints(watch::channel(None).1)
+        NoEndpoints::new(watch::channel(None).1, watch::channel(None).1)
     }
 }
 

@@ -1,5 +1,5 @@
 //! How a balanced channel dials its endpoints: the options (connect and request timeouts,
-//! TLS) and the tonic endpoint of one address.
+//! TLS) and the tonic endpoint of one address, with the identity check when there is one.
 
 use std::time::Duration;
 
@@ -7,7 +7,7 @@ use tonic::transport::Endpoint as TonicEndpoint;
 
 use crate::error::{Error, Result};
 use crate::model::Authority;
-use crate::tls::ClientTlsConfig;
+use crate::tls::{ClientTlsConfig, IdentityCheck, Refusals};
 
 /// Default deadline of one connection attempt to an endpoint.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -69,7 +69,8 @@ impl ChannelOptions {
         self
     }
 
-    /// Dials the endpoints over TLS with this configuration instead of the resolver's.
+    /// Dials the endpoints over TLS with this configuration instead of the resolver's. The
+    /// resolver's identity check still applies (this configuration then names no CA).
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls(mut self, tls: ClientTlsConfig) -> Self {
@@ -77,7 +78,8 @@ impl ChannelOptions {
         self
     }
 
-    /// Dials the endpoints in plaintext even when the resolver uses TLS.
+    /// Dials the endpoints in plaintext even when the resolver uses TLS. No identity can be
+    /// checked then.
     pub fn plaintext(mut self) -> Self {
         self.tls = TlsChoice::Plaintext;
         self
@@ -118,10 +120,37 @@ pub(super) struct Dialer {
     pub(super) connect_timeout: Duration,
     pub(super) request_timeout: Option<Duration>,
     pub(super) tls: Option<ClientTlsConfig>,
+    /// The identity check of every TLS connection, if any.
+    pub(super) identity: Option<IdentityCheck>,
 }
 
 impl Dialer {
+    /// Whether endpoints are checked before they join (TLS with an identity check).
+    pub(super) fn checks_identity(&self) -> bool {
+        self.tls.is_some() && self.identity.is_some()
+    }
+
+    /// The endpoint of `address` (TLS without an identity check, or plaintext).
     pub(super) fn endpoint(&self, address: &Authority) -> Result<TonicEndpoint> {
+        self.endpoint_with(address, None)
+    }
+
+    /// The endpoint of `address`, resolved for `app`, whose every TLS handshake checks the
+    /// server's identity and tells each refusal to `refusals`.
+    pub(super) fn checked(
+        &self,
+        address: &Authority,
+        app: &str,
+        refusals: Refusals,
+    ) -> Result<TonicEndpoint> {
+        self.endpoint_with(address, Some((app, refusals)))
+    }
+
+    fn endpoint_with(
+        &self,
+        address: &Authority,
+        checked: Option<(&str, Refusals)>,
+    ) -> Result<TonicEndpoint> {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let invalid = |reason: String| Error::Connect {
             address: address.to_string(),
@@ -134,11 +163,15 @@ impl Dialer {
         if let Some(timeout) = self.request_timeout {
             endpoint = endpoint.timeout(timeout);
         }
-        if let Some(tls) = &self.tls {
-            endpoint =
-                crate::tls::apply(endpoint, tls).map_err(|e| invalid(format!("TLS: {e}")))?;
-        }
-        Ok(endpoint)
+        let applied = match (&self.tls, &self.identity, checked) {
+            (Some(tls), Some(identity), Some((app, refusals))) => {
+                let at = address.as_str();
+                crate::tls::apply_identity(endpoint, tls, identity, app, at, refusals)
+            }
+            (Some(tls), _, _) => crate::tls::apply(endpoint, tls),
+            (None, _, _) => Ok(endpoint),
+        };
+        applied.map_err(|e| invalid(format!("TLS: {e}")))
     }
 }
 
@@ -152,6 +185,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             request_timeout: None,
             tls: None,
+            identity: None,
         };
         let e = dialer.endpoint(&Authority::new("127.0.0.1", 80)).unwrap();
         assert_eq!(e.uri().to_string(), "http://127.0.0.1:80/");

@@ -3,19 +3,21 @@
 //!
 //! A small feeder task (`feeder.rs`) follows a [`Discovery`] stream (one key per distinct
 //! [`Authority`], so several services or protocols on one address are one balancer
-//! endpoint) and hands the balancer its changes, insertions first; `passive.rs` records
-//! each call's outcome into health; `deadline.rs` bounds calls; `dial.rs` makes the tonic
-//! endpoint of one address. This module knows the resolver's health and a stream of
-//! changes, never the resolver nor a subscription: it inherits the protections of whatever
-//! feeds it.
+//! endpoint) and hands the balancer its changes, insertions first; `admission.rs` decides,
+//! with an identity check, which addresses may join (dialled and checked first, refused
+//! ones kept out until a TLS recheck passes); `passive.rs` records each call's outcome into
+//! health; `deadline.rs` bounds calls; `dial.rs` makes the tonic endpoint of one address.
+//! This module knows the resolver's health and a stream of changes, never the resolver nor
+//! a subscription: it inherits the protections of whatever feeds it.
 
+mod admission;
 mod deadline;
 mod dial;
 mod discover;
 mod feeder;
 mod passive;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -35,17 +37,19 @@ use tower::util::BoxService;
 use tracing::Instrument as _;
 
 use crate::consumer::health::HealthRegistry;
+use crate::consumer::rejections::Rejections;
 use crate::consumer::stats::Counters;
 use crate::error::{Error, Result};
 use crate::model::Authority;
-use crate::tls::ClientTlsConfig;
+use crate::tls::{ClientTlsConfig, IdentityCheck, Refusals};
+use admission::Admission;
 use deadline::{Bounded, Dispatched, NoEndpoints, deadline_of};
 pub(crate) use dial::TlsChoice;
 pub use dial::{
     ChannelOptions, DEFAULT_CHANGE_CAPACITY, DEFAULT_CONNECT_TIMEOUT, DEFAULT_ENDPOINT_WAIT,
 };
 pub use discover::{Change, Discovery};
-use feeder::Feeder;
+use feeder::{Feeder, Published};
 use passive::Guarded;
 
 /// Requests buffered in front of the balancer (tonic's own default).
@@ -110,6 +114,13 @@ fn endpoint_service(guarded: Guarded) -> EndpointService {
 /// self-preservation holds take no calls until the instance answers a probe. If every
 /// endpoint is set aside, the channel routes to all of them (panic mode, logged and counted
 /// as `panic_routes`). [`ChannelOptions::passive_health`] turns the recording off.
+///
+/// **Identity** (with the `tls` feature and
+/// [`ResolverBuilder::identity`](crate::consumer::ResolverBuilder::identity)): each
+/// endpoint is dialled and its certificate checked for the app it was resolved for before
+/// it joins; a refused one is removed (not set aside: no call, no panic mode) and joins only
+/// once a TLS recheck passes. When every endpoint is refused, calls fail at once with
+/// UNAVAILABLE saying why.
 ///
 /// **No call waits forever**: while the subscription resolves to nothing (no app mapped,
 /// no instance, nothing exported that matches), calls fail at once with UNAVAILABLE saying
@@ -216,26 +227,40 @@ impl Stream for Changes {
 pub(crate) struct Feed {
     /// The addresses handed to the balancer.
     pub addresses: watch::Receiver<Arc<BTreeSet<Authority>>>,
+    /// The addresses the identity check refused, with why.
+    pub refused: watch::Receiver<Arc<BTreeMap<Authority, Arc<str>>>>,
     /// Stops the feeder.
     pub cancel: CancellationToken,
 }
 
-/// A channel balancing calls over the endpoints `discovery` yields, with `health` deciding
-/// which may take calls, dialled with `options` (their TLS choice falling back to
-/// `default_tls`); `why_empty` says why there is no endpoint while there is none, the words
+/// What a resolver gives each of its balanced channels.
+#[derive(Clone)]
+pub(crate) struct ChannelParts {
+    /// Which endpoints may take calls.
+    pub health: Arc<HealthRegistry>,
+    pub counters: Arc<Counters>,
+    /// Where identity refusals are counted and logged.
+    pub rejections: Arc<Rejections>,
+    /// The TLS of channels whose options do not choose their own.
+    pub tls: Option<ClientTlsConfig>,
+    /// The identity check of every channel that speaks TLS.
+    pub identity: Option<IdentityCheck>,
+}
+
+/// A channel balancing calls over the endpoints `discovery` yields, with `parts`' health
+/// deciding which may take calls, dialled with `options` (their TLS choice falling back to
+/// the parts'); `why_empty` says why there is no endpoint while there is none, the words
 /// of the error of calls made meanwhile.
 /// Must be called within a Tokio runtime. Fails only on a TLS configuration tonic rejects.
 pub(crate) fn balanced_channel(
     discovery: Discovery,
-    health: Arc<HealthRegistry>,
-    counters: Arc<Counters>,
+    parts: ChannelParts,
     options: ChannelOptions,
-    default_tls: Option<ClientTlsConfig>,
     why_empty: watch::Receiver<Option<Arc<crate::consumer::explain::Explanation>>>,
     span: tracing::Span,
 ) -> Result<(BalancedChannel, Feed)> {
     let tls = match options.tls {
-        TlsChoice::FromResolver => default_tls,
+        TlsChoice::FromResolver => parts.tls,
         TlsChoice::Use(tls) => Some(*tls),
         TlsChoice::Plaintext => None,
     };
@@ -243,29 +268,55 @@ pub(crate) fn balanced_channel(
         connect_timeout: options.connect_timeout,
         request_timeout: options.request_timeout,
         tls,
+        identity: parts.identity.clone(),
     };
     // Check the TLS configuration once, so that a bad one fails here, not per endpoint.
-    dialer
-        .endpoint(&Authority::new("localhost", 1))
-        .map_err(|e| Error::Config(format!("balanced channel: {e}")))?;
+    let probe = Authority::new("localhost", 1);
+    let checked = if dialer.checks_identity() {
+        dialer.checked(&probe, "app", Refusals::kept(|| {}).0)
+    } else {
+        dialer.endpoint(&probe)
+    };
+    checked.map_err(|e| Error::Config(format!("balanced channel: {e}")))?;
+    let admission = match &parts.identity {
+        Some(identity) if dialer.checks_identity() => Some(Admission::new(
+            Arc::new(dialer.clone()),
+            parts.rejections.clone(),
+            identity.recheck_every(),
+        )),
+        _ => None,
+    };
     let (changes, receiver) = mpsc::channel(options.capacity);
     let balance: Balance<Changes, Request> = Balance::new(Changes { receiver });
+    let (all_refused, refused_why) = watch::channel(None);
     let channel = BalancedChannel {
         inner: Buffer::new(BoxService::new(balance), REQUEST_BUFFER),
         request_timeout: options.request_timeout,
         endpoint_wait: options.endpoint_wait,
-        no_endpoints: NoEndpoints::new(why_empty),
+        no_endpoints: NoEndpoints::new(why_empty, refused_why),
     };
-    let (published, addresses) = watch::channel(Arc::new(BTreeSet::new()));
+    let (addresses_tx, addresses) = watch::channel(Arc::new(BTreeSet::new()));
+    let (refused_tx, refused) = watch::channel(Arc::new(BTreeMap::new()));
+    let published = Published {
+        addresses: addresses_tx,
+        refused: refused_tx,
+        all_refused,
+    };
     let cancel = CancellationToken::new();
     let feeder = Feeder::new(
         discovery,
         changes,
         dialer,
-        passive::Recorder::new(health, counters, options.passive_health),
+        admission,
+        passive::Recorder::new(parts.health, parts.counters, options.passive_health),
         published,
         cancel.clone(),
     );
     tokio::spawn(feeder.run().instrument(span));
-    Ok((channel, Feed { addresses, cancel }))
+    let feed = Feed {
+        addresses,
+        refused,
+        cancel,
+    };
+    Ok((channel, feed))
 }

@@ -115,7 +115,13 @@ impl EtcdServer {
     /// Options for this server with short timeouts suited to tests (1 s connect, 2 s
     /// request), and the CA and client certificate of a TLS server.
     pub fn options(&self) -> EtcdOptions {
-        let options = EtcdOptions::new([self.endpoint()])
+        self.options_via(&self.endpoint())
+    }
+
+    /// Like [`options`](Self::options), reaching the server at `endpoint` (a URL such as
+    /// `http://` and the address of a fault proxy in front of it).
+    pub fn options_via(&self, endpoint: &str) -> EtcdOptions {
+        let options = EtcdOptions::new([endpoint.to_owned()])
             .with_connect_timeout(Duration::from_secs(1))
             .with_request_timeout(Duration::from_secs(2));
         match &self.tls {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use introspect::provider::ProviderBuilder;
 use introspect::{Provider, Store};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -137,15 +138,33 @@ pub async fn start_greeter_on(
     drain: Duration,
 ) -> GreeterNode {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    start_greeter_advertised(backend, app, ttl, drain, listener, None).await
+}
+
+/// Like [`start_greeter_on`], on the caller's `listener`, registered at `advertised_port`
+/// when given (consumers then dial that port, a fault proxy in front of the server, say)
+/// rather than at the listener's.
+pub async fn start_greeter_advertised(
+    backend: introspect::Backend,
+    app: &str,
+    ttl: Duration,
+    drain: Duration,
+    listener: tokio::net::TcpListener,
+    advertised_port: Option<u16>,
+) -> GreeterNode {
     let address = listener.local_addr().unwrap();
+    let mut registered = address;
     let greeter = CountingGreeter::new(address);
     let calls = greeter.calls.clone();
-    let provider = Provider::builder(app, backend.clone())
+    let mut builder = Provider::builder(app, backend.clone())
         .lease_ttl(ttl)
         .drain_period(drain)
-        .export_service::<GreeterServer<CountingGreeter>>()
-        .build()
-        .expect("valid provider");
+        .export_service::<GreeterServer<CountingGreeter>>();
+    if let Some(port) = advertised_port {
+        builder = builder.port(port);
+        registered.set_port(port);
+    }
+    let provider = builder.build().expect("valid provider");
     let (stop, stopped) = oneshot::channel::<()>();
     let serving = tokio::spawn(provider.serve(greeter_router(greeter), listener, async {
         let _ = stopped.await;
@@ -159,7 +178,7 @@ pub async fn start_greeter_on(
                 .instances()
                 .list(app, &limits)
                 .await
-                .is_ok_and(|list| list.instances.contains_key(&address.to_string()))
+                .is_ok_and(|list| list.instances.contains_key(&registered.to_string()))
         },
     )
     .await;
@@ -186,17 +205,34 @@ pub async fn serve_greeter(
     app: &str,
     drain: Duration,
 ) -> GreeterNode {
+    serve_greeter_with(listener, store, app, drain, None, |b| b).await
+}
+
+/// Like [`serve_greeter`], over TLS with `tls` when given, its provider's builder changed
+/// by `configure` first.
+pub async fn serve_greeter_with(
+    listener: tokio::net::TcpListener,
+    store: &Arc<dyn Store>,
+    app: &str,
+    drain: Duration,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    configure: impl FnOnce(ProviderBuilder) -> ProviderBuilder,
+) -> GreeterNode {
     let address = listener.local_addr().unwrap();
     let greeter = CountingGreeter::new(address);
     let calls = greeter.calls.clone();
-    let provider = Provider::builder(app, store.clone())
+    let builder = Provider::builder(app, store.clone())
         .lease_ttl(Duration::from_secs(10))
         .drain_period(drain)
-        .export_service::<GreeterServer<CountingGreeter>>()
-        .build()
-        .expect("valid provider");
+        .export_service::<GreeterServer<CountingGreeter>>();
+    let provider = configure(builder).build().expect("valid provider");
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        server = server.tls_config(tls).expect("TLS configuration");
+    }
+    let router = server.add_service(GreeterServer::new(greeter));
     let (stop, stopped) = oneshot::channel::<()>();
-    let serving = tokio::spawn(provider.serve(greeter_router(greeter), listener, async {
+    let serving = tokio::spawn(provider.serve(router, listener, async {
         let _ = stopped.await;
     }));
     eventually(Duration::from_secs(5), "the greeter to register", || {
@@ -209,4 +245,24 @@ pub async fn serve_greeter(
         stop: Some(stop),
         serving,
     }
+}
+
+/// A probe for consumer-side health that wants an answer, not only a connection: it opens
+/// a connection to `address`, speaks the HTTP/2 client preface and waits for the server's
+/// first bytes (its SETTINGS) within `timeout`. A fault proxy accepts connections while it
+/// blackholes them, where a real partition leaves the connect itself unanswered, so the
+/// default probe (a TCP connect) would find a blackholed endpoint alive.
+pub async fn answers_http2(address: String, timeout: Duration) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let attempt = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+        // The preface, then an empty SETTINGS frame (length 0, type 4, no flags, stream 0).
+        let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        stream.write_all(&hello).await.ok()?;
+        let mut answer = [0u8; 9];
+        stream.read_exact(&mut answer).await.ok()?;
+        Some(answer[3] == 4)
+    };
+    matches!(tokio::time::timeout(timeout, attempt).await, Ok(Some(true)))
 }

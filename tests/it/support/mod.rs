@@ -13,11 +13,13 @@ pub mod fleet;
 pub mod greeter;
 pub mod hostile;
 pub mod killable;
+pub mod logs;
 #[cfg(feature = "nacos")]
 pub mod nacos;
 pub mod peer_cases;
 pub mod peers;
 pub mod proxy;
+pub mod published;
 pub mod records;
 pub mod wait;
 #[cfg(feature = "zookeeper")]

@@ -144,7 +144,14 @@ impl NacosServer {
 
     /// Options for this server, with a cache directory inside the server's temporary dir.
     pub fn options(&self) -> NacosOptions {
-        NacosOptions::new([self.address()])
+        self.options_via(&self.address())
+    }
+
+    /// Like [`options`](Self::options), reaching the server at `address`: `host:port` of a
+    /// fault proxy in front of it, which must forward port + 1000 too (the SDK's gRPC port,
+    /// see `FaultProxy::start_with_offset`).
+    pub fn options_via(&self, address: &str) -> NacosOptions {
+        NacosOptions::new([address.to_owned()])
             .with_connect_timeout(Duration::from_secs(10))
             .with_cache_dir(self.dir.path().join("client-cache"))
     }

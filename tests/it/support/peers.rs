@@ -398,9 +398,24 @@ fn read(dir: &Path, name: &str) -> String {
 
 /// The last lines of a process's standard output and error.
 fn read_output(dir: &Path) -> String {
+    // The first lines say why a peer stopped (its exception); the last, where it was.
     let tail = |text: String| {
         let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(400)..].join("\n")
+        if lines.len() <= 400 {
+            return lines.join("\n");
+        }
+        let errors: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| l.contains("Exception") || l.contains("ERROR") || l.contains("no answer"))
+            .take(40)
+            .collect();
+        format!(
+            "{}\n[...]\n(error lines:)\n{}\n[...]\n{}",
+            lines[..100].join("\n"),
+            errors.join("\n"),
+            lines[lines.len() - 260..].join("\n")
+        )
     };
     format!(
         "--- stdout ---\n{}\n--- stderr ---\n{}",

@@ -4,17 +4,24 @@
 //! lost, TCP would retransmit it), or cuts (resets every connection and every new one).
 //! Only loopback targets are allowed.
 //!
-//! Each direction of a proxied connection is copied chunk by chunk by a task that reads the
-//! current fault before forwarding each chunk, so a fault applies to connections already
-//! open as well as to new ones.
+//! Each direction of a proxied connection is copied chunk by chunk: one half reads chunks and
+//! stamps each with when it may go on (a delay is latency, not a rate: chunks read 10 ms
+//! apart leave 10 ms apart, each late by the delay), the other forwards them in order while
+//! the fault allows it. The fault is read for each chunk, so it applies to connections
+//! already open as well as to new ones.
+//!
+//! A proxy can also listen on a second port at a fixed offset from its first, forwarding to
+//! the target's port at the same offset, under the same fault: a Nacos client finds the
+//! server's gRPC port 1000 above the HTTP port it was given, so both go through the proxy.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, tcp};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 /// What the proxy does to traffic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +42,7 @@ pub struct FaultProxy {
     /// Where clients connect.
     pub address: SocketAddr,
     fault: watch::Sender<Fault>,
-    acceptor: JoinHandle<()>,
+    acceptors: Vec<JoinHandle<()>>,
 }
 
 impl FaultProxy {
@@ -46,35 +53,63 @@ impl FaultProxy {
 
     /// A proxy on loopback port `port` (`0`: any free one) forwarding to `target`.
     pub async fn start_on(port: u16, target: SocketAddr) -> FaultProxy {
-        assert!(
-            target.ip().is_loopback(),
-            "the fault proxy only forwards to loopback, not to {target}"
-        );
         let listener = TcpListener::bind(("127.0.0.1", port))
             .await
             .expect("bind proxy");
-        let address = listener.local_addr().unwrap();
-        let (fault, _) = watch::channel(Fault::Pass);
-        let faults = fault.clone();
-        let acceptor = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let now = *faults.borrow();
-                if now == Fault::Cut {
-                    reset(client);
-                    continue;
-                }
-                let faults = faults.subscribe();
-                tokio::spawn(async move {
-                    if let Ok(server) = TcpStream::connect(target).await {
-                        proxy(client, server, faults).await;
-                    }
-                });
+        FaultProxy::serve(vec![(listener, target)])
+    }
+
+    /// A proxy on a free loopback port P forwarding to `target`, and on P + `offset`
+    /// forwarding to `target`'s port + `offset`, one fault for both (see the module docs).
+    pub async fn start_with_offset(target: SocketAddr, offset: u16) -> FaultProxy {
+        let mut second_target = target;
+        second_target.set_port(target.port() + offset);
+        for _ in 0..200 {
+            let first = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+            let port = first.local_addr().unwrap().port();
+            let Some(second_port) = port.checked_add(offset) else {
+                continue;
+            };
+            if let Ok(second) = TcpListener::bind(("127.0.0.1", second_port)).await {
+                return FaultProxy::serve(vec![(first, target), (second, second_target)]);
             }
-        });
+        }
+        panic!("no free pair of loopback ports P, P + {offset} for the proxy");
+    }
+
+    /// Accepts on each listener and forwards to its target; the first is [`Self::address`].
+    fn serve(listeners: Vec<(TcpListener, SocketAddr)>) -> FaultProxy {
+        let address = listeners[0].0.local_addr().unwrap();
+        let (fault, _) = watch::channel(Fault::Pass);
+        let acceptors = listeners
+            .into_iter()
+            .map(|(listener, target)| {
+                assert!(
+                    target.ip().is_loopback(),
+                    "the fault proxy only forwards to loopback, not to {target}"
+                );
+                let faults = fault.clone();
+                tokio::spawn(async move {
+                    while let Ok((client, _)) = listener.accept().await {
+                        let now = *faults.borrow();
+                        if now == Fault::Cut {
+                            reset(client);
+                            continue;
+                        }
+                        let faults = faults.subscribe();
+                        tokio::spawn(async move {
+                            if let Ok(server) = TcpStream::connect(target).await {
+                                proxy(client, server, faults).await;
+                            }
+                        });
+                    }
+                })
+            })
+            .collect();
         FaultProxy {
             address,
             fault,
-            acceptor,
+            acceptors,
         }
     }
 
@@ -91,7 +126,9 @@ impl FaultProxy {
 
 impl Drop for FaultProxy {
     fn drop(&mut self) {
-        self.acceptor.abort();
+        for acceptor in &self.acceptors {
+            acceptor.abort();
+        }
         self.fault.send_replace(Fault::Cut);
     }
 }
@@ -119,37 +156,50 @@ async fn proxy(client: TcpStream, server: TcpStream, faults: watch::Receiver<Fau
 async fn pump(
     mut from: tcp::OwnedReadHalf,
     mut to: tcp::OwnedWriteHalf,
-    mut faults: watch::Receiver<Fault>,
+    faults: watch::Receiver<Fault>,
     answers: bool,
 ) {
-    let cut = |from: &tcp::OwnedReadHalf, to: &tcp::OwnedWriteHalf| {
+    let (chunks, mut queued) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let reading = {
+        let faults = faults.clone();
+        let from = &mut from;
+        async move {
+            let mut buffer = vec![0u8; 64 * 1024];
+            while let Ok(n @ 1..) = from.read(&mut buffer).await {
+                let due = match *faults.borrow() {
+                    Fault::Delay(delay) if answers => Instant::now() + delay,
+                    _ => Instant::now(),
+                };
+                if chunks.send((due, buffer[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
+        }
+    };
+    let writing = {
+        let mut faults = faults.clone();
+        let to = &mut to;
+        async move {
+            while let Some((due, chunk)) = queued.recv().await {
+                // Held while blackholed; what holds it then decides.
+                wait_for(&mut faults, |f| f != Fault::Blackhole).await;
+                tokio::time::sleep_until(due).await;
+                if *faults.borrow() == Fault::Cut || to.write_all(&chunk).await.is_err() {
+                    return;
+                }
+            }
+            let _ = to.shutdown().await;
+        }
+    };
+    let mut cuts = faults;
+    let cut = tokio::select! {
+        biased;
+        () = wait_for(&mut cuts, |f| f == Fault::Cut) => true,
+        _ = async { tokio::join!(reading, writing) } => false,
+    };
+    if cut {
         let _ = from.as_ref().set_zero_linger();
         let _ = to.as_ref().set_zero_linger();
-    };
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        let read = tokio::select! {
-            read = from.read(&mut buffer) => read,
-            () = wait_for(&mut faults, |f| f == Fault::Cut) => return cut(&from, &to),
-        };
-        let n = match read {
-            Ok(0) | Err(_) => {
-                let _ = to.shutdown().await;
-                return;
-            }
-            Ok(n) => n,
-        };
-        // Held while blackholed; what holds it then decides.
-        wait_for(&mut faults, |f| f != Fault::Blackhole).await;
-        let fault = *faults.borrow();
-        match fault {
-            Fault::Cut => return cut(&from, &to),
-            Fault::Delay(delay) if answers => tokio::time::sleep(delay).await,
-            _ => {}
-        }
-        if to.write_all(&buffer[..n]).await.is_err() {
-            return;
-        }
     }
 }
 

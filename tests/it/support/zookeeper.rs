@@ -68,12 +68,24 @@ pub struct ZooKeeperServer {
     client_port: u16,
     /// The ensemble's `server.N=` lines and this member's id, when a member.
     quorum: Option<(String, u32)>,
+    /// The longest session granted, when not the default 20 ticks.
+    max_session: Option<Duration>,
 }
 
 impl ZooKeeperServer {
     /// Starts a standalone server and waits until it answers; `None` (after a loud
     /// message) when ZooKeeper is not installed outside CI.
     pub async fn start() -> Option<ZooKeeperServer> {
+        Self::start_granting(None).await
+    }
+
+    /// Like [`start`](Self::start), granting sessions up to `max_session` (the default is
+    /// 20 ticks, 4 s).
+    pub async fn start_with_max_session(max_session: Duration) -> Option<ZooKeeperServer> {
+        Self::start_granting(Some(max_session)).await
+    }
+
+    async fn start_granting(max_session: Option<Duration>) -> Option<ZooKeeperServer> {
         let classpath = classpath()?;
         let (client_port, _) = free_ports();
         let mut server = ZooKeeperServer {
@@ -82,6 +94,7 @@ impl ZooKeeperServer {
             dir: TempDir::with_prefix("introspect-zk-").expect("create a temporary dir"),
             client_port,
             quorum: None,
+            max_session,
         };
         server
             .launch()
@@ -102,7 +115,13 @@ impl ZooKeeperServer {
 
     /// Options for this server with a short reading session (2 s) and connect timeout.
     pub fn options(&self) -> ZooKeeperOptions {
-        ZooKeeperOptions::new([self.address()])
+        Self::options_via(&self.address())
+    }
+
+    /// Like [`options`](Self::options), reaching the server at `address` (`host:port` of a
+    /// fault proxy in front of it, say).
+    pub fn options_via(address: &str) -> ZooKeeperOptions {
+        ZooKeeperOptions::new([address.to_owned()])
             .with_session_timeout(Duration::from_secs(2))
             .with_connect_timeout(Duration::from_secs(5))
     }
@@ -184,6 +203,9 @@ impl ZooKeeperServer {
             data.display(),
             self.client_port,
         );
+        if let Some(max) = self.max_session {
+            config.push_str(&format!("maxSessionTimeout={}\n", max.as_millis()));
+        }
         if let Some((servers, id)) = &self.quorum {
             config.push_str("initLimit=10\nsyncLimit=5\n");
             config.push_str(servers);
@@ -330,6 +352,7 @@ impl Ensemble {
                 dir: TempDir::with_prefix("introspect-zk-").expect("create a temporary dir"),
                 client_port: *client,
                 quorum: Some((servers.clone(), i as u32 + 1)),
+                max_session: None,
             };
             member
                 .launch()
