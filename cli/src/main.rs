@@ -25,6 +25,7 @@ use output::Output;
     after_help = "Examples:\n  \
         introspect demo                               # 100 + 5 providers, 3 revisions, 3 fetches\n  \
         introspect --registry zookeeper://127.0.0.1:2181 apps\n  \
+        introspect --registry nacos://127.0.0.1:8848 apps\n  \
         introspect --etcd http://127.0.0.1:2379 apps\n  \
         INTROSPECT_ETCD=https://10.0.0.2:2379 introspect --cacert ca.pem --user reader apps\n  \
         introspect --etcd http://127.0.0.1:2379 instances shop-orders\n  \
@@ -34,8 +35,8 @@ use output::Output;
         introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n  \
         introspect --etcd http://127.0.0.1:2379 xds --listen 127.0.0.1:18000  # for any gRPC client\n  \
         introspect --etcd http://127.0.0.1:2379 console --listen 127.0.0.1:8080  # live web console\n\n\
-        The registry is --registry URL (INTROSPECT_REGISTRY: zookeeper://, etcd://, memory://)\n\
-        or etcd at --etcd (INTROSPECT_ETCD); the password of --user comes from\n\
+        The registry is --registry URL (INTROSPECT_REGISTRY: zookeeper://, nacos://, etcd://,\n\
+        memory://) or etcd at --etcd (INTROSPECT_ETCD); the password of --user comes from\n\
         INTROSPECT_PASSWORD or a prompt. The demo runs on the embedded store unless given one."
 )]
 struct Cli {

@@ -1,5 +1,5 @@
 //! The library's test support (`tests/it/support/` at the workspace root) that the tool's
-//! tests reuse: the real etcd and ZooKeeper harnesses, providers on loopback, polling with a deadline.
+//! tests reuse: the real etcd, ZooKeeper and Nacos harnesses, providers on loopback, polling with a deadline.
 //!
 //! Each test binary uses only part of it, hence the `dead_code` allowance.
 
@@ -11,6 +11,8 @@ pub mod certs;
 pub mod etcd;
 #[path = "../../../tests/it/support/fleet.rs"]
 pub mod fleet;
+#[path = "../../../tests/it/support/nacos.rs"]
+pub mod nacos;
 #[path = "../../../tests/it/support/wait.rs"]
 pub mod wait;
 #[path = "../../../tests/it/support/zookeeper.rs"]

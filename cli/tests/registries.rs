@@ -1,12 +1,15 @@
-//! The `introspect` binary against a real ZooKeeper holding real providers:
-//! `--registry zookeeper://…` for every command, as `--etcd` works for etcd.
+//! The `introspect` binary against a real ZooKeeper and a real Nacos holding real
+//! providers: `--registry zookeeper://…` and `--registry nacos://…` for every command, as
+//! `--etcd` works for etcd.
 
 mod support;
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
 
+use introspect::backend::Backend;
 use introspect::{Provider, ServiceInfo};
+use support::nacos::NacosServer;
 use support::zookeeper::ZooKeeperServer;
 
 /// Runs the binary with `args` (no `INTROSPECT_*` variables inherited).
@@ -29,8 +32,8 @@ fn introspect(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-async fn provider(server: &ZooKeeperServer, version: &str) -> Provider {
-    Provider::builder("shop-orders", server.backend().await)
+async fn provider(backend: Backend, version: &str) -> Provider {
+    Provider::builder("shop-orders", backend)
         .serve_metadata_on("127.0.0.1:0".parse().unwrap())
         .lease_ttl(std::time::Duration::from_secs(2))
         .drain_period(std::time::Duration::from_millis(50))
@@ -45,9 +48,22 @@ async fn every_command_reads_zookeeper_by_its_registry_url() {
     let Some(server) = ZooKeeperServer::start().await else {
         return;
     };
-    let blue = provider(&server, "1.0").await;
-    let green = provider(&server, "1.1").await;
-    let url = server.url();
+    every_command_reads(server.url(), server.backend().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_reads_nacos_by_its_registry_url() {
+    let Some(server) = NacosServer::start().await else {
+        return;
+    };
+    every_command_reads(server.url(), server.backend().await).await;
+}
+
+/// Two providers of one app registered through `backend`, then each command of the tool
+/// reading the registry at `url`.
+async fn every_command_reads(url: String, backend: Backend) {
+    let blue = provider(backend.clone(), "1.0").await;
+    let green = provider(backend, "1.1").await;
     let run = |rest: &[&str]| {
         let args: Vec<&str> = ["--registry", url.as_str()]
             .iter()
@@ -100,7 +116,9 @@ async fn every_command_reads_zookeeper_by_its_registry_url() {
     // Naming the registry twice, or a credential in the URL, is refused.
     let (ok, _, err) = run(&["--etcd", "http://127.0.0.1:1", "apps"]);
     assert!(!ok && err.contains("named twice"), "{err}");
-    let (ok, _, err) = introspect(&["--registry", "zookeeper://alice:s3cret@127.0.0.1:1", "apps"]);
+    let scheme = url.split("://").next().unwrap();
+    let with_password = format!("{scheme}://alice:s3cret@127.0.0.1:1");
+    let (ok, _, err) = introspect(&["--registry", &with_password, "apps"]);
     assert!(
         !ok && !err.contains("s3cret") && err.lines().count() == 1,
         "{err}"
