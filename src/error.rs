@@ -232,6 +232,18 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// A copy of this error (it is not `Clone`: some variants hold I/O errors). The
+    /// permanent variants, the only ones that end a subscription or a follow, are copied
+    /// exactly; the others become [`Error::Store`] with the same message.
+    pub(crate) fn replay(&self) -> Error {
+        match self {
+            Error::Unauthenticated(m) => Error::Unauthenticated(m.clone()),
+            Error::PermissionDenied(m) => Error::PermissionDenied(m.clone()),
+            Error::Config(m) => Error::Config(m.clone()),
+            other => Error::Store(other.to_string()),
+        }
+    }
+
     /// A short form of a possibly huge, hostile value for an error message.
     pub(crate) fn shorten(value: &str) -> String {
         const MAX: usize = 64;

@@ -111,9 +111,10 @@
 //!                     subscription, stats (one table of counters), metadata (cache, single
 //!                     flight, verification), rejections (identity refusals counted and
 //!                     logged), endpoints (pure), hosts, channel (a balanced channel over a
-//!                     subscription)
+//!                     subscription), follow (one app's view, observed)
 //!   views/            one shared follow and parsed view per app and per mapping: source
-//!                     (follow with retries), app and protection (pure), task (fan-out)
+//!                     (follow with retries), app and protection (pure), snapshot (what
+//!                     an observer sees, pure data), task (fan-out)
 //!   subscribe/        one task per subscription: task (the select loop), apps, fetches,
 //!                     assemble (pure), publish, coalesce (pure), snapshot (the file),
 //!                     restore, handle, options

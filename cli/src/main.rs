@@ -1,8 +1,6 @@
 //! `introspect`: run the demo, and see what is registered without writing code.
 
 mod output;
-mod revision;
-mod unreadable;
 mod xds;
 
 use std::collections::BTreeMap;
@@ -15,6 +13,7 @@ use introspect::metrics::Metrics;
 use introspect::{Error, Layout, Limits};
 use introspect_cli::demo::DemoOptions;
 use introspect_cli::store::StoreArgs;
+use introspect_cli::{revision, unreadable};
 use output::Output;
 
 /// Application-level service discovery: inspect registered apps, instances, revisions,
@@ -34,7 +33,8 @@ use output::Output;
         introspect --etcd http://127.0.0.1:2379 --json metadata shop-orders\n  \
         introspect --etcd http://127.0.0.1:2379 revision shop-orders  # why revisions differ\n  \
         introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n  \
-        introspect --etcd http://127.0.0.1:2379 xds --listen 127.0.0.1:18000  # for any gRPC client\n\n\
+        introspect --etcd http://127.0.0.1:2379 xds --listen 127.0.0.1:18000  # for any gRPC client\n  \
+        introspect --etcd http://127.0.0.1:2379 console --listen 127.0.0.1:8080  # live web console\n\n\
         The registry is --registry URL (INTROSPECT_REGISTRY: zookeeper://, nacos://, etcd://,\n\
         memory://) or etcd at --etcd (INTROSPECT_ETCD); the password of --user comes from\n\
         INTROSPECT_PASSWORD or a prompt. The demo runs on the embedded store unless given one."
@@ -121,6 +121,8 @@ enum Command {
     },
     /// Serve the registry's gRPC services over xDS (ADS) to gRPC clients and Envoy.
     Xds(xds::XdsArgs),
+    /// Serve a live, read-only web console of the fleet (loopback unless given a token).
+    Console(introspect_cli::console::ConsoleArgs),
 }
 
 /// An interface and its optional qualifiers.
@@ -204,7 +206,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
     }
     // A watch starts while the registry is down and follows it once it answers; one-shot
     // commands fail with a clear error when no server answers in time.
-    let backend = if matches!(cli.command, Command::Watch { .. }) {
+    let backend = if matches!(cli.command, Command::Watch { .. } | Command::Console(_)) {
         introspect_cli::store::open_following(&store_args).await?
     } else {
         introspect_cli::store::open(&store_args).await?
@@ -364,6 +366,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
             }
         }
         Command::Xds(args) => xds::run(resolver, args).await?,
+        Command::Console(args) => introspect_cli::console::run(resolver, args).await?,
     }
     Ok(())
 }

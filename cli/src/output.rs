@@ -3,13 +3,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use introspect::backend::{InstanceList, Instances};
-use introspect::model::revision_diff::MetadataDiff;
 use introspect::{Endpoint, MetadataInfo};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
 
-use crate::revision::{RevisionReport, RevisionView};
+use introspect_cli::json::{endpoint_json, revision_report_json};
+use introspect_cli::revision::RevisionReport;
 
 /// Prints results as tables or as JSON.
 pub struct Output {
@@ -212,14 +212,6 @@ fn write_out(text: &str) -> io::Result<()> {
     stdout.flush()
 }
 
-/// An endpoint as JSON.
-pub fn endpoint_json(e: &Endpoint) -> serde_json::Value {
-    json!({
-        "app": e.app, "host": e.host, "port": e.port, "protocol": e.protocol,
-        "revision": e.revision, "service": &*e.service,
-    })
-}
-
 fn short(revision: &str) -> &str {
     revision.get(..12).unwrap_or(revision)
 }
@@ -227,11 +219,7 @@ fn short(revision: &str) -> &str {
 impl Output {
     /// Each revision's canonical forms, and how the later revisions differ from the first.
     pub fn revisions(&self, report: &RevisionReport) -> io::Result<()> {
-        let value = json!({
-            "app": report.app,
-            "revisions": report.revisions.iter().map(revision_json).collect::<Vec<_>>(),
-            "diffs": report.diffs.iter().map(|(from, to, d)| diff_json(from, to, d)).collect::<Vec<_>>(),
-        });
+        let value = revision_report_json(report);
         self.emit(value, |t| {
             for view in &report.revisions {
                 let declared = if view.declared_rules.is_empty() {
@@ -314,51 +302,4 @@ impl Output {
             }
         })
     }
-}
-
-fn revision_json(view: &RevisionView) -> serde_json::Value {
-    let mut value = json!({
-        "revision": view.revision,
-        "instances": view.instances,
-        "declared_rules": view.declared_rules,
-    });
-    match &view.fetched {
-        Ok((_, forms)) => {
-            value["rules"] = forms
-                .iter()
-                .map(|f| {
-                    json!({
-                        "rule": f.rule.name(),
-                        "revision": f.revision,
-                        "matches_claimed": f.matches_claimed,
-                        "canonical": f.canonical,
-                    })
-                })
-                .collect();
-        }
-        Err(e) => value["error"] = json!(e.to_string()),
-    }
-    value
-}
-
-fn diff_json(from: &str, to: &str, d: &MetadataDiff) -> serde_json::Value {
-    let changed: BTreeMap<&String, Vec<serde_json::Value>> = d
-        .changed
-        .iter()
-        .map(|(key, changes)| {
-            let fields = changes
-                .iter()
-                .map(|c| json!({"field": c.field, "before": c.before, "after": c.after}))
-                .collect();
-            (key, fields)
-        })
-        .collect();
-    json!({
-        "from": from,
-        "to": to,
-        "app_changed": d.app_changed,
-        "only_in_from": d.only_before,
-        "only_in_to": d.only_after,
-        "changed": changed,
-    })
 }

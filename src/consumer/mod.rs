@@ -51,6 +51,7 @@ mod builder;
 mod channel;
 mod endpoints;
 mod explain;
+mod follow;
 mod health;
 mod hosts;
 mod metadata;
@@ -71,6 +72,7 @@ pub use builder::{
 };
 pub use channel::ChannelHandle;
 pub use explain::{AppFindings, Explanation};
+pub use follow::AppFollow;
 pub use health::{
     DEFAULT_FAILURE_THRESHOLD, DEFAULT_PROBE_CONCURRENCY, DEFAULT_PROBE_INTERVAL,
     DEFAULT_PROBE_TIMEOUT, HealthOptions, Probe,
@@ -91,3 +93,4 @@ pub use views::protection::{
     DEFAULT_MAX_HOLD, DEFAULT_MIN_INSTANCES, DEFAULT_PROTECTION_THRESHOLD,
     DEFAULT_PROTECTION_WINDOW, DEFAULT_WIPE_RECOVERY, ProtectionOptions,
 };
+pub use views::snapshot::{AppSnapshot, Hold, HoldCause};

@@ -10,10 +10,11 @@ use futures::future::join_all;
 use super::balance::ChannelParts;
 use super::endpoints::{RevisionEndpoints, assemble, by_revision};
 use super::explain::{AppFindings, Explanation};
+use super::follow::AppFollow;
 use super::stats::{Counters, ResolverStats};
 use super::subscribe::{self, SubscribeOptions, SubscribeParts, SubscriptionHandle};
 use super::subscription::Subscription;
-use crate::backend::{Backend, Instances};
+use crate::backend::{Backend, InstanceList, Instances};
 use crate::error::{Error, Result};
 use crate::model::{Endpoint, MetadataInfo, ServiceInstance};
 
@@ -198,6 +199,34 @@ impl Resolver {
     pub async fn subscribe(&self, subscription: Subscription) -> Result<SubscriptionHandle> {
         let options = (*self.subscribe_options).clone();
         subscribe::start(self.parts.clone(), subscription, options).await
+    }
+
+    /// Every app with at least one instance record, with its instances, read afresh from
+    /// the registry (not from the shared views), within the resolver's size limits. Records
+    /// that cannot be used are skipped and reported in each list.
+    pub async fn list_apps(&self) -> Result<BTreeMap<String, InstanceList>> {
+        self.backend.instances().list_apps(&self.parts.limits).await
+    }
+
+    /// Follows one app as this resolver sees it: its shared view (the watch, the parsed
+    /// instances and the protections its subscriptions share; started if none runs), as
+    /// [`AppSnapshot`](super::AppSnapshot)s of every registered record and of the
+    /// instances held though their records are gone, with when each hold ends; and, through
+    /// [`AppFollow::is_set_aside`], which of them consumer-side health sets aside. Read-only:
+    /// it changes nothing the subscriptions see. Fails on an invalid app name.
+    pub fn follow_app(&self, app: &str) -> Result<AppFollow> {
+        crate::model::names::validate_app(app)?;
+        let id = self
+            .parts
+            .counters
+            .next_subscription
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let observed = self.parts.views.observe(app, id);
+        Ok(AppFollow::new(
+            app.to_owned(),
+            observed,
+            self.parts.health.clone(),
+        ))
     }
 
     /// The registry backend the resolver reads.

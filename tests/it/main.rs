@@ -21,6 +21,7 @@ mod etcd_paging;
 mod etcd_start_down;
 mod fault_proxy;
 mod first_set;
+mod follow_app;
 mod generated_code;
 mod golden_records;
 mod health_and_snapshot;

@@ -38,23 +38,12 @@ impl Shared {
     /// The error that ended the subscription, as a value of its own.
     pub(super) fn ended(&self) -> Option<Error> {
         let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
-        ended.as_deref().map(replay)
+        ended.as_deref().map(Error::replay)
     }
 
     /// Records why the subscription stopped following the registry.
     pub(super) fn end(&self, error: Arc<Error>) {
         *self.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
-    }
-}
-
-/// A copy of `error` (the crate's [`Error`] is not `Clone`: some variants hold I/O errors).
-/// The permanent variants, the only ones that end a subscription, are copied exactly.
-fn replay(error: &Error) -> Error {
-    match error {
-        Error::Unauthenticated(m) => Error::Unauthenticated(m.clone()),
-        Error::PermissionDenied(m) => Error::PermissionDenied(m.clone()),
-        Error::Config(m) => Error::Config(m.clone()),
-        other => Error::Store(other.to_string()),
     }
 }
 

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::protection::{Protection, ProtectionOptions};
+use super::snapshot::{Hold, HoldCause};
 use crate::backend::{InstanceChange, InstanceList, Instances};
 use crate::model::ServiceInstance;
 
@@ -305,6 +306,39 @@ impl AppView {
     /// How many instances are held (by self-preservation or a wipe recovery).
     pub fn held_count(&self) -> usize {
         self.protection.held().count() + self.recovery.as_ref().map_or(0, |r| r.kept.len())
+    }
+
+    /// Every registered instance by `{host}:{port}`, enabled or not (held and kept ones,
+    /// whose records are gone, are not among them: see [`AppView::holds`]).
+    pub fn registered(&self) -> &Instances {
+        &self.instances
+    }
+
+    /// The instances routed to though their records are gone, with when each hold ends and
+    /// why it holds, by address.
+    pub fn holds(&self) -> Vec<Hold> {
+        let held = self
+            .protection
+            .held_until()
+            .filter(|(a, _, _)| !self.instances.contains_key(*a))
+            .map(|(address, instance, until)| Hold {
+                address: address.clone(),
+                instance: instance.clone(),
+                until,
+                cause: HoldCause::SelfPreservation,
+            });
+        let kept = self.recovery.iter().flat_map(|r| {
+            r.kept
+                .iter()
+                .filter(|(a, _)| !self.instances.contains_key(*a))
+                .map(|(address, instance)| Hold {
+                    address: address.clone(),
+                    instance: instance.clone(),
+                    until: r.until,
+                    cause: HoldCause::Recovery,
+                })
+        });
+        held.chain(kept).collect()
     }
 
     /// The instances to route to, with their addresses (`{host}:{port}`): registered and

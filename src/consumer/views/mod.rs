@@ -14,10 +14,12 @@
 //! * `source`: following the backend, retrying with backoff, aggregated warnings;
 //! * `app`: one app's instances with the protections (pure);
 //! * `protection`: self-preservation against mass expiry (pure);
+//! * `snapshot`: the picture of an app's view that observers follow (pure data);
 //! * `task`: the view task.
 
 pub(crate) mod app;
 pub(crate) mod protection;
+pub(crate) mod snapshot;
 mod source;
 mod task;
 
@@ -25,7 +27,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::Instrument as _;
 
 use crate::backend::{Backend, InstanceChange, InstanceList, Instances};
@@ -35,6 +37,7 @@ use crate::error::Error;
 use crate::limits::Limits;
 use crate::warnings::Aggregator;
 use protection::ProtectionOptions;
+use snapshot::AppSnapshot;
 
 /// How long a view nobody follows keeps its watch before it stops.
 pub const VIEW_RELEASE_GRACE: Duration = Duration::from_secs(10);
@@ -94,6 +97,9 @@ pub(crate) struct ViewParts {
 
 enum Command {
     Join(u64, mpsc::Sender<ViewUpdate>),
+    /// An observer of an app's view: it gets an [`AppSnapshot`] after every update the view
+    /// applies (latest wins), and keeps the view running like a member.
+    Observe(u64, watch::Sender<Arc<AppSnapshot>>),
     Leave(u64),
 }
 
@@ -135,9 +141,30 @@ impl Views {
     /// Joins subscription `id` to the view of `key` (starting the view if none runs): its
     /// updates go to `to`, starting with the view's current state.
     pub fn join(&self, key: ViewKey, id: u64, to: mpsc::Sender<ViewUpdate>) -> Membership {
+        self.enter(key, id, move || Command::Join(id, to.clone()))
+    }
+
+    /// Observes the view of `app` as observer `id` (starting the view if none runs): the
+    /// receiver holds the view's latest snapshot (an empty, unsynced one until the view
+    /// has read the registry).
+    pub fn observe(&self, app: &str, id: u64) -> (Membership, watch::Receiver<Arc<AppSnapshot>>) {
+        let empty = AppSnapshot {
+            app: app.to_owned(),
+            ..AppSnapshot::default()
+        };
+        let (to, from) = watch::channel(Arc::new(empty));
+        let membership = self.enter(ViewKey::App(app.to_owned()), id, move || {
+            Command::Observe(id, to.clone())
+        });
+        (membership, from)
+    }
+
+    /// Hands the command `command` makes to the view of `key`, starting the view if none
+    /// runs (or the running one is going away).
+    fn enter(&self, key: ViewKey, id: u64, command: impl Fn() -> Command) -> Membership {
         let mut running = self.running.lock();
         if let Some(commands) = running.get(&key)
-            && commands.send(Command::Join(id, to.clone())).is_ok()
+            && commands.send(command()).is_ok()
         {
             return Membership {
                 id,
@@ -145,7 +172,7 @@ impl Views {
             };
         }
         let (commands, inbox) = mpsc::unbounded_channel();
-        let _ = commands.send(Command::Join(id, to));
+        let _ = commands.send(command());
         running.insert(key.clone(), commands.clone());
         let span = match &key {
             ViewKey::App(app) => tracing::debug_span!("app_view", %app),

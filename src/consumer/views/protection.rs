@@ -262,6 +262,11 @@ impl Protection {
         self.held.iter().map(|(a, h)| (a, &h.instance))
     }
 
+    /// The held instances by `{host}:{port}`, with when each hold ends.
+    pub fn held_until(&self) -> impl Iterator<Item = (&String, &Arc<ServiceInstance>, Instant)> {
+        self.held.iter().map(|(a, h)| (a, &h.instance, h.until))
+    }
+
     fn prune(&mut self, now: Instant) {
         while self
             .recent

@@ -10,12 +10,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use super::app::{AppView, Applied};
+use super::snapshot::AppSnapshot;
 use super::source::{follow_app, follow_mapping};
 use super::{Command, Routable, SourceEvent, VIEW_RELEASE_GRACE, ViewKey, ViewUpdate, Views};
 use crate::consumer::stats::Counters;
@@ -34,6 +35,8 @@ pub(super) struct View {
     key: ViewKey,
     inbox: mpsc::UnboundedReceiver<Command>,
     members: HashMap<u64, mpsc::Sender<ViewUpdate>>,
+    /// Observers of an app view: each gets a snapshot after every update applied.
+    observers: HashMap<u64, watch::Sender<Arc<AppSnapshot>>>,
     state: Option<State>,
     /// An app view's instances and protections.
     app: Option<AppView>,
@@ -53,6 +56,7 @@ impl View {
             key,
             inbox,
             members: HashMap::new(),
+            observers: HashMap::new(),
             state: None,
             app,
             protected: false,
@@ -109,11 +113,49 @@ impl View {
                 self.members.insert(id, to);
                 self.idle_since = None;
             }
+            Command::Observe(id, to) => {
+                if let Some(snapshot) = self.snapshot() {
+                    to.send_replace(snapshot);
+                }
+                self.observers.insert(id, to);
+                self.idle_since = None;
+            }
             Command::Leave(id) => {
                 self.members.remove(&id);
-                if self.members.is_empty() {
+                self.observers.remove(&id);
+                if self.is_idle() {
                     self.idle_since = Some(Instant::now());
                 }
+            }
+        }
+    }
+
+    /// Whether neither a member nor an observer follows the view.
+    fn is_idle(&self) -> bool {
+        self.members.is_empty() && self.observers.is_empty()
+    }
+
+    /// The app view's state as observers see it (`None` for a mapping view).
+    fn snapshot(&self) -> Option<Arc<AppSnapshot>> {
+        let view = self.app.as_ref()?;
+        Some(Arc::new(AppSnapshot {
+            app: self.app_name(),
+            synced: view.is_synced(),
+            registered: view.registered().clone(),
+            holds: view.holds(),
+            protection_active: view.protection_active(),
+            failed: None,
+        }))
+    }
+
+    /// Hands the observers the view's state, if any observes it.
+    fn observe(&mut self) {
+        if self.observers.is_empty() {
+            return;
+        }
+        if let Some(snapshot) = self.snapshot() {
+            for observer in self.observers.values() {
+                observer.send_replace(snapshot.clone());
             }
         }
     }
@@ -157,9 +199,24 @@ impl View {
                 Command::Join(id, to) => {
                     self.members.insert(id, to);
                 }
+                Command::Observe(id, to) => {
+                    self.observers.insert(id, to);
+                }
                 Command::Leave(id) => {
                     self.members.remove(&id);
+                    self.observers.remove(&id);
                 }
+            }
+        }
+        if let ViewUpdate::Failed(error) = &failure {
+            let last = AppSnapshot {
+                app: self.app_name(),
+                failed: Some(error.clone()),
+                ..self.snapshot().map(|s| (*s).clone()).unwrap_or_default()
+            };
+            let last = Arc::new(last);
+            for observer in self.observers.values() {
+                observer.send_replace(last.clone());
             }
         }
         for member in self.members.values() {
@@ -194,6 +251,7 @@ impl View {
         };
         self.applied(applied);
         self.publish().await;
+        self.observe();
     }
 
     /// Counts and logs what an update did to the holds, and makes the held instances
@@ -265,6 +323,7 @@ impl View {
             "hold released: held instances did not return in time and leave"
         );
         self.publish().await;
+        self.observe();
     }
 
     /// Sends the app's routable set if it differs from the last one sent; tells health
@@ -337,7 +396,7 @@ impl View {
         for id in gone {
             self.members.remove(&id);
         }
-        if self.members.is_empty() && self.idle_since.is_none() {
+        if self.is_idle() && self.idle_since.is_none() {
             self.idle_since = Some(Instant::now());
         }
     }

@@ -1,0 +1,307 @@
+// The introspect console. Every value from the registry is put into the page as text
+// (textContent, text nodes), never as markup.
+"use strict";
+
+const state = { apps: new Map(), view: null, refresh: null, holdsAt: 0, offset: 0, diff: null };
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "on") for (const [ev, fn] of Object.entries(v)) node.addEventListener(ev, fn);
+    else node.setAttribute(k, String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+const short = (r) => (r && r.length > 12 ? r.slice(0, 12) + "…" : r || "");
+const pct = (s) => (s * 100).toFixed(s < 0.1 ? 1 : 0) + "%";
+const appLink = (name) => el("a", { href: "#/app/" + encodeURIComponent(name) }, name);
+const hue = (r) => { let h = 0; for (const c of r || "") h = (h * 31 + c.charCodeAt(0)) % 360; return h; };
+function ago(ms) {
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (s < 60) return s + "s";
+  if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
+  return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
+}
+const left = (ms) => Math.max(0, Math.round(ms / 1000)) + "s left";
+
+async function api(path) {
+  const response = await fetch(path, { credentials: "same-origin" });
+  if (response.status === 401) { showLogin(); throw new Error("login needed"); }
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  if (body.registry) document.getElementById("registry").textContent = "registry: " + body.registry;
+  return body;
+}
+
+function showLogin() {
+  document.getElementById("login").hidden = false;
+  document.getElementById("main").replaceChildren();
+}
+
+async function login(event) {
+  event.preventDefault();
+  const token = document.getElementById("token").value;
+  const response = await fetch("/api/login", {
+    method: "POST", credentials: "same-origin",
+    headers: { "content-type": "application/json" }, body: JSON.stringify({ token }),
+  });
+  if (!response.ok) { document.getElementById("login-error").textContent = "wrong token"; return; }
+  document.getElementById("token").value = "";
+  document.getElementById("login").hidden = true;
+  connect();
+  route();
+}
+
+function main(...children) {
+  document.getElementById("main").replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined));
+}
+function error(e) { main(el("p", { class: "error" }, String(e.message || e))); }
+
+// ---- apps page ----
+
+function revisionBar(revisions) {
+  return el("div", { class: "bar", title: revisions.map((r) => short(r.revision) + " " + pct(r.share)).join(", ") },
+    revisions.map((r) => {
+      const span = el("span");
+      span.style.width = r.share * 100 + "%";
+      span.style.background = `hsl(${hue(r.revision)} 55% 55%)`;
+      return span;
+    }));
+}
+
+function appRow(a) {
+  const tags = [];
+  if (!a.synced) tags.push(el("span", { class: "tag" }, "reading"));
+  if (a.protection_active) tags.push(el("span", { class: "tag warn" }, "protection active"));
+  if (a.failed) tags.push(el("span", { class: "tag bad" }, "failed"));
+  return el("tr", { "data-app": a.app },
+    el("td", {}, appLink(a.app), " ", tags),
+    el("td", { class: "num" }, a.instances),
+    el("td", {}, revisionBar(a.revisions),
+      el("div", { class: "muted mono" }, a.revisions.slice(0, 4).map((r) => short(r.revision) + " " + pct(r.share)).join("  "),
+        a.revisions.length > 4 ? `  +${a.revisions.length - 4} more` : "")),
+    el("td", { class: "num" }, a.disabled),
+    el("td", { class: "num" }, a.held),
+    el("td", { class: "num" }, a.set_aside));
+}
+
+function renderApps() {
+  const search = document.getElementById("search");
+  const q = search ? search.value.toLowerCase() : "";
+  const body = el("tbody");
+  const names = [...state.apps.keys()].sort();
+  let shown = 0;
+  for (const name of names) {
+    if (q && !name.toLowerCase().includes(q)) continue;
+    if (++shown > 2000) break;
+    body.append(appRow(state.apps.get(name)));
+  }
+  const table = document.getElementById("apps-table");
+  if (table) table.replaceChildren(appsHead(), body);
+  const count = document.getElementById("apps-count");
+  if (count) count.textContent = `${shown > 2000 ? "2000+" : shown} of ${state.apps.size} apps`;
+}
+
+function appsHead() {
+  return el("thead", {}, el("tr", {}, el("th", {}, "app"), el("th", { class: "num" }, "instances"),
+    el("th", {}, "revisions (share of instances)"), el("th", { class: "num" }, "disabled"),
+    el("th", { class: "num" }, "held"), el("th", { class: "num" }, "set aside")));
+}
+
+async function showApps() {
+  const body = await api("/api/apps");
+  if (state.view.kind !== "apps") return;
+  state.apps = new Map(body.apps.map((a) => [a.app, a]));
+  // A refresh keeps the search box, and what was typed in it.
+  if (!document.getElementById("search")) {
+    const search = el("input", { id: "search", type: "search", placeholder: "search apps", "aria-label": "search apps",
+      on: { input: renderApps } });
+    main(el("div", {}, search, " ", el("span", { id: "apps-count", class: "muted" })),
+      el("p", { id: "apps-error", class: "error" }), el("table", { id: "apps-table" }));
+    search.focus();
+  }
+  document.getElementById("apps-error").textContent = body.error ? "listing apps failed: " + body.error : "";
+  renderApps();
+}
+
+// ---- app page ----
+
+function params(p) {
+  const entries = Object.entries(p || {});
+  if (!entries.length) return el("span", { class: "muted" }, "none");
+  return el("span", { class: "mono" }, entries.map(([k, v]) => k + "=" + v).join(", "));
+}
+
+function instanceRow(i) {
+  const tags = [];
+  tags.push(el("span", { class: "tag " + (i.enabled && !i.stopping ? "ok" : "bad") }, i.stopping ? "stopping" : i.enabled ? "enabled" : "disabled"));
+  if (!i.healthy) tags.push(el("span", { class: "tag bad" }, "unhealthy"));
+  if (i.held) tags.push(el("span", { class: "tag warn" }, "held: " + i.held));
+  if (i.set_aside) tags.push(el("span", { class: "tag warn" }, "set aside"));
+  return el("tr", { "data-address": i.address },
+    el("td", { class: "mono" }, i.address), el("td", {}, tags),
+    el("td", { title: new Date(i.seen_since_ms).toISOString() }, (i.seen_at_start ? "≥ " : "") + ago(i.seen_since_ms)),
+    el("td", { class: "mono" }, i.metadata_service, " ", el("span", { class: "muted" }, i.storage_type)));
+}
+
+function renderDiff(diff) {
+  if (!diff) return null;
+  if (diff.error) return el("p", { class: "error" }, diff.error);
+  const items = [];
+  for (const d of diff.diffs || []) {
+    items.push(el("h4", {}, short(d.from) + " → " + short(d.to)));
+    const list = el("ul", { class: "mono" });
+    if (d.app_changed) list.append(el("li", {}, "~ app name"));
+    for (const k of d.only_in_from) list.append(el("li", {}, "- " + k + "  (only in " + short(d.from) + ")"));
+    for (const k of d.only_in_to) list.append(el("li", {}, "+ " + k + "  (only in " + short(d.to) + ")"));
+    for (const [k, changes] of Object.entries(d.changed)) {
+      for (const c of changes) list.append(el("li", {}, `~ ${k}  ${c.field}: ${c.before ?? "(absent)"} -> ${c.after ?? "(absent)"}`));
+    }
+    if (!list.children.length) list.append(el("li", {}, "same services and params: the revisions come from different rules"));
+    items.push(list);
+  }
+  for (const r of diff.revisions || []) if (r.error) items.push(el("p", { class: "error" }, short(r.revision) + ": " + r.error));
+  return el("div", { class: "revision" }, el("h3", {}, "difference"), items);
+}
+
+function holdsList(holds) {
+  if (!holds.length) return null;
+  state.holdsAt = Date.now();
+  return el("div", { class: "revision" }, el("h3", {}, `held: ${holds.length}`),
+    el("ul", {}, holds.map((h) => el("li", {}, el("span", { class: "mono" }, h.address), " ",
+      el("span", { class: "tag warn" }, h.cause), " ",
+      el("span", { class: "countdown", "data-ends": h.ends_in_ms }, left(h.ends_in_ms))))));
+}
+
+async function showApp(name) {
+  let path = "/api/app?name=" + encodeURIComponent(name) + "&offset=" + state.offset;
+  if (state.diff) path += "&a=" + encodeURIComponent(state.diff[0]) + "&b=" + encodeURIComponent(state.diff[1]);
+  const a = await api(path);
+  if (state.view.name !== name) return;
+  const s = a.summary;
+  const header = el("div", {}, el("h2", {}, a.app),
+    el("p", { class: "muted" }, `${s.instances} instances, ${a.revisions.length} revisions, ${s.disabled} disabled, ${s.held} held, ${s.set_aside} set aside`,
+      a.protection_active ? el("span", { class: "tag warn" }, " protection active") : null,
+      a.synced ? null : el("span", { class: "tag" }, "reading")));
+  const byRevision = new Map();
+  for (const i of a.instances) { if (!byRevision.has(i.revision)) byRevision.set(i.revision, []); byRevision.get(i.revision).push(i); }
+  const sections = a.revisions.map((r) => el("section", { class: "revision", "data-revision": r.revision },
+    el("h3", {}, el("span", { class: "mono", title: r.revision }, short(r.revision)), ` — ${r.instances} instances (${pct(r.share)})`),
+    r.error ? el("p", { class: "error" }, "metadata unavailable: " + r.error)
+      : el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "match key"), el("th", {}, "port"), el("th", {}, "path"), el("th", {}, "params"))),
+        el("tbody", {}, (r.services || []).map((sv) => el("tr", {}, el("td", { class: "mono" }, sv.match_key), el("td", {}, sv.port), el("td", { class: "mono" }, sv.path), el("td", {}, params(sv.params)))))),
+    el("table", { class: "instances" }, el("thead", {}, el("tr", {}, el("th", {}, "address"), el("th", {}, "state"), el("th", {}, "registered for"), el("th", {}, "MetadataService"))),
+      el("tbody", {}, (byRevision.get(r.revision) || []).map(instanceRow)))));
+  const revs = a.revisions.map((r) => r.revision);
+  const pick = (id, at) => el("select", { id }, revs.map((r, n) => { const o = el("option", { value: r }, short(r)); if (n === at) o.selected = true; return o; }));
+  const diffForm = revs.length > 1 ? el("form", { class: "inline", on: { submit: (e) => {
+    e.preventDefault(); state.diff = [document.getElementById("rev-a").value, document.getElementById("rev-b").value]; refresh(); } } },
+    "compare ", pick("rev-a", 0), pick("rev-b", 1), el("button", { type: "submit" }, "diff")) : null;
+  const paging = a.instances_total > a.limit ? el("p", {},
+    `instances ${a.offset + 1}–${Math.min(a.offset + a.limit, a.instances_total)} of ${a.instances_total} `,
+    a.offset > 0 ? el("button", { on: { click: () => { state.offset = Math.max(0, a.offset - a.limit); refresh(); } } }, "previous") : null,
+    a.offset + a.limit < a.instances_total ? el("button", { on: { click: () => { state.offset = a.offset + a.limit; refresh(); } } }, "next") : null) : null;
+  const log = el("div", { class: "revision" }, el("h3", {}, "changes"),
+    el("ul", { class: "log" }, a.log.map((e) => el("li", {}, el("span", { class: "muted" }, new Date(e.at_ms).toLocaleTimeString()), " ",
+      el("span", { class: "tag" }, e.kind), " ", el("span", { class: "mono" }, e.address), " ", el("span", { class: "muted" }, e.detail)))));
+  main(header, el("div", { class: "cols" }, el("div", {}, paging, sections, diffForm, renderDiff(a.diff)), el("div", {}, holdsList(a.holds), log)));
+}
+
+// ---- service page ----
+
+async function showService(name) {
+  const s = await api("/api/service?name=" + encodeURIComponent(name));
+  if (state.view.name !== name) return;
+  main(el("h2", {}, s.interface),
+    el("p", {}, "apps the mapping names: ", s.apps.length ? s.apps.map((a, n) => [n ? ", " : "", appLink(a)]) : el("span", { class: "muted" }, "none")),
+    s.error ? el("p", { class: "error" }, s.error) : null,
+    s.unreadable ? el("p", { class: "error" }, s.unreadable) : null,
+    el("p", { class: "muted" }, `${s.total} endpoints` + (s.total > s.endpoints.length ? ` (first ${s.endpoints.length} shown)` : "")),
+    el("table", {}, el("thead", {}, el("tr", {}, ["app", "address", "protocol", "revision", "service"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, s.endpoints.map((e) => el("tr", {}, el("td", {}, appLink(e.app)),
+        el("td", { class: "mono" }, e.host.includes(":") ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`),
+        el("td", {}, e.protocol), el("td", { class: "mono", title: e.revision }, short(e.revision)),
+        el("td", { class: "mono" }, matchKey(e.service)))))));
+}
+
+function matchKey(s) {
+  let k = (s.group ? s.group + "/" : "") + s.name;
+  if (s.version) k += ":" + s.version;
+  if (s.protocol) k += ":" + s.protocol;
+  return k;
+}
+
+// ---- routing and live updates ----
+
+function parseRoute() {
+  const hash = location.hash.replace(/^#/, "");
+  const [, kind, rest] = hash.match(/^\/(app|service)\/(.*)$/) || [];
+  if (kind) return { kind, name: decodeURIComponent(rest) };
+  return { kind: "apps" };
+}
+
+function refresh() {
+  const v = state.view;
+  const run = v.kind === "app" ? showApp(v.name) : v.kind === "service" ? showService(v.name) : showApps();
+  return run.catch(error);
+}
+
+function route() {
+  const next = parseRoute();
+  if (!state.view || state.view.kind !== next.kind || state.view.name !== next.name) { state.offset = 0; state.diff = null; }
+  state.view = next;
+  return refresh();
+}
+
+function later() {
+  if (state.refresh) return;
+  state.refresh = setTimeout(() => { state.refresh = null; refresh(); }, 150);
+}
+
+function connect() {
+  const live = document.getElementById("live");
+  const source = new EventSource("/api/events");
+  source.onopen = () => { live.textContent = "live"; live.className = "live on"; };
+  source.onerror = () => { live.textContent = "reconnecting"; live.className = "live off"; };
+  source.addEventListener("hello", () => { if (state.view) later(); });
+  source.addEventListener("app", (e) => {
+    const data = JSON.parse(e.data);
+    if (data.summary) state.apps.set(data.app, data.summary);
+    const v = state.view;
+    if (v.kind === "apps") {
+      const row = document.querySelector(`tr[data-app="${CSS.escape(data.app)}"]`);
+      if (row && data.summary) { const fresh = appRow(data.summary); fresh.classList.add("flash"); row.replaceWith(fresh); }
+      else renderApps();
+    } else if (v.kind === "app" && v.name === data.app) later();
+    else if (v.kind === "service") later();
+  });
+  source.addEventListener("removed", (e) => {
+    state.apps.delete(JSON.parse(e.data).app);
+    if (state.view.kind === "apps") renderApps(); else later();
+  });
+  source.addEventListener("resync", later);
+  source.addEventListener("apps", later);
+}
+
+setInterval(() => {
+  const passed = Date.now() - state.holdsAt;
+  for (const c of document.querySelectorAll(".countdown")) c.textContent = left(Number(c.dataset.ends) - passed);
+}, 1000);
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("login-form").addEventListener("submit", login);
+  document.getElementById("service-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const name = document.getElementById("service-name").value.trim();
+    if (name) location.hash = "#/service/" + encodeURIComponent(name);
+  });
+  window.addEventListener("hashchange", route);
+  route().then(() => { if (document.getElementById("login").hidden) connect(); });
+});

@@ -1,0 +1,121 @@
+//! The console in a real browser: headless Chromium driven by Playwright
+//! (`tests/browser/console_browser.py`) over a real fleet on the embedded store. It
+//! searches an app, opens it, sees the instances grouped by revision, has a provider
+//! killed and sees it leave.
+//!
+//! Opt-in: it needs `scripts/setup.sh --with-browser` (Debian's `chromium` and a
+//! virtualenv with PyPI's `playwright` at `target/browser-venv`, or
+//! INTROSPECT_BROWSER_VENV). Without them it says so and passes, unless
+//! INTROSPECT_BROWSER=1 asks for it, then it fails. INTROSPECT_SCREENSHOT=PATH saves the
+//! app page there.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use introspect::consumer::Resolver;
+use introspect::{MemoryStore, ServiceInfo, Store};
+use introspect_cli::console::{self, ConsoleOptions};
+use support::fleet::start_provider_with;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+fn service(timeout: &str) -> ServiceInfo {
+    let mut s = ServiceInfo::new("shop.OrderService");
+    s.version = "1.0".into();
+    s.protocol = "tri".into();
+    s.params.insert("timeout".into(), timeout.into());
+    s.params.insert("note".into(), "<b>bold</b>".into());
+    s
+}
+
+/// The virtualenv's python, if the setup made it.
+fn browser_python() -> Option<PathBuf> {
+    let venv = std::env::var_os("INTROSPECT_BROWSER_VENV").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/browser-venv"),
+        PathBuf::from,
+    );
+    let python = venv.join("bin/python");
+    python.exists().then_some(python)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_finds_an_app_and_sees_a_killed_provider_leave() {
+    let required = std::env::var("INTROSPECT_BROWSER").is_ok_and(|v| v == "1");
+    let Some(python) = browser_python() else {
+        assert!(
+            !required,
+            "INTROSPECT_BROWSER=1 but no browser venv: run scripts/setup.sh --with-browser"
+        );
+        eprintln!(
+            "skipped: no browser venv (scripts/setup.sh --with-browser, then INTROSPECT_BROWSER=1)"
+        );
+        return;
+    };
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let short_lease =
+        |b: introspect::provider::ProviderBuilder| b.lease_ttl(Duration::from_secs(1));
+    let mut providers = Vec::new();
+    for timeout in ["3000", "3000", "1500"] {
+        providers.push(
+            start_provider_with(&store, "shop-orders", vec![service(timeout)], short_lease).await,
+        );
+    }
+    let _other =
+        start_provider_with(&store, "shop-payments", vec![service("100")], short_lease).await;
+    let options = ConsoleOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        token: None,
+        discover_every: Duration::from_millis(500),
+    };
+    let console = console::start(Resolver::new(store.clone()), options)
+        .await
+        .unwrap();
+    let url = format!("http://{}/", console.local_addr());
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser/console_browser.py");
+    let mut child = Command::new(python)
+        .arg(script)
+        .arg(&url)
+        .arg("shop-orders")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let drive = async {
+        let mut ok = false;
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(address) = line.strip_prefix("KILL ") {
+                let mut victim = None;
+                for (n, p) in providers.iter().enumerate() {
+                    if p.instance().await.address() == address {
+                        victim = Some(n);
+                    }
+                }
+                let victim = providers.remove(victim.expect("the page shows a provider of ours"));
+                // A crash: no deregistration, the record goes with its 1 s lease.
+                victim.abort();
+                stdin.write_all(b"KILLED\n").await.unwrap();
+            } else if line.starts_with("LEFT ") {
+                println!("the killed provider's row {line}");
+            } else if line == "OK" {
+                ok = true;
+            }
+        }
+        ok
+    };
+    let ok = tokio::time::timeout(Duration::from_secs(90), drive)
+        .await
+        .expect("the browser run ends");
+    let status = child.wait().await.unwrap();
+    assert!(
+        status.success() && ok,
+        "the browser script failed: {status}"
+    );
+    console.stop().await;
+}
