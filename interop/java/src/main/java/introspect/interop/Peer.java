@@ -79,7 +79,10 @@ public final class Peer {
         parameters.put("registry-type", "service");
         registry.setParameters(parameters);
         registry.setUseAsConfigCenter(false);
-        registry.setUseAsMetadataCenter(false);
+        // The registry doubles as the metadata report where Dubbo has one for it (ZooKeeper,
+        // Nacos: the interface-app mapping is written and read there); none is released for
+        // etcd.
+        registry.setUseAsMetadataCenter(!need(options, "registry").startsWith("etcd"));
         return registry;
     }
 
