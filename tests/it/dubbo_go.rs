@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use crate::support::peer_cases::{
-    PeerRegistry, peer_consumer_calls_rust_provider, rust_consumer_calls_peer_provider,
+    PeerRegistry, peer_consumer_calls_rust_provider,
+    peer_provider_killed_while_rust_consumer_calls, rust_consumer_calls_peer_provider,
 };
 use crate::support::peers::Peer;
 use introspect::rpc::MetadataClient;
@@ -85,4 +86,14 @@ async fn dubbo_go_consumer_calls_a_rust_provider_on_zookeeper() {
 #[tokio::test]
 async fn dubbo_go_consumer_calls_a_rust_provider_on_nacos() {
     go_consumer_calls_a_rust_provider(PeerRegistry::nacos().await).await;
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn a_dubbo_go_provider_killed_costs_a_rust_consumer_at_most_the_allowance_on_zookeeper() {
+    let Some(registry) = PeerRegistry::zookeeper().await else {
+        return;
+    };
+    let Some(go) = Peer::Go.find() else { return };
+    peer_provider_killed_while_rust_consumer_calls(&registry, &go, PROVIDER_APP).await;
 }

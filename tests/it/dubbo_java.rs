@@ -10,7 +10,8 @@
 use std::time::Duration;
 
 use crate::support::peer_cases::{
-    PeerRegistry, peer_consumer_calls_rust_provider, rust_consumer_calls_peer_provider,
+    PeerRegistry, peer_consumer_calls_rust_provider,
+    peer_provider_killed_while_rust_consumer_calls, rust_consumer_calls_peer_provider,
 };
 use crate::support::peers::Peer;
 use introspect::Limits;
@@ -108,4 +109,16 @@ async fn dubbo_java_consumer_calls_a_rust_provider_on_nacos() {
         return;
     };
     peer_consumer_calls_rust_provider(&registry, &java, RUST_APP, None).await;
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn a_dubbo_java_provider_killed_costs_a_rust_consumer_at_most_the_allowance_on_zookeeper() {
+    let Some(registry) = PeerRegistry::zookeeper().await else {
+        return;
+    };
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    peer_provider_killed_while_rust_consumer_calls(&registry, &java, PROVIDER_APP).await;
 }

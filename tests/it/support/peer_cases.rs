@@ -530,3 +530,68 @@ pub async fn peer_consumer_calls_rust_provider(
     greeter.shutdown().await;
     theirs
 }
+
+/// Calls the passive-health tests allow a killed endpoint to cost
+/// (`passive_health::a_killed_endpoint_costs_at_most_two_calls_and_rejoins_when_it_answers`):
+/// the calls in flight and the one that finds it dead before it is set aside.
+pub const KILL_ALLOWANCE: u64 = 3;
+
+/// Two of `peer`'s providers of `app` on `registry`, a Rust consumer calling them through
+/// the mapping every 10 ms; one is killed (`SIGKILL`, its registration left to expire): at
+/// most [`KILL_ALLOWANCE`] calls fail, then every call goes to the other.
+pub async fn peer_provider_killed_while_rust_consumer_calls(
+    registry: &PeerRegistry,
+    peer: &BuiltPeer,
+    app: &str,
+) {
+    let first = peer.provider(&registry.url, app).await;
+    let second = peer.provider(&registry.url, app).await;
+    for provider in [&first, &second] {
+        registry
+            .wait_for_instance(app, provider.port, "the peer's instance record")
+            .await;
+    }
+    registry.wait_for_mapping(app).await;
+    let resolver = introspect::Resolver::builder(registry.backend.clone()).build();
+    let live = resolver.subscribe(subscription(None)).await.unwrap();
+    let channel = super::calls::channel_over(&resolver, &live, 2).await;
+    let caller = super::calls::Caller::start(channel, Duration::from_millis(10));
+    eventually(Duration::from_secs(30), "calls flowing", || async {
+        caller.ok() >= 50
+    })
+    .await;
+    assert_eq!(caller.failed(), 0, "before the kill");
+
+    let killed = first.port;
+    first.kill();
+    let ok = caller.ok();
+    eventually(
+        Duration::from_secs(30),
+        "200 calls after the kill",
+        || async { caller.ok() >= ok + 200 },
+    )
+    .await;
+    let failed_after_kill = caller.failed();
+    let ok = caller.ok();
+    eventually(Duration::from_secs(30), "100 more calls", || async {
+        caller.ok() >= ok + 100
+    })
+    .await;
+    let (ok, failed, errors) = caller.finish().await;
+    let stats = resolver.stats().await;
+    eprintln!("{ok} calls answered, {failed} failed after the kill: {errors:?}");
+    assert!(
+        failed <= KILL_ALLOWANCE,
+        "{failed} of {} calls failed after the kill: {errors:?}; {stats:?}",
+        ok + failed
+    );
+    assert_eq!(
+        failed, failed_after_kill,
+        "no failure once it was set aside: {errors:?}"
+    );
+    assert!(
+        stats.set_aside >= 1 || !live.current().iter().any(|e| e.port == killed),
+        "the killed provider is set aside or gone: {stats:?}"
+    );
+    drop(second);
+}
