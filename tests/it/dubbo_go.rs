@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::support::peer_cases::{
     PeerRegistry, peer_consumer_calls_rust_provider,
     peer_provider_killed_while_rust_consumer_calls, rust_consumer_calls_peer_provider,
+    rust_provider_stopped_while_peer_consumer_calls,
 };
 use crate::support::peers::Peer;
 use introspect::rpc::MetadataClient;
@@ -96,4 +97,16 @@ async fn a_dubbo_go_provider_killed_costs_a_rust_consumer_at_most_the_allowance_
     };
     let Some(go) = Peer::Go.find() else { return };
     peer_provider_killed_while_rust_consumer_calls(&registry, &go, PROVIDER_APP).await;
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn a_dubbo_go_consumer_loses_no_call_to_a_rust_provider_stopped_gracefully_on_zookeeper() {
+    let Some(registry) = PeerRegistry::zookeeper().await else {
+        return;
+    };
+    let Some(go) = Peer::Go.find() else {
+        return;
+    };
+    rust_provider_stopped_while_peer_consumer_calls(&registry, &go, RUST_APP).await;
 }

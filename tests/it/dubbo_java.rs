@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::support::peer_cases::{
     PeerRegistry, peer_consumer_calls_rust_provider,
     peer_provider_killed_while_rust_consumer_calls, rust_consumer_calls_peer_provider,
+    rust_provider_stopped_while_peer_consumer_calls,
 };
 use crate::support::peers::Peer;
 use introspect::Limits;
@@ -121,4 +122,16 @@ async fn a_dubbo_java_provider_killed_costs_a_rust_consumer_at_most_the_allowanc
         return;
     };
     peer_provider_killed_while_rust_consumer_calls(&registry, &java, PROVIDER_APP).await;
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn a_dubbo_java_consumer_loses_no_call_to_a_rust_provider_stopped_gracefully_on_zookeeper() {
+    let Some(registry) = PeerRegistry::zookeeper().await else {
+        return;
+    };
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    rust_provider_stopped_while_peer_consumer_calls(&registry, &java, RUST_APP).await;
 }

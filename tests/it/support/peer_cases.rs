@@ -595,3 +595,61 @@ pub async fn peer_provider_killed_while_rust_consumer_calls(
     );
     drop(second);
 }
+
+/// Calls a paced peer consumer makes in the graceful-stop case, and its pause between two.
+const PACED_CALLS: u32 = 300;
+const PACE: Duration = Duration::from_millis(20);
+
+/// Two Rust providers of `rust_app` on `registry`, `peer`'s consumer calling them through
+/// the mapping every 20 ms; one stops gracefully while it calls (marked stopping, drained,
+/// deregistered, and only then its server stops): no call fails, every call is counted by
+/// one of the two, and the other answers the calls after the stop.
+pub async fn rust_provider_stopped_while_peer_consumer_calls(
+    registry: &PeerRegistry,
+    peer: &BuiltPeer,
+    rust_app: &str,
+) {
+    let stopping = registry.start_rust_greeter(rust_app).await;
+    let staying = registry.start_rust_greeter(rust_app).await;
+    registry.wait_for_mapping(rust_app).await;
+    let stopped_calls = stopping.counter();
+    let app = format!("{}-consumer", peer.peer().name());
+    let consumer = peer.paced_consumer(&registry.url, &app, PACED_CALLS, None, PACE);
+    let stop = async {
+        eventually(
+            Duration::from_secs(90),
+            "the peer consumer calling the provider that stops",
+            || {
+                let called = stopped_calls.load(std::sync::atomic::Ordering::Relaxed) >= 20;
+                async move { called }
+            },
+        )
+        .await;
+        stopping.shutdown().await;
+        staying.calls()
+    };
+    let (run, staying_at_stop) = tokio::join!(consumer, stop);
+    let stopped = stopped_calls.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        run.status.success()
+            && (run.calls, run.ok, run.failed)
+                == (u64::from(PACED_CALLS), u64::from(PACED_CALLS), 0),
+        "the peer consumer's calls (made, ok, failed) = ({}, {}, {}) across the stop, exit {}:\n{}",
+        run.calls,
+        run.ok,
+        run.failed,
+        run.status,
+        run.output
+    );
+    assert_eq!(
+        stopped + staying.calls(),
+        u64::from(PACED_CALLS) + 1,
+        "every call (and the first, discovering one) answered by one of the two"
+    );
+    assert!(
+        staying.calls() > staying_at_stop,
+        "the consumer was still calling once the stop was over ({staying_at_stop} then {})",
+        staying.calls()
+    );
+    staying.shutdown().await;
+}
