@@ -3,12 +3,12 @@
 // sides) with application-level service discovery and MetadataServiceV2 over Triple.
 //
 //	provider --registry URL --app NAME --port PORT --metadata-port PORT
-//	consumer --registry URL --app NAME --calls N [--provided-by APP] [--wait-seconds S]
+//	consumer --registry URL --app NAME --calls N [--provided-by APP] [--wait-seconds S] [--interval-ms MS]
 //
 // The registry is a Dubbo registry URL (etcd://h:p, zookeeper://h:p, nacos://h:p). The
 // provider prints READY once it serves and has registered, and stops when its standard input
 // closes. The consumer waits (at most the given seconds) for a first answer, then makes N
-// calls and prints one line "RESULT calls=N ok=K failed=F waited_ms=W message=..."; it exits
+// calls (pausing the given milliseconds after each) and prints one line "RESULT calls=N ok=K failed=F waited_ms=W message=..."; it exits
 // 0 only when all N succeeded.
 package main
 
@@ -41,12 +41,16 @@ import (
 	_ "dubbo.apache.org/dubbo-go/v3/filter/tps"
 	_ "dubbo.apache.org/dubbo-go/v3/metadata/mapping/metadata"
 	_ "dubbo.apache.org/dubbo-go/v3/metadata/report/etcd"
+	_ "dubbo.apache.org/dubbo-go/v3/metadata/report/nacos"
+	_ "dubbo.apache.org/dubbo-go/v3/metadata/report/zookeeper"
 	_ "dubbo.apache.org/dubbo-go/v3/protocol/triple"
 	_ "dubbo.apache.org/dubbo-go/v3/proxy/proxy_factory"
 	_ "dubbo.apache.org/dubbo-go/v3/registry/directory"
 	_ "dubbo.apache.org/dubbo-go/v3/registry/etcdv3"
+	_ "dubbo.apache.org/dubbo-go/v3/registry/nacos"
 	_ "dubbo.apache.org/dubbo-go/v3/registry/protocol"
 	_ "dubbo.apache.org/dubbo-go/v3/registry/servicediscovery"
+	_ "dubbo.apache.org/dubbo-go/v3/registry/zookeeper"
 
 	"introspect-interop/dubbo-go-peer/helloworld"
 )
@@ -64,6 +68,7 @@ func main() {
 	calls := flags.Int("calls", 10, "calls to make (consumer)")
 	providedBy := flags.String("provided-by", "", "the provider app, skipping the mapping (consumer)")
 	waitSeconds := flags.Int("wait-seconds", 60, "how long to wait for a first answer (consumer)")
+	intervalMs := flags.Int("interval-ms", 0, "the pause after each call (consumer)")
 	_ = flags.Parse(os.Args[2:])
 	if *registryURL == "" || *app == "" {
 		fail(2, "--registry and --app are required")
@@ -86,7 +91,7 @@ func main() {
 		))
 		provide(options)
 	case "consumer":
-		os.Exit(consume(options, *calls, *providedBy, time.Duration(*waitSeconds)*time.Second))
+		os.Exit(consume(options, *calls, *providedBy, time.Duration(*waitSeconds)*time.Second, time.Duration(*intervalMs)*time.Millisecond))
 	default:
 		fail(2, "unknown mode "+mode)
 	}
@@ -143,7 +148,7 @@ func provide(options []dubbo.InstanceOption) {
 	os.Exit(0)
 }
 
-func consume(options []dubbo.InstanceOption, calls int, providedBy string, wait time.Duration) int {
+func consume(options []dubbo.InstanceOption, calls int, providedBy string, wait, interval time.Duration) int {
 	instance, err := dubbo.NewInstance(options...)
 	check(err, "instance")
 	cli, err := instance.NewClient(client.WithClientProtocolTriple(), client.WithClientRequestTimeout(3*time.Second), client.WithClientRetries(0))
@@ -175,6 +180,9 @@ func consume(options []dubbo.InstanceOption, calls int, providedBy string, wait 
 		failed = calls
 	} else {
 		for i := 0; i < calls; i++ {
+			if i > 0 && interval > 0 {
+				time.Sleep(interval)
+			}
 			reply, err := svc.SayHello(context.Background(), request)
 			if err != nil {
 				failed++

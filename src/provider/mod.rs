@@ -22,7 +22,8 @@
 //! calling a gone instance for up to a TTL. Stop it gracefully instead, on
 //! [`shutdown_signal`]: deploys (systemd, Kubernetes, Docker) send SIGTERM, and wait (30 s
 //! in Kubernetes, 90 s in systemd) before they kill; the stop takes the drain period
-//! ([`DEFAULT_DRAIN`], 2 s) plus one registry write.
+//! ([`DEFAULT_DRAIN`], 2 s) plus one registry write (and, under [`Provider::serve`], half a
+//! second more of answering after the record is deleted, for Dubbo consumers).
 //!
 //! One concept per file:
 //!

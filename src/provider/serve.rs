@@ -29,8 +29,10 @@ impl Provider {
     /// Once the server runs, the provider registers (as [`Provider::start`] does); when
     /// `signal` completes it stops gracefully, while the server still answers: the instance
     /// is marked disabled, the drain period passes (the lease kept alive), the record is
-    /// deleted and the lease revoked; only then does the server stop, letting calls in
-    /// flight finish. Returns when the server has stopped.
+    /// deleted and the lease revoked; the server answers a little longer (the drain, at most
+    /// half a second), for consumers that learn of the stop only from the deletion (Dubbo
+    /// Java, dubbo-go); only then does it stop, letting calls in flight finish. Returns when
+    /// the server has stopped.
     ///
     /// The port is the listener's (bind port 0 for any free one) unless
     /// [`super::ProviderBuilder::port`] says consumers reach it at another; the host is the
@@ -103,10 +105,14 @@ impl Provider {
                 .instrument(tracing::info_span!(parent: &self.span, "start"))
                 .await?;
             signal.await;
-            self.shared
+            let stopped = self
+                .shared
                 .deregister_gracefully(self.shared.drain)
                 .instrument(tracing::info_span!(parent: &self.span, "shutdown"))
-                .await
+                .await;
+            // Still answering while consumers that only see the deletion move away.
+            tokio::time::sleep(super::stop::linger(self.shared.drain)).await;
+            stopped
         });
         tokio::pin!(server);
         let result = tokio::select! {

@@ -15,6 +15,19 @@ use std::time::Duration;
 use super::Shared;
 use crate::error::Result;
 
+/// The most a server keeps answering once its record is deleted (see [`linger`]).
+pub(super) const MAX_LINGER: Duration = Duration::from_millis(500);
+
+/// How long a server that stops gracefully keeps answering after its record is deleted:
+/// consumers that do not know the stopping marker (Dubbo Java and dubbo-go on ZooKeeper and
+/// Nacos, dubbo-go on etcd, which reads no `enabled`) go on calling through the drain and
+/// move away only once they see the deletion; a server that stopped at that moment refused
+/// the call a dubbo-go consumer made before its watch had fired. The drain (`0`: stop at
+/// once) or [`MAX_LINGER`], whichever is shorter.
+pub(super) fn linger(drain: Duration) -> Duration {
+    drain.min(MAX_LINGER)
+}
+
 impl Shared {
     /// Marks the instance as stopping, waits `drain`, deletes the record and ends its
     /// liveness.
@@ -66,5 +79,20 @@ impl Shared {
         }
         marked?;
         deregistered
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_lingers_after_the_delete_for_the_drain_at_most_half_a_second() {
+        assert_eq!(linger(Duration::ZERO), Duration::ZERO);
+        assert_eq!(
+            linger(Duration::from_millis(200)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(linger(super::super::DEFAULT_DRAIN), MAX_LINGER);
     }
 }

@@ -1,72 +1,39 @@
-//! Against a real Dubbo Java 3.3 (`interop/java`) on etcd: a Rust consumer calls its
-//! provider, its consumer calls a Rust provider, and what it writes into etcd matches the
-//! golden records in `tests/it/data/etcd/`.
+//! Against a real Dubbo Java 3.3 (`interop/java`) on etcd, ZooKeeper and Nacos: a Rust
+//! consumer calls its provider, its consumer calls a Rust provider, and what it writes into
+//! the registry matches the golden records in `tests/it/data/{etcd,zookeeper,nacos}/`.
 //!
 //! Dubbo Java's etcd extension writes instance records only (no mapping, and no etcd
-//! metadata report is released for Dubbo 3), so both sides name the provider app
-//! (`provided_by`) instead of reading the mapping.
+//! metadata report is released for Dubbo 3), so on etcd both sides name the provider app
+//! (`provided_by`) instead of reading the mapping. On ZooKeeper and Nacos the registry
+//! doubles as the metadata report: the mapping is written and read there.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::etcd::EtcdServer;
-use crate::support::greeter::start_greeter;
 use crate::support::peer_cases::{
-    CALLS, assert_all_answered, assert_peer_run, call_through, check_golden, dump,
-    run_peer_consumer, subscription, wait_for_endpoints, wait_for_key, written_by_peer,
+    PeerRegistry, peer_consumer_calls_rust_provider,
+    peer_provider_killed_while_rust_consumer_calls, rust_consumer_calls_peer_provider,
+    rust_provider_stopped_while_peer_consumer_calls,
 };
-use crate::support::peers::{Peer, etcd_registry};
+use crate::support::peers::Peer;
+use introspect::Limits;
 use introspect::rpc::MetadataClient;
-use introspect::store::EtcdStore;
-use introspect::{Limits, Resolver, Store};
 
 const PROVIDER_APP: &str = "dubbo-java-greeter";
 const RUST_APP: &str = "rust-greeter";
 
-#[tokio::test]
-async fn rust_consumer_calls_a_dubbo_java_provider() {
-    let Some(etcd) = EtcdServer::start().await else {
-        return;
-    };
+async fn rust_consumer_calls_a_provider(registry: Option<PeerRegistry>, via_mapping: bool) {
+    let Some(registry) = registry else { return };
     let Some(java) = Peer::Java.find() else {
         return;
     };
-    let registry = etcd_registry(&etcd.endpoint());
-    let provider = java.provider(&registry, PROVIDER_APP).await;
-    let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(etcd.options()).await.unwrap());
-    wait_for_key(&store, &provider.instance_key(), "the Java instance record").await;
-
-    let resolver = Resolver::builder(store.clone()).build();
-    let live = resolver
-        .subscribe(subscription(Some(PROVIDER_APP)))
-        .await
-        .unwrap();
-    wait_for_endpoints(&live, "the Java provider's endpoint").await;
-    let endpoints = live.current();
-    assert_eq!(endpoints.len(), 1, "{endpoints:?}");
-    assert_eq!(
-        (endpoints[0].port, &*endpoints[0].protocol),
-        (provider.port, "tri"),
-        "the endpoint is the Triple port, from the service info"
-    );
-    let calls = call_through(&resolver, &live, CALLS).await;
-    let stats = resolver.stats().await;
-    assert_all_answered(&calls, Peer::Java.greeting_suffix(), &stats);
-    // One fetch for the one revision, over Java's MetadataServiceV2, checked by Java's own
-    // MD5 rule.
-    assert_eq!(
-        (stats.metadata_fetches, stats.fetch_failures),
-        (1, 0),
-        "{stats:?}"
-    );
-    assert_eq!(stats.revision_checks.java_md5.verified, 1, "{stats:?}");
-    assert_eq!(stats.revision_checks.java_md5.unverifiable, 0, "{stats:?}");
+    let case = rust_consumer_calls_peer_provider(&registry, &java, PROVIDER_APP, via_mapping).await;
 
     // Dubbo Java's MetadataServiceV2 answers with or without the group header, and a
     // revision it does not hold gets an answer naming no revision, which the client
     // refuses.
+    let provider = &case.provider;
     let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
-    let revision = endpoints[0].revision.to_string();
+    let revision = case.endpoints[0].revision.to_string();
     let plain = client
         .fetch("127.0.0.1", provider.metadata_port, &revision)
         .await
@@ -85,38 +52,86 @@ async fn rust_consumer_calls_a_dubbo_java_provider() {
         )
         .await;
     assert!(unknown.is_err(), "{unknown:?}");
+}
 
-    let written = dump(
-        &store,
-        &[
-            (provider.port, "port"),
-            (provider.metadata_port, "metadata_port"),
-        ],
-    )
-    .await;
-    check_golden("dubbo-java-provider.json", &written);
-    drop(provider);
+#[tokio::test]
+async fn rust_consumer_calls_a_dubbo_java_provider() {
+    rust_consumer_calls_a_provider(PeerRegistry::etcd().await, false).await;
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn rust_consumer_calls_a_dubbo_java_provider_on_zookeeper() {
+    rust_consumer_calls_a_provider(PeerRegistry::zookeeper().await, true).await;
+}
+
+#[cfg(feature = "nacos")]
+#[tokio::test]
+async fn rust_consumer_calls_a_dubbo_java_provider_on_nacos() {
+    rust_consumer_calls_a_provider(PeerRegistry::nacos().await, true).await;
 }
 
 #[tokio::test]
 async fn dubbo_java_consumer_calls_a_rust_provider() {
-    let Some(etcd) = EtcdServer::start().await else {
+    let Some(registry) = PeerRegistry::etcd().await else {
         return;
     };
     let Some(java) = Peer::Java.find() else {
         return;
     };
-    let registry = etcd_registry(&etcd.endpoint());
-    let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(etcd.options()).await.unwrap());
-    let greeter = start_greeter(&store, RUST_APP, Duration::from_millis(200)).await;
+    let theirs =
+        peer_consumer_calls_rust_provider(&registry, &java, RUST_APP, Some(RUST_APP)).await;
+    // A key of its own where Rust apps are listed.
+    assert_eq!(
+        theirs.keys().collect::<Vec<_>>(),
+        ["/services/rust-greeter"]
+    );
+}
 
-    let run = run_peer_consumer(&java, &registry, Some(RUST_APP)).await;
-    assert_peer_run(&run, greeter.calls());
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn dubbo_java_consumer_calls_a_rust_provider_on_zookeeper() {
+    let Some(registry) = PeerRegistry::zookeeper().await else {
+        return;
+    };
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    peer_consumer_calls_rust_provider(&registry, &java, RUST_APP, None).await;
+}
 
-    // What Dubbo Java's consumer wrote: a key of its own where Rust apps are listed.
-    let before_port = greeter.address.port();
-    let written = dump(&store, &[(before_port, "port")]).await;
-    let theirs = written_by_peer(written, RUST_APP, |key| key.starts_with("/dubbo/mapping/"));
-    check_golden("dubbo-java-consumer.json", &theirs);
-    greeter.shutdown().await;
+#[cfg(feature = "nacos")]
+#[tokio::test]
+async fn dubbo_java_consumer_calls_a_rust_provider_on_nacos() {
+    let Some(registry) = PeerRegistry::nacos().await else {
+        return;
+    };
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    peer_consumer_calls_rust_provider(&registry, &java, RUST_APP, None).await;
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn a_dubbo_java_provider_killed_costs_a_rust_consumer_at_most_the_allowance_on_zookeeper() {
+    let Some(registry) = PeerRegistry::zookeeper().await else {
+        return;
+    };
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    peer_provider_killed_while_rust_consumer_calls(&registry, &java, PROVIDER_APP).await;
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn a_dubbo_java_consumer_loses_no_call_to_a_rust_provider_stopped_gracefully_on_zookeeper() {
+    let Some(registry) = PeerRegistry::zookeeper().await else {
+        return;
+    };
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    rust_provider_stopped_while_peer_consumer_calls(&registry, &java, RUST_APP).await;
 }

@@ -1,6 +1,7 @@
-//! The records real Dubbo peers wrote into etcd (`tests/it/data/etcd/`, dumped by the
-//! `dubbo_java` and `dubbo_go` tests from the running registry), read by Introspect, and
-//! compared with what Introspect writes. No peer needed: these run everywhere.
+//! The records real Dubbo peers wrote into etcd, ZooKeeper and Nacos
+//! (`tests/it/data/{etcd,zookeeper,nacos}/`, dumped by the `dubbo_java` and `dubbo_go` tests
+//! from the running registry), read by Introspect, and compared with what Introspect
+//! writes. No peer and no server needed: these run everywhere (with the backend's feature).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use serde_json::Value;
 
 /// The golden dump `name`: every key the peer wrote, with its value.
 fn golden(name: &str) -> BTreeMap<String, Value> {
-    let text = std::fs::read_to_string(golden_path(name)).unwrap();
+    let text = std::fs::read_to_string(golden_path("etcd", name)).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -214,4 +215,167 @@ async fn one_rust_record_reads_for_dubbo_java_and_dubbo_go() {
     assert_eq!(ours["metadata"][keys::META_V], "2.0.0");
     // And Introspect reads both peers' shapes (above) and its own.
     parse(&ours);
+}
+
+/// The golden dump `name` of registry `kind` (`zookeeper`, `nacos`).
+#[cfg(any(feature = "zookeeper", feature = "nacos"))]
+fn golden_of(kind: &str, name: &str) -> BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(golden_path(kind, name)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The one value of `dump` under a key starting with `prefix`, with its key.
+#[cfg(any(feature = "zookeeper", feature = "nacos"))]
+fn one_under(dump: &BTreeMap<String, Value>, prefix: &str) -> (String, Value) {
+    let found: Vec<_> = dump
+        .iter()
+        .filter(|(key, _)| key.starts_with(prefix))
+        .collect();
+    assert_eq!(found.len(), 1, "one record under {prefix}: {dump:?}");
+    (found[0].0.clone(), found[0].1.clone())
+}
+
+/// Checks what a consumer needs of a peer's instance, read back by Introspect.
+#[cfg(any(feature = "zookeeper", feature = "nacos"))]
+fn check_peer_instance(instance: &ServiceInstance, app: &str, port: u16, revision_len: usize) {
+    assert_eq!(
+        (
+            instance.service_name.as_str(),
+            instance.host.as_str(),
+            instance.port
+        ),
+        (app, "127.0.0.1", port)
+    );
+    assert!(instance.enabled && instance.healthy);
+    assert_eq!(instance.revision().len(), revision_len);
+    assert_eq!(instance.port_for_protocol("tri"), port);
+    let url_params: Value =
+        serde_json::from_str(&instance.metadata[keys::METADATA_SERVICE_URL_PARAMS]).unwrap();
+    assert_eq!(
+        instance.metadata_service_target().unwrap(),
+        url_params["port"].as_str().unwrap().parse::<u16>().unwrap()
+    );
+    assert_eq!(instance.metadata[keys::META_V], "2.0.0");
+}
+
+/// The metadata entries a peer's consumer reads, in the same shape in ours as in theirs.
+#[cfg(any(feature = "zookeeper", feature = "nacos"))]
+fn check_consumer_entries(ours: &ServiceInstance, theirs: &ServiceInstance) {
+    for key in [
+        keys::REVISION,
+        keys::ENDPOINTS,
+        keys::METADATA_SERVICE_URL_PARAMS,
+        keys::META_V,
+    ] {
+        let (mine, theirs) = (&ours.metadata[key], &theirs.metadata[key]);
+        if key == keys::METADATA_SERVICE_URL_PARAMS {
+            for field in ["port", "protocol", "version"] {
+                let value =
+                    |json: &str| serde_json::from_str::<Value>(json).unwrap()[field].clone();
+                assert_eq!(shape(&value(mine)), shape(&value(theirs)), "{key}.{field}");
+            }
+        } else {
+            let text = |t: &str| shape(&Value::String(t.to_owned()));
+            assert_eq!(text(mine), text(theirs), "{key}");
+        }
+    }
+}
+
+/// Our provider's instance, as the embedded store holds it.
+#[cfg(any(feature = "zookeeper", feature = "nacos"))]
+async fn rust_instance() -> ServiceInstance {
+    parse(&rust_record().await)
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn the_zookeeper_reader_and_writer_agree_with_dubbo_java_and_dubbo_go() {
+    use introspect::backend::zookeeper::record;
+    let limits = Limits::default();
+    let ours = rust_instance().await;
+    let written: Value = serde_json::from_slice(&record::to_json(&ours, 1)).unwrap();
+    for (name, app, revision_len) in [
+        ("dubbo-java-provider.json", "dubbo-java-greeter", 32),
+        ("dubbo-go-provider.json", "dubbo-go-greeter", 128),
+    ] {
+        let dump = golden_of("zookeeper", name);
+        let (_, theirs) = one_under(&dump, &format!("/services/{app}/"));
+        let instance = record::from_json(theirs.to_string().as_bytes(), &limits)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let port = theirs["port"].as_u64().unwrap() as u16;
+        check_peer_instance(&instance, app, port, revision_len);
+        check_consumer_entries(&ours, &instance);
+        // Both write the mapping as the bare app name, as we do.
+        assert_eq!(dump["/dubbo/mapping/helloworld.Greeter"], app, "{name}");
+        // The Curator record: the fields of ours are Dubbo Java's, of the same types (the
+        // payload's metadata aside); dubbo-go writes a subset of them.
+        let fields = |record: &Value| -> BTreeMap<String, Value> {
+            let mut shaped = shape(record).as_object().unwrap().clone();
+            shaped["payload"]["metadata"] = Value::Null;
+            shaped.into_iter().collect()
+        };
+        let (mine, theirs) = (fields(&written), fields(&theirs));
+        if app == "dubbo-java-greeter" {
+            assert_eq!(mine, theirs, "ours: {written}");
+        } else {
+            for (field, shaped) in &theirs {
+                assert_eq!(mine.get(field), Some(shaped), "{field} in ours: {written}");
+            }
+        }
+    }
+    // Dubbo Java's provider also writes its interface's definition for the metadata report
+    // (`/dubbo/metadata/{interface}/provider/{app}`), as its consumer does its own; that
+    // layout is not a revision's report and the reader never reads it.
+    let java = golden_of("zookeeper", "dubbo-java-provider.json");
+    assert!(java.contains_key("/dubbo/metadata/helloworld.Greeter/provider/dubbo-java-greeter"));
+    assert!(golden_of("zookeeper", "dubbo-go-consumer.json").is_empty());
+}
+
+#[cfg(feature = "nacos")]
+#[tokio::test]
+async fn the_nacos_reader_and_writer_agree_with_dubbo_java_and_dubbo_go() {
+    use introspect::backend::nacos::record;
+    use nacos_sdk::api::naming::ServiceInstance as NacosInstance;
+    let limits = Limits::default();
+    let ours = record::to_nacos(&rust_instance().await);
+    for (name, app, revision_len) in [
+        ("dubbo-java-provider.json", "dubbo-java-greeter", 32),
+        ("dubbo-go-provider.json", "dubbo-go-greeter", 128),
+    ] {
+        let dump = golden_of("nacos", name);
+        let (key, theirs) = one_under(&dump, &format!("naming/DEFAULT_GROUP/{app}/"));
+        let port: u16 = theirs["metadata"][keys::ENDPOINTS]
+            .as_str()
+            .and_then(|e| serde_json::from_str::<Value>(e).ok())
+            .and_then(|e| e[0]["port"].as_u64())
+            .unwrap_or_else(|| panic!("{key}: no endpoint port")) as u16;
+        let listed = NacosInstance {
+            instance_id: None,
+            ip: "127.0.0.1".into(),
+            port: i32::from(port),
+            weight: theirs["weight"].as_f64().unwrap(),
+            healthy: theirs["healthy"].as_bool().unwrap(),
+            enabled: theirs["enabled"].as_bool().unwrap(),
+            ephemeral: theirs["ephemeral"].as_bool().unwrap(),
+            cluster_name: theirs["clusterName"].as_str().map(str::to_owned),
+            service_name: Some(app.into()),
+            metadata: serde_json::from_value(theirs["metadata"].clone()).unwrap(),
+        };
+        let instance =
+            record::from_nacos(app, &listed, &limits).unwrap_or_else(|e| panic!("{name}: {e}"));
+        check_peer_instance(&instance, app, port, revision_len);
+        // The instance as registered: ephemeral, weight 1, in the default cluster, as ours.
+        assert_eq!(
+            (
+                listed.ephemeral,
+                listed.weight,
+                listed.cluster_name.as_deref()
+            ),
+            (ours.ephemeral, ours.weight, ours.cluster_name.as_deref()),
+            "{name}"
+        );
+        let ours_read = record::from_nacos("rust-greeter", &ours, &limits).unwrap();
+        check_consumer_entries(&ours_read, &instance);
+        assert_eq!(dump["config/mapping/helloworld.Greeter"], app, "{name}");
+    }
 }

@@ -104,6 +104,11 @@ impl GreeterNode {
         self.calls.load(Ordering::Relaxed)
     }
 
+    /// The counter of calls answered, to read after a stop.
+    pub fn counter(&self) -> Arc<AtomicU64> {
+        self.calls.clone()
+    }
+
     /// Sends the shutdown signal: the provider disables the instance, drains and
     /// deregisters while the server still answers; then the server stops.
     pub fn stop(&mut self) {

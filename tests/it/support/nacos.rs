@@ -342,6 +342,55 @@ impl NacosServer {
             .or_else(|| head.starts_with("HTTP/1.0 200").then(|| body.to_owned()))
     }
 
+    /// The names of the services of `group` over HTTP (`/nacos/v1/ns/service/list`).
+    pub async fn services_http(&self, group: &str) -> Vec<String> {
+        let path = format!(
+            "/nacos/v1/ns/service/list?pageNo=1&pageSize=1000&groupName={}",
+            urlencode(group)
+        );
+        let answer = http(self.http_port, "GET", &path, "").await;
+        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        let listed: serde_json::Value = serde_json::from_str(body)
+            .unwrap_or_else(|e| panic!("the service list: {e}: {answer}"));
+        listed["doms"]
+            .as_array()
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|n| n.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every config of the public namespace over HTTP (Nacos 1.x's search,
+    /// `/nacos/v1/cs/configs?search=blur`), as `(group, dataId, content)`.
+    pub async fn configs_http(&self) -> Vec<(String, String, String)> {
+        let path = "/nacos/v1/cs/configs?search=blur&dataId=&group=&pageNo=1&pageSize=1000";
+        let answer = http(self.http_port, "GET", path, "").await;
+        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        let listed: serde_json::Value = serde_json::from_str(body)
+            .unwrap_or_else(|e| panic!("the config search: {e}: {answer}"));
+        let text = |item: &serde_json::Value, field: &str| {
+            item[field].as_str().unwrap_or_default().to_owned()
+        };
+        listed["pageItems"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|item| {
+                        (
+                            text(item, "group"),
+                            text(item, "dataId"),
+                            text(item, "content"),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The instances of a service over HTTP (`/nacos/v1/ns/instance/list`), as JSON.
     pub async fn instances_http(&self, group: &str, service: &str) -> serde_json::Value {
         instances_http_in(self.http_port, group, service).await

@@ -8,18 +8,242 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use introspect::consumer::SubscriptionHandle;
-use introspect::{ResolverStats, Store, Subscription};
+use introspect::store::EtcdStore;
+use introspect::{Backend, Limits, ResolverStats, Store, Subscription};
 use serde_json::Value;
 
+use super::etcd::EtcdServer;
 use super::greeter::pb::HelloRequest;
 use super::greeter::pb::greeter_client::GreeterClient;
-use super::peers::{BuiltPeer, ConsumerRun};
+use super::greeter::{GreeterNode, start_greeter, start_greeter_on};
+#[cfg(feature = "nacos")]
+use super::nacos::NacosServer;
+use super::peers::{BuiltPeer, ConsumerRun, Peer, PeerProvider, etcd_registry};
 use super::wait::eventually;
+#[cfg(feature = "zookeeper")]
+use super::zookeeper::{ZooKeeperServer, raw_client};
 
 /// The interface every side exports or calls.
 pub const INTERFACE: &str = "helloworld.Greeter";
 /// Calls each case makes once discovery is done.
 pub const CALLS: u64 = 50;
+
+/// A real registry server that peers and Rust share: its URL for the peers, a backend for
+/// Rust, and a way to read back everything written into it (for the golden records).
+pub struct PeerRegistry {
+    /// The registry's name, also the directory of its golden records under `tests/it/data/`.
+    pub kind: &'static str,
+    /// The Dubbo registry URL the peers take.
+    pub url: String,
+    /// A Rust backend on it.
+    pub backend: Backend,
+    server: Server,
+}
+
+enum Server {
+    Etcd {
+        _server: EtcdServer,
+        store: Arc<dyn Store>,
+    },
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper {
+        _server: ZooKeeperServer,
+        raw: zookeeper_client::Client,
+    },
+    #[cfg(feature = "nacos")]
+    Nacos { server: NacosServer },
+}
+
+impl PeerRegistry {
+    /// A fresh etcd (`None` where none can start, as [`EtcdServer::start`]).
+    pub async fn etcd() -> Option<PeerRegistry> {
+        let server = EtcdServer::start().await?;
+        let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(server.options()).await.unwrap());
+        Some(PeerRegistry {
+            kind: "etcd",
+            url: etcd_registry(&server.endpoint()),
+            backend: store.clone().into(),
+            server: Server::Etcd {
+                _server: server,
+                store,
+            },
+        })
+    }
+
+    /// A fresh ZooKeeper.
+    #[cfg(feature = "zookeeper")]
+    pub async fn zookeeper() -> Option<PeerRegistry> {
+        let server = ZooKeeperServer::start().await?;
+        let raw = raw_client(&server).await;
+        Some(PeerRegistry {
+            kind: "zookeeper",
+            url: server.url(),
+            backend: server.backend().await,
+            server: Server::ZooKeeper {
+                _server: server,
+                raw,
+            },
+        })
+    }
+
+    /// A fresh Nacos (rnacos).
+    #[cfg(feature = "nacos")]
+    pub async fn nacos() -> Option<PeerRegistry> {
+        let server = NacosServer::start().await?;
+        Some(PeerRegistry {
+            kind: "nacos",
+            url: server.url(),
+            backend: server.backend().await,
+            server: Server::Nacos { server },
+        })
+    }
+
+    /// The etcd store, on etcd.
+    pub fn store(&self) -> Option<&Arc<dyn Store>> {
+        match &self.server {
+            Server::Etcd { store, .. } => Some(store),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// Starts a Rust Greeter provider of `app` registered through this registry's backend.
+    pub async fn start_rust_greeter(&self, app: &str) -> GreeterNode {
+        match &self.server {
+            Server::Etcd { store, .. } => {
+                start_greeter(store, app, Duration::from_millis(200)).await
+            }
+            // On ZooKeeper the TTL is the session timeout asked for (the test server grants
+            // at most 4 s); Nacos's instances live as long as the gRPC connection.
+            #[allow(unreachable_patterns)]
+            _ => {
+                start_greeter_on(
+                    self.backend.clone(),
+                    app,
+                    Duration::from_secs(4),
+                    Duration::from_millis(200),
+                )
+                .await
+            }
+        }
+    }
+
+    /// Waits until `app` lists an instance at `127.0.0.1:port`.
+    pub async fn wait_for_instance(&self, app: &str, port: u16, what: &str) {
+        let address = format!("127.0.0.1:{port}");
+        let limits = Limits::default();
+        eventually(Duration::from_secs(30), what, || async {
+            self.backend
+                .instances()
+                .list(app, &limits)
+                .await
+                .is_ok_and(|list| list.instances.contains_key(&address))
+        })
+        .await;
+    }
+
+    /// Waits until the mapping of [`INTERFACE`] names `app`.
+    pub async fn wait_for_mapping(&self, app: &str) {
+        let limits = Limits::default();
+        eventually(
+            Duration::from_secs(30),
+            "the mapping to name the app",
+            || async {
+                self.backend
+                    .mapping()
+                    .get(INTERFACE, &limits)
+                    .await
+                    .is_ok_and(|apps| apps.contains(app))
+            },
+        )
+        .await;
+    }
+
+    /// Everything written into the registry, as a map from a key to its value (a JSON value
+    /// where the text is JSON), with `replace`'s texts (ports, revisions of this run) replaced
+    /// by their names so that runs compare equal:
+    ///
+    /// * etcd: every key;
+    /// * ZooKeeper: every znode but `/zookeeper`'s, by path (a node without data as `""`);
+    /// * Nacos: `naming/{group}/{service}/{ip}:{port}`, what an instance was registered with
+    ///   (its metadata, weight, flags, cluster), for every service of `DEFAULT_GROUP`; and
+    ///   `config/{group}/{dataId}`, every config of the public namespace.
+    pub async fn dump(&self, replace: &[(String, &str)]) -> BTreeMap<String, Value> {
+        let mut raw: Vec<(String, String)> = Vec::new();
+        match &self.server {
+            Server::Etcd { store, .. } => {
+                let range = store.get_prefix("/").await.expect("store answers");
+                for kv in range.kvs {
+                    raw.push((kv.key, String::from_utf8_lossy(&kv.value).into_owned()));
+                }
+            }
+            #[cfg(feature = "zookeeper")]
+            Server::ZooKeeper { raw: client, .. } => {
+                let mut pending = vec!["/".to_owned()];
+                while let Some(path) = pending.pop() {
+                    let children = client.list_children(&path).await.unwrap_or_default();
+                    for child in children {
+                        let child = if path == "/" {
+                            format!("/{child}")
+                        } else {
+                            format!("{path}/{child}")
+                        };
+                        if child == "/zookeeper" {
+                            continue;
+                        }
+                        if let Ok((data, _)) = client.get_data(&child).await {
+                            raw.push((child.clone(), String::from_utf8_lossy(&data).into_owned()));
+                        }
+                        pending.push(child);
+                    }
+                }
+            }
+            #[cfg(feature = "nacos")]
+            Server::Nacos { server } => {
+                const GROUP: &str = "DEFAULT_GROUP";
+                for service in server.services_http(GROUP).await {
+                    let listed = server.instances_http(GROUP, &service).await;
+                    for host in listed["hosts"].as_array().cloned().unwrap_or_default() {
+                        let mut record = serde_json::Map::new();
+                        for field in ["weight", "healthy", "enabled", "ephemeral", "clusterName"] {
+                            record.insert(field.into(), host[field].clone());
+                        }
+                        record.insert("metadata".into(), host["metadata"].clone());
+                        let key = format!(
+                            "naming/{GROUP}/{service}/{}:{}",
+                            host["ip"].as_str().unwrap_or_default(),
+                            host["port"]
+                        );
+                        raw.push((key, Value::Object(record).to_string()));
+                    }
+                }
+                for (group, data_id, content) in server.configs_http().await {
+                    raw.push((format!("config/{group}/{data_id}"), content));
+                }
+            }
+        }
+        let mut keys = BTreeMap::new();
+        for (key, text) in raw {
+            let value = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text));
+            keys.insert(replace_all(&key, replace), value);
+        }
+        keys
+    }
+}
+
+/// The replacements that make a dump of this run compare with another's: ports and the
+/// given revisions by their names.
+pub fn run_names(ports: &[(u16, &'static str)]) -> Vec<(String, &'static str)> {
+    ports.iter().map(|(p, n)| (p.to_string(), *n)).collect()
+}
+
+fn replace_all(text: &str, replace: &[(String, &str)]) -> String {
+    let mut text = text.to_owned();
+    for (from, name) in replace {
+        text = text.replace(from.as_str(), &format!("{{{name}}}"));
+    }
+    text
+}
 
 /// What a Rust consumer's calls through the balanced channel gave.
 pub struct Calls {
@@ -114,47 +338,11 @@ pub fn assert_peer_run(run: &ConsumerRun, served: u64) {
     assert_eq!(served, CALLS + 1, "calls the Rust provider answered");
 }
 
-/// Every key of the store with its value, ports of this run replaced by names, so that runs
-/// compare equal.
-pub async fn dump(store: &Arc<dyn Store>, ports: &[(u16, &str)]) -> BTreeMap<String, Value> {
-    let range = store.get_prefix("/").await.expect("store answers");
-    let mut keys = BTreeMap::new();
-    for kv in range.kvs {
-        let text = String::from_utf8_lossy(&kv.value).into_owned();
-        let value = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text));
-        keys.insert(normalize(&kv.key, ports), value);
-    }
-    keys
-}
-
-fn normalize(text: &str, ports: &[(u16, &str)]) -> String {
-    let mut text = text.to_owned();
-    for (port, name) in ports {
-        text = text.replace(&port.to_string(), &format!("{{{name}}}"));
-    }
-    text
-}
-
-/// What a peer consumer wrote: `written` without the keys the Rust provider of `app`
-/// writes (its instances, the registry's epoch and the mapping keys in `mappings`).
-pub fn written_by_peer(
-    written: BTreeMap<String, Value>,
-    app: &str,
-    mappings: impl Fn(&str) -> bool,
-) -> BTreeMap<String, Value> {
-    let instances = format!("/services/{app}/");
-    written
-        .into_iter()
-        .filter(|(key, _)| !key.starts_with(&instances))
-        .filter(|(key, _)| !key.starts_with("/introspect/"))
-        .filter(|(key, _)| !mappings(key))
-        .collect()
-}
-
-/// The file of a golden record.
-pub fn golden_path(name: &str) -> PathBuf {
+/// The file of a golden record of registry `kind` (`etcd`, `zookeeper`, `nacos`).
+pub fn golden_path(kind: &str, name: &str) -> PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/data/etcd")
+        .join("tests/it/data")
+        .join(kind)
         .join(name)
 }
 
@@ -162,8 +350,8 @@ pub fn golden_path(name: &str) -> PathBuf {
 /// same keys, and each value of the same shape (field names and JSON types, recursively,
 /// also inside the JSON that metadata values hold). Values themselves (revisions,
 /// timestamps, ports) may differ. `INTROSPECT_UPDATE_GOLDEN=1` rewrites the file instead.
-pub fn check_golden(name: &str, keys: &BTreeMap<String, Value>) {
-    let path = golden_path(name);
+pub fn check_golden(kind: &str, name: &str, keys: &BTreeMap<String, Value>) {
+    let path = golden_path(kind, name);
     let written = serde_json::to_string_pretty(keys).unwrap() + "\n";
     if std::env::var_os("INTROSPECT_UPDATE_GOLDEN").is_some_and(|v| v == "1") {
         std::fs::write(&path, written).unwrap();
@@ -207,31 +395,6 @@ pub fn shape(value: &Value) -> Value {
     }
 }
 
-/// Waits until `key` is in the store.
-pub async fn wait_for_key(store: &Arc<dyn Store>, key: &str, what: &str) {
-    eventually(Duration::from_secs(30), what, || async {
-        store.get(key).await.ok().flatten().is_some()
-    })
-    .await;
-}
-
-/// Waits until the mapping of [`INTERFACE`] names `app`.
-pub async fn wait_for_mapping(store: &Arc<dyn Store>, app: &str) {
-    let key = format!("/dubbo/mapping/{INTERFACE}");
-    eventually(
-        Duration::from_secs(30),
-        "the mapping to name the app",
-        || async {
-            store.get(&key).await.ok().flatten().is_some_and(|kv| {
-                String::from_utf8_lossy(&kv.value)
-                    .split(',')
-                    .any(|a| a == app)
-            })
-        },
-    )
-    .await;
-}
-
 /// The subscription a Rust consumer makes for a peer's provider: through the mapping, or
 /// naming the app where the peer writes no mapping.
 pub fn subscription(provided_by: Option<&str>) -> Subscription {
@@ -242,13 +405,251 @@ pub fn subscription(provided_by: Option<&str>) -> Subscription {
     }
 }
 
-/// Runs `peer`'s consumer against a Rust provider already registered.
-pub async fn run_peer_consumer(
+/// What [`rust_consumer_calls_peer_provider`] leaves for a peer's own checks.
+pub struct ProviderCase {
+    /// The peer's provider, still running.
+    pub provider: PeerProvider,
+    /// The endpoints the Rust consumer found.
+    pub endpoints: Vec<introspect::Endpoint>,
+    /// The resolver's stats after the calls.
+    pub stats: ResolverStats,
+}
+
+/// A Rust consumer (resolver and balanced channel) calls `peer`'s provider of `app` on
+/// `registry`: through the mapping, or naming the app where `via_mapping` is false; it finds
+/// one endpoint on the Triple port, fetches the revision's metadata once, and [`CALLS`]
+/// calls all succeed. A Dubbo Java revision must verify by the MD5 rule, a dubbo-go one is
+/// unverifiable. What the peer wrote is checked against `{peer}-provider.json` of the
+/// registry's golden records.
+pub async fn rust_consumer_calls_peer_provider(
+    registry: &PeerRegistry,
     peer: &BuiltPeer,
-    registry: &str,
-    provided_by: Option<&str>,
-) -> ConsumerRun {
-    let app = format!("{}-consumer", peer.peer().name());
-    peer.consumer(registry, &app, CALLS as u32, provided_by)
+    app: &str,
+    via_mapping: bool,
+) -> ProviderCase {
+    let provider = peer.provider(&registry.url, app).await;
+    registry
+        .wait_for_instance(app, provider.port, "the peer's instance record")
+        .await;
+    if via_mapping {
+        registry.wait_for_mapping(app).await;
+    }
+    let resolver = introspect::Resolver::builder(registry.backend.clone()).build();
+    let live = resolver
+        .subscribe(subscription((!via_mapping).then_some(app)))
         .await
+        .unwrap();
+    wait_for_endpoints(&live, "the peer provider's endpoint").await;
+    let endpoints = live.current();
+    assert_eq!(endpoints.len(), 1, "{endpoints:?}");
+    assert_eq!(
+        (endpoints[0].port, &*endpoints[0].protocol),
+        (provider.port, "tri"),
+        "the endpoint is the Triple port"
+    );
+    let calls = call_through(&resolver, &live, CALLS).await;
+    let stats = resolver.stats().await;
+    assert_all_answered(&calls, peer.peer().greeting_suffix(), &stats);
+    // One fetch for the one revision, over the peer's MetadataServiceV2.
+    assert_eq!(
+        (stats.metadata_fetches, stats.fetch_failures),
+        (1, 0),
+        "{stats:?}"
+    );
+    let checks = &stats.revision_checks.java_md5;
+    match peer.peer() {
+        // Checked by Java's own MD5 rule.
+        Peer::Java => assert_eq!((checks.verified, checks.unverifiable), (1, 0), "{stats:?}"),
+        // dubbo-go's revisions follow no rule a consumer can recompute.
+        Peer::Go => assert_eq!((checks.verified, checks.unverifiable), (0, 1), "{stats:?}"),
+    }
+
+    let revision = endpoints[0].revision.to_string();
+    let mut names = run_names(&[
+        (provider.port, "port"),
+        (provider.metadata_port, "metadata_port"),
+    ]);
+    names.insert(0, (revision, "revision"));
+    let written: BTreeMap<String, Value> = registry
+        .dump(&names)
+        .await
+        .into_iter()
+        .filter(|(key, _)| !is_ours(key))
+        .collect();
+    check_golden(
+        registry.kind,
+        &format!("{}-provider.json", peer.peer().name()),
+        &written,
+    );
+    ProviderCase {
+        provider,
+        endpoints: endpoints.to_vec(),
+        stats,
+    }
+}
+
+/// Whether a dumped key is Introspect's own (the registry's epoch), not a peer's.
+fn is_ours(key: &str) -> bool {
+    key == "/introspect" || key.starts_with("/introspect/")
+}
+
+/// `peer`'s consumer finds a Rust provider of `rust_app` registered through `registry`'s
+/// backend (through the mapping, or naming the app with `provided_by`) and makes [`CALLS`]
+/// successful calls, each counted by the Rust provider. What the consumer wrote (every key
+/// it added or changed) is checked against `{peer}-consumer.json` of the registry's golden
+/// records, and returned.
+pub async fn peer_consumer_calls_rust_provider(
+    registry: &PeerRegistry,
+    peer: &BuiltPeer,
+    rust_app: &str,
+    provided_by: Option<&str>,
+) -> BTreeMap<String, Value> {
+    let greeter = registry.start_rust_greeter(rust_app).await;
+    // A consumer reads the mapping once, when it subscribes.
+    registry.wait_for_mapping(rust_app).await;
+    let names = run_names(&[(greeter.address.port(), "port")]);
+    let before = registry.dump(&names).await;
+
+    let app = format!("{}-consumer", peer.peer().name());
+    let run = peer
+        .consumer(&registry.url, &app, CALLS as u32, provided_by)
+        .await;
+    assert_peer_run(&run, greeter.calls());
+
+    let theirs: BTreeMap<String, Value> = registry
+        .dump(&names)
+        .await
+        .into_iter()
+        .filter(|(key, value)| before.get(key) != Some(value) && !is_ours(key))
+        .collect();
+    check_golden(
+        registry.kind,
+        &format!("{}-consumer.json", peer.peer().name()),
+        &theirs,
+    );
+    greeter.shutdown().await;
+    theirs
+}
+
+/// Calls the passive-health tests allow a killed endpoint to cost
+/// (`passive_health::a_killed_endpoint_costs_at_most_two_calls_and_rejoins_when_it_answers`):
+/// the calls in flight and the one that finds it dead before it is set aside.
+pub const KILL_ALLOWANCE: u64 = 3;
+
+/// Two of `peer`'s providers of `app` on `registry`, a Rust consumer calling them through
+/// the mapping every 10 ms; one is killed (`SIGKILL`, its registration left to expire): at
+/// most [`KILL_ALLOWANCE`] calls fail, then every call goes to the other.
+pub async fn peer_provider_killed_while_rust_consumer_calls(
+    registry: &PeerRegistry,
+    peer: &BuiltPeer,
+    app: &str,
+) {
+    let first = peer.provider(&registry.url, app).await;
+    let second = peer.provider(&registry.url, app).await;
+    for provider in [&first, &second] {
+        registry
+            .wait_for_instance(app, provider.port, "the peer's instance record")
+            .await;
+    }
+    registry.wait_for_mapping(app).await;
+    let resolver = introspect::Resolver::builder(registry.backend.clone()).build();
+    let live = resolver.subscribe(subscription(None)).await.unwrap();
+    let channel = super::calls::channel_over(&resolver, &live, 2).await;
+    let caller = super::calls::Caller::start(channel, Duration::from_millis(10));
+    eventually(Duration::from_secs(30), "calls flowing", || async {
+        caller.ok() >= 50
+    })
+    .await;
+    assert_eq!(caller.failed(), 0, "before the kill");
+
+    let killed = first.port;
+    first.kill();
+    let ok = caller.ok();
+    eventually(
+        Duration::from_secs(30),
+        "200 calls after the kill",
+        || async { caller.ok() >= ok + 200 },
+    )
+    .await;
+    let failed_after_kill = caller.failed();
+    let ok = caller.ok();
+    eventually(Duration::from_secs(30), "100 more calls", || async {
+        caller.ok() >= ok + 100
+    })
+    .await;
+    let (ok, failed, errors) = caller.finish().await;
+    let stats = resolver.stats().await;
+    eprintln!("{ok} calls answered, {failed} failed after the kill: {errors:?}");
+    assert!(
+        failed <= KILL_ALLOWANCE,
+        "{failed} of {} calls failed after the kill: {errors:?}; {stats:?}",
+        ok + failed
+    );
+    assert_eq!(
+        failed, failed_after_kill,
+        "no failure once it was set aside: {errors:?}"
+    );
+    assert!(
+        stats.set_aside >= 1 || !live.current().iter().any(|e| e.port == killed),
+        "the killed provider is set aside or gone: {stats:?}"
+    );
+    drop(second);
+}
+
+/// Calls a paced peer consumer makes in the graceful-stop case, and its pause between two.
+const PACED_CALLS: u32 = 300;
+const PACE: Duration = Duration::from_millis(20);
+
+/// Two Rust providers of `rust_app` on `registry`, `peer`'s consumer calling them through
+/// the mapping every 20 ms; one stops gracefully while it calls (marked stopping, drained,
+/// deregistered, and only then its server stops): no call fails, every call is counted by
+/// one of the two, and the other answers the calls after the stop.
+pub async fn rust_provider_stopped_while_peer_consumer_calls(
+    registry: &PeerRegistry,
+    peer: &BuiltPeer,
+    rust_app: &str,
+) {
+    let stopping = registry.start_rust_greeter(rust_app).await;
+    let staying = registry.start_rust_greeter(rust_app).await;
+    registry.wait_for_mapping(rust_app).await;
+    let stopped_calls = stopping.counter();
+    let app = format!("{}-consumer", peer.peer().name());
+    let consumer = peer.paced_consumer(&registry.url, &app, PACED_CALLS, None, PACE);
+    let stop = async {
+        eventually(
+            Duration::from_secs(90),
+            "the peer consumer calling the provider that stops",
+            || {
+                let called = stopped_calls.load(std::sync::atomic::Ordering::Relaxed) >= 20;
+                async move { called }
+            },
+        )
+        .await;
+        stopping.shutdown().await;
+        staying.calls()
+    };
+    let (run, staying_at_stop) = tokio::join!(consumer, stop);
+    let stopped = stopped_calls.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        run.status.success()
+            && (run.calls, run.ok, run.failed)
+                == (u64::from(PACED_CALLS), u64::from(PACED_CALLS), 0),
+        "the peer consumer's calls (made, ok, failed) = ({}, {}, {}) across the stop, exit {}:\n{}",
+        run.calls,
+        run.ok,
+        run.failed,
+        run.status,
+        run.output
+    );
+    assert_eq!(
+        stopped + staying.calls(),
+        u64::from(PACED_CALLS) + 1,
+        "every call (and the first, discovering one) answered by one of the two"
+    );
+    assert!(
+        staying.calls() > staying_at_stop,
+        "the consumer was still calling once the stop was over ({staying_at_stop} then {})",
+        staying.calls()
+    );
+    staying.shutdown().await;
 }

@@ -232,6 +232,19 @@ impl BuiltPeer {
         calls: u32,
         provided_by: Option<&str>,
     ) -> ConsumerRun {
+        self.paced_consumer(registry, app, calls, provided_by, Duration::ZERO)
+            .await
+    }
+
+    /// Like [`consumer`](Self::consumer), pausing `interval` after each call.
+    pub async fn paced_consumer(
+        &self,
+        registry: &str,
+        app: &str,
+        calls: u32,
+        provided_by: Option<&str>,
+        interval: Duration,
+    ) -> ConsumerRun {
         let logs = TempDir::with_prefix(format!("introspect-{}-", self.peer.name()))
             .expect("create a temporary dir");
         let stdout = std::fs::File::create(logs.path().join("stdout")).unwrap();
@@ -241,6 +254,7 @@ impl BuiltPeer {
             .args(["--registry", registry, "--app", app])
             .args(["--calls", &calls.to_string()])
             .args(["--wait-seconds", &CONSUMER_WAIT_SECONDS.to_string()])
+            .args(["--interval-ms", &interval.as_millis().to_string()])
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr);

@@ -24,13 +24,14 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
  *
  * <pre>
  * provider --registry URL --app NAME --port PORT --metadata-port PORT
- * consumer --registry URL --app NAME --provided-by APP --calls N [--wait-seconds S]
+ * consumer --registry URL --app NAME [--provided-by APP] --calls N [--wait-seconds S] [--interval-ms MS]
  * </pre>
  *
  * The registry is a Dubbo registry URL ({@code etcd://h:p}, {@code zookeeper://h:p},
  * {@code nacos://h:p}). The provider prints {@code READY} once exported and registered, and
  * stops gracefully when its standard input closes. The consumer waits (at most the given
- * seconds) for a first answer, then makes N calls and prints one line
+ * seconds) for a first answer, then makes N calls (pausing the given milliseconds after each)
+ * and prints one line
  * {@code RESULT calls=N ok=K failed=F waited_ms=W message=...}; it exits 0 only when all N
  * succeeded.
  */
@@ -79,7 +80,10 @@ public final class Peer {
         parameters.put("registry-type", "service");
         registry.setParameters(parameters);
         registry.setUseAsConfigCenter(false);
-        registry.setUseAsMetadataCenter(false);
+        // The registry doubles as the metadata report where Dubbo has one for it (ZooKeeper,
+        // Nacos: the interface-app mapping is written and read there); none is released for
+        // etcd.
+        registry.setUseAsMetadataCenter(!need(options, "registry").startsWith("etcd"));
         return registry;
     }
 
@@ -109,6 +113,7 @@ public final class Peer {
     private static int consumer(Map<String, String> options) {
         int calls = Integer.parseInt(need(options, "calls"));
         long waitMillis = Long.parseLong(options.getOrDefault("wait-seconds", "60")) * 1000;
+        long intervalMillis = Long.parseLong(options.getOrDefault("interval-ms", "0"));
         ReferenceConfig<Greeter> reference = new ReferenceConfig<>();
         reference.setInterface(Greeter.class);
         reference.setProtocol("tri");
@@ -149,6 +154,9 @@ public final class Peer {
             failed = calls;
         } else {
             for (int i = 0; i < calls; i++) {
+                if (i > 0 && intervalMillis > 0) {
+                    sleep(intervalMillis);
+                }
                 try {
                     message = greeter.sayHello(request).getMessage();
                     ok++;
