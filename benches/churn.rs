@@ -225,10 +225,7 @@ async fn run(length: Duration, every: Duration) {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut wrong = 0;
     for (a, handle) in &handles {
-        let records = registry
-            .list(&apps[*a].name)
-            .await
-            .expect("lists");
+        let records = registry.list(&apps[*a].name).await.expect("lists");
         let expected: BTreeSet<u16> = records.instances.values().map(|i| i.port).collect();
         let seen: BTreeSet<u16> = handle.current().iter().map(|e| e.instance_port).collect();
         if seen != expected {
