@@ -7,9 +7,9 @@
 //!   interfaces (one revision per app), plus 10 synthetic instances of the same revision;
 //! * 1,000 subscriptions (every interface of every app) on one resolver, each followed by
 //!   a task that takes every published set;
-//! * every 50 ms one synthetic instance registers (a new port) and one deregisters (the
-//!   oldest of a random app that has more than 2): 20 registrations and 20
-//!   deregistrations per second;
+//! * every 50 ms one synthetic instance registers (a new port) and one stops gracefully
+//!   (the oldest of a random app that has more than 2: marked as stopping, then deleted):
+//!   20 registrations and 20 deregistrations per second, the fleet's size constant;
 //! * at the end the churn stops and every subscription's final set must equal its app's
 //!   records in the registry.
 //!
@@ -20,6 +20,14 @@
 #[path = "common/mod.rs"]
 #[allow(dead_code)]
 mod common;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+
+use counting_alloc::{CountingAlloc, live_bytes};
+
+/// Counts live heap bytes: RSS also holds what the allocator keeps but no one uses.
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -36,6 +44,8 @@ const APPS: usize = 200;
 const INTERFACES_PER_APP: usize = 5;
 const SYNTHETIC_PER_APP: usize = 10;
 const TICK: Duration = Duration::from_millis(50);
+/// Store revisions of watch history kept: about 30 s of the churn.
+const STORE_HISTORY: usize = 2_000;
 
 fn app_name(a: usize) -> String {
     format!("churn-app-{a:03}")
@@ -71,6 +81,7 @@ struct App {
 #[derive(Clone, Copy)]
 struct Sample {
     rss_kib: u64,
+    heap: isize,
     tasks: usize,
     sockets: usize,
     watches: usize,
@@ -95,6 +106,7 @@ fn sample(store: &MemoryStore) -> Sample {
         .unwrap_or(0);
     Sample {
         rss_kib,
+        heap: live_bytes(),
         tasks: tokio::runtime::Handle::current()
             .metrics()
             .num_alive_tasks(),
@@ -122,11 +134,17 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    runtime.block_on(run(length, every));
+    // `--store-only`: the same churn with no resolver, to tell the store's memory from
+    // the resolver's.
+    let store_only = args.iter().any(|a| a == "--store-only");
+    runtime.block_on(run(length, every, store_only));
 }
 
-async fn run(length: Duration, every: Duration) {
-    let memory = Arc::new(MemoryStore::new());
+async fn run(length: Duration, every: Duration, store_only: bool) {
+    // The store keeps a bounded history of changes for watches (100,000 revisions by
+    // default, a minute of this churn is 3,600): bounded here to a few seconds' worth, so
+    // that what grows, if anything, is the resolver and not the store's history filling up.
+    let memory = Arc::new(MemoryStore::with_history(STORE_HISTORY));
     let store: Arc<dyn Store> = memory.clone();
     let registry = Registry::new(store.clone(), Layout::default(), Limits::default());
 
@@ -157,7 +175,7 @@ async fn run(length: Duration, every: Duration) {
     let resolver = Resolver::new(store.clone());
     let published = Arc::new(AtomicU64::new(0));
     let mut handles = Vec::with_capacity(APPS * INTERFACES_PER_APP);
-    for a in 0..APPS {
+    for a in (0..APPS).filter(|_| !store_only) {
         for k in 0..INTERFACES_PER_APP {
             let handle = resolver
                 .subscribe(Subscription::new(interface(a, k)))
@@ -179,9 +197,9 @@ async fn run(length: Duration, every: Duration) {
         handles.len()
     );
     println!(
-        "| minute | RSS MiB | live tasks | open sockets | store watches | changes | sets published |"
+        "| minute | RSS MiB | live heap MiB | live tasks | open sockets | store watches | changes | sets published |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let started = Instant::now();
@@ -191,9 +209,10 @@ async fn run(length: Duration, every: Duration) {
     let mut samples: Vec<Sample> = Vec::new();
     let print = |at: Duration, s: Sample, changes: u64| {
         println!(
-            "| {:.1} | {:.1} | {} | {} | {} | {changes} | {} |",
+            "| {:.1} | {:.1} | {:.1} | {} | {} | {} | {changes} | {} |",
             at.as_secs_f64() / 60.0,
             s.rss_kib as f64 / 1024.0,
+            s.heap as f64 / (1024.0 * 1024.0),
             s.tasks,
             s.sockets,
             s.watches,
@@ -204,14 +223,15 @@ async fn run(length: Duration, every: Duration) {
         ticker.tick().await;
         let joined = rng.below(APPS);
         register(&registry, &mut apps[joined]).await;
-        let leaving = &mut apps[rng.below(APPS)];
-        if leaving.live.len() > 2 {
-            let port = leaving.live.pop_front().expect("more than 2");
-            registry
-                .deregister(&leaving.name, common::HOST, port)
-                .await
-                .expect("deregisters");
-        }
+        // A random app that keeps at least 2 synthetic instances, so that the fleet's size
+        // stays what it was and memory can be compared from minute to minute.
+        let leaving = loop {
+            let candidate = rng.below(APPS);
+            if apps[candidate].live.len() > 2 {
+                break &mut apps[candidate];
+            }
+        };
+        deregister_gracefully(&registry, leaving).await;
         changes += 2;
         if Instant::now() >= next_sample {
             next_sample += every;
@@ -230,6 +250,17 @@ async fn run(length: Duration, every: Duration) {
         let seen: BTreeSet<u16> = handle.current().iter().map(|e| e.instance_port).collect();
         if seen != expected {
             wrong += 1;
+            if wrong <= 5 {
+                println!(
+                    "[churn] {}: {} extra {:?}, {} missing {:?}, protection active {}",
+                    handle.subscription().interface,
+                    seen.difference(&expected).count(),
+                    seen.difference(&expected).take(5).collect::<Vec<_>>(),
+                    expected.difference(&seen).count(),
+                    expected.difference(&seen).take(5).collect::<Vec<_>>(),
+                    handle.protection_active()
+                );
+            }
         }
     }
     let first = samples.first().copied();
@@ -237,9 +268,10 @@ async fn run(length: Duration, every: Duration) {
     if let (Some(first), Some(last)) = (first, last) {
         let growth = |a: f64, b: f64| if a > 0.0 { (b - a) / a * 100.0 } else { 0.0 };
         println!(
-            "[churn] from the first sample to the last: RSS {:+.1}%, live tasks {} → {}, \
-             sockets {} → {}, watches {} → {}",
+            "[churn] from the first sample to the last: RSS {:+.1}%, live heap {:+.1}%, live \
+             tasks {} → {}, sockets {} → {}, watches {} → {}",
             growth(first.rss_kib as f64, last.rss_kib as f64),
+            growth(first.heap as f64, last.heap as f64),
             first.tasks,
             last.tasks,
             first.sockets,
@@ -248,6 +280,7 @@ async fn run(length: Duration, every: Duration) {
             last.watches
         );
     }
+    println!("[churn] resolver: {:?}", resolver.stats().await);
     println!(
         "[churn] final sets equal to the registry's: {} of {}",
         handles.len() - wrong,
@@ -261,6 +294,23 @@ async fn run(length: Duration, every: Duration) {
         wrong, 0,
         "subscriptions whose final set differs from the registry"
     );
+}
+
+/// Stops the oldest synthetic instance of `app` as a provider does: its record marked as
+/// stopping first, then deleted. (A bare delete looks like an expiry, which
+/// self-preservation may hold: that is the partition tests' subject, not this one's.)
+async fn deregister_gracefully(registry: &Registry, app: &mut App) {
+    let port = app.live.pop_front().expect("a synthetic instance");
+    let mut stopping = common::synthetic(&app.template, usize::from(port) - 20_000);
+    stopping.mark_stopping();
+    registry
+        .register(&stopping, None)
+        .await
+        .expect("marks stopping");
+    registry
+        .deregister(&app.name, common::HOST, port)
+        .await
+        .expect("deregisters");
 }
 
 /// Registers one more synthetic instance of `app` at its next port.

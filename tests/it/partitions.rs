@@ -345,7 +345,9 @@ async fn every_provider_partitioned_from_the_registry(registry: Registry) {
     })
     .await;
     consumer.calls_flow(limit, "calls while held").await;
-    assert!(partitioned.elapsed() > registry.expiry);
+    // That every record expired is checked above, on the registry itself. (Not that the
+    // partition outlasted a TTL: a lease runs from its last renewal, before the partition
+    // began, so it may expire up to a renewal interval sooner; a fresh machine saw it.)
     assert!(
         partitioned.elapsed() < MAX_HOLD / 2,
         "the partition outlasted what the test means to show"
