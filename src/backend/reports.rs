@@ -4,9 +4,32 @@
 
 use async_trait::async_trait;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::MetadataInfo;
+
+/// The report stored under `app`/`revision`, parsed and bounded by `limits`: one whose
+/// content belongs to another app or revision is [`Error::Malformed`], as every backend
+/// must refuse it (a writer could otherwise serve one app's services under another's key).
+pub(crate) fn read_report(
+    app: &str,
+    revision: &str,
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<MetadataInfo> {
+    let info = MetadataInfo::from_json(bytes, limits)?;
+    if info.app != app || info.revision != revision {
+        return Err(Error::Malformed {
+            what: "metadata report",
+            reason: format!(
+                "report under {app}/{revision} holds {}/{}",
+                Error::shorten(&info.app),
+                Error::shorten(&info.revision)
+            ),
+        });
+    }
+    Ok(info)
+}
 
 /// The metadata report part of a registry backend.
 #[async_trait]

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::{Error, Result};
+use crate::backend::reports::read_report;
+use crate::error::Result;
 use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::model::{MetadataInfo, names};
@@ -57,17 +58,7 @@ impl MetadataReport {
         else {
             return Ok(None);
         };
-        let info = MetadataInfo::from_json(&kv.value, &self.limits)?;
-        if info.app != app || info.revision != revision {
-            return Err(Error::Malformed {
-                what: "metadata report",
-                reason: format!(
-                    "report under {app}/{revision} holds {}/{}",
-                    info.app, info.revision
-                ),
-            });
-        }
-        Ok(Some(info))
+        read_report(app, revision, &kv.value, &self.limits).map(Some)
     }
 
     /// The revisions reported for `app`.

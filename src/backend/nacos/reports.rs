@@ -10,6 +10,7 @@
 
 use super::mapping::{ABSENT_MD5, ConfigStore};
 use super::names;
+use crate::backend::reports::read_report;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::{MetadataInfo, names as model_names};
@@ -39,19 +40,7 @@ pub(super) async fn get(
             None => return Ok(None),
         },
     };
-    limits.check_size("metadata info", content.len(), limits.max_metadata_bytes)?;
-    let info = MetadataInfo::from_json(content.as_bytes(), limits)?;
-    if info.app != app || info.revision != revision {
-        return Err(Error::Malformed {
-            what: "metadata report",
-            reason: format!(
-                "report under {app}/{revision} holds {}/{}",
-                Error::shorten(&info.app),
-                Error::shorten(&info.revision)
-            ),
-        });
-    }
-    Ok(Some(info))
+    read_report(app, revision, content.as_bytes(), limits).map(Some)
 }
 
 /// Creates the report of `info` unless it exists; returns whether it wrote.

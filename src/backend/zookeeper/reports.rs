@@ -7,7 +7,8 @@ use zookeeper_client as zk;
 
 use super::paths::Paths;
 use super::session::{self, map_error};
-use crate::error::{Error, Result};
+use crate::backend::reports::read_report;
+use crate::error::Result;
 use crate::limits::Limits;
 use crate::model::{MetadataInfo, names};
 
@@ -42,19 +43,7 @@ pub(super) async fn get(
             ));
         }
     };
-    limits.check_size("metadata info", data.len(), limits.max_metadata_bytes)?;
-    let info = MetadataInfo::from_json(&data, limits)?;
-    if info.app != app || info.revision != revision {
-        return Err(Error::Malformed {
-            what: "metadata report",
-            reason: format!(
-                "report under {app}/{revision} holds {}/{}",
-                Error::shorten(&info.app),
-                Error::shorten(&info.revision)
-            ),
-        });
-    }
-    Ok(Some(info))
+    read_report(app, revision, &data, limits).map(Some)
 }
 
 /// Creates the report of `info` unless it exists; returns whether it wrote.
