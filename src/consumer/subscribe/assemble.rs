@@ -4,7 +4,10 @@
 //! Incremental: an instance's endpoints are rebuilt only when its record or its revision's
 //! metadata changed since the last pass, so a single-instance change costs one instance's
 //! endpoints plus assembling (sorting references, then cloning) the set. An instance whose
-//! revision's metadata is not known (yet) keeps the endpoints it had.
+//! revision's metadata is not known (yet) keeps the endpoints it had. What the endpoints of
+//! one revision share is kept from pass to pass too, so that instances joining over time
+//! share it with those already there (built anew per pass, a churning fleet would hold one
+//! copy per instance).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -28,11 +31,19 @@ struct Computed {
     pass: u64,
 }
 
+/// What the endpoints of one revision share, with the metadata it was built from.
+struct Shared {
+    info: Arc<MetadataInfo>,
+    endpoints: RevisionEndpoints,
+}
+
 /// See the module docs.
 #[derive(Default)]
 pub(super) struct Assembly {
     /// The endpoints of each routed instance, by app and `{host}:{port}`.
     by_instance: HashMap<String, HashMap<String, Computed>>,
+    /// What each revision's endpoints share, by app and revision.
+    shared: HashMap<String, HashMap<String, Shared>>,
     /// How many passes ran (marks the entries a pass saw).
     pass: u64,
 }
@@ -59,13 +70,19 @@ impl Assembly {
                 .map(|((_, revision), info)| (revision.as_str(), info))
                 .collect();
             let computed = self.by_instance.entry(app.clone()).or_default();
-            // What the endpoints of one revision share, built once per revision and pass.
-            let mut shared: HashMap<&str, RevisionEndpoints> = HashMap::new();
-            let mut endpoints_of = |revision, info: &MetadataInfo, instance: &ServiceInstance| {
-                shared
-                    .entry(revision)
-                    .or_insert_with(|| RevisionEndpoints::new(info, subscription))
-                    .of(instance, &mut hosts.lock())
+            // Kept while its revision's metadata is the one known.
+            let shared = self.shared.entry(app.clone()).or_default();
+            shared.retain(|revision, kept| {
+                infos
+                    .get(revision.as_str())
+                    .is_some_and(|info| Arc::ptr_eq(info, &kept.info))
+            });
+            let mut endpoints_of = |revision: &str, info: &Arc<MetadataInfo>, instance| {
+                let kept = shared.entry(revision.to_owned()).or_insert_with(|| Shared {
+                    info: info.clone(),
+                    endpoints: RevisionEndpoints::new(info, subscription),
+                });
+                kept.endpoints.of(instance, &mut hosts.lock())
             };
             for (address, instance) in view.routable_entries() {
                 let revision = instance.revision();
@@ -107,8 +124,12 @@ impl Assembly {
         }
         for computed in self.by_instance.values_mut() {
             computed.retain(|_, c| c.pass == pass);
+            shrink_if_mostly_empty(computed);
         }
         self.by_instance.retain(|_, computed| !computed.is_empty());
+        self.shared
+            .retain(|app, revisions| !revisions.is_empty() && apps.contains_key(app));
+        shrink_if_mostly_empty(&mut self.by_instance);
         let mut chosen: Vec<&Endpoint> = self
             .by_instance
             .values()
@@ -133,6 +154,15 @@ impl Assembly {
     /// Forgets an app the subscription no longer follows.
     pub fn forget_app(&mut self, app: &str) {
         self.by_instance.remove(app);
+        self.shared.remove(app);
+    }
+}
+
+/// Gives memory back once a map holds a quarter of what it once did: an app that shrank
+/// after a burst would otherwise keep its largest table for good.
+fn shrink_if_mostly_empty<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 16 && map.len() < map.capacity() / 4 {
+        map.shrink_to(map.len() * 2);
     }
 }
 
@@ -235,6 +265,36 @@ mod tests {
             Arc::ptr_eq(&first[0].service, &again[0].service),
             "built once, cloned after"
         );
+    }
+
+    #[test]
+    fn instances_joining_later_share_what_their_revision_s_endpoints_share() {
+        let v1 = info(&["shop.A"]);
+        let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
+        let mut assembly = Assembly::default();
+        let first = known(&[&v1]);
+        assembly.compute(
+            &apps(&[instance(1, &v1.revision)]),
+            &first,
+            &sub,
+            &hosts,
+            None,
+        );
+        // The first instance leaves as the second joins, then a third joins.
+        let second = apps(&[instance(2, &v1.revision)]);
+        let set = assembly.compute(&second, &first, &sub, &hosts, None);
+        let third = apps(&[instance(2, &v1.revision), instance(3, &v1.revision)]);
+        let later = assembly.compute(&third, &first, &sub, &hosts, None);
+        assert_eq!(ports(&later), [2, 3]);
+        for endpoint in &later {
+            assert!(Arc::ptr_eq(&endpoint.app, &set[0].app), "one app string");
+            assert!(Arc::ptr_eq(&endpoint.revision, &set[0].revision));
+            assert!(Arc::ptr_eq(&endpoint.protocol, &set[0].protocol));
+        }
+        // New metadata for the revision (fetched again) is built from anew.
+        let refetched = known(&[&info(&["shop.A"])]);
+        let rebuilt = assembly.compute(&third, &refetched, &sub, &hosts, None);
+        assert!(!Arc::ptr_eq(&rebuilt[0].app, &set[0].app));
     }
 
     #[test]
