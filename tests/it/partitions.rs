@@ -21,6 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use introspect::consumer::{HealthOptions, ProtectionOptions};
+use introspect::provider::DEFAULT_LEASE_TTL;
+use introspect::store::DEFAULT_STORE_TIMEOUT;
 use introspect::{
     Backend, Limits, Resolver, Store, SubscribeOptions, Subscription, SubscriptionHandle,
 };
@@ -66,6 +68,9 @@ struct Registry {
     ttl: Duration,
     /// The longest a provider cut off from the registry stays listed.
     expiry: Duration,
+    /// How late the registry's answers may come: connect and request timeouts of the
+    /// backends allow for it (1 s unless a scenario says more).
+    late_by: Duration,
 }
 
 impl Registry {
@@ -76,6 +81,7 @@ impl Registry {
             server: Server::Etcd(EtcdServer::start().await?),
             ttl,
             expiry: ttl,
+            late_by: Duration::from_secs(1),
         })
     }
 
@@ -98,6 +104,7 @@ impl Registry {
             server: Server::ZooKeeper(server),
             ttl,
             expiry: ttl,
+            late_by: Duration::from_secs(1),
         })
     }
 
@@ -110,7 +117,23 @@ impl Registry {
             server: Server::Nacos(server),
             ttl: Duration::from_secs(3),
             expiry: crate::support::nacos::DETECTION_TIMEOUT,
+            late_by: Duration::from_secs(1),
         })
+    }
+
+    /// The same server, providers asking for `ttl` (on ZooKeeper, start the server with
+    /// [`Registry::zookeeper_with`] so that it grants it).
+    fn with_ttl(self, ttl: Duration) -> Registry {
+        Registry {
+            expiry: self.expiry.max(ttl),
+            ttl,
+            ..self
+        }
+    }
+
+    /// The same server, its backends allowing for answers `late_by` late.
+    fn answering_late_by(self, late_by: Duration) -> Registry {
+        Registry { late_by, ..self }
     }
 
     /// The server's client address (Nacos: its HTTP port).
@@ -144,14 +167,17 @@ impl Registry {
         self.connect(&proxy.endpoint()).await
     }
 
-    /// A backend reaching the server at `address`, with connect timeouts that a registry
-    /// answering a second late still meets.
+    /// A backend reaching the server at `address`, with connect and request timeouts that
+    /// a registry answering [`Registry::late_by`] late still meets (a connection is a few
+    /// round trips).
     async fn connect(&self, address: &str) -> Backend {
+        let round_trips = |n: u32| self.late_by * n + Duration::from_secs(2);
         match &self.server {
             Server::Etcd(s) => {
                 let options = s
                     .options_via(&format!("http://{address}"))
-                    .with_connect_timeout(Duration::from_secs(5));
+                    .with_connect_timeout(round_trips(3))
+                    .with_request_timeout((self.late_by * 2).max(Duration::from_secs(2)));
                 let store = introspect::store::EtcdStore::connect(options)
                     .await
                     .unwrap_or_else(|e| panic!("connect to etcd at {address}: {e}"));
@@ -161,10 +187,18 @@ impl Registry {
             #[cfg(feature = "zookeeper")]
             Server::ZooKeeper(_) => {
                 use crate::support::zookeeper::{ZooKeeperServer, connect};
-                connect(ZooKeeperServer::options_via(address).with_session_timeout(self.ttl)).await
+                let options = ZooKeeperServer::options_via(address)
+                    .with_session_timeout(self.ttl)
+                    .with_connect_timeout(round_trips(3));
+                connect(options).await
             }
             #[cfg(feature = "nacos")]
-            Server::Nacos(s) => crate::support::nacos::connect(s.options_via(address)).await,
+            Server::Nacos(s) => {
+                let options = s.options_via(address);
+                let options =
+                    options.with_connect_timeout(round_trips(5).max(Duration::from_secs(10)));
+                crate::support::nacos::connect(options).await
+            }
         }
     }
 
@@ -688,30 +722,39 @@ async fn a_provider_blackholed_from_consumers_on_nacos_is_set_aside_and_rejoins(
 
 // 5. A slow registry.
 
-/// The registry's delay in this scenario: large next to the TTLs (2 to 6 s).
-const SLOW: Duration = Duration::from_secs(1);
-/// A subscription's start timeout on the slow registry: ten round trips.
-const SLOW_START: Duration = Duration::from_secs(10);
+/// A subscription's start timeout on a slow registry: ten of its round trips.
+fn slow_start(delay: Duration) -> Duration {
+    delay * 10
+}
 
-/// Every answer of the registry comes a second late, for providers and consumer alike,
+/// Every answer of the registry comes `delay` late, for providers and consumer alike,
 /// over three TTLs: the providers' leases or sessions keep being renewed (no record ever
 /// goes, as a direct observer of the registry sees), the first resolve of a new consumer
 /// succeeds within its deadlines (taking at least the delay, which shows it went through
-/// the proxy), and calls succeed.
+/// the proxy), and calls succeed. Run with 1 s next to short test TTLs (2 to 6 s), and
+/// with 3 s next to the default 10 s TTL.
 ///
-/// What one second per answer costs, and so what this scenario does not ask:
+/// What a slow answer costs, and so what this scenario does not ask:
 /// - the providers register before the delay starts: a registration on ZooKeeper or Nacos
 ///   is several round trips (a new session or gRPC connection, then the writes), more than
 ///   the provider's 5 s store deadline allows at one second each;
+/// - a read is up to three round trips (on ZooKeeper following an app sets a watch, then
+///   reads the children, then their data), more than the default 5 s registry deadline at
+///   3 s each: the consumer's is four delays;
 /// - a subscription's start is several round trips too (on ZooKeeper a session, reads and
 ///   watches; on Nacos a connection, a subscribe and a list), beyond the default 5 s start
 ///   timeout, after which it would start from an empty set: the consumer's start timeout
-///   is [`SLOW_START`];
-/// - on ZooKeeper the sessions are 6 s: the client (zookeeper-client) pings after 3/8 of
-///   its connection timeout of silence and gives the connection up when nothing came back
-///   for the whole connection timeout, 2/5 of the session timeout, so it keeps a
-///   connection only while answers take less than a quarter of the session timeout.
-async fn a_slow_registry(registry: Registry) {
+///   is [`slow_start`];
+/// - on ZooKeeper the client pings after 3/8 of its connection timeout of silence and
+///   gives the connection up when nothing came back for the whole connection timeout, 3/5
+///   of the session timeout, so it keeps a connection only while answers come less than
+///   3/8 of the session timeout late (1 s: 6 s sessions; 3 s: the default 10 s);
+/// - on Nacos the SDK gives each request of its connection's set-up and health checks 3 s
+///   (constants of the nacos-sdk crate), then drops the connection and makes a new one, and
+///   the server drops the instances of a connection that went: through a registry
+///   answering 3 s late the SDK does not connect at all (tried: no connection within 17 s),
+///   so Nacos runs a 1 s and a 2 s case.
+async fn a_slow_registry(registry: Registry, delay: Duration) {
     const FLEET: usize = 3;
     let limit = registry.limit();
     let proxy = registry.proxy().await;
@@ -727,20 +770,23 @@ async fn a_slow_registry(registry: Registry) {
     })
     .await;
     let removals = count_removals(direct.clone());
-    proxy.set(Fault::Delay(SLOW));
+    proxy.set(Fault::Delay(delay));
 
-    let slow = resolver_with(
-        registry.backend_via(&proxy).await,
-        SubscribeOptions::default().start_timeout(SLOW_START),
-    );
+    let slow = Resolver::builder(registry.backend_via(&proxy).await)
+        .protection(ProtectionOptions::default().max_hold(MAX_HOLD))
+        .health(HealthOptions::default().probe_interval(PROBE_INTERVAL))
+        .subscribe_options(SubscribeOptions::default().start_timeout(slow_start(delay)))
+        .store_timeout(DEFAULT_STORE_TIMEOUT.max(delay * 4))
+        .build();
     let started = Instant::now();
     let endpoints = slow
         .resolve(&Subscription::new(GREETER))
         .await
         .expect("the first resolve succeeds");
     let took = started.elapsed();
+    eprintln!("first resolve through a registry {delay:?} late: {took:?}");
     assert_eq!(endpoints.len(), FLEET);
-    assert!(took >= SLOW, "resolved in {took:?}: not through the delay");
+    assert!(took >= delay, "resolved in {took:?}: not through the delay");
     let consumer = Consumer::start(slow, FLEET, limit).await;
     let delayed = Instant::now();
     while delayed.elapsed() < registry.ttl * 3 {
@@ -753,7 +799,7 @@ async fn a_slow_registry(registry: Registry) {
     let (ok, failed, errors) = consumer.caller.finish().await;
     let removed = removals.load(Ordering::Relaxed);
     eprintln!(
-        "slow registry: first resolve {took:?}, {ok} calls, {failed} failed, {removed} \
+        "registry {delay:?} slow: first resolve {took:?}, {ok} calls, {failed} failed, {removed} \
          removals, sets {sizes:?}"
     );
     assert_eq!(removed, 0, "a lease or session was lost");
@@ -768,7 +814,19 @@ async fn a_slow_etcd_keeps_leases_and_resolves() {
     let Some(registry) = Registry::etcd().await else {
         return;
     };
-    a_slow_registry(registry).await;
+    a_slow_registry(registry, Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_answering_3_s_late_keeps_default_leases_and_resolves() {
+    let Some(registry) = Registry::etcd().await else {
+        return;
+    };
+    let late_by = Duration::from_secs(3);
+    let registry = registry
+        .with_ttl(DEFAULT_LEASE_TTL)
+        .answering_late_by(late_by);
+    a_slow_registry(registry, late_by).await;
 }
 
 #[cfg(feature = "zookeeper")]
@@ -778,7 +836,17 @@ async fn a_slow_zookeeper_keeps_sessions_and_resolves() {
     let Some(registry) = Registry::zookeeper_with(Duration::from_secs(6)).await else {
         return;
     };
-    a_slow_registry(registry).await;
+    a_slow_registry(registry, Duration::from_secs(1)).await;
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zookeeper_answering_3_s_late_keeps_default_sessions_and_resolves() {
+    let Some(registry) = Registry::zookeeper_with(DEFAULT_LEASE_TTL).await else {
+        return;
+    };
+    let late_by = Duration::from_secs(3);
+    a_slow_registry(registry.answering_late_by(late_by), late_by).await;
 }
 
 #[cfg(feature = "nacos")]
@@ -787,5 +855,17 @@ async fn a_slow_nacos_keeps_connections_and_resolves() {
     let Some(registry) = Registry::nacos().await else {
         return;
     };
-    a_slow_registry(registry).await;
+    a_slow_registry(registry, Duration::from_secs(1)).await;
+}
+
+#[cfg(feature = "nacos")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nacos_answering_2_s_late_keeps_connections_and_resolves() {
+    // 2 s, not 3: the SDK's health check of a connection gives up after 3 s (see the
+    // scenario).
+    let Some(registry) = Registry::nacos().await else {
+        return;
+    };
+    let late_by = Duration::from_secs(2);
+    a_slow_registry(registry.answering_late_by(late_by), late_by).await;
 }

@@ -27,7 +27,9 @@ pub(super) async fn connect(
     let what = format!("connect to ZooKeeper at {servers}");
     let attempts = async {
         loop {
-            let mut connector = zk::Client::connector().with_session_timeout(session_timeout);
+            let mut connector = zk::Client::connector()
+                .with_session_timeout(session_timeout)
+                .with_connection_timeout(connection_timeout(session_timeout));
             if let Some((user, password)) = &options.digest {
                 connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
             }
@@ -47,6 +49,18 @@ pub(super) async fn connect(
             options.connect_timeout
         ))),
     }
+}
+
+/// How long a connection may stay silent before the client gives it up and tries the next
+/// server: 3/5 of the session timeout, the most the client accepts. The client pings after
+/// 3/8 of it without an answer, so a connection survives answers up to 3/8 of the session
+/// timeout late (3.75 s at the default 10 s; Java's client, reading for 2/3 and pinging at
+/// 1/3, tolerates 1/3). The client's own default, 2/5, keeps a connection only while
+/// answers come less than 1/4 of the session timeout late, and gives up connections of a
+/// registry that is slow, not gone, while what a shorter timeout buys (trying the next
+/// server sooner) still leaves 2/5 of the session to do it.
+fn connection_timeout(session_timeout: Duration) -> Duration {
+    session_timeout * 3 / 5
 }
 
 /// Whether a session is over for good (expired, closed, refused).
