@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use crate::support::peer_cases::{
     PeerRegistry, peer_consumer_calls_rust_provider,
-    peer_provider_killed_while_rust_consumer_calls, rust_consumer_calls_peer_provider,
+    peer_provider_killed_while_rust_consumer_calls,
+    peer_provider_stopped_while_rust_consumer_calls, rust_consumer_calls_peer_provider,
+    rust_provider_killed_while_peer_consumer_calls,
     rust_provider_stopped_while_peer_consumer_calls,
 };
 use crate::support::peers::Peer;
@@ -134,4 +136,28 @@ async fn a_dubbo_java_consumer_loses_no_call_to_a_rust_provider_stopped_graceful
         return;
     };
     rust_provider_stopped_while_peer_consumer_calls(&registry, &java, RUST_APP).await;
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn a_dubbo_java_provider_stopped_by_sigterm_costs_a_rust_consumer_no_call_on_zookeeper() {
+    let Some(registry) = PeerRegistry::zookeeper().await else {
+        return;
+    };
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    peer_provider_stopped_while_rust_consumer_calls(&registry, &java, PROVIDER_APP).await;
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn what_a_dubbo_java_consumer_makes_of_a_killed_rust_provider_on_zookeeper() {
+    let Some(registry) = PeerRegistry::zookeeper().await else {
+        return;
+    };
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    rust_provider_killed_while_peer_consumer_calls(&registry, &java, RUST_APP).await;
 }

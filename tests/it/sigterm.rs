@@ -2,7 +2,6 @@
 //! gracefully: the example provider (built by `cargo test` with the other examples) is
 //! disabled, keeps answering through its drain, is deregistered, and exits 0.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +10,7 @@ use rustix::process::{Pid, Signal, kill_process};
 use tokio::io::AsyncReadExt as _;
 
 use crate::support::etcd::EtcdServer;
+use crate::support::examples::example;
 use crate::support::greeter::pb::HelloRequest;
 use crate::support::greeter::pb::greeter_client::GreeterClient;
 use crate::support::wait::eventually;
@@ -18,22 +18,6 @@ use introspect::backend::Backend;
 use introspect::{EtcdStore, Limits, ServiceInstance, Store};
 
 const APP: &str = "sigterm-greeter";
-
-/// The example binary `name`, beside this test binary's directory (`target/<profile>/`).
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test binary sits in target/<profile>/deps");
-    let path = profile_dir.join("examples").join(name);
-    assert!(
-        path.is_file(),
-        "example {name} not built at {} (cargo test builds the examples)",
-        path.display()
-    );
-    path
-}
 
 /// The app's only instance, if registered.
 async fn registered(backend: &Backend) -> Option<Arc<ServiceInstance>> {

@@ -8,6 +8,7 @@ pub mod calls;
 pub mod certs;
 pub mod etcd;
 pub mod etcd_cluster;
+pub mod examples;
 pub mod faulty;
 pub mod fleet;
 pub mod greeter;

@@ -653,3 +653,126 @@ pub async fn rust_provider_stopped_while_peer_consumer_calls(
     );
     staying.shutdown().await;
 }
+
+/// Two of `peer`'s providers of `app` on `registry`, a Rust consumer calling them through
+/// the mapping every 10 ms; one stops as a deploy stops it (`SIGTERM`: Dubbo deregisters
+/// first, then drains): no call fails, and no removal is held by self-preservation (a
+/// deregistration is not an expiry).
+pub async fn peer_provider_stopped_while_rust_consumer_calls(
+    registry: &PeerRegistry,
+    peer: &BuiltPeer,
+    app: &str,
+) {
+    let stopping = peer.provider(&registry.url, app).await;
+    let staying = peer.provider(&registry.url, app).await;
+    for provider in [&stopping, &staying] {
+        registry
+            .wait_for_instance(app, provider.port, "the peer's instance record")
+            .await;
+    }
+    registry.wait_for_mapping(app).await;
+    let resolver = introspect::Resolver::builder(registry.backend.clone()).build();
+    let live = resolver.subscribe(subscription(None)).await.unwrap();
+    let channel = super::calls::channel_over(&resolver, &live, 2).await;
+    let caller = super::calls::Caller::start(channel, Duration::from_millis(10));
+    eventually(Duration::from_secs(30), "calls flowing", || async {
+        caller.ok() >= 50
+    })
+    .await;
+    assert_eq!(caller.failed(), 0, "before the stop");
+
+    let stopped = stopping.port;
+    let status = stopping.terminate().await;
+    let ok = caller.ok();
+    eventually(
+        Duration::from_secs(30),
+        "200 calls after the stop",
+        || async { caller.ok() >= ok + 200 },
+    )
+    .await;
+    let (ok, failed, errors) = caller.finish().await;
+    let stats = resolver.stats().await;
+    eprintln!(
+        "{} provider stopped by SIGTERM (exit {status}): {ok} calls answered, {failed} failed",
+        peer.peer().name()
+    );
+    assert_eq!(
+        failed, 0,
+        "{ok} calls answered; failures: {errors:?}; {stats:?}"
+    );
+    assert!(
+        !live.current().iter().any(|e| e.port == stopped),
+        "the stopped provider left the set"
+    );
+    assert_eq!(stats.held_removals, 0, "nothing held: {stats:?}");
+    drop(staying);
+}
+
+/// Two Rust providers of `rust_app` on `registry`, one in this process and one the
+/// example provider's process, `peer`'s consumer calling them every 20 ms; the process is
+/// killed (`SIGKILL`, its session left to expire). What the peer's consumer makes of it is
+/// recorded, not bounded: it is the yardstick a Rust consumer, at most [`KILL_ALLOWANCE`]
+/// failed calls for the same kill, is measured against. Asserted: the peer makes all its
+/// calls, and goes on calling the provider left once the killed one's record is gone.
+pub async fn rust_provider_killed_while_peer_consumer_calls(
+    registry: &PeerRegistry,
+    peer: &BuiltPeer,
+    rust_app: &str,
+) -> ConsumerRun {
+    let staying = registry.start_rust_greeter(rust_app).await;
+    let doomed = super::examples::ExampleProvider::start(&registry.url, rust_app).await;
+    registry
+        .wait_for_instance(rust_app, doomed.port, "the example provider's record")
+        .await;
+    registry.wait_for_mapping(rust_app).await;
+    let doomed_port = doomed.port;
+    let app = format!("{}-consumer", peer.peer().name());
+    let consumer = peer.paced_consumer(&registry.url, &app, PACED_CALLS, None, PACE);
+    let kill = async {
+        eventually(
+            Duration::from_secs(90),
+            "the peer consumer calling the Rust providers",
+            || {
+                let called = staying.calls() >= 20;
+                async move { called }
+            },
+        )
+        .await;
+        doomed.kill().await;
+        let killed = std::time::Instant::now();
+        let address = format!("127.0.0.1:{doomed_port}");
+        eventually(
+            Duration::from_secs(60),
+            "the killed provider's record gone",
+            || async {
+                registry
+                    .backend
+                    .instances()
+                    .list(rust_app, &Limits::default())
+                    .await
+                    .is_ok_and(|list| !list.instances.contains_key(&address))
+            },
+        )
+        .await;
+        (killed.elapsed(), staying.calls())
+    };
+    let (run, (gone_after, staying_when_gone)) = tokio::join!(consumer, kill);
+    eprintln!(
+        "{} consumer, a Rust provider killed: {} of {} calls failed (the record went {:?} \
+         after the kill); output:\n{}",
+        peer.peer().name(),
+        run.failed,
+        run.calls,
+        gone_after,
+        run.output.lines().take(20).collect::<Vec<_>>().join("\n")
+    );
+    assert_eq!(run.calls, u64::from(PACED_CALLS), "{}", run.output);
+    assert_eq!(run.ok + run.failed, run.calls, "{}", run.output);
+    assert!(
+        staying.calls() > staying_when_gone,
+        "the peer went on calling the provider left ({staying_when_gone} then {})",
+        staying.calls()
+    );
+    staying.shutdown().await;
+    run
+}

@@ -370,6 +370,23 @@ impl PeerProvider {
     /// a bound).
     pub async fn stop(mut self) -> ExitStatus {
         drop(self.stdin.take());
+        self.exited().await
+    }
+
+    /// A stop as a deploy makes it (`SIGTERM`, which Dubbo's shutdown hooks handle), then
+    /// waits for it to exit (killing it after a bound).
+    pub async fn terminate(mut self) -> ExitStatus {
+        let child = self.child.as_ref().expect("running");
+        let pid = i32::try_from(child.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .expect("a process id");
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        self.exited().await
+    }
+
+    /// Its exit status, once it exited (killed after [`STOP_DEADLINE`]).
+    async fn exited(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");
         let started = Instant::now();
         loop {

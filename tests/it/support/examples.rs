@@ -1,0 +1,76 @@
+//! The project's example binaries, run as processes of their own: what a test needs when a
+//! provider must die as a process dies (`SIGKILL`), or stop as a deploy stops it.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+/// The example binary `name`, beside this test binary's directory (`target/<profile>/`).
+pub fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test binary sits in target/<profile>/deps");
+    let path = profile_dir.join("examples").join(name);
+    assert!(
+        path.is_file(),
+        "example {name} not built at {} (cargo test builds the examples)",
+        path.display()
+    );
+    path
+}
+
+/// The example Greeter provider, running as a process of its own.
+pub struct ExampleProvider {
+    /// The port its Greeter (and MetadataService) listens on.
+    pub port: u16,
+    child: Child,
+}
+
+impl ExampleProvider {
+    /// Starts `greeter_provider --registry URL --app APP` on a free loopback port and waits
+    /// for the line that says where it serves (within 30 s).
+    pub async fn start(registry: &str, app: &str) -> ExampleProvider {
+        let mut child = Command::new(example("greeter_provider"))
+            .args(["--registry", registry, "--app", app, "--drain-ms", "500"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the example provider starts");
+        let stdout = child.stdout.take().expect("piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let serving = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = lines.next_line().await.expect("its output") {
+                // "{app} serving {interface} on {address} (revision {revision})"
+                if let Some(port) = line
+                    .split_once(" on ")
+                    .and_then(|(_, rest)| rest.split_whitespace().next())
+                    .and_then(|address| address.rsplit_once(':'))
+                    .and_then(|(_, port)| port.parse::<u16>().ok())
+                {
+                    return port;
+                }
+            }
+            panic!("the example provider exited before serving");
+        })
+        .await
+        .expect("the example provider says where it serves within 30 s");
+        // Keep draining its output so that it never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        ExampleProvider {
+            port: serving,
+            child,
+        }
+    }
+
+    /// Kills it (`SIGKILL`), as a crash would: its registration is left to expire.
+    pub async fn kill(mut self) {
+        self.child.start_kill().expect("kill the example provider");
+        let _ = self.child.wait().await;
+    }
+}
