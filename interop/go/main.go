@@ -2,12 +2,13 @@
 // helloworld.Greeter (proto/helloworld.proto of the project, shared with the Rust and Java
 // sides) with application-level service discovery and MetadataServiceV2 over Triple.
 //
-//	provider --registry URL --app NAME --port PORT --metadata-port PORT
+//	provider --registry URL --app NAME --port PORT --metadata-port PORT [--group G] [--version V]
 //	consumer --registry URL --app NAME --calls N [--provided-by APP] [--wait-seconds S] [--interval-ms MS]
 //
 // The registry is a Dubbo registry URL (etcd://h:p, zookeeper://h:p, nacos://h:p). The
 // provider prints READY once it serves and has registered, and stops when its standard input
-// closes. The consumer waits (at most the given seconds) for a first answer, then makes N
+// closes; with --group or --version it exports the Greeter in that group or version. The
+// consumer waits (at most the given seconds) for a first answer, then makes N
 // calls (pausing the given milliseconds after each) and prints one line "RESULT calls=N ok=K failed=F waited_ms=W message=..."; it exits
 // 0 only when all N succeeded.
 package main
@@ -26,6 +27,7 @@ import (
 	"dubbo.apache.org/dubbo-go/v3/client"
 	"dubbo.apache.org/dubbo-go/v3/protocol"
 	"dubbo.apache.org/dubbo-go/v3/registry"
+	"dubbo.apache.org/dubbo-go/v3/server"
 
 	// Only what these two roles load by name (not the whole "imports" package): Triple,
 	// the registries, service discovery and its metadata, the default filter chains, the
@@ -69,6 +71,8 @@ func main() {
 	providedBy := flags.String("provided-by", "", "the provider app, skipping the mapping (consumer)")
 	waitSeconds := flags.Int("wait-seconds", 60, "how long to wait for a first answer (consumer)")
 	intervalMs := flags.Int("interval-ms", 0, "the pause after each call (consumer)")
+	group := flags.String("group", "", "the Greeter's group (provider)")
+	version := flags.String("version", "", "the Greeter's version (provider)")
 	_ = flags.Parse(os.Args[2:])
 	if *registryURL == "" || *app == "" {
 		fail(2, "--registry and --app are required")
@@ -89,7 +93,14 @@ func main() {
 			protocol.WithIp("127.0.0.1"),
 			protocol.WithPort(*port),
 		))
-		provide(options)
+		var service []server.ServiceOption
+		if *group != "" {
+			service = append(service, server.WithGroup(*group))
+		}
+		if *version != "" {
+			service = append(service, server.WithVersion(*version))
+		}
+		provide(options, service)
 	case "consumer":
 		os.Exit(consume(options, *calls, *providedBy, time.Duration(*waitSeconds)*time.Second, time.Duration(*intervalMs)*time.Millisecond))
 	default:
@@ -128,12 +139,12 @@ func (Greeter) SayHello(_ context.Context, req *helloworld.HelloRequest) (*hello
 	return &helloworld.HelloReply{Message: "Hello " + req.Name + " from dubbo-go"}, nil
 }
 
-func provide(options []dubbo.InstanceOption) {
+func provide(options []dubbo.InstanceOption, service []server.ServiceOption) {
 	instance, err := dubbo.NewInstance(options...)
 	check(err, "instance")
 	srv, err := instance.NewServer()
 	check(err, "server")
-	check(helloworld.RegisterGreeterHandler(srv, Greeter{}), "register handler")
+	check(helloworld.RegisterGreeterHandler(srv, Greeter{}, service...), "register handler")
 	// Serve blocks; readiness is the instance record in the registry, which the launcher
 	// watches, and this line once serving has begun.
 	go func() {

@@ -402,3 +402,70 @@ async fn an_ipv6_provider_is_dialed_through_the_balanced_channel() {
     assert_eq!(node.calls(), 1);
     node.shutdown().await;
 }
+
+/// What a Greeter server saw of the Triple headers naming a call's service.
+type SeenHeaders = Arc<std::sync::Mutex<Vec<(Option<String>, Option<String>)>>>;
+
+#[tokio::test]
+async fn calls_name_the_group_and_version_of_the_service_they_are_for() {
+    use crate::support::greeter::CountingGreeter;
+    use crate::support::greeter::pb::greeter_server::GreeterServer;
+    use introspect::{Provider, ServiceInfo};
+
+    let store = store();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let provider = Provider::builder("grouped-greeter", store.clone())
+        .export(
+            ServiceInfo::new(INTERFACE)
+                .with_group("blue")
+                .with_version("1.0.0"),
+        )
+        .build()
+        .unwrap();
+    let seen = SeenHeaders::default();
+    let kept = seen.clone();
+    let record = move |request: tonic::Request<()>| {
+        let header = |name: &str| {
+            let value = request.metadata().get(name)?;
+            value.to_str().ok().map(str::to_owned)
+        };
+        let named = (header("tri-service-group"), header("tri-service-version"));
+        kept.lock().unwrap().push(named);
+        Ok(request)
+    };
+    let greeter = GreeterServer::with_interceptor(CountingGreeter::new(address), record);
+    let router = tonic::transport::Server::builder().add_service(greeter);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(provider.serve(router, listener, async {
+        let _ = stopped.await;
+    }));
+
+    let resolver = Resolver::new(store.clone());
+    let named = [
+        ("any group", Subscription::new(INTERFACE)),
+        (
+            "its group",
+            Subscription::new(INTERFACE).group("blue").version("1.0.0"),
+        ),
+    ];
+    for (what, subscription) in named {
+        let handle = resolver.subscribe(subscription).await.unwrap();
+        eventually(Duration::from_secs(10), "the provider resolved", || {
+            let found = !handle.current().is_empty();
+            async move { found }
+        })
+        .await;
+        let (channel, _channel_handle) = resolver.balanced_channel(&handle).unwrap();
+        let mut request = tonic::Request::new(HelloRequest { name: what.into() });
+        request.set_timeout(Duration::from_secs(2));
+        GreeterClient::new(channel)
+            .say_hello(request)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: the call is answered: {e}"));
+    }
+    let expected = (Some("blue".to_owned()), Some("1.0.0".to_owned()));
+    assert_eq!(*seen.lock().unwrap(), [expected.clone(), expected]);
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+}

@@ -136,3 +136,50 @@ async fn what_a_dubbo_go_consumer_makes_of_a_killed_rust_provider_on_zookeeper()
     };
     rust_provider_killed_while_peer_consumer_calls(&registry, &go, RUST_APP).await;
 }
+
+/// A dubbo-go Greeter exported in a group and a version answers a call only when the call
+/// names them in its Triple headers: the Rust consumer's balanced channel does, from the
+/// endpoint's service, also for a subscription that names neither.
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn a_dubbo_go_provider_in_a_group_and_version_is_called_by_them_on_zookeeper() {
+    use crate::support::greeter::pb::HelloRequest;
+    use crate::support::greeter::pb::greeter_client::GreeterClient;
+    use crate::support::peer_cases::{CALLS, assert_all_answered, call_through, subscription};
+
+    let Some(registry) = PeerRegistry::zookeeper().await else {
+        return;
+    };
+    let Some(go) = Peer::Go.find() else { return };
+    let provider = go
+        .grouped_provider(&registry.url, PROVIDER_APP, "blue", "1.0.0")
+        .await;
+    registry
+        .wait_for_instance(PROVIDER_APP, provider.port, "the peer's instance record")
+        .await;
+    registry.wait_for_mapping(PROVIDER_APP).await;
+
+    // Without the headers, the grouped service is not found.
+    let mut plain = GreeterClient::connect(format!("http://127.0.0.1:{}", provider.port))
+        .await
+        .expect("the peer's Triple port answers");
+    let status = plain
+        .say_hello(HelloRequest {
+            name: "unqualified".into(),
+        })
+        .await
+        .expect_err("an unqualified call to a grouped service");
+    assert_eq!(status.code(), tonic::Code::Unimplemented, "{status:?}");
+
+    let resolver = introspect::Resolver::builder(registry.backend.clone()).build();
+    let live = resolver.subscribe(subscription(None)).await.unwrap();
+    crate::support::peer_cases::wait_for_endpoints(&live, "the grouped endpoint").await;
+    let endpoints = live.current();
+    assert_eq!(
+        (&*endpoints[0].service.group, &*endpoints[0].service.version),
+        ("blue", "1.0.0"),
+        "{endpoints:?}"
+    );
+    let calls = call_through(&resolver, &live, CALLS).await;
+    assert_all_answered(&calls, go.peer().greeting_suffix(), &resolver.stats().await);
+}

@@ -20,7 +20,7 @@ use super::admission::{Admission, Admitted};
 use super::dial::Dialer;
 use super::discover::{Change, Discovery};
 use super::passive::{Guarded, Recorder};
-use super::{EndpointService, endpoint_service};
+use super::{EndpointService, ServiceHeaders, endpoint_service};
 use crate::consumer::health::EndpointKey;
 use crate::model::{Authority, Endpoint};
 
@@ -156,8 +156,12 @@ impl Feeder {
         self.current.insert(address.clone());
         self.recorder.insert(&key);
         let guarded = Guarded::new(channel, key, self.recorder.clone());
-        self.send(TowerChange::Insert(address, endpoint_service(guarded)))
-            .await
+        let headers = ServiceHeaders::of(&endpoint.service);
+        self.send(TowerChange::Insert(
+            address,
+            endpoint_service(guarded, headers),
+        ))
+        .await
     }
 
     /// Takes the endpoint at `address` out of the balancer, if it is there.

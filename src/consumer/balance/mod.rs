@@ -16,6 +16,7 @@ mod dial;
 mod discover;
 mod feeder;
 mod passive;
+mod service_headers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
@@ -51,6 +52,7 @@ pub use dial::{
 pub use discover::{Change, Discovery};
 use feeder::{Feeder, Published};
 use passive::Guarded;
+use service_headers::ServiceHeaders;
 
 /// Requests buffered in front of the balancer (tonic's own default).
 const REQUEST_BUFFER: usize = 1024;
@@ -66,8 +68,9 @@ type BoxedFuture = BoxFuture<'static, std::result::Result<Response, BoxError>>;
 /// measured by its pending requests.
 type EndpointService = PendingRequests<Marked, CompleteOnResponse>;
 
-/// Marks each request handed to the endpoint (for [`Bounded`]), then calls it.
-struct Marked(Guarded);
+/// Marks each request handed to the endpoint (for [`Bounded`]) and names the endpoint's
+/// service in its Triple headers, then calls it.
+struct Marked(Guarded, ServiceHeaders);
 
 impl tower::Service<Request> for Marked {
     type Response = Response;
@@ -78,15 +81,16 @@ impl tower::Service<Request> for Marked {
         self.0.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, mut request: Request) -> Self::Future {
         Dispatched::mark(&request);
+        self.1.apply(&mut request);
         self.0.call(request)
     }
 }
 
 /// The stack of one endpoint, built when the balancer is handed its address.
-fn endpoint_service(guarded: Guarded) -> EndpointService {
-    PendingRequests::new(Marked(guarded), CompleteOnResponse::default())
+fn endpoint_service(guarded: Guarded, headers: ServiceHeaders) -> EndpointService {
+    PendingRequests::new(Marked(guarded, headers), CompleteOnResponse::default())
 }
 
 /// A load-balanced channel over a subscription's endpoints, made by
@@ -99,9 +103,16 @@ fn endpoint_service(guarded: Guarded) -> EndpointService {
 ///                              balancer task
 ///   p2c::Balance               power of two choices by pending requests
 ///     PendingRequests          the load measure
+///       service headers        `tri-service-group` / `-version` of the endpoint's service
 ///       passive health         records each call's outcome; not ready while set aside
 ///         tonic Channel        one per address, connected lazily
 /// ```
+///
+/// **Service headers**: a call names the group and version of the service its endpoint
+/// was resolved for in the Triple headers Dubbo routes by (dubbo-go and Dubbo Java find a
+/// grouped or versioned service only so), unless the request carries them already. One
+/// address is one endpoint: where it exports the interface in several groups and the
+/// subscription names none, the first in the set's order is the one called.
 ///
 /// **Passive health**: every call's outcome is recorded into the resolver's consumer-side
 /// health. A refused connection sets the address aside at once; transport errors,

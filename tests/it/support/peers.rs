@@ -172,6 +172,23 @@ impl BuiltPeer {
     /// Starts a provider of `helloworld.Greeter` as an instance of `app` registered in
     /// `registry`, on free loopback ports, and waits until it says it is ready.
     pub async fn provider(&self, registry: &str, app: &str) -> PeerProvider {
+        self.provider_with(registry, app, &[]).await
+    }
+
+    /// Like [`provider`](Self::provider), the Greeter exported in `group` and `version`
+    /// (the dubbo-go peer's `--group` and `--version`).
+    pub async fn grouped_provider(
+        &self,
+        registry: &str,
+        app: &str,
+        group: &str,
+        version: &str,
+    ) -> PeerProvider {
+        let args = ["--group", group, "--version", version];
+        self.provider_with(registry, app, &args).await
+    }
+
+    async fn provider_with(&self, registry: &str, app: &str, args: &[&str]) -> PeerProvider {
         let logs = TempDir::with_prefix(format!("introspect-{}-", self.peer.name()))
             .expect("create a temporary dir");
         let (port, metadata_port) = free_ports();
@@ -182,6 +199,7 @@ impl BuiltPeer {
             .args(["--registry", registry, "--app", app])
             .args(["--port", &port.to_string()])
             .args(["--metadata-port", &metadata_port.to_string()])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(stdout)
             .stderr(stderr);
