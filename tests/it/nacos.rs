@@ -662,3 +662,138 @@ async fn a_consumer_started_with_nacos_down_serves_its_snapshot_then_catches_up(
         node.shutdown().await;
     }
 }
+
+/// Instances one raw client registers in the oversized test: one batch request each
+/// (Nacos keeps one batch per service per connection), under the server's own 4 MiB limit
+/// on the requests it reads.
+const BATCH: usize = 1_500;
+/// The app of the oversized test.
+const HUGE: &str = "huge";
+
+/// A raw client holding [`BATCH`] Dubbo Java-shaped instances of [`HUGE`] (`10.{n}.x.y`).
+async fn batch_of_huge(server: &NacosServer, n: usize) -> nacos_sdk::api::naming::NamingService {
+    let revision = "b7c1d3e1f1b7b0b4c3a0f1c2d3e4f5a6";
+    let metadata: std::collections::HashMap<String, String> = [
+        (keys::REVISION, revision),
+        (keys::STORAGE_TYPE, "local"),
+        (
+            keys::METADATA_SERVICE_URL_PARAMS,
+            r#"{"version":"2.0.0","protocol":"tri","port":"20880"}"#,
+        ),
+        (keys::ENDPOINTS, r#"[{"port":20880,"protocol":"tri"}]"#),
+        ("meta-v", "2.0.0"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let instances = (0..BATCH)
+        .map(|j| nacos_sdk::api::naming::ServiceInstance {
+            ip: format!("10.{n}.{}.{}", j / 250, j % 250 + 1),
+            port: 20880,
+            metadata: metadata.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let raw = raw_naming(server).await;
+    raw.batch_register_instance(HUGE.into(), Some("DEFAULT_GROUP".into()), instances)
+        .await
+        .unwrap_or_else(|e| panic!("batch {n} of {HUGE}: {e}"));
+    raw
+}
+
+/// Whether `error` says a reply was over gRPC's message limit.
+fn says_too_large(error: &introspect::Error) -> bool {
+    let text = error.to_string();
+    text.contains("over the gRPC message limit") && text.contains("4 MiB")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_whose_list_is_over_grpc_s_4_mib_fails_with_an_error_that_says_so() {
+    let Some(server) = NacosServer::start().await else {
+        return;
+    };
+    let limits = Limits::default();
+    let mut raw = vec![batch_of_huge(&server, 0).await];
+    let backend = server.backend().await;
+    eventually(LIMIT, "the first batch listed", || async {
+        hosts(&server, HUGE).await.len() == BATCH
+    })
+    .await;
+    let small = backend.instances().list(HUGE, &limits).await.unwrap();
+    assert_eq!(small.instances.len(), BATCH);
+    // A follow of the app while it is small enough.
+    let mut follow = backend.instances().follow(HUGE, &limits).await.unwrap();
+    match follow.next().await.unwrap() {
+        introspect::backend::InstanceEvent::Reset(list) => assert_eq!(list.instances.len(), BATCH),
+        other => panic!("a follow starts with a reset: {other:?}"),
+    }
+
+    // Grown to two batches, which the follow receives (the list is now large enough for
+    // the follow to check it against the server), then to six: the server's answer is over
+    // 4 MiB.
+    raw.push(batch_of_huge(&server, 1).await);
+    let grown = tokio::time::timeout(LIMIT, async {
+        let mut listed = BATCH;
+        while listed < 2 * BATCH {
+            match follow.next().await.unwrap() {
+                introspect::backend::InstanceEvent::Reset(list) => listed = list.instances.len(),
+                introspect::backend::InstanceEvent::Changes(changes) => listed += changes.len(),
+            }
+        }
+    });
+    grown.await.expect("the follow receives the second batch");
+    for n in 2..6 {
+        raw.push(batch_of_huge(&server, n).await);
+    }
+    eventually(LIMIT, "all six batches listed", || async {
+        hosts(&server, HUGE).await.len() == 6 * BATCH
+    })
+    .await;
+    let http = server
+        .instances_http("DEFAULT_GROUP", HUGE)
+        .await
+        .to_string();
+    eprintln!(
+        "{} instances: {} bytes of JSON over HTTP",
+        6 * BATCH,
+        http.len()
+    );
+    assert!(http.len() > 4 << 20, "the list is over 4 MiB");
+
+    // A list, a resolve and the list of every app fail, saying why: never an empty list.
+    let listed = backend.instances().list(HUGE, &limits).await;
+    let error = listed.expect_err("a list over the limit fails");
+    assert!(says_too_large(&error), "{error}");
+    let resolver = Resolver::new(backend.clone());
+    let resolved = resolver
+        .resolve(&Subscription::new(GREETER).provided_by([HUGE]))
+        .await;
+    let error = resolved.expect_err("a resolve over the limit fails");
+    assert!(says_too_large(&error), "{error}");
+    let error = backend.instances().list_apps(&limits).await.unwrap_err();
+    assert!(says_too_large(&error), "{error}");
+
+    // The follow cannot receive the server's push of the grown app (the SDK drops it with
+    // its connection): it ends, saying why, instead of keeping the small list silently.
+    let ended = tokio::time::timeout(LIMIT * 2, async {
+        loop {
+            match follow.next().await {
+                Ok(introspect::backend::InstanceEvent::Reset(list)) => {
+                    eprintln!("the follow reset to {}", list.instances.len());
+                }
+                Ok(introspect::backend::InstanceEvent::Changes(changes)) => {
+                    eprintln!("the follow went on: {} changes", changes.len());
+                }
+                Err(e) => return e,
+            }
+        }
+    })
+    .await
+    .expect("the follow of an app over the limit ends");
+    assert!(says_too_large(&ended), "{ended}");
+    // Following again fails at once, with the same words.
+    let again = backend.instances().follow(HUGE, &limits).await;
+    let error = again.map(|_| ()).expect_err("a new follow fails");
+    assert!(says_too_large(&error), "{error}");
+    drop(raw);
+}
