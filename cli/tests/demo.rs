@@ -1,6 +1,7 @@
 //! The demo proves the point it prints: one metadata fetch per revision, not per instance,
-//! on the embedded store and on a real ZooKeeper and a real Nacos (`--registry
-//! zookeeper://…`, `--registry nacos://…`), each with the whole fleet of 105 providers.
+//! on the embedded store and, run by the tool as `introspect --registry zookeeper://… demo`
+//! and `--registry nacos://… demo`, on a real ZooKeeper and a real Nacos, each with the
+//! whole fleet of 105 providers.
 
 mod support;
 
@@ -80,12 +81,53 @@ async fn hundred_instances_two_revisions_two_fetches() {
     assert!(store.get_prefix("/services/").await.unwrap().kvs.is_empty());
 }
 
+/// Runs `introspect --registry URL demo` (no `INTROSPECT_*` variables inherited) and
+/// checks what it prints; returns how long it took.
+fn the_tool_s_demo_proves_its_point(url: &str) -> Duration {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_introspect"));
+    command
+        .args(["--registry", url, "demo"])
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null());
+    for var in [
+        "INTROSPECT_ETCD",
+        "INTROSPECT_REGISTRY",
+        "INTROSPECT_USER",
+        "INTROSPECT_PASSWORD",
+    ] {
+        command.env_remove(var);
+    }
+    let started = Instant::now();
+    let output = tokio::task::block_in_place(|| command.output()).expect("the tool runs");
+    let took = started.elapsed();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for line in [
+        "instances:              105",
+        "distinct revisions:     3",
+        "MetadataService calls:  3 (one per revision, not per instance)",
+        "calls providers served: 3",
+        "shop-orders     100 instances, 2 revision(s), 2 call(s) served",
+        "shop-payments     5 instances, 1 revision(s), 1 call(s) served",
+        "shop.OrderService:      100 endpoints",
+        "live revisions now:     3",
+        "MetadataService calls:  4 (+1 for the new revision)",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from:\n{text}");
+    }
+    took
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_on_zookeeper_makes_two_fetches_for_a_hundred_instances() {
     let Some(server) = ZooKeeperServer::start().await else {
         return;
     };
-    let took = demo_proves_its_point(server.backend().await).await;
+    let took = the_tool_s_demo_proves_its_point(&server.url());
     eprintln!("the demo on ZooKeeper took {took:?}");
     nothing_left(&server.backend().await).await;
 }
@@ -95,7 +137,7 @@ async fn the_demo_on_nacos_makes_two_fetches_for_a_hundred_instances() {
     let Some(server) = NacosServer::start().await else {
         return;
     };
-    let took = demo_proves_its_point(server.backend().await).await;
+    let took = the_tool_s_demo_proves_its_point(&server.url());
     eprintln!("the demo on Nacos took {took:?}");
     nothing_left(&server.backend().await).await;
     for app in APPS {
