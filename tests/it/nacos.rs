@@ -1,7 +1,8 @@
 //! Nacos, as Dubbo Java 3.3 and dubbo-go 3.3 write it, on a real server (rnacos): the
 //! record as Dubbo Java's `NacosServiceDiscovery` reads it, Java- and Go-shaped records read
 //! back, Rust providers and consumers end to end, and faults judged by the calls routed
-//! through the balanced channel.
+//! through the balanced channel: server restarts, a provider process killed, a consumer
+//! started while the server is down. Last, an app whose list is over gRPC's 4 MiB limit.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
