@@ -11,6 +11,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::{StreamExt as _, TryStreamExt as _};
 use introspect::Limits;
 use introspect::backend::Backend;
 use introspect::consumer::{Resolver, Subscription};
@@ -121,6 +122,27 @@ async fn start(
     builder.start().await
 }
 
+/// Providers started (or changed) at once. On Nacos each provider's registration is a
+/// connection of its own, and its start a handful of round trips (connect, the epoch, the
+/// instance, the mappings) of about 50 ms each through the SDK: one after the other, the
+/// default fleet took 45 s to start where ZooKeeper took 2 s.
+const STARTING_AT_ONCE: usize = 16;
+
+/// Starts `count` providers of `app` exporting `services()`, [`STARTING_AT_ONCE`] at a time.
+async fn start_many(
+    backend: &Backend,
+    count: usize,
+    app: &str,
+    host: &str,
+    services: fn() -> Vec<ServiceInfo>,
+) -> Result<Vec<Provider>> {
+    futures::stream::iter(0..count)
+        .map(|_| start(backend, app, host, services()))
+        .buffer_unordered(STARTING_AT_ONCE)
+        .try_collect()
+        .await
+}
+
 /// Runs the demo against `backend`, writing a human-readable account to `out`.
 pub async fn run(
     backend: impl Into<Backend>,
@@ -134,18 +156,17 @@ pub async fn run(
         "Starting providers on loopback ({} store)...",
         backend.name()
     )?;
-    let mut blue = Vec::new();
-    for _ in 0..options.blue {
-        blue.push(start(&backend, "shop-orders", &options.host, blue_services()).await?);
-    }
-    let mut green = Vec::new();
-    for _ in 0..options.green {
-        green.push(start(&backend, "shop-orders", &options.host, green_services()).await?);
-    }
-    let mut payments = Vec::new();
-    for _ in 0..options.payments {
-        payments.push(start(&backend, "shop-payments", &options.host, payment_services()).await?);
-    }
+    let host = options.host.as_str();
+    let blue = start_many(&backend, options.blue, "shop-orders", host, blue_services).await?;
+    let green = start_many(&backend, options.green, "shop-orders", host, green_services).await?;
+    let payments = start_many(
+        &backend,
+        options.payments,
+        "shop-payments",
+        host,
+        payment_services,
+    )
+    .await?;
     let providers: Vec<&Provider> = blue.iter().chain(&green).chain(&payments).collect();
     report.instances = providers.len();
 
@@ -247,9 +268,10 @@ pub async fn run(
     )?;
     let mut changed = green_services();
     changed.push(ServiceInfo::new("shop.RefundService").with_version("1.0"));
-    for p in &green {
-        p.set_services(changed.clone()).await?;
-    }
+    let changes = futures::stream::iter(&green)
+        .map(|p| p.set_services(changed.clone()))
+        .buffer_unordered(STARTING_AT_ONCE);
+    changes.try_collect::<()>().await?;
     let endpoints = resolver.resolve(&subscriptions[0]).await?;
     let mut after: std::collections::BTreeSet<(Arc<str>, Arc<str>)> = endpoints
         .iter()

@@ -1,13 +1,15 @@
 //! Nacos, as Dubbo Java 3.3 and dubbo-go 3.3 write it, on a real server (rnacos): the
 //! record as Dubbo Java's `NacosServiceDiscovery` reads it, Java- and Go-shaped records read
 //! back, Rust providers and consumers end to end, and faults judged by the calls routed
-//! through the balanced channel.
+//! through the balanced channel: server restarts, a provider process killed, a consumer
+//! started while the server is down. Last, an app whose list is over gRPC's 4 MiB limit.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use introspect::backend::ConnectOptions;
+use introspect::consumer::{SnapshotOptions, SubscribeOptions};
 use introspect::model::keys;
 use introspect::{Limits, Resolver, Subscription};
 use serde_json::Value;
@@ -15,7 +17,10 @@ use serde_json::Value;
 use crate::support::calls::Caller;
 use crate::support::greeter::{GreeterNode, start_greeter_on};
 use crate::support::killable::GREETER;
-use crate::support::nacos::{ADMIN_PASSWORD, NacosServer, raw_naming, register_raw};
+use crate::support::nacos::{
+    ADMIN_PASSWORD, DETECTION_TIMEOUT, NacosServer, raw_naming, register_raw,
+};
+use crate::support::peer_cases::KILL_ALLOWANCE;
 use crate::support::wait::eventually;
 
 /// Providers' TTL: on Nacos the keep-alive rhythm (the connection is the lease).
@@ -321,4 +326,475 @@ async fn a_refused_login_ends_with_a_permanent_error() {
             .expect_err("no credentials"),
     };
     assert!(none.is_permanent(), "{none}");
+}
+
+/// The smallest set a subscription and its balanced channel publish until `watching` is
+/// cleared: `(endpoints, addresses, sets published)`, from the sizes they started with.
+fn smallest_sets(
+    handle: &introspect::SubscriptionHandle,
+    mut channel: introspect::consumer::ChannelHandle,
+    watching: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<(usize, usize, u64)> {
+    let mut watcher = handle.watch();
+    tokio::spawn(async move {
+        let mut endpoints = watcher.borrow_and_update().len();
+        let mut addresses = channel.addresses().len();
+        let mut published = 0;
+        while watching.load(Ordering::Relaxed) {
+            let tick = Duration::from_millis(50);
+            tokio::select! {
+                Ok(Ok(())) = tokio::time::timeout(tick, watcher.changed()) => {
+                    published += 1;
+                    endpoints = endpoints.min(watcher.borrow_and_update().len());
+                }
+                Ok(Ok(now)) = tokio::time::timeout(tick, channel.changed()) => {
+                    addresses = addresses.min(now.len());
+                }
+                else => {}
+            }
+        }
+        (endpoints, addresses, published)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacos_restarted_under_a_two_instance_app_never_publishes_it_empty_and_no_call_fails() {
+    let Some(mut server) = NacosServer::start().await else {
+        return;
+    };
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        nodes.push(start_greeter_on(server.backend().await, "pair", TTL, DRAIN).await);
+    }
+    let resolver = Resolver::new(server.backend().await);
+    let handle = resolver
+        .subscribe(Subscription::new(GREETER))
+        .await
+        .unwrap();
+    let (channel, channel_handle) = resolver.balanced_channel(&handle).unwrap();
+    let known = async {
+        let mut channel_handle = channel_handle;
+        while channel_handle.addresses().len() < 2 {
+            channel_handle.changed().await.unwrap();
+        }
+        channel_handle
+    };
+    let channel_handle = tokio::time::timeout(LIMIT, known)
+        .await
+        .expect("the channel learns both addresses");
+    let caller = Caller::start(channel, Duration::from_millis(20));
+    eventually(LIMIT, "calls flowing", || async { caller.ok() >= 20 }).await;
+    let watching = Arc::new(AtomicBool::new(true));
+    let smallest = smallest_sets(&handle, channel_handle, watching.clone());
+
+    // Twice: the server forgets both ephemeral instances and the providers' SDK clients
+    // register them again once they reconnect.
+    for round in 1..=2 {
+        server.restart().await;
+        eventually(LIMIT, "both registered again", || async {
+            hosts(&server, "pair").await.len() == 2
+        })
+        .await;
+        eventually(LIMIT, "both routed", || async {
+            handle.current().len() == 2
+        })
+        .await;
+        calls_keep_flowing(&caller, &format!("calls after restart {round}")).await;
+        assert!(nodes.iter().all(|n| n.calls() > 0), "both providers called");
+    }
+    // The consumer still follows: a third provider is routed to and called.
+    let third = start_greeter_on(server.backend().await, "pair", TTL, DRAIN).await;
+    eventually(LIMIT, "the third one routed and called", || async {
+        handle.current().len() == 3 && third.calls() >= 5
+    })
+    .await;
+    nodes.push(third);
+    watching.store(false, Ordering::Relaxed);
+    let (endpoints, addresses, published) = smallest.await.unwrap();
+    let (ok, failed, errors) = caller.finish().await;
+    eprintln!(
+        "{ok} calls, {failed} failed; smallest set {endpoints} endpoints, {addresses} \
+         addresses, {published} sets published"
+    );
+    assert!(endpoints >= 1, "an empty set was published");
+    assert!(addresses >= 1, "the balancer was left with no address");
+    assert_eq!(failed, 0, "{ok} calls, failures: {errors:?}");
+    for node in nodes {
+        node.shutdown().await;
+    }
+}
+
+/// Set by [`a_provider_killed_is_dropped_by_nacos_and_costs_at_most_the_allowance`] for
+/// the process it starts: the registry URL [`crash_child_provider`] registers in.
+const CHILD_REGISTRY: &str = "INTROSPECT_TEST_CRASH_CHILD_REGISTRY";
+/// What the child prints once registered, followed by its address.
+const CHILD_READY: &str = "crash-child-registered ";
+/// The app of the crash test.
+const CRASHING: &str = "crashing";
+
+/// The provider process of the crash test: this test binary run again for this one test,
+/// with [`CHILD_REGISTRY`] set. It registers a Greeter of [`CRASHING`], prints where it
+/// listens and waits to be killed. Without the variable it does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the provider process of the crash test, which runs it"]
+async fn crash_child_provider() {
+    let Ok(url) = std::env::var(CHILD_REGISTRY) else {
+        return;
+    };
+    let backend = introspect::backend::connect(&url).await.unwrap();
+    let node = start_greeter_on(backend, CRASHING, TTL, DRAIN).await;
+    println!("{CHILD_READY}{}", node.address);
+    std::future::pending::<()>().await;
+}
+
+/// Starts [`crash_child_provider`] in a process of its own registered in `server`; returns
+/// the process and where it serves.
+async fn crash_child(server: &NacosServer) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "nacos::crash_child_provider",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_REGISTRY, server.url())
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the test binary runs again as the provider process");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            // The test harness's "test … " may precede it on the line.
+            if let Some((_, address)) = line.split_once(CHILD_READY) {
+                return address.trim().to_owned();
+            }
+        }
+        panic!("the provider process ended before it registered");
+    };
+    let address = tokio::time::timeout(LIMIT, ready)
+        .await
+        .expect("the provider process registered in time");
+    // Keep reading its output, so that it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, address)
+}
+
+/// Whether the server lists an instance of `app` at `port`.
+async fn listed(server: &NacosServer, app: &str, port: u16) -> bool {
+    hosts(server, app).await.iter().any(|h| h["port"] == port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_killed_is_dropped_by_nacos_and_costs_at_most_the_allowance() {
+    let Some(server) = NacosServer::start().await else {
+        return;
+    };
+    let staying = start_greeter_on(server.backend().await, CRASHING, TTL, DRAIN).await;
+    let (mut child, address) = crash_child(&server).await;
+    let killed_port: u16 = address.rsplit_once(':').unwrap().1.parse().unwrap();
+    assert!(listed(&server, CRASHING, killed_port).await);
+    let resolver = Resolver::new(server.backend().await);
+    let handle = resolver
+        .subscribe(Subscription::new(GREETER))
+        .await
+        .unwrap();
+    let channel = crate::support::calls::channel_over(&resolver, &handle, 2).await;
+    let caller = Caller::start(channel, Duration::from_millis(10));
+    // Both are called: the calls the staying one did not answer went to the other process.
+    eventually(LIMIT, "calls reaching both providers", || async {
+        caller.ok() >= 50 && caller.ok() >= staying.calls() + 10
+    })
+    .await;
+    assert_eq!(caller.failed(), 0, "before the kill");
+
+    // SIGKILL: no goodbye, no deregistration; the kernel closes the process's sockets.
+    child.start_kill().unwrap();
+    let killed = std::time::Instant::now();
+    child.wait().await.unwrap();
+    let mut dropped_by_server = None;
+    let mut dropped_by_consumer = None;
+    while dropped_by_server.is_none() || dropped_by_consumer.is_none() {
+        if dropped_by_server.is_none() && !listed(&server, CRASHING, killed_port).await {
+            dropped_by_server = Some(killed.elapsed());
+        }
+        if dropped_by_consumer.is_none() && !handle.current().iter().any(|e| e.port == killed_port)
+        {
+            dropped_by_consumer = Some(killed.elapsed());
+        }
+        assert!(
+            killed.elapsed() < LIMIT,
+            "the killed instance still there after {LIMIT:?}: listed by the server {}, \
+             routed by the consumer {}",
+            dropped_by_server.is_none(),
+            dropped_by_consumer.is_none()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let failed_when_dropped = caller.failed();
+    let ok = caller.ok();
+    eventually(LIMIT, "100 more calls", || async {
+        caller.ok() >= ok + 100
+    })
+    .await;
+    let (ok, failed, errors) = caller.finish().await;
+    let stats = resolver.stats().await;
+    eprintln!(
+        "killed provider: dropped by rnacos after {:?}, by the consumer after {:?}; {ok} calls \
+         answered, {failed} failed ({failed_when_dropped} before the drop): {errors:?}; \
+         set aside {}",
+        dropped_by_server.unwrap(),
+        dropped_by_consumer.unwrap(),
+        stats.set_aside
+    );
+    assert!(
+        dropped_by_server.unwrap() < DETECTION_TIMEOUT,
+        "a killed process's connection closes: the server drops its instance before any \
+         detection timeout"
+    );
+    assert!(
+        failed <= KILL_ALLOWANCE,
+        "{failed} of {} calls failed after the kill: {errors:?}; {stats:?}",
+        ok + failed
+    );
+    assert_eq!(
+        failed, failed_when_dropped,
+        "no failure once the instance was gone: {errors:?}"
+    );
+    staying.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_started_with_nacos_down_serves_its_snapshot_then_catches_up() {
+    let Some(mut server) = NacosServer::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let options = SubscribeOptions::default()
+        .snapshot(SnapshotOptions::new(dir.path()))
+        .snapshot_wait(Duration::from_millis(500))
+        .start_timeout(Duration::from_secs(3));
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        nodes.push(start_greeter_on(server.backend().await, "snapshot", TTL, DRAIN).await);
+    }
+    let mut known: Vec<u16> = nodes.iter().map(|n| n.address.port()).collect();
+    known.sort_unstable();
+    let ports = |handle: &introspect::SubscriptionHandle| {
+        let mut ports: Vec<u16> = handle.current().iter().map(|e| e.port).collect();
+        ports.sort_unstable();
+        ports
+    };
+    // A first consumer writes the snapshot of the two.
+    {
+        let resolver = Resolver::builder(server.backend().await)
+            .subscribe_options(options.clone())
+            .build();
+        let handle = resolver
+            .subscribe(Subscription::new(GREETER))
+            .await
+            .unwrap();
+        eventually(LIMIT, "the snapshot of both written", || async {
+            ports(&handle) == known && resolver.stats().await.snapshot_writes > 0
+        })
+        .await;
+        drop(handle);
+        eventually(LIMIT, "the first consumer's subscription over", || async {
+            resolver.stats().await.subscriptions == 0
+        })
+        .await;
+    }
+
+    // Nacos goes down; a consumer starts: its backend connects in the background and the
+    // subscription serves the snapshot.
+    server.kill();
+    let backend = crate::support::nacos::connect(
+        server
+            .options()
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_connect_in_background(true),
+    )
+    .await;
+    let resolver = Resolver::builder(backend)
+        .subscribe_options(options)
+        .build();
+    let handle = resolver
+        .subscribe(Subscription::new(GREETER))
+        .await
+        .unwrap();
+    assert!(
+        handle.serving_snapshot(),
+        "Nacos is down: the snapshot is served"
+    );
+    assert_eq!(ports(&handle), known);
+    assert_eq!(resolver.stats().await.snapshot_loads, 1);
+    let channel = crate::support::calls::channel_over(&resolver, &handle, 2).await;
+    let caller = Caller::start(channel, Duration::from_millis(20));
+    eventually(LIMIT, "calls flowing on the snapshot", || async {
+        caller.ok() >= 50
+    })
+    .await;
+    assert_eq!(caller.failed(), 0, "calls on the snapshot: {}", caller.ok());
+    assert!(handle.serving_snapshot(), "still down, still the snapshot");
+
+    // Nacos comes back (its instances forgotten; the providers register again) and a third
+    // provider starts: the consumer goes live and routes to all three.
+    server.restart().await;
+    let third = start_greeter_on(server.backend().await, "snapshot", TTL, DRAIN).await;
+    known.push(third.address.port());
+    known.sort_unstable();
+    eventually(LIMIT, "the consumer live with all three", || async {
+        !handle.serving_snapshot() && ports(&handle) == known
+    })
+    .await;
+    eventually(LIMIT, "the third provider called", || async {
+        third.calls() >= 5
+    })
+    .await;
+    calls_keep_flowing(&caller, "calls after the catch-up").await;
+    let (ok, failed, errors) = caller.finish().await;
+    assert_eq!(failed, 0, "{ok} calls, failures: {errors:?}");
+    nodes.push(third);
+    for node in nodes {
+        node.shutdown().await;
+    }
+}
+
+/// Instances one raw client registers in the oversized test: one batch request each
+/// (Nacos keeps one batch per service per connection), under the server's own 4 MiB limit
+/// on the requests it reads.
+const BATCH: usize = 1_500;
+/// The app of the oversized test.
+const HUGE: &str = "huge";
+
+/// A raw client holding [`BATCH`] Dubbo Java-shaped instances of [`HUGE`] (`10.{n}.x.y`).
+async fn batch_of_huge(server: &NacosServer, n: usize) -> nacos_sdk::api::naming::NamingService {
+    let revision = "b7c1d3e1f1b7b0b4c3a0f1c2d3e4f5a6";
+    let metadata: std::collections::HashMap<String, String> = [
+        (keys::REVISION, revision),
+        (keys::STORAGE_TYPE, "local"),
+        (
+            keys::METADATA_SERVICE_URL_PARAMS,
+            r#"{"version":"2.0.0","protocol":"tri","port":"20880"}"#,
+        ),
+        (keys::ENDPOINTS, r#"[{"port":20880,"protocol":"tri"}]"#),
+        ("meta-v", "2.0.0"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let instances = (0..BATCH)
+        .map(|j| nacos_sdk::api::naming::ServiceInstance {
+            ip: format!("10.{n}.{}.{}", j / 250, j % 250 + 1),
+            port: 20880,
+            metadata: metadata.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let raw = raw_naming(server).await;
+    raw.batch_register_instance(HUGE.into(), Some("DEFAULT_GROUP".into()), instances)
+        .await
+        .unwrap_or_else(|e| panic!("batch {n} of {HUGE}: {e}"));
+    raw
+}
+
+/// Whether `error` says a reply was over gRPC's message limit.
+fn says_too_large(error: &introspect::Error) -> bool {
+    let text = error.to_string();
+    text.contains("over the gRPC message limit") && text.contains("4 MiB")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_whose_list_is_over_grpc_s_4_mib_fails_with_an_error_that_says_so() {
+    let Some(server) = NacosServer::start().await else {
+        return;
+    };
+    let limits = Limits::default();
+    let mut raw = vec![batch_of_huge(&server, 0).await];
+    let backend = server.backend().await;
+    eventually(LIMIT, "the first batch listed", || async {
+        hosts(&server, HUGE).await.len() == BATCH
+    })
+    .await;
+    let small = backend.instances().list(HUGE, &limits).await.unwrap();
+    assert_eq!(small.instances.len(), BATCH);
+    // A follow of the app while it is small enough.
+    let mut follow = backend.instances().follow(HUGE, &limits).await.unwrap();
+    match follow.next().await.unwrap() {
+        introspect::backend::InstanceEvent::Reset(list) => assert_eq!(list.instances.len(), BATCH),
+        other => panic!("a follow starts with a reset: {other:?}"),
+    }
+
+    // Grown to two batches, which the follow receives (the list is now large enough for
+    // the follow to check it against the server), then to six: the server's answer is over
+    // 4 MiB.
+    raw.push(batch_of_huge(&server, 1).await);
+    let grown = tokio::time::timeout(LIMIT, async {
+        let mut listed = BATCH;
+        while listed < 2 * BATCH {
+            match follow.next().await.unwrap() {
+                introspect::backend::InstanceEvent::Reset(list) => listed = list.instances.len(),
+                introspect::backend::InstanceEvent::Changes(changes) => listed += changes.len(),
+            }
+        }
+    });
+    grown.await.expect("the follow receives the second batch");
+    for n in 2..6 {
+        raw.push(batch_of_huge(&server, n).await);
+    }
+    eventually(LIMIT, "all six batches listed", || async {
+        hosts(&server, HUGE).await.len() == 6 * BATCH
+    })
+    .await;
+    let http = server
+        .instances_http("DEFAULT_GROUP", HUGE)
+        .await
+        .to_string();
+    eprintln!(
+        "{} instances: {} bytes of JSON over HTTP",
+        6 * BATCH,
+        http.len()
+    );
+    assert!(http.len() > 4 << 20, "the list is over 4 MiB");
+
+    // A list, a resolve and the list of every app fail, saying why: never an empty list.
+    let listed = backend.instances().list(HUGE, &limits).await;
+    let error = listed.expect_err("a list over the limit fails");
+    assert!(says_too_large(&error), "{error}");
+    let resolver = Resolver::new(backend.clone());
+    let resolved = resolver
+        .resolve(&Subscription::new(GREETER).provided_by([HUGE]))
+        .await;
+    let error = resolved.expect_err("a resolve over the limit fails");
+    assert!(says_too_large(&error), "{error}");
+    let error = backend.instances().list_apps(&limits).await.unwrap_err();
+    assert!(says_too_large(&error), "{error}");
+
+    // The follow cannot receive the server's push of the grown app (the SDK drops it with
+    // its connection): it ends, saying why, instead of keeping the small list silently.
+    let ended = tokio::time::timeout(LIMIT * 2, async {
+        loop {
+            match follow.next().await {
+                Ok(introspect::backend::InstanceEvent::Reset(list)) => {
+                    eprintln!("the follow reset to {}", list.instances.len());
+                }
+                Ok(introspect::backend::InstanceEvent::Changes(changes)) => {
+                    eprintln!("the follow went on: {} changes", changes.len());
+                }
+                Err(e) => return e,
+            }
+        }
+    })
+    .await
+    .expect("the follow of an app over the limit ends");
+    assert!(says_too_large(&ended), "{ended}");
+    // Following again fails at once, with the same words.
+    let again = backend.instances().follow(HUGE, &limits).await;
+    let error = again.map(|_| ()).expect_err("a new follow fails");
+    assert!(says_too_large(&error), "{error}");
+    drop(raw);
 }

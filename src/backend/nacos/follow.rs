@@ -19,6 +19,16 @@
 //! The SDK reconnects and subscribes again by itself, so a follow does not end when the
 //! server goes away; it ends (with an `Err`) when reading the SDK's cache fails, and
 //! whoever follows follows again.
+//!
+//! Replies over gRPC's message limit (4 MiB, which the SDK does not let its user raise):
+//! the SDK drops a push it cannot decode together with its connection, and its subscribing
+//! again fails the same way, logged only by the SDK. A follow would then keep the last list
+//! it read, silently. So a follow of an app whose list is large (over [`LARGE_LIST`]
+//! bytes, a quarter of the limit: an app grows past the limit through pushes that still
+//! arrive) also asks the server for the list every [`VERIFY_EVERY`]; when that read fails
+//! for any reason but the server being unreachable (which the SDK rides out), the follow
+//! ends with its error, which says the reply was over the limit, and following again fails
+//! with it too ([`super::reads::list`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -38,6 +48,36 @@ use crate::model::names as model_names;
 
 /// How often a follow reads a mapping that is absent (see the module docs).
 pub(super) const ABSENT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The size (bytes, estimated) of an app's list over which its follow also reads it from
+/// the server every [`VERIFY_EVERY`] (see the module docs).
+pub(super) const LARGE_LIST: usize = 1 << 20;
+
+/// How often the follow of a large app reads the list from the server.
+pub(super) const VERIFY_EVERY: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Bytes a naming instance takes in the server's reply beside its IP and metadata (port,
+/// weight, flags, cluster, service name, instance id and the JSON around them), about.
+const INSTANCE_OVERHEAD: usize = 250;
+
+/// The estimated size of the server's reply that `list` was read from.
+fn list_size(list: &crate::backend::InstanceList) -> usize {
+    list.instances
+        .values()
+        .map(|i| {
+            let metadata: usize = i.metadata.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
+            i.host.len() + metadata + INSTANCE_OVERHEAD
+        })
+        .sum()
+}
+
+/// The estimated size of the server's reply listing `listed`.
+fn reply_size(listed: &[nacos_sdk::api::naming::ServiceInstance]) -> usize {
+    listed
+        .iter()
+        .map(|i| record::size_of(&i.ip, &i.metadata) + INSTANCE_OVERHEAD)
+        .sum()
+}
 
 /// Turns the SDK's callbacks into "changed" signals: at most one waits, later ones fold into
 /// it (the follow reads the newest state anyway).
@@ -80,12 +120,25 @@ pub(super) async fn instances(
     let mut pushes = Pushes::new(&first);
     let mut last_epoch = first.epoch.clone();
     let (events, follow) = InstanceFollow::channel();
+    let mut large = list_size(&first) > LARGE_LIST;
     let _ = events.try_send(Ok(InstanceEvent::Reset(first)));
     tokio::spawn(async move {
+        let mut verify = tokio::time::interval(VERIFY_EVERY);
+        verify.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        verify.reset();
         loop {
             tokio::select! {
                 () = events.closed() => break,
                 Some(()) = changed.recv() => {}
+                _ = verify.tick(), if large => {
+                    match super::reads::instances(&naming, &group, &app).await {
+                        Err(e) if !e.is_transient() => {
+                            let _ = forward(&events, Err(e));
+                            break;
+                        }
+                        _ => continue,
+                    }
+                }
             }
             let cached = naming
                 .get_all_instances(service.clone(), Some(group.clone()), Vec::new(), true)
@@ -93,6 +146,7 @@ pub(super) async fn instances(
                 .map_err(|e| watch_ended(map_error(e, &format!("read {group}@@{service}"))));
             let item = match cached {
                 Ok(listed) => {
+                    large = reply_size(&listed) > LARGE_LIST;
                     let list = record::parse_list(&app, &listed, &limits);
                     let changes = pushes.apply(list.clone());
                     let drops = changes

@@ -1,5 +1,6 @@
 //! The library's test support (`tests/it/support/` at the workspace root) that the xDS tests
-//! reuse: Greeter providers on loopback and polling with a deadline; plus what only these
+//! reuse: Greeter providers on loopback, a caller counting calls through a balanced channel,
+//! the ZooKeeper and Nacos harnesses and polling with a deadline; plus what only these
 //! tests need: a scripted ADS client and the Python environment of the interop tests.
 //!
 //! Each test binary uses only part of it, hence the `dead_code` allowance.
@@ -7,6 +8,8 @@
 #![allow(dead_code)]
 
 pub mod ads;
+#[path = "../../../tests/it/support/calls.rs"]
+pub mod calls;
 #[path = "../../../tests/it/support/certs.rs"]
 pub mod certs;
 pub mod crash;
@@ -14,6 +17,8 @@ pub mod crash;
 pub mod etcd;
 #[path = "../../../tests/it/support/greeter.rs"]
 pub mod greeter;
+#[path = "../../../tests/it/support/nacos.rs"]
+pub mod nacos;
 pub mod process;
 pub mod python;
 #[path = "../../../tests/it/support/wait.rs"]
