@@ -76,6 +76,17 @@ java_tools() {
   fi
 }
 
+# Marks the build in $2 as used now and removes the builds of peer $1 used longest ago,
+# keeping three: checkouts of other revisions on one machine keep theirs (their links point
+# at them), and the cache stays bounded.
+prune_builds() {
+  local prefix=$1 current=$2 mark
+  touch "$current/.complete"
+  ls -1dt "$cache/$prefix"-*/.complete 2>/dev/null | tail -n +4 | while read -r mark; do
+    rm -rf "$(dirname "$mark")"
+  done
+}
+
 build_java() {
   local hash dir wip started=$SECONDS
   hash=$(source_hash interop/java proto/helloworld.proto)
@@ -101,7 +112,7 @@ build_java() {
     touch "$dir/.complete"
     say "Dubbo Java peer built in $((SECONDS - started)) s"
   fi
-  find "$cache" -maxdepth 1 -name 'dubbo-java-*' ! -name "dubbo-java-$hash" -exec rm -rf {} +
+  prune_builds dubbo-java "$dir"
   ln -sfn "$dir" "$out/dubbo-java"
 }
 
@@ -162,7 +173,7 @@ build_go() {
     touch "$dir/.complete"
     say "dubbo-go peer built in $((SECONDS - started)) s"
   fi
-  find "$cache" -maxdepth 1 -name 'dubbo-go-*' ! -name "dubbo-go-$hash" -exec rm -rf {} +
+  prune_builds dubbo-go "$dir"
   ln -sfn "$dir" "$out/dubbo-go"
 }
 
