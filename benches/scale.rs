@@ -1,7 +1,8 @@
 //! The scale comparison: application-level discovery (Introspect) side by side with the
 //! interface-level baseline it replaces and with the lower bound, measured in one run.
 //!
-//! Run with `cargo bench --bench scale` (a few minutes on 2 cores). It prints a table and
+//! Run with `cargo bench --bench scale --features zookeeper,nacos` (a few minutes on 2
+//! cores; the bench needs the `etcd`, `zookeeper` and `nacos` features). It prints a table and
 //! writes it, with the command and the machine's facts, between the generated-section
 //! markers of `BENCHMARKS.md` (the rest of that file, such as profiling notes, is kept).
 //! `cargo bench --bench scale -- --quick` runs small sizes and writes nothing; so does any
@@ -16,10 +17,12 @@
 //!    joins;
 //! 4. metadata calls for 100 to 10,000 instances in 1 to 10 revisions with 1,000 concurrent
 //!    resolvers: must equal the revision count;
-//! 5. cold resolve of 10,000 instances in 10 revisions against its floor (a raw prefix read
-//!    of the same keys plus one MetadataService call), on the memory store and on etcd;
-//! 6. propagation from a registration to a live subscription's update against a raw put →
-//!    watch event of the same store, on the memory store and on etcd;
+//! 5. cold resolve of 10,000 instances in 10 revisions against its floor (the registry's raw
+//!    read of the same records plus one MetadataService call), on the memory store, etcd,
+//!    ZooKeeper and Nacos (`scale/rig.rs`, `scale/zookeeper.rs`, `scale/nacos.rs`);
+//! 6. propagation from a registration to a live subscription's update against the same
+//!    registry's raw write → event (a put → watch event; on ZooKeeper a create → persistent
+//!    watch event; on Nacos a registration → the SDK's subscribe callback), on the same four;
 //! 7. failure: 60% of a fleet of 20 killed at once under consumers calling through balanced
 //!    channels, with and without consumer-side health (`scale/failure.rs`);
 //! 8. xDS push latency: registration → an ADS client's pushed load assignment, next to the
@@ -29,8 +32,12 @@
 //! 10. many subscriptions: 1,000 subscriptions on one resolver against separate resolvers
 //!     (`scale/many.rs`).
 //!
-//! The etcd scenarios start a throwaway etcd of their own (`common/etcd.rs`) when the `etcd`
-//! binary is on `PATH`, and say "skipped: etcd not installed" otherwise.
+//! The etcd scenarios start a throwaway etcd of their own (the test suite's harness) when the
+//! `etcd` binary is on `PATH`, and say "skipped: etcd not installed" otherwise; likewise
+//! ZooKeeper (`java` and Debian's `zookeeper.jar`) and rnacos
+//! (`~/.cache/introspect/rnacos-VERSION/bin/rnacos`, installed by `scripts/setup.sh
+//! --with-zookeeper --with-nacos`), each on free loopback ports with a temporary data dir,
+//! killed at the end.
 
 #[path = "baseline/mod.rs"]
 mod baseline;
@@ -50,6 +57,13 @@ mod etcd;
 /// Scenario 10: many subscriptions on one resolver against separate resolvers.
 #[path = "scale/many.rs"]
 mod many;
+/// Scenarios 5 and 6 on Nacos.
+#[path = "scale/nacos.rs"]
+mod nacos;
+/// The test suite's throwaway rnacos, shared rather than copied.
+#[allow(dead_code)]
+#[path = "../tests/it/support/nacos.rs"]
+mod nacos_server;
 /// The registries of scenarios 5 and 6, and the memory store and etcd among them.
 #[path = "scale/rig.rs"]
 mod rig;
@@ -59,6 +73,13 @@ mod scale_failure;
 /// Scenario 8: xDS push latency next to the resolver's own propagation.
 #[path = "scale/xds.rs"]
 mod scale_xds;
+/// Scenarios 5 and 6 on ZooKeeper.
+#[path = "scale/zookeeper.rs"]
+mod zookeeper;
+/// The test suite's throwaway ZooKeeper, shared rather than copied.
+#[allow(dead_code)]
+#[path = "../tests/it/support/zookeeper.rs"]
+mod zookeeper_server;
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -83,7 +104,9 @@ use common::{
 };
 use etcd::EtcdServer;
 use introspect::backend::Backend;
+use nacos::NacosRig;
 use rig::{Rig, StoreRig};
+use zookeeper::ZooKeeperRig;
 
 // ---------------------------------------------------------------------------------------
 // Live heap bytes: a counting wrapper around the system allocator (this harness only).
@@ -108,9 +131,13 @@ struct Sizes {
     cold_instances: usize,
     cold_revisions: usize,
     cold_trials: usize,
+    /// The cold-resolve fleet on Nacos (see `scale/nacos.rs`).
+    cold_instances_nacos: usize,
     propagation_fleets: Vec<usize>,
     propagation_trials: usize,
+    /// Trials on etcd and ZooKeeper.
     propagation_trials_etcd: usize,
+    propagation_trials_nacos: usize,
     propagation_spaced_trials: usize,
     /// Fleet sizes of the scale curve (etcd, `cold_revisions` revisions each).
     curve_instances: Vec<usize>,
@@ -133,9 +160,11 @@ impl Sizes {
             cold_instances: 10_000,
             cold_revisions: 10,
             cold_trials: 11,
+            cold_instances_nacos: 10_000,
             propagation_fleets: vec![1, 100],
             propagation_trials: 2_000,
             propagation_trials_etcd: 400,
+            propagation_trials_nacos: 20,
             propagation_spaced_trials: 20,
             curve_instances: vec![1_000, 10_000, 100_000],
             many_apps: 10,
@@ -157,9 +186,11 @@ impl Sizes {
             cold_instances: 200,
             cold_revisions: 2,
             cold_trials: 3,
+            cold_instances_nacos: 200,
             propagation_fleets: vec![1, 10],
             propagation_trials: 30,
             propagation_trials_etcd: 10,
+            propagation_trials_nacos: 2,
             propagation_spaced_trials: 3,
             curve_instances: vec![100, 300],
             many_apps: 3,
@@ -788,7 +819,8 @@ fn fleet(servers: &Servers, n: usize, revisions: usize) -> Vec<ServiceInstance> 
 /// protocol by a fresh resolver (mapping read, instance list, one MetadataService call per
 /// revision in parallel, endpoints). Medians over `trials`.
 ///
-/// Runs on the memory store and on a fresh etcd of its own (when installed).
+/// Runs on the memory store and on a fresh etcd, ZooKeeper and Nacos of its own (each
+/// when installed).
 async fn cold_resolve<R: Rig>(
     rig: &R,
     servers: &Servers,
@@ -905,7 +937,22 @@ async fn cold_on<R: Rig, F: Future<Output = Option<R>>>(
         ));
         return Ok(());
     };
-    let cold = cold_resolve(&rig, servers, n, r, sizes.cold_trials).await?;
+    // A registry that cannot hold or answer the fleet fails its row, not the run.
+    let cold = match cold_resolve(&rig, servers, n, r, sizes.cold_trials).await {
+        Ok(cold) => cold,
+        Err(e) => {
+            let why: String = e.to_string().replace('|', "/").chars().take(240).collect();
+            rows.push(Row::new(
+                format!("Cold resolve, {n} instances in {r} revisions, {label}"),
+                "–",
+                "–",
+                format!("failed: {why}"),
+                "≤ 1.5× the floor",
+                Some(false),
+            ));
+            return Ok(());
+        }
+    };
     assert_eq!(cold.endpoints, n);
     cold_row(sizes, rig.label(), n, &cold, rows, notes);
     Ok(())
@@ -948,6 +995,23 @@ async fn cold(
     // The same on a fresh server of each networked registry (empty, killed afterwards).
     let etcd = ("etcd", "etcd", n);
     cold_on(sizes, servers, etcd, StoreRig::etcd, rows, notes).await?;
+    let zookeeper = ("ZooKeeper", "ZooKeeper", n);
+    cold_on(sizes, servers, zookeeper, ZooKeeperRig::start, rows, notes).await?;
+    let (fits, bytes) = nacos::fitting(&synthetic(&servers.templates[0], 0));
+    let nacos_n = sizes.cold_instances_nacos.min(fits);
+    if nacos_n < sizes.cold_instances_nacos {
+        notes.push(format!(
+            "Cold resolve, Nacos: {nacos_n} instances, not {}: a getAllInstances answer is one \
+             gRPC message, and the SDK (nacos-sdk 0.8, tonic's default) takes at most {} MiB; \
+             at ~{bytes} bytes a record, {nacos_n} is the largest multiple of 1,000 within 85% \
+             of that (Introspect's backend reads through the same SDK, so the limit is the \
+             same on both sides).",
+            sizes.cold_instances_nacos,
+            nacos::MESSAGE_LIMIT / 1024 / 1024,
+        ));
+    }
+    let nacos = ("Nacos", "rnacos", nacos_n);
+    cold_on(sizes, servers, nacos, NacosRig::start, rows, notes).await?;
     Ok(())
 }
 
@@ -1167,13 +1231,18 @@ async fn propagation(
     spaced.extend(propagation_on(sizes, servers, memory, StoreRig::memory, rows).await?);
     let etcd = ("etcd", "etcd", sizes.propagation_trials_etcd);
     spaced.extend(propagation_on(sizes, servers, etcd, StoreRig::etcd, rows).await?);
+    let zookeeper = ("ZooKeeper", "ZooKeeper", sizes.propagation_trials_etcd);
+    spaced.extend(propagation_on(sizes, servers, zookeeper, ZooKeeperRig::start, rows).await?);
+    let nacos = ("Nacos", "rnacos", sizes.propagation_trials_nacos);
+    spaced.extend(propagation_on(sizes, servers, nacos, NacosRig::start, rows).await?);
     notes.push(format!(
-        "Propagation: {} trials of each on the memory store, {} on etcd, interleaved, each on a fresh store. The consumer side is a live subscription \
+        "Propagation: {} trials of each on the memory store, {} on etcd and ZooKeeper, {} on \
+         Nacos, interleaved, each on a fresh store. The consumer side is a live subscription \
          (`Resolver::subscribe`) with the coalescing window set to zero, so every change is \
          pushed at once (the path of a first change after a quiet period), and \
          self-preservation off (each trial deletes its record again, which would otherwise \
          count towards a mass expiry).",
-        sizes.propagation_trials, sizes.propagation_trials_etcd,
+        sizes.propagation_trials, sizes.propagation_trials_etcd, sizes.propagation_trials_nacos,
     ));
     notes.push(format!(
         "Propagation with the default coalescing window ({} ms), {} trials spaced so each \
@@ -1304,7 +1373,7 @@ fn section(rows: &[Row], notes: &[String], facts: &[String], took: Duration) -> 
     let mut out = String::new();
     out.push_str(BEGIN);
     out.push_str("\n\n## Scale comparison (latest run)\n\n");
-    out.push_str("Command: `cargo bench --bench scale`");
+    out.push_str("Command: `cargo bench --bench scale --features zookeeper,nacos`");
     out.push_str(&format!(
         " (took {:.0} s)\n\nMachine:\n\n",
         took.as_secs_f64()
@@ -1348,7 +1417,8 @@ fn main() {
     let bench = args.iter().any(|a| a == "--bench");
     let quick = args.iter().any(|a| a == "--quick");
     // `--only NAME` (volume, memory, calls, cold, propagation, failure, xds, curve, many)
-    // runs one scenario, for profiling; it writes nothing.
+    // runs one scenario, for profiling; it writes nothing. `cold` and `propagation` run on
+    // every registry (memory store, etcd, ZooKeeper, Nacos).
     let only = args
         .iter()
         .position(|a| a == "--only")

@@ -1,7 +1,8 @@
 //! One registry under the cold-resolve and propagation scenarios: how Introspect reaches it
 //! (a [`Backend`] with default options) and the raw operations underneath it that the
 //! floors are made of. The scenarios are written once against [`Rig`]; the memory store and
-//! etcd are [`StoreRig`] (below).
+//! etcd are [`StoreRig`] (below), ZooKeeper and Nacos have files of their own
+//! (`zookeeper.rs`, `nacos.rs`).
 
 use introspect::backend::Backend;
 
@@ -15,7 +16,7 @@ pub trait Rig {
     /// A raw record, prepared before a propagation trial's clock starts.
     type Raw;
 
-    /// The registry's name in a row: `memory store`, `etcd`.
+    /// The registry's name in a row: `memory store`, `etcd`, `ZooKeeper`, `Nacos`.
     fn label(&self) -> &'static str;
 
     /// Introspect's backend on this registry (one connection, shared by every resolver of
@@ -35,7 +36,7 @@ pub trait Rig {
 
     /// The propagation floor's consumer side: raw events of a key space of its own, as
     /// arrival instants. `fleet` is the app's fleet, for registries whose events carry the
-    /// whole list, so that the floor's events are as large as the app's.
+    /// whole list (Nacos), so that the floor's events are as large as the app's.
     async fn raw_feed(&self, fleet: &[ServiceInstance]) -> Result<UpdateFeed>;
 
     /// `record` as the raw write of the floor writes it.
