@@ -1,7 +1,8 @@
 //! The scale comparison: application-level discovery (Introspect) side by side with the
 //! interface-level baseline it replaces and with the lower bound, measured in one run.
 //!
-//! Run with `cargo bench --bench scale` (a few minutes on 2 cores). It prints a table and
+//! Run with `cargo bench --bench scale --features zookeeper,nacos` (a few minutes on 2
+//! cores; the bench needs the `etcd`, `zookeeper` and `nacos` features). It prints a table and
 //! writes it, with the command and the machine's facts, between the generated-section
 //! markers of `BENCHMARKS.md` (the rest of that file, such as profiling notes, is kept).
 //! `cargo bench --bench scale -- --quick` runs small sizes and writes nothing; so does any
@@ -16,10 +17,12 @@
 //!    joins;
 //! 4. metadata calls for 100 to 10,000 instances in 1 to 10 revisions with 1,000 concurrent
 //!    resolvers: must equal the revision count;
-//! 5. cold resolve of 10,000 instances in 10 revisions against its floor (a raw prefix read
-//!    of the same keys plus one MetadataService call), on the memory store and on etcd;
-//! 6. propagation from a registration to a live subscription's update against a raw put →
-//!    watch event of the same store, on the memory store and on etcd;
+//! 5. cold resolve of 10,000 instances in 10 revisions against its floor (the registry's raw
+//!    read of the same records plus one MetadataService call), on the memory store, etcd,
+//!    ZooKeeper and Nacos (`scale/rig.rs`, `scale/zookeeper.rs`, `scale/nacos.rs`);
+//! 6. propagation from a registration to a live subscription's update against the same
+//!    registry's raw write → event (a put → watch event; on ZooKeeper a create → persistent
+//!    watch event; on Nacos a registration → the SDK's subscribe callback), on the same four;
 //! 7. failure: 60% of a fleet of 20 killed at once under consumers calling through balanced
 //!    channels, with and without consumer-side health (`scale/failure.rs`);
 //! 8. xDS push latency: registration → an ADS client's pushed load assignment, next to the
@@ -29,8 +32,12 @@
 //! 10. many subscriptions: 1,000 subscriptions on one resolver against separate resolvers
 //!     (`scale/many.rs`).
 //!
-//! The etcd scenarios start a throwaway etcd of their own (`common/etcd.rs`) when the `etcd`
-//! binary is on `PATH`, and say "skipped: etcd not installed" otherwise.
+//! The etcd scenarios start a throwaway etcd of their own (the test suite's harness) when the
+//! `etcd` binary is on `PATH`, and say "skipped: etcd not installed" otherwise; likewise
+//! ZooKeeper (`java` and Debian's `zookeeper.jar`) and rnacos
+//! (`~/.cache/introspect/rnacos-VERSION/bin/rnacos`, installed by `scripts/setup.sh
+//! --with-zookeeper --with-nacos`), each on free loopback ports with a temporary data dir,
+//! killed at the end.
 
 #[path = "baseline/mod.rs"]
 mod baseline;
@@ -50,12 +57,29 @@ mod etcd;
 /// Scenario 10: many subscriptions on one resolver against separate resolvers.
 #[path = "scale/many.rs"]
 mod many;
+/// Scenarios 5 and 6 on Nacos.
+#[path = "scale/nacos.rs"]
+mod nacos;
+/// The test suite's throwaway rnacos, shared rather than copied.
+#[allow(dead_code)]
+#[path = "../tests/it/support/nacos.rs"]
+mod nacos_server;
+/// The registries of scenarios 5 and 6, and the memory store and etcd among them.
+#[path = "scale/rig.rs"]
+mod rig;
 /// Scenario 7: failure.
 #[path = "scale/failure.rs"]
 mod scale_failure;
 /// Scenario 8: xDS push latency next to the resolver's own propagation.
 #[path = "scale/xds.rs"]
 mod scale_xds;
+/// Scenarios 5 and 6 on ZooKeeper.
+#[path = "scale/zookeeper.rs"]
+mod zookeeper;
+/// The test suite's throwaway ZooKeeper, shared rather than copied.
+#[allow(dead_code)]
+#[path = "../tests/it/support/zookeeper.rs"]
+mod zookeeper_server;
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -79,6 +103,10 @@ use common::{
     synthetic,
 };
 use etcd::EtcdServer;
+use introspect::backend::Backend;
+use nacos::NacosRig;
+use rig::{Rig, StoreRig};
+use zookeeper::ZooKeeperRig;
 
 // ---------------------------------------------------------------------------------------
 // Live heap bytes: a counting wrapper around the system allocator (this harness only).
@@ -103,9 +131,13 @@ struct Sizes {
     cold_instances: usize,
     cold_revisions: usize,
     cold_trials: usize,
+    /// The cold-resolve fleet on Nacos (see `scale/nacos.rs`).
+    cold_instances_nacos: usize,
     propagation_fleets: Vec<usize>,
     propagation_trials: usize,
+    /// Trials on etcd and ZooKeeper.
     propagation_trials_etcd: usize,
+    propagation_trials_nacos: usize,
     propagation_spaced_trials: usize,
     /// Fleet sizes of the scale curve (etcd, `cold_revisions` revisions each).
     curve_instances: Vec<usize>,
@@ -128,9 +160,11 @@ impl Sizes {
             cold_instances: 10_000,
             cold_revisions: 10,
             cold_trials: 11,
+            cold_instances_nacos: 10_000,
             propagation_fleets: vec![1, 100],
             propagation_trials: 2_000,
             propagation_trials_etcd: 400,
+            propagation_trials_nacos: 20,
             propagation_spaced_trials: 20,
             curve_instances: vec![1_000, 10_000, 100_000],
             many_apps: 10,
@@ -152,9 +186,11 @@ impl Sizes {
             cold_instances: 200,
             cold_revisions: 2,
             cold_trials: 3,
+            cold_instances_nacos: 200,
             propagation_fleets: vec![1, 10],
             propagation_trials: 30,
             propagation_trials_etcd: 10,
+            propagation_trials_nacos: 2,
             propagation_spaced_trials: 3,
             curve_instances: vec![100, 300],
             many_apps: 3,
@@ -217,6 +253,12 @@ fn table(rows: &[Row]) -> String {
 
 /// What an etcd row says when `etcd` is not on `PATH`.
 const ETCD_SKIPPED: &str = "skipped: etcd not installed";
+
+/// What a row says when the server it needs (`etcd`, `ZooKeeper`, `rnacos`) is not
+/// installed.
+fn skipped(what: &str) -> String {
+    format!("skipped: {what} not installed")
+}
 
 fn less(app: f64, base: f64) -> f64 {
     100.0 * (1.0 - app / base)
@@ -723,34 +765,33 @@ async fn metadata_calls(sizes: &Sizes, servers: &Servers, rows: &mut Vec<Row>) -
 }
 
 // ---------------------------------------------------------------------------------------
-// 5. Cold resolve against the floor, on any store.
+// 5. Cold resolve against the floor, on any registry.
 
 /// The result of [`cold_resolve`].
 struct Cold {
     resolve: Duration,
     floor: Duration,
     endpoints: usize,
-    /// Where the time goes: the instance list alone (prefix read and parsing), and a
-    /// resolve by the same resolver with its metadata cached (no call).
+    /// Where the time goes: the instance list alone (the backend's list: read and
+    /// parsing), and a resolve by the same resolver with its metadata cached (no call).
     list: Duration,
     warm: Duration,
-    /// The floor's prefix read alone.
+    /// The floor's raw read alone.
     read: Duration,
 }
 
-/// One measurement of the cold-resolve floor: a raw read of the `n` instance keys under
-/// `prefix` plus one MetadataService call to `server`. Returns how long the read took and
-/// how long both took.
-async fn floor_once(
-    store: &Arc<dyn Store>,
-    prefix: &str,
+/// One measurement of the cold-resolve floor: the raw read of the `n` instance records of
+/// `rig` plus one MetadataService call to `server`. Returns how long the read took and how
+/// long both took.
+async fn floor_once<R: Rig>(
+    rig: &R,
     client: &MetadataClient,
     server: &ServiceInstance,
     n: usize,
 ) -> Result<(Duration, Duration)> {
     let started = Instant::now();
-    let range = store.get_prefix(prefix).await?;
-    let read = started.elapsed();
+    let read = rig.read_raw().await?;
+    let read_took = started.elapsed();
     let info = client
         .fetch(
             &server.host,
@@ -759,40 +800,49 @@ async fn floor_once(
         )
         .await?;
     let floor = started.elapsed();
-    assert_eq!(range.kvs.len(), n);
-    drop((range, info));
-    Ok((read, floor))
+    assert_eq!(R::read_len(&read), n, "the floor read the whole fleet");
+    drop((read, info));
+    Ok((read_took, floor))
 }
 
-/// Cold resolve on any [`Store`]: writes `n` instance records in `revisions` revisions
-/// into `store`, then, alternating, times (a) `resolve()` of one interface and protocol by
-/// a fresh resolver (mapping read, instance list, one MetadataService call per revision in
-/// parallel, endpoints) and (b) the floor: a raw prefix read of the same instance keys plus
-/// one MetadataService call. Medians over `trials`.
+/// The synthetic fleet of `n` instance records spread round-robin over the first
+/// `revisions` revisions.
+fn fleet(servers: &Servers, n: usize, revisions: usize) -> Vec<ServiceInstance> {
+    (0..n)
+        .map(|i| synthetic(&servers.templates[i % revisions], i))
+        .collect()
+}
+
+/// Cold resolve on any registry: writes `n` instance records in `revisions` revisions
+/// into `rig`, then, alternating, times (a) the floor: the registry's raw read of the same
+/// records plus one MetadataService call, and (b) `resolve()` of one interface and
+/// protocol by a fresh resolver (mapping read, instance list, one MetadataService call per
+/// revision in parallel, endpoints). Medians over `trials`.
 ///
-/// Runs on the memory store and on a fresh etcd of its own (when `etcd` is installed).
-async fn cold_resolve(
-    store: Arc<dyn Store>,
+/// Runs on the memory store and on a fresh etcd, ZooKeeper and Nacos of its own (each
+/// when installed).
+async fn cold_resolve<R: Rig>(
+    rig: &R,
     servers: &Servers,
     n: usize,
     revisions: usize,
     trials: usize,
 ) -> Result<Cold> {
-    populate(&store, servers, n, revisions).await?;
+    rig.write_fleet(fleet(servers, n, revisions)).await?;
+    let backend = rig.backend();
     let subscription = Subscription::new(INTERFACES[0]).protocol("tri");
-    let prefix = Layout::default().app_prefix(APP);
     let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
     let server = &servers.templates[0];
     let (mut resolves, mut floors) = (Vec::new(), Vec::new());
     let (mut lists, mut warms, mut reads) = (Vec::new(), Vec::new(), Vec::new());
-    let registry = registry(&store);
+    let limits = Limits::default();
     let mut endpoints = 0;
     for _ in 0..trials {
-        let (read, floor) = floor_once(&store, &prefix, &client, server, n).await?;
+        let (read, floor) = floor_once(rig, &client, server, n).await?;
         reads.push(read);
         floors.push(floor);
 
-        let resolver = Resolver::new(store.clone());
+        let resolver = Resolver::new(backend.clone());
         let started = Instant::now();
         let found = resolver.resolve(&subscription).await?;
         resolves.push(started.elapsed());
@@ -809,7 +859,7 @@ async fn cold_resolve(
         warms.push(started.elapsed());
         drop(warm);
         let started = Instant::now();
-        let list = registry.list(APP).await?;
+        let list = backend.instances().list(APP, &limits).await?;
         lists.push(started.elapsed());
         drop(list);
     }
@@ -823,18 +873,28 @@ async fn cold_resolve(
     })
 }
 
-/// The cold-resolve row of one store, and the note saying where the time goes.
+/// How a registry's floor reads an app's records, for the notes.
+fn floor_read(label: &str) -> &'static str {
+    match label {
+        "ZooKeeper" => "children list and pipelined reads of every child",
+        "Nacos" => "one getAllInstances",
+        _ => "prefix read",
+    }
+}
+
+/// The cold-resolve row of one registry, and the note saying where the time goes.
 fn cold_row(
     sizes: &Sizes,
-    store_label: &str,
+    label: &str,
+    n: usize,
     cold: &Cold,
     rows: &mut Vec<Row>,
     notes: &mut Vec<String>,
 ) {
-    let (n, r) = (sizes.cold_instances, sizes.cold_revisions);
+    let r = sizes.cold_revisions;
     let ratio = cold.resolve.as_secs_f64() / cold.floor.as_secs_f64();
     rows.push(Row::new(
-        format!("Cold resolve, {n} instances in {r} revisions, {store_label} (median)"),
+        format!("Cold resolve, {n} instances in {r} revisions, {label} (median)"),
         ms(cold.resolve),
         ms(cold.floor),
         format!("{ratio:.2}× the floor"),
@@ -842,16 +902,60 @@ fn cold_row(
         Some(ratio <= 1.5),
     ));
     notes.push(format!(
-        "Cold resolve, {store_label} ({} trials, medians): of the {} resolve, the instance \
-         list alone (prefix read and parsing of {n} records) takes {}, and a resolve with the \
-         metadata cached takes {}; the rest is the {r} MetadataService calls (made in \
-         parallel). The floor's prefix read alone takes {}.",
+        "Cold resolve, {label} ({} trials, medians): of the {} resolve, the instance list \
+         alone (read and parsing of {n} records) takes {}, and a resolve with the metadata \
+         cached takes {}; the rest is the {r} MetadataService calls (made in parallel). The \
+         floor's {} alone takes {}.",
         sizes.cold_trials,
         ms(cold.resolve),
         ms(cold.list),
         ms(cold.warm),
+        floor_read(label),
         ms(cold.read),
     ));
+}
+
+/// The cold-resolve row of the registry `start` gives, or a skipped row when it is not
+/// installed (`what` names what is missing).
+async fn cold_on<R: Rig, F: Future<Output = Option<R>>>(
+    sizes: &Sizes,
+    servers: &Servers,
+    (label, what, n): (&str, &str, usize),
+    start: impl FnOnce() -> F,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let r = sizes.cold_revisions;
+    let Some(rig) = start().await else {
+        rows.push(Row::new(
+            format!("Cold resolve, {n} instances in {r} revisions, {label}"),
+            "–",
+            "–",
+            skipped(what),
+            "≤ 1.5× the floor",
+            None,
+        ));
+        return Ok(());
+    };
+    // A registry that cannot hold or answer the fleet fails its row, not the run.
+    let cold = match cold_resolve(&rig, servers, n, r, sizes.cold_trials).await {
+        Ok(cold) => cold,
+        Err(e) => {
+            let why: String = e.to_string().replace('|', "/").chars().take(240).collect();
+            rows.push(Row::new(
+                format!("Cold resolve, {n} instances in {r} revisions, {label}"),
+                "–",
+                "–",
+                format!("failed: {why}"),
+                "≤ 1.5× the floor",
+                Some(false),
+            ));
+            return Ok(());
+        }
+    };
+    assert_eq!(cold.endpoints, n);
+    cold_row(sizes, rig.label(), n, &cold, rows, notes);
+    Ok(())
 }
 
 async fn cold(
@@ -860,13 +964,11 @@ async fn cold(
     rows: &mut Vec<Row>,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    let (n, r) = (sizes.cold_instances, sizes.cold_revisions);
-    let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let cold = cold_resolve(memory, servers, n, r, sizes.cold_trials).await?;
-    assert_eq!(cold.endpoints, n);
-    cold_row(sizes, "memory store", &cold, rows, notes);
+    let n = sizes.cold_instances;
+    let memory = ("memory store", "", n);
+    cold_on(sizes, servers, memory, StoreRig::memory, rows, notes).await?;
     // One MetadataService call on a fresh connection, as the resolver makes it: the part of
-    // the floor that is not the store.
+    // the floor that is not the registry.
     let client = MetadataClient::new(Duration::from_secs(3), Limits::default());
     let server = &servers.templates[0];
     let mut calls = Vec::new();
@@ -890,23 +992,26 @@ async fn cold(
         ms(calls[calls.len() - 1]),
         calls.len()
     ));
-    // The same on a fresh single-member etcd of its own (empty, killed afterwards).
-    match EtcdServer::start().await {
-        Some(etcd) => {
-            let store = etcd_store(&etcd).await;
-            let cold = cold_resolve(store, servers, n, r, sizes.cold_trials).await?;
-            assert_eq!(cold.endpoints, n);
-            cold_row(sizes, "etcd", &cold, rows, notes);
-        }
-        None => rows.push(Row::new(
-            format!("Cold resolve, {n} instances in {r} revisions, etcd"),
-            "–",
-            "–",
-            ETCD_SKIPPED,
-            "≤ 1.5× the floor",
-            None,
-        )),
+    // The same on a fresh server of each networked registry (empty, killed afterwards).
+    let etcd = ("etcd", "etcd", n);
+    cold_on(sizes, servers, etcd, StoreRig::etcd, rows, notes).await?;
+    let zookeeper = ("ZooKeeper", "ZooKeeper", n);
+    cold_on(sizes, servers, zookeeper, ZooKeeperRig::start, rows, notes).await?;
+    let (fits, bytes) = nacos::fitting(&synthetic(&servers.templates[0], 0));
+    let nacos_n = sizes.cold_instances_nacos.min(fits);
+    if nacos_n < sizes.cold_instances_nacos {
+        notes.push(format!(
+            "Cold resolve, Nacos: {nacos_n} instances, not {}: a getAllInstances answer is one \
+             gRPC message, and the SDK (nacos-sdk 0.8, tonic's default) takes at most {} MiB; \
+             at ~{bytes} bytes a record, {nacos_n} is the largest multiple of 1,000 within 85% \
+             of that (Introspect's backend reads through the same SDK, so the limit is the \
+             same on both sides).",
+            sizes.cold_instances_nacos,
+            nacos::MESSAGE_LIMIT / 1024 / 1024,
+        ));
     }
+    let nacos = ("Nacos", "rnacos", nacos_n);
+    cold_on(sizes, servers, nacos, NacosRig::start, rows, notes).await?;
     Ok(())
 }
 
@@ -928,8 +1033,8 @@ type UpdateFeed = mpsc::UnboundedReceiver<Instant>;
 ///   enabled record counts as an expiry), and in a fleet of 100 more than half of the
 ///   fleet is deleted within the 15 s protection window after ~50 trials, which would hold
 ///   the clean-ups. Registrations, the thing measured, are never held.
-fn propagation_resolver(store: &Arc<dyn Store>, window: Duration) -> Resolver {
-    Resolver::builder(store.clone())
+fn propagation_resolver(backend: impl Into<Backend>, window: Duration) -> Resolver {
+    Resolver::builder(backend)
         .subscribe_options(
             SubscribeOptions::default().coalesce(CoalesceOptions::default().window(window)),
         )
@@ -941,31 +1046,16 @@ fn propagation_resolver(store: &Arc<dyn Store>, window: Duration) -> Resolver {
 /// endpoint set reported by the instant `changed()` returned it. The subscription lives as
 /// long as the feed.
 async fn subscription_feed(
-    store: &Arc<dyn Store>,
+    backend: impl Into<Backend>,
     subscription: Subscription,
     window: Duration,
 ) -> Result<UpdateFeed> {
-    let resolver = propagation_resolver(store, window);
+    let resolver = propagation_resolver(backend, window);
     let mut handle = resolver.subscribe(subscription).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Ok(endpoints) = handle.changed().await {
             black_box(endpoints);
-            if tx.send(Instant::now()).is_err() {
-                return;
-            }
-        }
-    });
-    Ok(rx)
-}
-
-/// The raw floor: a watch on a prefix of its own, reporting each event's arrival.
-async fn raw_feed(store: &Arc<dyn Store>, prefix: &str) -> Result<UpdateFeed> {
-    let mut watch = store.watch_prefix(prefix, 0).await?;
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Ok(batch) = watch.next().await {
-            black_box(batch);
             if tx.send(Instant::now()).is_err() {
                 return;
             }
@@ -988,53 +1078,51 @@ struct Latencies {
     raw: Vec<Duration>,
 }
 
-/// Propagation in a fleet of `n` instances of one revision on `store`: `trials` times,
-/// interleaved, (a) a raw `put` of an instance record's bytes to a key under a watched
-/// prefix until the watch event arrives, and (b) a provider's registration
-/// (`Registry::register` of a new instance of a known revision) until the subscription
-/// pushes an endpoint set including it. Each trial removes its record again (and waits for
-/// that update) so the fleet stays at its size. With `spacing`, each registration waits
-/// that long after the previous push (to be a first change after a quiet period), and each
-/// raw put as long after the previous event (so both sides wake an idle runtime).
-async fn propagation_in_fleet(
-    store: &Arc<dyn Store>,
+/// Propagation in a fleet of `n` instances of one revision on `rig`: `trials` times,
+/// interleaved, (a) the registry's raw write of an instance record into a key space of its
+/// own until the raw event arrives (a `put` until the watch event on the key-value stores;
+/// see `zookeeper.rs` and `nacos.rs` for theirs), and (b) a provider's registration of a new
+/// instance of a known revision until the subscription pushes an endpoint set including
+/// it. Each trial removes its record again (and waits for that update) so the fleet stays
+/// at its size. With `spacing`, each registration waits that long after the previous push
+/// (to be a first change after a quiet period), and each raw write as long after the
+/// previous event (so both sides wake an idle runtime).
+async fn propagation_in_fleet<R: Rig>(
+    rig: &R,
     n: usize,
     trials: usize,
     servers: &Servers,
     window: Duration,
     spacing: Option<Duration>,
 ) -> Result<Latencies> {
-    populate(store, servers, n, 1).await?;
+    let fleet = fleet(servers, n, 1);
+    rig.write_fleet(fleet.clone()).await?;
     let subscription = Subscription::new(INTERFACES[0]).protocol("tri");
-    let mut app_feed = subscription_feed(store, subscription, window).await?;
-    let mut raw = raw_feed(store, "/bench/raw/").await?;
-    let provider_registry = registry(store);
+    let mut app_feed = subscription_feed(rig.backend(), subscription, window).await?;
+    let mut raw = rig.raw_feed(&fleet).await?;
     let (mut app_times, mut raw_times) = (Vec::new(), Vec::new());
     for t in 0..trials {
         let instance = synthetic(&servers.templates[0], n + t);
-        let bytes = instance.to_json();
-        let key = format!("/bench/raw/{}", instance.address());
+        let raw_record = rig.raw(&instance);
 
         if let Some(spacing) = spacing {
             tokio::time::sleep(spacing).await;
         }
         let started = Instant::now();
-        store.put(&key, bytes, None).await?;
-        let seen = next_update(&mut raw, "raw watch").await;
+        rig.raw_put(&raw_record).await?;
+        let seen = next_update(&mut raw, "raw event").await;
         raw_times.push(seen - started);
-        store.delete(&key).await?;
-        next_update(&mut raw, "raw watch").await;
+        rig.raw_delete(&raw_record).await?;
+        next_update(&mut raw, "raw event").await;
 
         if let Some(spacing) = spacing {
             tokio::time::sleep(spacing).await;
         }
         let started = Instant::now();
-        provider_registry.register(&instance, None).await?;
+        rig.register(&instance).await?;
         let seen = next_update(&mut app_feed, "subscription").await;
         app_times.push(seen - started);
-        provider_registry
-            .deregister(APP, &instance.host, instance.port)
-            .await?;
+        rig.deregister(&instance).await?;
         next_update(&mut app_feed, "subscription").await;
     }
     app_times.sort();
@@ -1043,17 +1131,6 @@ async fn propagation_in_fleet(
         app: app_times,
         raw: raw_times,
     })
-}
-
-/// A store for one propagation measurement: a fresh memory store, or a fresh etcd (kept
-/// alive by the returned guard). `None` for etcd when it is not installed.
-async fn fresh_store(on_etcd: bool) -> Option<(Arc<dyn Store>, Option<EtcdServer>)> {
-    if !on_etcd {
-        return Some((Arc::new(MemoryStore::new()), None));
-    }
-    let etcd = EtcdServer::start().await?;
-    let store = etcd_store(&etcd).await;
-    Some((store, Some(etcd)))
 }
 
 /// A store on `etcd` with default options: the benchmark measures what users get.
@@ -1066,6 +1143,83 @@ async fn etcd_store(etcd: &EtcdServer) -> Arc<dyn Store> {
     )
 }
 
+/// The propagation rows of the registry `start` gives (a fresh one per measurement), or
+/// skipped rows when it is not installed (`what` names what is missing). Returns the note
+/// of its spaced trials under the default coalescing window.
+async fn propagation_on<R: Rig, F: Future<Output = Option<R>>>(
+    sizes: &Sizes,
+    servers: &Servers,
+    (label, what, trials): (&str, &str, usize),
+    start: impl Fn() -> F,
+    rows: &mut Vec<Row>,
+) -> Result<Option<String>> {
+    for &n in &sizes.propagation_fleets {
+        let noun = if n == 1 { "instance" } else { "instances" };
+        let Some(rig) = start().await else {
+            rows.push(Row::new(
+                format!(
+                    "Propagation p50 and p99, registration → subscriber update ({n} {noun}), \
+                     {label}"
+                ),
+                "–",
+                "–",
+                skipped(what),
+                "≤ 1.5×",
+                None,
+            ));
+            continue;
+        };
+        let times = propagation_in_fleet(&rig, n, trials, servers, Duration::ZERO, None).await?;
+        for (p_label, p) in [("p50", 50), ("p99", 99)] {
+            let (app, raw) = (percentile(&times.app, p), percentile(&times.raw, p));
+            let ratio = app.as_secs_f64() / raw.as_secs_f64();
+            rows.push(Row::new(
+                format!(
+                    "Propagation {p_label}, registration → subscriber update ({n} {noun}), \
+                     {label}"
+                ),
+                us(app),
+                us(raw),
+                format!("{ratio:.2}× {}", raw_event(label)),
+                "≤ 1.5×",
+                Some(ratio <= 1.5),
+            ));
+        }
+    }
+    // The default coalescing window, trials spaced so each registration is the first
+    // change after a quiet period: the same latency is expected.
+    let n = *sizes.propagation_fleets.last().expect("a fleet size");
+    let Some(rig) = start().await else {
+        return Ok(None);
+    };
+    let window = introspect::consumer::DEFAULT_COALESCE_WINDOW;
+    let times = propagation_in_fleet(
+        &rig,
+        n,
+        sizes.propagation_spaced_trials,
+        servers,
+        window,
+        Some(window + Duration::from_millis(20)),
+    )
+    .await?;
+    Ok(Some(format!(
+        "{label}: p50 {} (raw {}), p99 {} (raw {})",
+        us(percentile(&times.app, 50)),
+        us(percentile(&times.raw, 50)),
+        us(percentile(&times.app, 99)),
+        us(percentile(&times.raw, 99)),
+    )))
+}
+
+/// What a registry's propagation floor is, in its rows.
+fn raw_event(label: &str) -> &'static str {
+    match label {
+        "ZooKeeper" => "raw create → watch event",
+        "Nacos" => "raw registration → SDK callback",
+        _ => "raw put → watch event",
+    }
+}
+
 async fn propagation(
     sizes: &Sizes,
     servers: &Servers,
@@ -1073,74 +1227,22 @@ async fn propagation(
     notes: &mut Vec<String>,
 ) -> Result<()> {
     let mut spaced = Vec::new();
-    for (on_etcd, store_label, trials) in [
-        (false, "memory store", sizes.propagation_trials),
-        (true, "etcd", sizes.propagation_trials_etcd),
-    ] {
-        for &n in &sizes.propagation_fleets {
-            let noun = if n == 1 { "instance" } else { "instances" };
-            let Some((store, _etcd)) = fresh_store(on_etcd).await else {
-                rows.push(Row::new(
-                    format!(
-                        "Propagation p50 and p99, registration → subscriber update ({n} {noun}), \
-                         etcd"
-                    ),
-                    "–",
-                    "–",
-                    ETCD_SKIPPED,
-                    "≤ 1.5×",
-                    None,
-                ));
-                continue;
-            };
-            let times =
-                propagation_in_fleet(&store, n, trials, servers, Duration::ZERO, None).await?;
-            for (label, p) in [("p50", 50), ("p99", 99)] {
-                let (app, raw) = (percentile(&times.app, p), percentile(&times.raw, p));
-                let ratio = app.as_secs_f64() / raw.as_secs_f64();
-                rows.push(Row::new(
-                    format!(
-                        "Propagation {label}, registration → subscriber update ({n} {noun}), \
-                         {store_label}"
-                    ),
-                    us(app),
-                    us(raw),
-                    format!("{ratio:.2}× raw put → watch event"),
-                    "≤ 1.5×",
-                    Some(ratio <= 1.5),
-                ));
-            }
-        }
-        // The default coalescing window, trials spaced so each registration is the first
-        // change after a quiet period: the same latency is expected.
-        let n = *sizes.propagation_fleets.last().expect("a fleet size");
-        if let Some((store, _etcd)) = fresh_store(on_etcd).await {
-            let window = introspect::consumer::DEFAULT_COALESCE_WINDOW;
-            let times = propagation_in_fleet(
-                &store,
-                n,
-                sizes.propagation_spaced_trials,
-                servers,
-                window,
-                Some(window + Duration::from_millis(20)),
-            )
-            .await?;
-            spaced.push(format!(
-                "{store_label}: p50 {} (raw {}), p99 {} (raw {})",
-                us(percentile(&times.app, 50)),
-                us(percentile(&times.raw, 50)),
-                us(percentile(&times.app, 99)),
-                us(percentile(&times.raw, 99)),
-            ));
-        }
-    }
+    let memory = ("memory store", "", sizes.propagation_trials);
+    spaced.extend(propagation_on(sizes, servers, memory, StoreRig::memory, rows).await?);
+    let etcd = ("etcd", "etcd", sizes.propagation_trials_etcd);
+    spaced.extend(propagation_on(sizes, servers, etcd, StoreRig::etcd, rows).await?);
+    let zookeeper = ("ZooKeeper", "ZooKeeper", sizes.propagation_trials_etcd);
+    spaced.extend(propagation_on(sizes, servers, zookeeper, ZooKeeperRig::start, rows).await?);
+    let nacos = ("Nacos", "rnacos", sizes.propagation_trials_nacos);
+    spaced.extend(propagation_on(sizes, servers, nacos, NacosRig::start, rows).await?);
     notes.push(format!(
-        "Propagation: {} trials of each on the memory store, {} on etcd, interleaved, each on \
-         a fresh store. The consumer side is a live subscription (`Resolver::subscribe`) \
-         with the coalescing window set to zero, so every change is pushed at once (the path \
-         of a first change after a quiet period), and self-preservation off (each trial \
-         deletes its record again, which would otherwise count towards a mass expiry).",
-        sizes.propagation_trials, sizes.propagation_trials_etcd,
+        "Propagation: {} trials of each on the memory store, {} on etcd and ZooKeeper, {} on \
+         Nacos, interleaved, each on a fresh store. The consumer side is a live subscription \
+         (`Resolver::subscribe`) with the coalescing window set to zero, so every change is \
+         pushed at once (the path of a first change after a quiet period), and \
+         self-preservation off (each trial deletes its record again, which would otherwise \
+         count towards a mass expiry).",
+        sizes.propagation_trials, sizes.propagation_trials_etcd, sizes.propagation_trials_nacos,
     ));
     notes.push(format!(
         "Propagation with the default coalescing window ({} ms), {} trials spaced so each \
@@ -1271,7 +1373,7 @@ fn section(rows: &[Row], notes: &[String], facts: &[String], took: Duration) -> 
     let mut out = String::new();
     out.push_str(BEGIN);
     out.push_str("\n\n## Scale comparison (latest run)\n\n");
-    out.push_str("Command: `cargo bench --bench scale`");
+    out.push_str("Command: `cargo bench --bench scale --features zookeeper,nacos`");
     out.push_str(&format!(
         " (took {:.0} s)\n\nMachine:\n\n",
         took.as_secs_f64()
@@ -1315,8 +1417,8 @@ fn main() {
     let bench = args.iter().any(|a| a == "--bench");
     let quick = args.iter().any(|a| a == "--quick");
     // `--only NAME` (volume, memory, calls, cold, propagation, failure, xds, curve, many)
-    // runs one scenario, for
-    // profiling; it writes nothing.
+    // runs one scenario, for profiling; it writes nothing. `cold` and `propagation` run on
+    // every registry (memory store, etcd, ZooKeeper, Nacos).
     let only = args
         .iter()
         .position(|a| a == "--only")

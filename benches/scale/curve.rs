@@ -131,9 +131,9 @@ impl Fleet {
     async fn trial(&mut self, servers: &Servers, client: &MetadataClient) -> Result<()> {
         let n = self.instances;
         let subscription = Subscription::new(INTERFACES[0]).protocol("tri");
-        let prefix = Layout::default().app_prefix(APP);
         let server = &servers.templates[0];
-        let (read, floor) = floor_once(&self.floor_store, &prefix, client, server, n).await?;
+        let floor_rig = StoreRig::over("etcd", self.floor_store.clone());
+        let (read, floor) = floor_once(&floor_rig, client, server, n).await?;
         self.reads.push(read);
         self.floors.push(floor);
 

@@ -102,7 +102,7 @@ async fn arm(
     let before = live_bytes();
     let started = Instant::now();
     let all: Vec<Resolver> = (0..resolvers)
-        .map(|_| propagation_resolver(&dyn_store, Duration::ZERO))
+        .map(|_| propagation_resolver(dyn_store.clone(), Duration::ZERO))
         .collect();
     let mut handles: Vec<SubscriptionHandle> = Vec::with_capacity(subscriptions);
     for k in 0..subscriptions {

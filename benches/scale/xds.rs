@@ -82,8 +82,8 @@ async fn xds_in_fleet(n: usize, trials: usize) -> Result<(Vec<Duration>, Vec<Dur
         .await?;
 
     let subscription = Subscription::new(SERVICE);
-    let mut app_feed = subscription_feed(&store, subscription, Duration::ZERO).await?;
-    let resolver = super::propagation_resolver(&store, Duration::ZERO);
+    let mut app_feed = subscription_feed(store.clone(), subscription, Duration::ZERO).await?;
+    let resolver = super::propagation_resolver(store.clone(), Duration::ZERO);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = format!("http://{}", listener.local_addr()?);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
