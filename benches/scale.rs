@@ -5,8 +5,9 @@
 //! cores; the bench needs the `etcd`, `zookeeper` and `nacos` features). It prints a table and
 //! writes it, with the command and the machine's facts, between the generated-section
 //! markers of `BENCHMARKS.md` (the rest of that file, such as profiling notes, is kept).
-//! `cargo bench --bench scale -- --quick` runs small sizes and writes nothing; so does any
-//! run without `--bench` (for instance `cargo test --benches`), as a smoke test.
+//! `cargo bench --bench scale --features zookeeper,nacos -- --quick` runs small sizes and
+//! writes nothing; so does any run without `--bench` (for instance
+//! `cargo test --benches --all-features`), as a smoke test.
 //!
 //! Scenarios (each function below says more):
 //! 1. registry volume: keys and bytes in the store for 500 instances × 8 interfaces ×

@@ -806,6 +806,11 @@ async fn a_slow_registry(registry: Registry, delay: Duration) {
     assert_eq!(failed, 0, "{ok} calls, failures: {errors:?}");
     assert_eq!(stats.held_removals, 0);
     assert!(smallest >= FLEET, "sets {sizes:?}");
+    // The providers' graceful stop is several registry writes, each up to a delay late (on
+    // Nacos a re-registration with the stopping marker is a few round trips): more than the
+    // stop's bound in these tests allows on a loaded machine, and not this scenario's
+    // subject. The registry answers at once again before they stop.
+    proxy.set(Fault::Pass);
     shutdown(nodes).await;
 }
 
