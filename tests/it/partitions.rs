@@ -29,9 +29,7 @@ use introspect::{
 
 use crate::support::calls::{Caller, channel_over};
 use crate::support::etcd::EtcdServer;
-use crate::support::greeter::{
-    GreeterNode, answers_http2, start_greeter_advertised, start_greeter_on,
-};
+use crate::support::greeter::{GreeterNode, answers_http2, start_greeter_advertised};
 use crate::support::killable::GREETER;
 use crate::support::proxy::{Fault, FaultProxy};
 use crate::support::published::Published;
@@ -224,10 +222,28 @@ impl Registry {
                 Some(proxy) => self.backend_via(proxy).await,
                 None => self.backend().await,
             };
-            start_greeter_on(backend, APP, self.ttl, DRAIN).await
+            let listener = listener_outside_the_ephemeral_range().await;
+            start_greeter_advertised(backend, APP, self.ttl, DRAIN, listener, None).await
         });
         futures::future::join_all(starts).await
     }
+}
+
+/// A loopback listener on a port below the ephemeral range (Linux: 32768 and up), which
+/// servers binding port 0 are given. A stopped provider's address must stay refused while
+/// a consumer cut off from the registry still holds it: given to another test's server
+/// (tests run side by side), it would answer probes and fail calls it cannot serve.
+async fn listener_outside_the_ephemeral_range() -> tokio::net::TcpListener {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let start = u64::from(std::process::id()) * 7_919;
+    for _ in 0..1_000 {
+        let port = 20_000 + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % 10_000;
+        let port = u16::try_from(port).expect("below 30000");
+        if let Ok(listener) = tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+            return listener;
+        }
+    }
+    panic!("no free loopback port between 20000 and 30000");
 }
 
 /// A resolver with a hold far longer than the partitions and quick probes.
