@@ -536,17 +536,26 @@ pub async fn peer_consumer_calls_rust_provider(
 /// the calls in flight and the one that finds it dead before it is set aside.
 pub const KILL_ALLOWANCE: u64 = 3;
 
-/// Two of `peer`'s providers of `app` on `registry`, a Rust consumer calling them through
-/// the mapping every 10 ms; one is killed (`SIGKILL`, its registration left to expire): at
-/// most [`KILL_ALLOWANCE`] calls fail, then every call goes to the other.
-pub async fn peer_provider_killed_while_rust_consumer_calls(
+/// Two of a peer's providers, and a Rust consumer calling them through the mapping.
+struct TwoUnderCalls {
+    providers: [PeerProvider; 2],
+    resolver: introspect::Resolver,
+    live: SubscriptionHandle,
+    caller: super::calls::Caller,
+}
+
+/// Starts two of `peer`'s providers of `app` on `registry` and a Rust consumer calling them
+/// through the mapping every 10 ms, once 50 calls succeeded and none failed.
+async fn two_peer_providers_under_calls(
     registry: &PeerRegistry,
     peer: &BuiltPeer,
     app: &str,
-) {
-    let first = peer.provider(&registry.url, app).await;
-    let second = peer.provider(&registry.url, app).await;
-    for provider in [&first, &second] {
+) -> TwoUnderCalls {
+    let providers = [
+        peer.provider(&registry.url, app).await,
+        peer.provider(&registry.url, app).await,
+    ];
+    for provider in &providers {
         registry
             .wait_for_instance(app, provider.port, "the peer's instance record")
             .await;
@@ -560,7 +569,29 @@ pub async fn peer_provider_killed_while_rust_consumer_calls(
         caller.ok() >= 50
     })
     .await;
-    assert_eq!(caller.failed(), 0, "before the kill");
+    assert_eq!(caller.failed(), 0, "before the provider goes");
+    TwoUnderCalls {
+        providers,
+        resolver,
+        live,
+        caller,
+    }
+}
+
+/// Two of `peer`'s providers of `app` on `registry`, a Rust consumer calling them through
+/// the mapping every 10 ms; one is killed (`SIGKILL`, its registration left to expire): at
+/// most [`KILL_ALLOWANCE`] calls fail, then every call goes to the other.
+pub async fn peer_provider_killed_while_rust_consumer_calls(
+    registry: &PeerRegistry,
+    peer: &BuiltPeer,
+    app: &str,
+) {
+    let TwoUnderCalls {
+        providers: [first, second],
+        resolver,
+        live,
+        caller,
+    } = two_peer_providers_under_calls(registry, peer, app).await;
 
     let killed = first.port;
     first.kill();
@@ -663,23 +694,12 @@ pub async fn peer_provider_stopped_while_rust_consumer_calls(
     peer: &BuiltPeer,
     app: &str,
 ) {
-    let stopping = peer.provider(&registry.url, app).await;
-    let staying = peer.provider(&registry.url, app).await;
-    for provider in [&stopping, &staying] {
-        registry
-            .wait_for_instance(app, provider.port, "the peer's instance record")
-            .await;
-    }
-    registry.wait_for_mapping(app).await;
-    let resolver = introspect::Resolver::builder(registry.backend.clone()).build();
-    let live = resolver.subscribe(subscription(None)).await.unwrap();
-    let channel = super::calls::channel_over(&resolver, &live, 2).await;
-    let caller = super::calls::Caller::start(channel, Duration::from_millis(10));
-    eventually(Duration::from_secs(30), "calls flowing", || async {
-        caller.ok() >= 50
-    })
-    .await;
-    assert_eq!(caller.failed(), 0, "before the stop");
+    let TwoUnderCalls {
+        providers: [stopping, staying],
+        resolver,
+        live,
+        caller,
+    } = two_peer_providers_under_calls(registry, peer, app).await;
 
     let stopped = stopping.port;
     let status = stopping.terminate().await;
