@@ -1,7 +1,8 @@
 //! The console in a real browser: headless Chromium driven by Playwright
 //! (`tests/browser/console_browser.py`) over a real fleet on the embedded store. It
-//! searches an app, opens it, sees the instances grouped by revision, has a provider
-//! killed and sees it leave.
+//! searches an app, opens it, sees the instances grouped by revision and the difference of
+//! two revisions, has a provider killed and sees it leave, then sees self-preservation hold
+//! a second app when 6 of its 8 providers crash at once.
 //!
 //! Opt-in: it needs `scripts/setup.sh --with-browser` (Debian's `chromium` and a
 //! virtualenv with PyPI's `playwright` at `target/browser-venv`, or
@@ -23,6 +24,11 @@ use support::fleet::start_provider_with;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
+/// The app that loses most of its providers at once.
+const FLEET_APP: &str = "shop-stock";
+/// Its providers; the script crashes three quarters of them.
+const FLEET_SIZE: usize = 8;
+
 fn service(timeout: &str) -> ServiceInfo {
     let mut s = ServiceInfo::new("shop.OrderService");
     s.version = "1.0".into();
@@ -43,7 +49,7 @@ fn browser_python() -> Option<PathBuf> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_person_finds_an_app_and_sees_a_killed_provider_leave() {
+async fn a_person_finds_an_app_sees_a_killed_provider_leave_and_a_hold_appear() {
     let required = std::env::var("INTROSPECT_BROWSER").is_ok_and(|v| v == "1");
     let Some(python) = browser_python() else {
         assert!(
@@ -66,6 +72,10 @@ async fn a_person_finds_an_app_and_sees_a_killed_provider_leave() {
     }
     let _other =
         start_provider_with(&store, "shop-payments", vec![service("100")], short_lease).await;
+    let mut fleet = Vec::new();
+    for _ in 0..FLEET_SIZE {
+        fleet.push(start_provider_with(&store, FLEET_APP, vec![service("200")], short_lease).await);
+    }
     let options = ConsoleOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         token: None,
@@ -80,6 +90,8 @@ async fn a_person_finds_an_app_and_sees_a_killed_provider_leave() {
         .arg(script)
         .arg(&url)
         .arg("shop-orders")
+        .arg(FLEET_APP)
+        .arg(FLEET_SIZE.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -101,6 +113,14 @@ async fn a_person_finds_an_app_and_sees_a_killed_provider_leave() {
                 // A crash: no deregistration, the record goes with its 1 s lease.
                 victim.abort();
                 stdin.write_all(b"KILLED\n").await.unwrap();
+            } else if let Some(count) = line.strip_prefix("CRASH ") {
+                // Crashes at once, as a partition looks from the registry: every lease
+                // expires in the same second.
+                let count: usize = count.parse().expect("a count");
+                for provider in fleet.drain(..count) {
+                    provider.abort();
+                }
+                stdin.write_all(b"CRASHED\n").await.unwrap();
             } else if line.starts_with("LEFT ") {
                 println!("the killed provider's row {line}");
             } else if line == "OK" {

@@ -1,13 +1,16 @@
 """Drives the console in headless Chromium, as a person would: searches an app, opens it,
-sees its instances grouped by revision, has a provider killed and sees it leave, then
-resolves the interface.
+sees its instances grouped by revision and the difference of its two revisions, has a
+provider killed and sees it leave, resolves the interface, then opens a second app and sees
+self-preservation hold it when most of its providers crash at once.
 
 Run by cli/tests/browser.rs, which starts the fleet and the console and passes the URL:
 
-    console_browser.py URL APP
+    console_browser.py URL APP FLEET_APP FLEET_SIZE
 
 The test and the script talk over standard streams: the script prints `KILL ADDRESS` when
-it wants that provider killed, and the test answers `KILLED` on a line of its own. With
+it wants that provider killed, and the test answers `KILLED` on a line of its own; it
+prints `CRASH N` when it wants N of FLEET_APP's providers to crash at once, and the test
+answers `CRASHED`. With
 INTROSPECT_SCREENSHOT=PATH set, the app page is saved there (docs/console.png).
 Chromium is Debian's (`chromium`, or CHROMIUM=PATH); playwright comes from PyPI
 (`scripts/setup.sh --with-browser`).
@@ -24,7 +27,7 @@ TIMEOUT_MS = 10_000
 
 
 def main() -> int:
-    url, app = sys.argv[1], sys.argv[2]
+    url, app, fleet_app, fleet_size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         print("no chromium: apt-get install chromium", file=sys.stderr)
@@ -57,6 +60,10 @@ def main() -> int:
         expect(page.get_by_text("shop.OrderService:1.0:tri").first).to_be_visible()
         # A hostile value from the registry shows as text, not as markup.
         expect(page.get_by_text("<b>bold</b>").first).to_be_visible()
+        # The difference of the two revisions, as `introspect revision` prints it.
+        page.click("text=diff")
+        expect(page.locator("main")).to_contain_text("timeout", timeout=TIMEOUT_MS)
+        expect(page.locator("main")).to_contain_text("-> 1500")
         if os.environ.get("INTROSPECT_SCREENSHOT"):
             page.screenshot(path=os.environ["INTROSPECT_SCREENSHOT"], full_page=True)
 
@@ -79,6 +86,21 @@ def main() -> int:
         orders = page.locator("main table tbody tr", has_text=app)
         expect(orders).to_have_count(2, timeout=TIMEOUT_MS)
         expect(page.locator("main")).not_to_contain_text(victim)
+
+        # A second app loses most of its providers at once: self-preservation holds them,
+        # and the page says so with the count and the time left, without a reload.
+        page.goto(url + "#/app/" + fleet_app)
+        expect(page.locator("main h2")).to_have_text(fleet_app, timeout=TIMEOUT_MS)
+        expect(page.locator("table.instances tbody tr")).to_have_count(fleet_size, timeout=TIMEOUT_MS)
+        crashed = fleet_size * 3 // 4
+        print(f"CRASH {crashed}", flush=True)
+        if sys.stdin.readline().strip() != "CRASHED":
+            print("the test did not crash the providers", file=sys.stderr)
+            return 1
+        expect(page.get_by_text(f"held: {crashed}")).to_be_visible(timeout=TIMEOUT_MS)
+        expect(page.locator("main")).to_contain_text("protection active")
+        expect(page.locator("main .countdown").first).to_contain_text("s left")
+        expect(page.locator("main")).to_contain_text("self-preservation")
         browser.close()
         if errors:
             print("page errors: " + "; ".join(errors), file=sys.stderr)
