@@ -41,6 +41,7 @@ pub(super) struct InstanceRecord {
     metadata: Option<BTreeMap<String, String>>,
 }
 
+
 impl From<InstanceRecord> for ServiceInstance {
     fn from(record: InstanceRecord) -> Self {
         ServiceInstance {
@@ -83,12 +84,31 @@ mod tests {
     }
 
     #[test]
+    fn metadata_reads_whatever_its_order_and_the_last_of_equal_keys_wins() {
+        let i = parse(
+            r#"{"serviceName":"a","host":"h","port":1,
+            "metadata":{"z":"1","a":"2","m":"3","a":"4"}}"#,
+        )
+        .unwrap();
+        let entries: Vec<(&str, &str)> = i
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(entries, [("a", "4"), ("m", "3"), ("z", "1")]);
+        let empty = parse(r#"{"serviceName":"a","host":"h","port":1,"metadata":{}}"#).unwrap();
+        assert!(empty.metadata.is_empty());
+    }
+
+    #[test]
     fn a_field_under_both_spellings_or_a_null_name_is_malformed() {
         for bad in [
             r#"{"serviceName":"a","ServiceName":"b","host":"h","port":1}"#,
             r#"{"ServiceName":null,"Host":"h","Port":1}"#,
             r#"{"ServiceName":"a","Host":"h","Port":-1}"#,
             r#"{"ServiceName":"a","Host":"h","Port":1,"Metadata":{"k":1}}"#,
+            r#"{"ServiceName":"a","Host":"h","Port":1,"Metadata":["k"]}"#,
+            r#"{"ServiceName":"a","Host":"h","Port":1,"Metadata":"k"}"#,
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
