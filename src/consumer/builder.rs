@@ -176,8 +176,9 @@ impl ResolverBuilder {
     /// record, registered again when its liveness is lost, rewritten when what it shows
     /// changes (at most once per [`consumer_refresh`](Self::consumer_refresh)), and
     /// deleted when the last clone of the resolver is dropped or on
-    /// [`Resolver::deregister_consumer`]. An app name that is not valid leaves the record
-    /// unwritten, with a warning.
+    /// [`Resolver::deregister_consumer`]. Registered from [`build`](Self::build) when that
+    /// runs inside a Tokio runtime, else at the first [`Resolver::subscribe`]. An app name
+    /// (or host) that is not valid leaves the record unwritten, with a warning.
     pub fn register_consumer(mut self, app: impl Into<String>) -> Self {
         self.consumer = Some(ConsumerSettings {
             app: app.into(),

@@ -79,7 +79,8 @@ pub struct ConsumedService {
     pub endpoints: u64,
     /// The registry position the subscription has seen: the highest registry revision its
     /// apps were listed at (etcd and memory: the store revision; ZooKeeper: the highest
-    /// zxid); `0` where the backend has none.
+    /// zxid a list saw); `0` where the backend has none (Nacos). It moves with each list
+    /// (the first, and each re-list after a broken watch), not with each watched change.
     #[serde(default)]
     pub position: i64,
     /// When the digest last changed, in milliseconds since the Unix epoch.

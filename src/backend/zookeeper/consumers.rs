@@ -143,7 +143,10 @@ pub(super) async fn list(
     limits: &Limits,
 ) -> Result<ConsumerList> {
     let mut list = ConsumerList::default();
-    for app in children(client, paths.consumers_root()).await? {
+    let mut apps = children(client, paths.consumers_root()).await?;
+    let too_many_apps = apps.len() > MAX_CONSUMER_RECORDS;
+    apps.truncate(MAX_CONSUMER_RECORDS);
+    for app in apps {
         let mut ids = children(client, &paths.consumer_app(&app)).await?;
         let room = MAX_CONSUMER_RECORDS - list.records.len() - list.skipped.len();
         if ids.len() > room {
@@ -177,5 +180,6 @@ pub(super) async fn list(
             break;
         }
     }
+    list.truncated |= too_many_apps;
     Ok(list)
 }
