@@ -243,3 +243,53 @@ async fn on_nacos() {
     })
     .await;
 }
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_zookeeper_a_record_whose_session_expired_comes_back() {
+    use crate::support::proxy::{Fault, FaultProxy};
+    use crate::support::zookeeper::{ZooKeeperServer, connect, raw_client};
+    use introspect::backend::zookeeper::ZooKeeperOptions;
+    let Some(server) = ZooKeeperServer::start().await else {
+        return;
+    };
+    let ttl = Duration::from_secs(2);
+    let proxy = FaultProxy::start(server.address().parse().unwrap()).await;
+    let options = ZooKeeperOptions::new([proxy.address.to_string()])
+        .with_session_timeout(ttl)
+        .with_connect_timeout(Duration::from_secs(2));
+    let reader = Resolver::new(server.backend().await);
+    let resolver = Resolver::builder(connect(options).await)
+        .register_consumer("shop-web")
+        .consumer_ttl(ttl)
+        .consumer_refresh(REFRESH)
+        .build();
+    let id = resolver.consumer_id().unwrap().1.to_owned();
+    eventually(LIMIT, "the record to be registered", || async {
+        record_of(&reader, &id).await.is_some()
+    })
+    .await;
+    let raw = raw_client(&server).await;
+    let path = format!("/introspect/consumers/shop-web/{id}");
+    let (_, before) = raw.get_data(&path).await.unwrap();
+
+    // Cut off from ZooKeeper for longer than its session: the server expires it.
+    proxy.set(Fault::Cut);
+    eventually(LIMIT, "the session expired and its node went", || async {
+        raw.check_stat(&path).await.is_ok_and(|s| s.is_none())
+    })
+    .await;
+    proxy.set(Fault::Pass);
+    eventually(
+        LIMIT,
+        "the record created again by a new session",
+        || async {
+            raw.check_stat(&path)
+                .await
+                .is_ok_and(|s| s.is_some_and(|s| s.ephemeral_owner != before.ephemeral_owner))
+        },
+    )
+    .await;
+    resolver.deregister_consumer().await;
+    assert!(record_of(&reader, &id).await.is_none());
+}
