@@ -88,15 +88,17 @@
 //! model/              pure data: service info and match key, metadata info, revision rules
 //!                     (revision, revision_v2, revision_java, revision_rule, verification),
 //!                     instances and their record shapes, endpoints, the Authority address
-//!                     type, names and keys
+//!                     type, names and keys, the consumer record and its endpoint digest
 //! backend/            the seam: instances (Registration, follow as reset/changes),
-//!                     mapping, reports traits; Backend; url (Dubbo registry URLs, pure),
+//!                     mapping, reports, consumers (optional records) traits; Backend; url (Dubbo registry URLs, pure),
 //!                     connect, deadline (a bound on every call of any backend)
 //!   kv/               the backend over a Store: layout (Dubbo's keys), registry, mapping,
 //!                     report (the typed layers that alone know the keys and the JSON),
-//!                     registration (a lease per instance), follow (list + watch)
+//!                     registration (a lease per instance), follow (list + watch),
+//!                     consumers (consumer records, a lease each)
 //!   zookeeper/        feature `zookeeper`: options, paths, record (Curator's JSON, pure),
-//!                     session, registration, reads, follow, mapping, reports, epoch
+//!                     session, registration, reads, follow, mapping, reports, epoch,
+//!                     consumers
 //! store/              the etcd-shaped Store trait, deadline; memory/ (handle, locked
 //!                     state); etcd/ (options, client, members, requests, pages, range,
 //!                     watch, convert, errors)
@@ -112,6 +114,8 @@
 //!                     flight, verification), rejections (identity refusals counted and
 //!                     logged), endpoints (pure), hosts, channel (a balanced channel over a
 //!                     subscription), follow (one app's view, observed)
+//!   seen/             the optional consumer record: table (what the subscriptions see),
+//!                     pace (when it is rewritten, pure), task (lease, rewrites, deletion)
 //!   views/            one shared follow and parsed view per app and per mapping: source
 //!                     (follow with retries), app and protection (pure), snapshot (what
 //!                     an observer sees, pure data), task (fan-out)
@@ -134,6 +138,7 @@
 //! | `/services/{app}/{host}:{port}` | instance JSON in Dubbo's `DefaultServiceInstance` form, bound to a lease |
 //! | `/dubbo/mapping/{interface}` | app names joined by `,` |
 //! | `/dubbo/metadata/{app}/{revision}` | metadata info JSON (storage type `remote`) |
+//! | `/introspect/consumers/{app}/{id}` | consumer record JSON (optional, [`consumer::ResolverBuilder::register_consumer`]), bound to a lease |
 //!
 //! Instance records are read in both shapes Dubbo writes: Dubbo Java's camel-case names and
 //! dubbo-go's Go field names (`ServiceName`, `Host`, `Port`, `Enable`, `Healthy`, `Metadata`,

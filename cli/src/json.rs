@@ -1,5 +1,6 @@
 //! The JSON shapes that `--json` prints and the console's API serves alike: an endpoint
-//! (`resolve`, `watch`) and a revision report (`revision`).
+//! (`resolve`, `watch`), a revision report (`revision`) and a consumers report
+//! (`consumers`).
 
 use std::collections::BTreeMap;
 
@@ -7,6 +8,7 @@ use introspect::Endpoint;
 use introspect::model::revision_diff::MetadataDiff;
 use serde_json::json;
 
+use crate::consumers::ConsumersReport;
 use crate::revision::{RevisionReport, RevisionView};
 
 /// An endpoint as JSON: app, host, port, protocol, revision and its service info.
@@ -72,5 +74,31 @@ pub fn diff_json(from: &str, to: &str, d: &MetadataDiff) -> serde_json::Value {
         "only_in_from": d.only_before,
         "only_in_to": d.only_after,
         "changed": changed,
+    })
+}
+
+/// A consumers report as JSON: each consumer subscribing to the interface (its record's
+/// fields, the subscription's digest, endpoints, position and times) with the tool's own
+/// digest and whether they are the same (`null` when the tool could not resolve it).
+pub fn consumers_json(report: &ConsumersReport) -> serde_json::Value {
+    let consumers: Vec<serde_json::Value> = report
+        .rows
+        .iter()
+        .map(|row| {
+            let s = &row.service;
+            json!({
+                "app": row.record.app, "id": row.record.id, "host": row.record.host,
+                "registeredMs": row.record.registered_ms,
+                "group": s.group, "version": s.version, "protocol": s.protocol,
+                "endpoints": s.endpoints, "digest": s.digest, "position": s.position,
+                "changedMs": s.changed_ms, "currentDigest": row.current, "same": row.same(),
+            })
+        })
+        .collect();
+    json!({
+        "interface": report.interface,
+        "consumers": consumers,
+        "skipped": report.skipped.iter().map(|(k, r)| json!({"key": k, "reason": r})).collect::<Vec<_>>(),
+        "truncated": report.truncated,
     })
 }

@@ -33,6 +33,7 @@ use output::Output;
         introspect --etcd http://127.0.0.1:2379 --json metadata shop-orders\n  \
         introspect --etcd http://127.0.0.1:2379 revision shop-orders  # why revisions differ\n  \
         introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n  \
+        introspect --etcd http://127.0.0.1:2379 consumers shop.OrderService  # who routes to what\n  \
         introspect --etcd http://127.0.0.1:2379 xds --listen 127.0.0.1:18000  # for any gRPC client\n  \
         introspect --etcd http://127.0.0.1:2379 console --listen 127.0.0.1:8080  # live web console\n\n\
         The registry is --registry URL (INTROSPECT_REGISTRY: zookeeper://, nacos://, etcd://,\n\
@@ -107,6 +108,13 @@ enum Command {
     },
     /// The endpoints of an interface.
     Resolve(Target),
+    /// The consumers whose records say they subscribe to an interface: host, app, id, how
+    /// long registered, endpoints, digest, registry position, and whether the digest is
+    /// the tool's own digest of that subscription now (same/different).
+    Consumers {
+        /// The interface name.
+        interface: String,
+    },
     /// Follow the endpoints of an interface, printing each change until Ctrl-C or SIGTERM.
     Watch {
         #[command(flatten)]
@@ -329,6 +337,10 @@ async fn run(cli: Cli) -> Result<(), Error> {
                 let why = resolver.explain(&target.subscription()).await?;
                 return Err(Error::NotFound(why.to_string()));
             }
+        }
+        Command::Consumers { interface } => {
+            let report = introspect_cli::consumers::gather(&resolver, interface).await?;
+            out.consumers(&report)?;
         }
         Command::Watch {
             target, metrics, ..

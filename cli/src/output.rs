@@ -8,7 +8,8 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
 
-use introspect_cli::json::{endpoint_json, revision_report_json};
+use introspect_cli::consumers::{ConsumersReport, age};
+use introspect_cli::json::{consumers_json, endpoint_json, revision_report_json};
 use introspect_cli::revision::RevisionReport;
 
 /// Prints results as tables or as JSON.
@@ -299,6 +300,47 @@ impl Output {
                         );
                     }
                 }
+            }
+        })
+    }
+}
+
+impl Output {
+    /// The consumers subscribing to an interface, each digest compared with the tool's.
+    pub fn consumers(&self, report: &ConsumersReport) -> io::Result<()> {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.emit(consumers_json(report), |t| {
+            let _ = writeln!(
+                t,
+                "{:<22} {:<20} {:<12} {:>8} {:>9}  {:<16} {:>10}  VS NOW",
+                "HOST", "APP", "ID", "UP", "ENDPOINTS", "DIGEST", "POSITION"
+            );
+            for row in &report.rows {
+                let s = &row.service;
+                let verdict = match row.same() {
+                    Some(true) => "same",
+                    Some(false) => "different",
+                    None => "unknown",
+                };
+                let _ = writeln!(
+                    t,
+                    "{:<22} {:<20} {:<12} {:>8} {:>9}  {:<16} {:>10}  {verdict}",
+                    row.record.host,
+                    row.record.app,
+                    row.record.id.get(..12).unwrap_or(&row.record.id),
+                    age(row.record.registered_ms, now_ms),
+                    s.endpoints,
+                    s.digest,
+                    s.position,
+                );
+            }
+            for (key, reason) in &report.skipped {
+                let _ = writeln!(t, "skipped {key}: {reason}");
+            }
+            if report.truncated {
+                let _ = writeln!(t, "(more consumer records than were read)");
             }
         })
     }

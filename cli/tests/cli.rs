@@ -231,6 +231,105 @@ async fn revision_shows_why_two_instances_differ() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_shows_who_routes_to_what_against_the_tools_own_digest() {
+    let Some(etcd) = EtcdServer::start().await else {
+        return;
+    };
+    let store: Arc<dyn Store> = etcd.store().await;
+    let service = || vec![ServiceInfo::new("shop.OrderService").with_version("1.0")];
+    let _orders = start_provider(&store, "shop-orders", service()).await;
+    let resolver = introspect::Resolver::builder(store.clone())
+        .register_consumer("shop-web")
+        .consumer_host("web-7.example")
+        .consumer_refresh(std::time::Duration::from_millis(200))
+        .build();
+    let (_, id) = resolver.consumer_id().unwrap();
+    let id = id.to_owned();
+    let handle = resolver
+        .subscribe(introspect::Subscription::new("shop.OrderService"))
+        .await
+        .unwrap();
+    assert_eq!(handle.current().len(), 1);
+    // A stale consumer (its digest is of some other set) and a record that is garbage.
+    let stale = serde_json::json!({
+        "app": "shop-admin", "id": "stale1", "host": "admin-1.example", "registeredMs": 1,
+        "subscriptions": [{"interface": "shop.OrderService", "digest": "0000000000000000",
+            "endpoints": 3, "position": 7, "changedMs": 1}],
+    });
+    store
+        .put(
+            "/introspect/consumers/shop-admin/stale1",
+            stale.to_string().into_bytes(),
+            None,
+        )
+        .await
+        .unwrap();
+    store
+        .put(
+            "/introspect/consumers/shop-admin/bad",
+            b"{oops".to_vec(),
+            None,
+        )
+        .await
+        .unwrap();
+    let endpoint = etcd.endpoint();
+    let run = |rest: &[&str]| {
+        let mut args = vec!["--etcd", endpoint.as_str()];
+        args.extend_from_slice(rest);
+        tokio::task::block_in_place(|| introspect(&args))
+    };
+    let mut json = serde_json::Value::Null;
+    for _ in 0..100 {
+        let (ok, out, err) = run(&["--json", "consumers", "shop.OrderService"]);
+        assert!(ok, "{err}");
+        json = serde_json::from_str(&out).unwrap();
+        let ours = json["consumers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == id.as_str() && c["endpoints"] == 1);
+        if ours {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let consumers = json["consumers"].as_array().unwrap();
+    assert_eq!(consumers.len(), 2, "{json}");
+    let ours = consumers.iter().find(|c| c["id"] == id.as_str()).unwrap();
+    assert_eq!(ours["same"], true, "{json}");
+    assert_eq!(ours["host"], "web-7.example");
+    assert_eq!(ours["digest"], ours["currentDigest"]);
+    let theirs = consumers.iter().find(|c| c["id"] == "stale1").unwrap();
+    assert_eq!(theirs["same"], false, "{json}");
+    assert_eq!(json["skipped"].as_array().unwrap().len(), 1, "{json}");
+
+    let (ok, out, err) = run(&["consumers", "shop.OrderService"]);
+    assert!(ok, "{err}");
+    let line = |host: &str| {
+        out.lines()
+            .find(|l| l.starts_with(host))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        line("web-7.example").contains("shop-web") && line("web-7.example").ends_with("same"),
+        "{out}"
+    );
+    assert!(line("admin-1.example").ends_with("different"), "{out}");
+    assert!(
+        out.contains("skipped /introspect/consumers/shop-admin/bad"),
+        "{out}"
+    );
+    // Nobody consumes another interface.
+    let (ok, out, _) = run(&["--json", "consumers", "shop.CartService"]);
+    assert!(ok);
+    let none: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(none["consumers"].as_array().unwrap().is_empty());
+    drop(handle);
+    resolver.deregister_consumer().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_of_unreadable_records_fails_instances_and_resolve() {
     let Some(etcd) = EtcdServer::start().await else {
         return;

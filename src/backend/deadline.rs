@@ -1,4 +1,4 @@
-//! A deadline on every call of a backend's three parts, so that a registry that hangs costs
+//! A deadline on every call of a backend's parts, so that a registry that hangs costs
 //! a timeout, never a hung provider or resolver. Following streams are bounded while they
 //! are set up, not while they wait for changes (they wait by design).
 //!
@@ -13,13 +13,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
 use super::{
     InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
     MetadataReports, Registration,
 };
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::{MetadataInfo, ServiceInstance};
+use crate::model::{ConsumerRecord, MetadataInfo, ServiceInstance};
 
 /// Runs `call` under `deadline`; a call that takes longer fails with [`Error::Timeout`]
 /// naming `backend` and `what`.
@@ -154,5 +155,56 @@ impl MetadataReports for Deadline<dyn MetadataReports> {
     async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
         self.run("report removal", self.inner.remove(app, revision))
             .await
+    }
+}
+
+#[async_trait]
+impl ConsumerRegistry for Deadline<dyn ConsumerRegistry> {
+    async fn register(
+        &self,
+        record: &ConsumerRecord,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Arc<dyn ConsumerRegistration>> {
+        let registration = self
+            .run(
+                "consumer register",
+                self.inner.register(record, ttl, limits),
+            )
+            .await?;
+        Ok(Arc::new(Deadline {
+            inner: registration,
+            deadline: self.deadline,
+            backend: self.backend,
+        }))
+    }
+
+    async fn list(&self, limits: &Limits) -> Result<ConsumerList> {
+        self.run("list of consumers", self.inner.list(limits)).await
+    }
+}
+
+#[async_trait]
+impl ConsumerRegistration for Deadline<dyn ConsumerRegistration> {
+    async fn update(&self, record: &ConsumerRecord) -> Result<()> {
+        self.run("consumer update", self.inner.update(record)).await
+    }
+
+    async fn keep_alive(&self) -> Result<()> {
+        self.run("consumer keep-alive", self.inner.keep_alive())
+            .await
+    }
+
+    async fn deregister(&self) -> Result<()> {
+        self.run("consumer deregister", self.inner.deregister())
+            .await
+    }
+
+    fn id(&self) -> String {
+        self.inner.id()
+    }
+
+    fn ttl(&self) -> Duration {
+        self.inner.ttl()
     }
 }

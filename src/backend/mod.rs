@@ -8,7 +8,10 @@
 //!   (retried), follow one interface;
 //! * [`MetadataReports`]: get, put if absent, list an app's revisions, remove.
 //!
-//! A [`Backend`] holds the three; [`connect`] gives one for a Dubbo registry URL
+//! * [`ConsumerRegistry`] (optional): records of who consumes what, in a place of their own,
+//!   with liveness like an instance's; see [`mod@consumers`].
+//!
+//! A [`Backend`] holds them; [`connect`] gives one for a Dubbo registry URL
 //! (`zookeeper://h:p?backup=h2:p2`, `nacos://h:p?namespace=ns`, `etcd://h:p`, `memory://`,
 //! see [`url`]). The embedded
 //! memory store and etcd implement them over the etcd-shaped [`Store`] and its key layout
@@ -25,6 +28,7 @@
 //! pause).
 
 mod connect;
+pub mod consumers;
 mod deadline;
 mod instances;
 pub mod kv;
@@ -42,6 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use connect::{ConnectOptions, connect, connect_with};
+pub use consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
 pub use instances::{
     InstanceChange, InstanceEvent, InstanceFollow, InstanceList, InstanceRegistry, Instances,
     Registration,
@@ -54,7 +59,7 @@ use crate::store::{DeadlineStore, MemoryStore, Store};
 use deadline::Deadline;
 use kv::KvBackend;
 
-/// A registry backend: its three parts. Cheap to clone; clones share the connection.
+/// A registry backend: its parts. Cheap to clone; clones share the connection.
 ///
 /// Builders take anything that converts into one: a `Backend`, or a store
 /// (`Arc<dyn Store>`, `Arc<MemoryStore>`, `Arc<EtcdStore>`), which becomes the key-value
@@ -65,12 +70,14 @@ pub struct Backend {
     instances: Arc<dyn InstanceRegistry>,
     mapping: Arc<dyn MappingRegistry>,
     reports: Arc<dyn MetadataReports>,
+    consumers: Arc<dyn ConsumerRegistry>,
     /// The key-value backend, when this is one (for the builders' `layout`).
     kv: Option<KvBackend>,
 }
 
 impl Backend {
-    /// A backend of three parts; `name` (`zookeeper`, say) is for logs.
+    /// A backend of three parts; `name` (`zookeeper`, say) is for logs. It keeps no
+    /// consumer records until [`with_consumers`](Self::with_consumers) gives it the part.
     pub fn new(
         name: &'static str,
         instances: Arc<dyn InstanceRegistry>,
@@ -82,8 +89,15 @@ impl Backend {
             instances,
             mapping,
             reports,
+            consumers: Arc::new(consumers::NoConsumers { backend: name }),
             kv: None,
         }
+    }
+
+    /// The same backend with `consumers` as its consumers part.
+    pub fn with_consumers(mut self, consumers: Arc<dyn ConsumerRegistry>) -> Self {
+        self.consumers = consumers;
+        self
     }
 
     /// The key-value backend over `store`, with keys under `layout`'s namespace.
@@ -94,7 +108,8 @@ impl Backend {
             name: backend.store().backend(),
             instances: shared.clone(),
             mapping: shared.clone(),
-            reports: shared,
+            reports: shared.clone(),
+            consumers: shared,
             kv: Some(backend),
         }
     }
@@ -124,13 +139,18 @@ impl Backend {
         &self.reports
     }
 
+    /// The consumers part.
+    pub fn consumers(&self) -> &Arc<dyn ConsumerRegistry> {
+        &self.consumers
+    }
+
     /// The key-value backend, when this is one.
     pub fn as_kv(&self) -> Option<&KvBackend> {
         self.kv.as_ref()
     }
 
     /// The same backend with `deadline` on every call: a key-value backend on each store
-    /// call, any other on each call of its three parts (following streams are bounded while
+    /// call, any other on each call of its parts (following streams are bounded while
     /// they start, not while they wait for changes).
     pub fn with_deadline(self, deadline: Duration) -> Self {
         if let Some(kv) = &self.kv {
@@ -152,6 +172,11 @@ impl Backend {
             }),
             reports: Arc::new(Deadline {
                 inner: self.reports,
+                deadline,
+                backend: name,
+            }),
+            consumers: Arc::new(Deadline {
+                inner: self.consumers,
                 deadline,
                 backend: name,
             }),

@@ -11,6 +11,9 @@ use super::hosts::HostNames;
 use super::metadata::{CacheSettings, MetadataSource};
 use super::rejections::Rejections;
 use super::resolver::Resolver;
+use super::seen::{
+    ConsumerHandle, ConsumerSettings, DEFAULT_CONSUMER_REFRESH, DEFAULT_CONSUMER_TTL,
+};
 use super::stats::Counters;
 use super::subscribe::{SubscribeOptions, SubscribeParts};
 use super::views::protection::ProtectionOptions;
@@ -45,6 +48,7 @@ pub struct ResolverBuilder {
     subscribe_options: SubscribeOptions,
     health: HealthOptions,
     protection: ProtectionOptions,
+    consumer: Option<ConsumerSettings>,
 }
 
 impl Resolver {
@@ -76,6 +80,7 @@ impl ResolverBuilder {
             subscribe_options: SubscribeOptions::default(),
             health: HealthOptions::default(),
             protection: ProtectionOptions::default(),
+            consumer: None,
         }
     }
 
@@ -162,6 +167,58 @@ impl ResolverBuilder {
         self
     }
 
+    /// Registers a consumer record for `app` (default: none, and nothing is written): who
+    /// this consumer is (`app`, a random id per resolver, its host, when it registered) and
+    /// what each live subscription routes to (an
+    /// [`endpoint_digest`](crate::model::endpoint_digest) of every endpoint it holds, their
+    /// number, the registry position seen, when the digest last changed). Written apart
+    /// from the instances (see [`crate::backend::consumers`]), alive like a provider's
+    /// record, registered again when its liveness is lost, rewritten when what it shows
+    /// changes (at most once per [`consumer_refresh`](Self::consumer_refresh)), and
+    /// deleted when the last clone of the resolver is dropped or on
+    /// [`Resolver::deregister_consumer`]. Registered from [`build`](Self::build) when that
+    /// runs inside a Tokio runtime, else at the first [`Resolver::subscribe`]. An app name
+    /// (or host) that is not valid leaves the record unwritten, with a warning.
+    pub fn register_consumer(mut self, app: impl Into<String>) -> Self {
+        self.consumer = Some(ConsumerSettings {
+            app: app.into(),
+            host: None,
+            ttl: DEFAULT_CONSUMER_TTL,
+            refresh: DEFAULT_CONSUMER_REFRESH,
+        });
+        self
+    }
+
+    /// Sets the host the consumer record names (default: the IP of the interface that
+    /// routes outward, else `127.0.0.1`), as a user would recognise it. Only with
+    /// [`register_consumer`](Self::register_consumer).
+    pub fn consumer_host(mut self, host: impl Into<String>) -> Self {
+        if let Some(consumer) = &mut self.consumer {
+            consumer.host = Some(host.into());
+        }
+        self
+    }
+
+    /// Sets the liveness of the consumer record (default
+    /// [`DEFAULT_CONSUMER_TTL`](crate::consumer::DEFAULT_CONSUMER_TTL)). Only with
+    /// [`register_consumer`](Self::register_consumer).
+    pub fn consumer_ttl(mut self, ttl: Duration) -> Self {
+        if let Some(consumer) = &mut self.consumer {
+            consumer.ttl = ttl.max(Duration::from_secs(1));
+        }
+        self
+    }
+
+    /// Sets the shortest time between two rewrites of the consumer record (default
+    /// [`DEFAULT_CONSUMER_REFRESH`](crate::consumer::DEFAULT_CONSUMER_REFRESH)). Only with
+    /// [`register_consumer`](Self::register_consumer).
+    pub fn consumer_refresh(mut self, refresh: Duration) -> Self {
+        if let Some(consumer) = &mut self.consumer {
+            consumer.refresh = refresh;
+        }
+        self
+    }
+
     /// Sets the deadline of each registry call (default
     /// [`crate::store::DEFAULT_STORE_TIMEOUT`]).
     pub fn store_timeout(mut self, timeout: Duration) -> Self {
@@ -176,6 +233,25 @@ impl ResolverBuilder {
             backend = backend.with_layout(layout);
         }
         let backend = backend.with_deadline(self.store_timeout);
+        let consumer = self.consumer.and_then(|settings| {
+            let checked = crate::model::names::validate_app(&settings.app).and_then(|()| {
+                settings
+                    .host
+                    .as_deref()
+                    .map_or(Ok(()), crate::model::names::validate_host)
+            });
+            match checked {
+                Ok(()) => Some(Arc::new(ConsumerHandle::new(
+                    settings,
+                    backend.clone(),
+                    self.limits.clone(),
+                ))),
+                Err(error) => {
+                    tracing::warn!(%error, "consumer record not registered");
+                    None
+                }
+            }
+        });
         let client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
         #[cfg(feature = "tls")]
         let (client, tls) = {
@@ -234,7 +310,14 @@ impl ResolverBuilder {
             warnings,
             hosts: Arc::new(HostNames::default()),
             limits: self.limits,
+            seen: consumer.as_ref().map(|c| c.seen.clone()),
         };
-        Resolver::assemble(backend, parts, channel_parts, self.subscribe_options)
+        Resolver::assemble(
+            backend,
+            parts,
+            channel_parts,
+            self.subscribe_options,
+            consumer,
+        )
     }
 }

@@ -57,11 +57,13 @@ mod hosts;
 mod metadata;
 mod rejections;
 mod resolver;
+mod seen;
 mod stats;
 mod subscribe;
 mod subscription;
 mod views;
 
+pub use crate::model::endpoint_digest;
 pub use balance::{
     BalancedChannel, Change, ChannelOptions, DEFAULT_CHANGE_CAPACITY, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_ENDPOINT_WAIT, Discovery, ResponseFuture,
@@ -78,6 +80,7 @@ pub use health::{
     DEFAULT_PROBE_TIMEOUT, HealthOptions, Probe,
 };
 pub use resolver::Resolver;
+pub use seen::{DEFAULT_CONSUMER_REFRESH, DEFAULT_CONSUMER_TTL};
 pub use stats::{ResolverStats, RevisionChecks, RuleCounts};
 pub use subscribe::coalesce::{CoalesceOptions, DEFAULT_COALESCE_WINDOW};
 #[doc(hidden)]

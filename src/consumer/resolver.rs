@@ -11,10 +11,11 @@ use super::balance::ChannelParts;
 use super::endpoints::{RevisionEndpoints, assemble, by_revision};
 use super::explain::{AppFindings, Explanation};
 use super::follow::AppFollow;
+use super::seen::ConsumerHandle;
 use super::stats::{Counters, ResolverStats};
 use super::subscribe::{self, SubscribeOptions, SubscribeParts, SubscriptionHandle};
 use super::subscription::Subscription;
-use crate::backend::{Backend, InstanceList, Instances};
+use crate::backend::{Backend, ConsumerList, InstanceList, Instances};
 use crate::error::{Error, Result};
 use crate::model::{Endpoint, MetadataInfo, ServiceInstance};
 
@@ -27,6 +28,8 @@ pub struct Resolver {
     parts: Arc<SubscribeParts>,
     channel_parts: ChannelParts,
     subscribe_options: Arc<SubscribeOptions>,
+    /// The consumer record, when the resolver registers one.
+    consumer: Option<Arc<ConsumerHandle>>,
 }
 
 impl Resolver {
@@ -35,12 +38,14 @@ impl Resolver {
         parts: SubscribeParts,
         channel_parts: ChannelParts,
         subscribe_options: SubscribeOptions,
+        consumer: Option<Arc<ConsumerHandle>>,
     ) -> Self {
         Resolver {
             backend,
             parts: Arc::new(parts),
             channel_parts,
             subscribe_options: Arc::new(subscribe_options),
+            consumer,
         }
     }
 
@@ -197,6 +202,9 @@ impl Resolver {
     /// before the first set; after it, such an error ends the subscription through
     /// [`SubscriptionHandle::changed`].
     pub async fn subscribe(&self, subscription: Subscription) -> Result<SubscriptionHandle> {
+        if let Some(consumer) = &self.consumer {
+            consumer.start();
+        }
         let options = (*self.subscribe_options).clone();
         subscribe::start(self.parts.clone(), subscription, options).await
     }
@@ -227,6 +235,33 @@ impl Resolver {
             observed,
             self.parts.health.clone(),
         ))
+    }
+
+    /// Every consumer record in the registry (at most
+    /// [`MAX_CONSUMER_RECORDS`](crate::backend::consumers::MAX_CONSUMER_RECORDS)), read
+    /// afresh, within the resolver's size limits: who consumes what, with each live
+    /// subscription's endpoint digest, endpoint count, registry position and timestamps.
+    /// Records that cannot be used are skipped and reported in the list. A backend that
+    /// keeps no consumer records lists none.
+    pub async fn consumers(&self) -> Result<ConsumerList> {
+        self.backend.consumers().list(&self.parts.limits).await
+    }
+
+    /// The app and id of this resolver's consumer record, when it registers one
+    /// ([`super::ResolverBuilder::register_consumer`]).
+    pub fn consumer_id(&self) -> Option<(&str, &str)> {
+        self.consumer
+            .as_ref()
+            .map(|c| (c.app.as_str(), c.id.as_str()))
+    }
+
+    /// Deletes this resolver's consumer record, if it registers one, and waits until it is
+    /// gone (bounded); it is not registered again. Dropping the last clone of the resolver
+    /// deletes it too, in the background.
+    pub async fn deregister_consumer(&self) {
+        if let Some(consumer) = &self.consumer {
+            consumer.deregister().await;
+        }
     }
 
     /// The registry backend the resolver reads.

@@ -1,7 +1,9 @@
-//! The pure model: service info, match key, metadata info, revision, instance, endpoint.
+//! The pure model: service info, match key, metadata info, revision, instance, endpoint,
+//! consumer record.
 //! No I/O happens here.
 
 mod authority;
+pub mod consumer_record;
 mod endpoint;
 mod instance;
 pub mod instance_record;
@@ -18,6 +20,7 @@ mod service_info;
 pub mod verification;
 
 pub use authority::Authority;
+pub use consumer_record::{ConsumedService, ConsumerRecord, endpoint_digest};
 pub use endpoint::Endpoint;
 pub use instance::{ProtocolPort, ServiceInstance, StorageType};
 pub use metadata_info::MetadataInfo;

@@ -57,7 +57,7 @@ pub(super) fn default_host(local: SocketAddr) -> String {
 /// The local IP the system would send outward traffic from: a UDP socket "connected" to a
 /// documentation address (RFC 5737 / RFC 3849) picks its source address from the routing
 /// table without sending any packet.
-fn outward_ip(v6: bool) -> Option<IpAddr> {
+pub(crate) fn outward_ip(v6: bool) -> Option<IpAddr> {
     let (bind, probe): (SocketAddr, SocketAddr) = if v6 {
         (
             (Ipv6Addr::UNSPECIFIED, 0).into(),

@@ -38,7 +38,7 @@
 //! * `check`: the start-up check that MetadataService answers;
 //! * `stop`: the graceful stop; `signal`: [`shutdown_signal`], SIGINT or SIGTERM.
 
-mod address;
+pub(crate) mod address;
 mod builder;
 mod check;
 mod lease;

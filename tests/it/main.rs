@@ -7,6 +7,7 @@ mod support;
 mod backend_conformance;
 mod channel;
 mod conformance;
+mod consumer_records;
 mod deadlines;
 mod dubbo_go;
 mod dubbo_java;

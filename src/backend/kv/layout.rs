@@ -5,6 +5,7 @@
 //! | `/services/{app}/{host}:{port}` | instance JSON, bound to the instance's lease |
 //! | `/dubbo/mapping/{interface}` | app names joined by `,` |
 //! | `/dubbo/metadata/{app}/{revision}` | metadata info JSON (storage type `remote`) |
+//! | `/introspect/consumers/{app}/{id}` | consumer record JSON (optional), bound to the consumer's lease |
 //!
 //! Prefixes that are listed or watched always end in `/`, so app `a` never matches app `ab`.
 
@@ -79,6 +80,16 @@ impl Layout {
         format!("{}/introspect/epoch", self.namespace)
     }
 
+    /// `/introspect/consumers/`: every consumer record, apart from the instances.
+    pub fn consumers_prefix(&self) -> String {
+        format!("{}/introspect/consumers/", self.namespace)
+    }
+
+    /// `/introspect/consumers/{app}/{id}`: one consumer's record.
+    pub fn consumer_key(&self, app: &str, id: &str) -> String {
+        format!("{}/introspect/consumers/{app}/{id}", self.namespace)
+    }
+
     /// `/dubbo/metadata/{app}/`: every reported revision of one app.
     pub fn report_prefix(&self, app: &str) -> String {
         format!("{}/dubbo/metadata/{app}/", self.namespace)
@@ -107,6 +118,11 @@ mod tests {
             "/dubbo/mapping/shop.OrderService"
         );
         assert_eq!(l.report_key("shop", "abc"), "/dubbo/metadata/shop/abc");
+        assert_eq!(l.consumer_key("web", "x1"), "/introspect/consumers/web/x1");
+        assert!(
+            !l.consumer_key("web", "x1")
+                .starts_with(&l.services_prefix())
+        );
         assert_eq!(l.app_of_instance_key("/services/shop/h:1"), Some("shop"));
         assert_eq!(l.app_of_instance_key("/services/shop/x/y"), None);
         let ns = Layout::new("/staging").unwrap();

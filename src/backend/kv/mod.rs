@@ -3,9 +3,12 @@
 //! layout ([`Layout`]) and the JSON formats: [`Registry`] (instances), [`Mapping`] and
 //! [`MetadataReport`].
 //!
+//! The consumers part (`consumers`) keeps consumer records under `/introspect/consumers/`.
+//!
 //! Liveness is a lease per registration, renewed by the provider. The epoch is the key
 //! `/introspect/epoch` (under the namespace), read at the revision of each list.
 
+mod consumers;
 mod follow;
 pub mod layout;
 pub mod mapping;

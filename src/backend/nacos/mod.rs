@@ -16,6 +16,8 @@
 //! * Metadata reports: config `dataId={app}`, group `{revision}`; read also `{app}:{revision}`
 //!   in `DEFAULT_GROUP` (`reports`).
 //! * The epoch: config `introspect.epoch` in group `introspect` (`epoch`).
+//! * Consumer records (optional): ephemeral naming instances of service `{app}` in group
+//!   `INTROSPECT_CONSUMERS`, cluster `{id}`, the record in their metadata ([`consumers`]).
 //!
 //! # What a consumer can and cannot tell after a Nacos restart
 //!
@@ -35,6 +37,7 @@
 //! clients and errors), `registration`, `reads`, `follow`, `mapping`, `reports`, `epoch`.
 
 mod client;
+pub mod consumers;
 mod diff;
 mod epoch;
 mod follow;
@@ -55,13 +58,14 @@ use async_trait::async_trait;
 pub use epoch::{DATA_ID as EPOCH_DATA_ID, GROUP as EPOCH_GROUP};
 pub use options::{DEFAULT_CONNECT_TIMEOUT, NacosOptions};
 
+use super::consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
 use super::{
     Backend, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
     MetadataReports, Registration,
 };
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::{MetadataInfo, ServiceInstance, names as model_names};
+use crate::model::{ConsumerRecord, MetadataInfo, ServiceInstance, names as model_names};
 use client::{Connector, Reader, map_error};
 use registration::NacosRegistration;
 
@@ -105,7 +109,7 @@ impl NacosBackend {
     /// The backend as the builders take it.
     pub fn into_backend(self) -> Backend {
         let shared = Arc::new(self);
-        Backend::new("nacos", shared.clone(), shared.clone(), shared)
+        Backend::new("nacos", shared.clone(), shared.clone(), shared.clone()).with_consumers(shared)
     }
 
     /// The options it was connected with.
@@ -255,5 +259,24 @@ impl MetadataReports for NacosBackend {
             revisions.remove(revision);
         }
         Ok(existed)
+    }
+}
+
+#[async_trait]
+impl ConsumerRegistry for NacosBackend {
+    async fn register(
+        &self,
+        record: &ConsumerRecord,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Arc<dyn ConsumerRegistration>> {
+        record.validate()?;
+        let naming = self.inner.connector.naming(&record.app).await?;
+        let registered = consumers::NacosConsumer::register(naming, record, ttl, limits).await?;
+        Ok(Arc::new(registered))
+    }
+
+    async fn list(&self, limits: &Limits) -> Result<ConsumerList> {
+        consumers::list(&self.inner.reader, limits).await
     }
 }

@@ -14,14 +14,18 @@
 //! * Metadata reports: persistent `/dubbo/metadata/{app}/{revision}` (read also at
 //!   `/dubbo/{app}/{revision}`, dubbo-go's).
 //! * The epoch: `/introspect/epoch` (see `epoch`).
+//! * Consumer records (optional): EPHEMERAL nodes `/introspect/consumers/{app}/{id}` in
+//!   the session of the record's TTL (see `consumers`).
 //!
-//! With a group, everything moves under `/{group}` ([`paths`]). Consumers never write:
+//! With a group, everything moves under `/{group}` ([`paths`]). Consumers write only
+//! their optional record:
 //! reads, lists and follows share one reading session. One concept per file: `options`,
 //! `paths` and `record` (pure), `session` (connecting, errors), `registration`, `reads`,
 //! `follow`, `mapping`, `reports`, `epoch`.
 //!
 //! [`Registration::ttl`]: crate::backend::Registration::ttl
 
+mod consumers;
 mod epoch;
 mod follow;
 mod mapping;
@@ -42,13 +46,14 @@ use async_trait::async_trait;
 pub use options::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT, ZooKeeperOptions};
 pub use paths::Paths;
 
+use super::consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
 use super::{
     Backend, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
     MetadataReports, Registration,
 };
 use crate::error::Result;
 use crate::limits::Limits;
-use crate::model::{MetadataInfo, ServiceInstance, names};
+use crate::model::{ConsumerRecord, MetadataInfo, ServiceInstance, names};
 use registration::ZkRegistration;
 use session::{Reader, Sessions};
 
@@ -89,7 +94,8 @@ impl ZooKeeperBackend {
     /// The backend as the builders take it.
     pub fn into_backend(self) -> Backend {
         let shared = Arc::new(self);
-        Backend::new("zookeeper", shared.clone(), shared.clone(), shared)
+        Backend::new("zookeeper", shared.clone(), shared.clone(), shared.clone())
+            .with_consumers(shared)
     }
 
     /// The znode layout.
@@ -189,5 +195,25 @@ impl MetadataReports for ZooKeeperBackend {
 
     async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
         reports::remove(&self.reader().await?, self.paths(), app, revision).await
+    }
+}
+
+#[async_trait]
+impl ConsumerRegistry for ZooKeeperBackend {
+    async fn register(
+        &self,
+        record: &ConsumerRecord,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Arc<dyn ConsumerRegistration>> {
+        let client = self.inner.sessions.for_ttl(ttl).await?;
+        let registered =
+            consumers::ZkConsumer::register(client, self.acls(), self.paths(), record, limits)
+                .await?;
+        Ok(Arc::new(registered))
+    }
+
+    async fn list(&self, limits: &Limits) -> Result<ConsumerList> {
+        consumers::list(&self.reader().await?, self.paths(), limits).await
     }
 }

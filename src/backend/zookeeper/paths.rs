@@ -8,6 +8,7 @@
 //! | `/dubbo/metadata/{app}/{revision}` | metadata info JSON (Dubbo Java) | persistent |
 //! | `/dubbo/{app}/{revision}` | metadata info JSON (dubbo-go 3.3), read only | persistent |
 //! | `/introspect/epoch` | the registry's epoch | persistent |
+//! | `/introspect/consumers/{app}/{id}` | consumer record JSON (optional) | ephemeral; parents containers |
 //!
 //! With a group `g`, Dubbo moves both roots to `/g`: instances under `/g/{app}/`, the
 //! mapping under `/g/mapping/`, reports under `/g/metadata/`; the epoch goes to
@@ -24,6 +25,8 @@ pub struct Paths {
     dubbo: String,
     /// The epoch znode.
     epoch: String,
+    /// Where consumer records live.
+    consumers: String,
 }
 
 impl Default for Paths {
@@ -32,6 +35,7 @@ impl Default for Paths {
             instances: "/services".into(),
             dubbo: "/dubbo".into(),
             epoch: "/introspect/epoch".into(),
+            consumers: "/introspect/consumers".into(),
         }
     }
 }
@@ -60,6 +64,7 @@ impl Paths {
         let root = format!("/{name}");
         Ok(Paths {
             epoch: format!("{root}/introspect/epoch"),
+            consumers: format!("{root}/introspect/consumers"),
             instances: root.clone(),
             dubbo: root,
         })
@@ -111,6 +116,21 @@ impl Paths {
         &self.epoch
     }
 
+    /// `/introspect/consumers`: the node whose children are the consuming apps.
+    pub fn consumers_root(&self) -> &str {
+        &self.consumers
+    }
+
+    /// `/introspect/consumers/{app}`.
+    pub fn consumer_app(&self, app: &str) -> String {
+        format!("{}/{app}", self.consumers)
+    }
+
+    /// `/introspect/consumers/{app}/{id}`: one consumer's record.
+    pub fn consumer(&self, app: &str, id: &str) -> String {
+        format!("{}/{app}/{id}", self.consumers)
+    }
+
     /// The `{host}:{port}` child name of a path under `app`'s node, if it is one.
     pub fn child_of<'a>(&self, app: &str, path: &'a str) -> Option<&'a str> {
         let rest = path
@@ -135,6 +155,10 @@ mod tests {
     #[test]
     fn paths_follow_dubbo() {
         let p = Paths::default();
+        assert_eq!(p.consumer("web", "x"), "/introspect/consumers/web/x");
+        let g = Paths::with_group("dev").unwrap();
+        assert_eq!(g.consumer("web", "x"), "/dev/introspect/consumers/web/x");
+        assert!(!g.is_app_node("introspect"));
         assert_eq!(
             p.instance("shop", "10.0.0.7:20880"),
             "/services/shop/10.0.0.7:20880"

@@ -76,7 +76,7 @@ impl ZkRegistration {
 
 /// Creates the ephemeral node at `path`; one that exists (an earlier session's, not yet
 /// expired) is deleted and created again, as Curator does.
-async fn create_replacing(
+pub(super) async fn create_replacing(
     client: &zk::Client,
     path: &str,
     data: &[u8],

@@ -46,6 +46,7 @@ impl AppState {
         self.routable = Arc::new(Routable {
             instances,
             protection_active: false,
+            revision: 0,
         });
     }
 
@@ -216,6 +217,15 @@ impl Following {
     /// Whether some app's view holds removals.
     pub fn protection_active(&self) -> bool {
         self.apps.values().any(AppState::protection_active)
+    }
+
+    /// The highest registry revision any of its apps was listed at (`0`: none known).
+    pub fn position(&self) -> i64 {
+        self.apps
+            .values()
+            .map(|v| v.routable.revision)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Routable instances per app.

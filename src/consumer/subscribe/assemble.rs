@@ -151,6 +151,14 @@ impl Assembly {
         chosen.into_iter().cloned().collect()
     }
 
+    /// Every endpoint the last pass built, before health (with duplicates).
+    pub fn all(&self) -> impl Iterator<Item = &Endpoint> {
+        self.by_instance
+            .values()
+            .flat_map(HashMap::values)
+            .flat_map(|c| &c.endpoints)
+    }
+
     /// Forgets an app the subscription no longer follows.
     pub fn forget_app(&mut self, app: &str) {
         self.by_instance.remove(app);
@@ -192,6 +200,7 @@ mod tests {
         state.update(Arc::new(Routable {
             instances: routable,
             protection_active: false,
+            revision: 0,
         }));
         [(SHOP.to_owned(), state)].into()
     }

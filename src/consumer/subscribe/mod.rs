@@ -55,6 +55,7 @@ use tracing::Instrument as _;
 use crate::consumer::health::HealthRegistry;
 use crate::consumer::hosts::HostNames;
 use crate::consumer::metadata::MetadataSource;
+use crate::consumer::seen::table::Seen;
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::consumer::views::Views;
@@ -99,6 +100,8 @@ pub(crate) struct SubscribeParts {
     pub hosts: Arc<HostNames>,
     /// Size limits on everything read.
     pub limits: Limits,
+    /// What the subscriptions see, for the consumer record (when there is one).
+    pub seen: Option<Arc<Seen>>,
 }
 
 /// Starts a subscription; returns once the first set is published: when the registry has

@@ -172,6 +172,9 @@ impl Task {
                 Wake::Timer => {}
             }
         }
+        if let Some(seen) = &self.parts.seen {
+            seen.remove(self.id);
+        }
         Counters::sub(&self.parts.counters.subscriptions, 1);
         self.parts.counters.set_instances(self.id, None);
         tracing::debug!(interface = %self.subscription.interface, "subscription ended");
@@ -245,6 +248,16 @@ impl Task {
             *known = why;
             changed
         });
+        if let Some(seen) = &self.parts.seen {
+            let mut all: Vec<&crate::model::Endpoint> = self.assembly.all().collect();
+            all.sort_unstable();
+            all.dedup();
+            let digest = crate::model::consumer_record::digest_of(all.iter().copied());
+            let position = self.following.position();
+            let now_ms = crate::consumer::seen::now_ms();
+            let count = all.len() as u64;
+            seen.update(self.id, &self.subscription, digest, count, position, now_ms);
+        }
         let pushed = self.publisher.push(next, now, &self.parts.counters);
         if pushed && self.following.live() {
             self.snapshots.pushed();

@@ -97,6 +97,11 @@ impl AppView {
         }
     }
 
+    /// The highest registry revision a list was read at since the last wipe (`0`: none).
+    pub fn last_revision(&self) -> i64 {
+        self.last_revision
+    }
+
     /// Whether the registry has been listed since the view started.
     pub fn is_synced(&self) -> bool {
         self.synced

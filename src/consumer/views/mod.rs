@@ -50,6 +50,8 @@ pub(crate) struct Routable {
     pub instances: Instances,
     /// Whether some of them are held (by self-preservation or a wipe recovery).
     pub protection_active: bool,
+    /// The highest registry revision the app was listed at (`0`: none known).
+    pub revision: i64,
 }
 
 /// What a source sends its view.

@@ -333,6 +333,7 @@ impl View {
         let parts = self.views.parts.clone();
         let next = view.routable_map();
         let protection_active = view.protection_active();
+        let revision = view.last_revision();
         let before = match &self.state {
             Some(State::Instances(before)) => Some(before.clone()),
             _ => None,
@@ -373,6 +374,7 @@ impl View {
         let routable = Arc::new(Routable {
             instances: next,
             protection_active,
+            revision,
         });
         self.state = Some(State::Instances(routable.clone()));
         self.send(ViewUpdate::Instances(self.app_name(), routable))

@@ -1,0 +1,241 @@
+//! Consumer records on Nacos: an ephemeral naming instance of service `{app}` in the group
+//! [`GROUP`] (apart from the providers' group, so that no Dubbo reader lists it), on a
+//! naming client of its own, like a provider's registration: the connection is the lease,
+//! and the SDK registers it again after a reconnect.
+//!
+//! Nacos keys an instance by `ip#port#cluster`: the cluster is the consumer's id, so two
+//! consumers of one app on one host stay two instances. The ip is the record's host, the
+//! port [`PORT`], and the record's JSON is the metadata value of [`METADATA_KEY`].
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use nacos_sdk::api::naming::{NamingService, ServiceInstance as NacosInstance};
+
+use super::client::{Reader, map_error};
+use super::names;
+use crate::backend::consumers::{ConsumerList, ConsumerRegistration, MAX_CONSUMER_RECORDS};
+use crate::error::{Error, Result};
+use crate::limits::Limits;
+use crate::model::{ConsumerRecord, names as model_names};
+
+/// The naming group of consumer records.
+pub const GROUP: &str = "INTROSPECT_CONSUMERS";
+/// The metadata key holding the record's JSON.
+pub const METADATA_KEY: &str = "introspect.consumer";
+/// The port of a consumer's naming instance (a consumer listens on none; Nacos wants one).
+pub const PORT: i32 = 1;
+/// Services asked for per page when listing.
+const PAGE: i32 = 500;
+
+/// The naming instance of `record`.
+fn to_nacos(record: &ConsumerRecord, limits: &Limits) -> Result<NacosInstance> {
+    let json = record.to_json(limits)?;
+    let json = String::from_utf8(json).map_err(|e| Error::Malformed {
+        what: "consumer record",
+        reason: e.to_string(),
+    })?;
+    Ok(NacosInstance {
+        instance_id: None,
+        ip: record.host.clone(),
+        port: PORT,
+        weight: 1.0,
+        healthy: true,
+        enabled: true,
+        ephemeral: true,
+        cluster_name: Some(record.id.clone()),
+        service_name: Some(names::service_name(&record.app)),
+        metadata: HashMap::from([(METADATA_KEY.to_owned(), json)]),
+    })
+}
+
+/// One consumer's naming instance and the client that holds it.
+pub(super) struct NacosConsumer {
+    naming: NamingService,
+    service: String,
+    app: String,
+    id: String,
+    instance: std::sync::Mutex<NacosInstance>,
+    limits: Limits,
+    ttl: Duration,
+}
+
+impl NacosConsumer {
+    pub(super) async fn register(
+        naming: NamingService,
+        record: &ConsumerRecord,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Self> {
+        let instance = to_nacos(record, limits)?;
+        let service = names::service_name(&record.app);
+        let what = format!("register consumer {GROUP}@@{service} {}", record.id);
+        naming
+            .register_instance(service.clone(), Some(GROUP.to_owned()), instance.clone())
+            .await
+            .map_err(|e| map_error(e, &what))?;
+        Ok(NacosConsumer {
+            naming,
+            service,
+            app: record.app.clone(),
+            id: record.id.clone(),
+            instance: std::sync::Mutex::new(instance),
+            limits: limits.clone(),
+            ttl,
+        })
+    }
+}
+
+#[async_trait]
+impl ConsumerRegistration for NacosConsumer {
+    async fn update(&self, record: &ConsumerRecord) -> Result<()> {
+        if record.app != self.app || record.id != self.id {
+            return Err(Error::Config(format!(
+                "the registration of consumer {}/{} cannot write the record of {}/{}",
+                self.app, self.id, record.app, record.id
+            )));
+        }
+        let instance = to_nacos(record, &self.limits)?;
+        self.naming
+            .register_instance(
+                self.service.clone(),
+                Some(GROUP.to_owned()),
+                instance.clone(),
+            )
+            .await
+            .map_err(|e| map_error(e, &format!("update consumer {} {}", self.service, self.id)))?;
+        *self.instance.lock().unwrap_or_else(|p| p.into_inner()) = instance;
+        Ok(())
+    }
+
+    async fn keep_alive(&self) -> Result<()> {
+        // The connection is the lease and the SDK registers again after a reconnect.
+        Ok(())
+    }
+
+    async fn deregister(&self) -> Result<()> {
+        let instance = self
+            .instance
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        self.naming
+            .deregister_instance(self.service.clone(), Some(GROUP.to_owned()), instance)
+            .await
+            .map_err(|e| {
+                map_error(
+                    e,
+                    &format!("deregister consumer {} {}", self.service, self.id),
+                )
+            })
+    }
+
+    fn id(&self) -> String {
+        format!("nacos connection of consumer {}/{}", self.service, self.id)
+    }
+
+    fn ttl(&self) -> Duration {
+        self.ttl
+    }
+}
+
+/// Reads one naming instance of `app` as a consumer record.
+fn from_nacos(app: &str, instance: &NacosInstance, limits: &Limits) -> Result<ConsumerRecord> {
+    let json = instance
+        .metadata
+        .get(METADATA_KEY)
+        .ok_or_else(|| Error::Malformed {
+            what: "consumer record",
+            reason: format!("no {METADATA_KEY} metadata"),
+        })?;
+    let record = ConsumerRecord::from_json(json.as_bytes(), limits)?;
+    if record.app != app || instance.cluster_name.as_deref() != Some(record.id.as_str()) {
+        return Err(Error::Malformed {
+            what: "consumer record",
+            reason: format!(
+                "the record of {}/{} is registered as another instance",
+                record.app, record.id
+            ),
+        });
+    }
+    Ok(record)
+}
+
+/// Every consumer record, at most [`MAX_CONSUMER_RECORDS`].
+pub(super) async fn list(reader: &Reader, limits: &Limits) -> Result<ConsumerList> {
+    let naming = reader.naming().await?;
+    let mut services = Vec::new();
+    for page in 1.. {
+        let (names, count) = naming
+            .get_service_list(page, PAGE, Some(GROUP.to_owned()))
+            .await
+            .map_err(|e| map_error(e, &format!("list the services of {GROUP}")))?;
+        let got = names.len();
+        services.extend(names);
+        let total = usize::try_from(count)
+            .unwrap_or(0)
+            .min(MAX_CONSUMER_RECORDS);
+        if got == 0 || services.len() >= total {
+            break;
+        }
+    }
+    services.sort_unstable();
+    services.dedup();
+    let mut list = ConsumerList::default();
+    for service in services {
+        let app = names::app_of_service(&service);
+        if let Err(e) = model_names::validate_app(&app) {
+            list.skipped
+                .push((format!("{GROUP}@@{service}"), e.to_string()));
+            continue;
+        }
+        let instances = naming
+            .get_all_instances(service.clone(), Some(GROUP.to_owned()), Vec::new(), false)
+            .await
+            .map_err(|e| map_error(e, &format!("list {GROUP}@@{service}")))?;
+        for instance in &instances {
+            if list.records.len() + list.skipped.len() >= MAX_CONSUMER_RECORDS {
+                list.truncated = true;
+                return Ok(list);
+            }
+            match from_nacos(&app, instance, limits) {
+                Ok(record) => list.records.push(record),
+                Err(e) => list.skipped.push((
+                    format!(
+                        "{GROUP}@@{service} {}#{}",
+                        instance.ip,
+                        instance.cluster_name.as_deref().unwrap_or("")
+                    ),
+                    e.to_string(),
+                )),
+            }
+        }
+    }
+    list.records
+        .sort_by(|a, b| (&a.app, &a.id).cmp(&(&b.app, &b.id)));
+    Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_consumers_on_one_host_are_two_instances_and_read_back() {
+        let limits = Limits::default();
+        let a = ConsumerRecord::new("web", "id1", "10.0.0.9", 1);
+        let b = ConsumerRecord::new("web", "id2", "10.0.0.9", 1);
+        let (na, nb) = (
+            to_nacos(&a, &limits).unwrap(),
+            to_nacos(&b, &limits).unwrap(),
+        );
+        assert_eq!((na.ip.as_str(), na.port), (nb.ip.as_str(), nb.port));
+        assert_ne!(na.cluster_name, nb.cluster_name);
+        assert_eq!(from_nacos("web", &na, &limits).unwrap(), a);
+        assert!(from_nacos("other", &na, &limits).is_err());
+        let mut bare = na.clone();
+        bare.metadata.clear();
+        assert!(from_nacos("web", &bare, &limits).is_err());
+    }
+}
