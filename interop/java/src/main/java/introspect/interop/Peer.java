@@ -32,7 +32,7 @@ import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
  * <pre>
  * provider --registry URL --app NAME --port PORT --metadata-port PORT
  * consumer --registry URL --app NAME [--provided-by APP] --calls N [--wait-seconds S] [--interval-ms MS]
- * bench --registry URL --app NAME --expect N [--provided-by APP] [--wait-seconds S]
+ * bench --registry URL --app NAME --expect N [--provided-by APP] [--wait-seconds S] [--connect-timeout-ms MS]
  * </pre>
  *
  * The registry is a Dubbo registry URL ({@code etcd://h:p}, {@code zookeeper://h:p},
@@ -216,6 +216,11 @@ public final class Peer {
         }
         Map<String, String> parameters = new HashMap<>();
         parameters.put("migration.step", "FORCE_APPLICATION");
+        // Dubbo connects to every address as it makes its invoker, one after another, and
+        // waits this long at an address that refuses (3 s by default).
+        if (options.containsKey("connect-timeout-ms")) {
+            parameters.put("connect.timeout", options.get("connect-timeout-ms"));
+        }
         reference.setParameters(parameters);
         long startup = ManagementFactory.getRuntimeMXBean().getUptime();
         long before = rssKb();
