@@ -10,10 +10,11 @@
 //! The rig, started once for the whole run:
 //!
 //! * a throwaway ZooKeeper (the test suite's harness);
-//! * 10 real MetadataService servers on loopback: Introspect providers of `helloworld.Greeter`
-//!   (as the interop tests run them, which both peers accept), each exporting it with a
-//!   parameter of its own (`variant`), so each is one revision, and each counting the calls
-//!   it answers;
+//! * 10 real MetadataService servers: Introspect providers of `helloworld.Greeter` (which
+//!   both peers accept, as the interop tests show), each exporting it with a parameter of its
+//!   own (`variant`), so each is one revision, and each counting the calls it answers. They
+//!   listen on every interface, since Dubbo Java dials a record's `127.0.0.1` at the
+//!   machine's own address (see [`Consumer::command`]);
 //! * the fleet: each server's own record (registered by the provider, at a port nothing
 //!   listens on) and copies of it up to 2,000 records in all (written as plain znodes, the
 //!   Curator JSON Dubbo writes under `/services/{app}/{host}:{port}`), every one on
