@@ -47,11 +47,11 @@
 #[allow(dead_code)]
 #[path = "../tests/it/support/certs.rs"]
 mod certs;
-/// The fleet's helpers: the instance ports below the ephemeral range, the record copies.
+/// The fleet's building blocks: the instance ports below the ephemeral range, the record copies.
 #[allow(dead_code)]
 #[path = "common/mod.rs"]
 mod common;
-/// The test suite's etcd harness, whose helpers (free ports, signals) the ZooKeeper
+/// The test suite's etcd harness, whose free ports and signals the ZooKeeper
 /// harness uses.
 #[allow(dead_code)]
 #[path = "../tests/it/support/etcd.rs"]
