@@ -4,6 +4,7 @@
 //
 //	provider --registry URL --app NAME --port PORT --metadata-port PORT [--group G] [--version V]
 //	consumer --registry URL --app NAME --calls N [--provided-by APP] [--wait-seconds S] [--interval-ms MS]
+//	bench --registry URL --app NAME --expect N [--provided-by APP] [--wait-seconds S]
 //
 // The registry is a Dubbo registry URL (etcd://h:p, zookeeper://h:p, nacos://h:p). The
 // provider prints READY once it serves and has registered, and stops when its standard input
@@ -11,21 +12,35 @@
 // consumer waits (at most the given seconds) for a first answer, then makes N
 // calls (pausing the given milliseconds after each) and prints one line "RESULT calls=N ok=K failed=F waited_ms=W message=..."; it exits
 // 0 only when all N succeeded.
+//
+// The bench role measures discovery alone and makes no call: with the registry connected it
+// prints "STARTED startup_ms=S rss_kb=R", subscribes to the Greeter, waits (at most the given
+// seconds) until its own directory holds N addresses (counted by a router of its own, which
+// the directory tells every address list) and prints one line
+// "BENCH addresses=N elapsed_ms=E rss_before_kb=B rss_after_kb=A startup_ms=S"; it exits 0
+// only when it saw N addresses.
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"dubbo.apache.org/dubbo-go/v3"
 	"dubbo.apache.org/dubbo-go/v3/client"
+	"dubbo.apache.org/dubbo-go/v3/cluster/router"
+	"dubbo.apache.org/dubbo-go/v3/common"
+	"dubbo.apache.org/dubbo-go/v3/common/extension"
 	"dubbo.apache.org/dubbo-go/v3/protocol"
+	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 	"dubbo.apache.org/dubbo-go/v3/registry"
 	"dubbo.apache.org/dubbo-go/v3/server"
 
@@ -57,6 +72,9 @@ import (
 	"introspect-interop/dubbo-go-peer/helloworld"
 )
 
+// processStarted is as close to the process's start as Go code gets (package initialisation).
+var processStarted = time.Now()
+
 func main() {
 	if len(os.Args) < 2 {
 		fail(2, "usage: provider|consumer --registry URL --app NAME ...")
@@ -73,6 +91,7 @@ func main() {
 	intervalMs := flags.Int("interval-ms", 0, "the pause after each call (consumer)")
 	group := flags.String("group", "", "the Greeter's group (provider)")
 	version := flags.String("version", "", "the Greeter's version (provider)")
+	expect := flags.Int("expect", 0, "the addresses to wait for (bench)")
 	_ = flags.Parse(os.Args[2:])
 	if *registryURL == "" || *app == "" {
 		fail(2, "--registry and --app are required")
@@ -103,6 +122,8 @@ func main() {
 		provide(options, service)
 	case "consumer":
 		os.Exit(consume(options, *calls, *providedBy, time.Duration(*waitSeconds)*time.Second, time.Duration(*intervalMs)*time.Millisecond))
+	case "bench":
+		os.Exit(bench(options, *expect, *providedBy, time.Duration(*waitSeconds)*time.Second))
 	default:
 		fail(2, "unknown mode "+mode)
 	}
@@ -227,4 +248,80 @@ func check(err error, what string) {
 func fail(code int, message string) {
 	fmt.Fprintln(os.Stderr, message)
 	os.Exit(code)
+}
+
+// addresses is the length of the last address list a directory gave its routers.
+var addresses atomic.Int64
+
+// countingRouter routes nothing away; it records how many addresses its directory holds,
+// which the directory tells every router each time its list changes.
+type countingRouter struct{ url *common.URL }
+
+type countingRouterFactory struct{}
+
+func (countingRouterFactory) NewPriorityRouter(url *common.URL) (router.PriorityRouter, error) {
+	return &countingRouter{url: url}, nil
+}
+
+func (r *countingRouter) Route(invokers []base.Invoker, _ *common.URL, _ base.Invocation) []base.Invoker {
+	return invokers
+}
+
+func (r *countingRouter) URL() *common.URL { return r.url }
+
+func (r *countingRouter) Priority() int64 { return 0 }
+
+func (r *countingRouter) Notify(invokers []base.Invoker) {
+	addresses.Store(int64(len(invokers)))
+}
+
+// rssKB is the process's resident set (VmRSS of /proc/self/status) in KiB, 0 if unknown.
+func rssKB() int64 {
+	file, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer file.Close()
+	scanner := bufio.NewScanner(file)
+	for scanner.Scan() {
+		if rest, ok := strings.CutPrefix(scanner.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}
+
+// bench subscribes to the Greeter and waits until the directory holds expect addresses,
+// making no call (see the package docs).
+func bench(options []dubbo.InstanceOption, expect int, providedBy string, wait time.Duration) int {
+	extension.SetRouterFactory("introspect-bench-count", func() router.PriorityRouterFactory {
+		return countingRouterFactory{}
+	})
+	instance, err := dubbo.NewInstance(options...)
+	check(err, "instance")
+	cli, err := instance.NewClient(client.WithClientProtocolTriple(), client.WithClientRequestTimeout(3*time.Second), client.WithClientRetries(0))
+	check(err, "client")
+	var references []client.ReferenceOption
+	if providedBy != "" {
+		references = append(references, client.WithProvidedBy(providedBy))
+	}
+	startup := time.Since(processStarted).Milliseconds()
+	before := rssKB()
+	fmt.Printf("STARTED startup_ms=%d rss_kb=%d\n", startup, before)
+	started := time.Now()
+	_, err = helloworld.NewGreeter(cli, references...)
+	check(err, "greeter client")
+	for addresses.Load() < int64(expect) && time.Since(started) < wait {
+		time.Sleep(2 * time.Millisecond)
+	}
+	elapsed := time.Since(started).Milliseconds()
+	after := rssKB()
+	seen := addresses.Load()
+	fmt.Printf("BENCH addresses=%d elapsed_ms=%d rss_before_kb=%d rss_after_kb=%d startup_ms=%d\n", seen, elapsed, before, after, startup)
+	if seen < int64(expect) {
+		fmt.Fprintf(os.Stderr, "only %d of %d addresses within %s\n", seen, expect, wait)
+		return 1
+	}
+	return 0
 }

@@ -7,6 +7,9 @@ import helloworld.Helloworld.HelloRequest;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
@@ -17,6 +20,10 @@ import org.apache.dubbo.config.ReferenceConfig;
 import org.apache.dubbo.config.RegistryConfig;
 import org.apache.dubbo.config.ServiceConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+import org.apache.dubbo.registry.client.migration.MigrationInvoker;
+import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.cluster.ClusterInvoker;
+import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
 
 /**
  * The smallest Dubbo Java peer: a provider or a consumer of {@code helloworld.Greeter} with
@@ -25,6 +32,7 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
  * <pre>
  * provider --registry URL --app NAME --port PORT --metadata-port PORT
  * consumer --registry URL --app NAME [--provided-by APP] --calls N [--wait-seconds S] [--interval-ms MS]
+ * bench --registry URL --app NAME --expect N [--provided-by APP] [--wait-seconds S] [--connect-timeout-ms MS]
  * </pre>
  *
  * The registry is a Dubbo registry URL ({@code etcd://h:p}, {@code zookeeper://h:p},
@@ -34,6 +42,13 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
  * and prints one line
  * {@code RESULT calls=N ok=K failed=F waited_ms=W message=...}; it exits 0 only when all N
  * succeeded.
+ *
+ * <p>The bench role measures discovery alone and makes no call: with the application started
+ * (registry connected) it prints {@code STARTED startup_ms=S rss_kb=R}, subscribes to the
+ * Greeter, waits (at most the given seconds) until the reference's own directory holds N
+ * addresses and prints one line
+ * {@code BENCH addresses=N elapsed_ms=E rss_before_kb=B rss_after_kb=A startup_ms=S}; it exits
+ * 0 only when it saw N addresses.
  */
 public final class Peer {
     private Peer() {}
@@ -46,6 +61,12 @@ public final class Peer {
         switch (mode) {
             case "provider" -> provider(options);
             case "consumer" -> System.exit(consumer(options));
+            case "bench" -> {
+                // Halted, not stopped: a graceful stop of 2,000 invokers is not measured.
+                int status = bench(options);
+                System.out.flush();
+                Runtime.getRuntime().halt(status);
+            }
             default -> {
                 System.err.println("usage: provider|consumer --registry URL --app NAME ...");
                 System.exit(2);
@@ -171,6 +192,86 @@ public final class Peer {
         System.out.flush();
         bootstrap.stop();
         return failed == 0 && ok == calls ? 0 : 1;
+    }
+
+    /**
+     * Subscribes to the Greeter once the application is started and waits until the
+     * reference's directory lists {@code --expect} addresses (see the class docs).
+     */
+    private static int bench(Map<String, String> options) throws IOException {
+        int expect = Integer.parseInt(need(options, "expect"));
+        long waitMillis = Long.parseLong(options.getOrDefault("wait-seconds", "60")) * 1000;
+        DubboBootstrap bootstrap = DubboBootstrap.getInstance()
+                .application(application(options))
+                .registry(registry(options))
+                .start();
+        ReferenceConfig<Greeter> reference = new ReferenceConfig<>();
+        reference.setInterface(Greeter.class);
+        reference.setProtocol("tri");
+        reference.setCheck(false);
+        reference.setTimeout(3000);
+        reference.setRetries(0);
+        if (options.containsKey("provided-by")) {
+            reference.setProvidedBy(options.get("provided-by"));
+        }
+        Map<String, String> parameters = new HashMap<>();
+        parameters.put("migration.step", "FORCE_APPLICATION");
+        // Dubbo connects to every address as it makes its invoker, one after another, and
+        // waits this long at an address that refuses (3 s by default).
+        if (options.containsKey("connect-timeout-ms")) {
+            parameters.put("connect.timeout", options.get("connect-timeout-ms"));
+        }
+        reference.setParameters(parameters);
+        long startup = ManagementFactory.getRuntimeMXBean().getUptime();
+        long before = rssKb();
+        System.out.println("STARTED startup_ms=" + startup + " rss_kb=" + before);
+        System.out.flush();
+
+        long started = System.nanoTime();
+        bootstrap.reference(reference);
+        reference.get();
+        long deadline = started + waitMillis * 1_000_000;
+        int seen = addresses(reference.getInvoker());
+        while (seen < expect && System.nanoTime() < deadline) {
+            sleep(2);
+            seen = addresses(reference.getInvoker());
+        }
+        long elapsed = (System.nanoTime() - started) / 1_000_000;
+        long after = rssKb();
+        System.out.println("BENCH addresses=" + seen + " elapsed_ms=" + elapsed + " rss_before_kb=" + before
+                + " rss_after_kb=" + after + " startup_ms=" + startup);
+        if (seen < expect) {
+            System.err.println("only " + seen + " of " + expect + " addresses within " + waitMillis + " ms");
+            return 1;
+        }
+        return 0;
+    }
+
+    /** The addresses the directory under a reference's invoker lists (0 before it has one). */
+    private static int addresses(Invoker<?> invoker) {
+        if (invoker instanceof ScopeClusterInvoker<?> scope) {
+            return addresses(scope.getInvoker());
+        }
+        if (invoker instanceof MigrationInvoker<?> migration) {
+            ClusterInvoker<?> discovery = migration.getServiceDiscoveryInvoker();
+            return discovery == null || discovery.getDirectory() == null
+                    ? 0
+                    : discovery.getDirectory().getAllInvokers().size();
+        }
+        if (invoker instanceof ClusterInvoker<?> cluster && cluster.getDirectory() != null) {
+            return cluster.getDirectory().getAllInvokers().size();
+        }
+        return 0;
+    }
+
+    /** The process's resident set (VmRSS of /proc/self/status) in KiB, 0 if unknown. */
+    private static long rssKb() throws IOException {
+        for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+            if (line.startsWith("VmRSS:")) {
+                return Long.parseLong(line.substring(6).replace("kB", "").trim());
+            }
+        }
+        return 0;
     }
 
     /** Answers naming this peer, and counts the calls. */
