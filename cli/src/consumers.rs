@@ -42,7 +42,7 @@ pub struct ConsumersReport {
 }
 
 /// The subscription a consumer's entry describes.
-fn subscription_of(service: &ConsumedService) -> Subscription {
+pub fn subscription_of(service: &ConsumedService) -> Subscription {
     let some = |q: &str| (!q.is_empty()).then(|| q.to_owned());
     let mut s = Subscription::new(&service.interface);
     s.group = some(&service.group);

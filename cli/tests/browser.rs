@@ -2,7 +2,8 @@
 //! (`tests/browser/console_browser.py`) over a real fleet on the embedded store. It
 //! searches an app, opens it, sees the instances grouped by revision and the difference of
 //! two revisions, has a provider killed and sees it leave, then sees self-preservation hold
-//! a second app when 6 of its 8 providers crash at once.
+//! a second app when 6 of its 8 providers crash at once, and sees a registered consumer
+//! whose connection is cut marked stale once the fleet changes without it.
 //!
 //! Opt-in: it needs `scripts/setup.sh --with-browser` (Debian's `chromium` and a
 //! virtualenv with PyPI's `playwright` at `target/browser-venv`, or
@@ -17,9 +18,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use introspect::consumer::Resolver;
+use introspect::consumer::{Resolver, Subscription};
 use introspect::{MemoryStore, ServiceInfo, Store};
 use introspect_cli::console::{self, ConsoleOptions};
+use support::faulty::FaultyStore;
 use support::fleet::start_provider_with;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
@@ -49,7 +51,7 @@ fn browser_python() -> Option<PathBuf> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_person_finds_an_app_sees_a_killed_provider_leave_and_a_hold_appear() {
+async fn a_person_reads_a_live_fleet_its_holds_and_a_stale_consumer() {
     let required = std::env::var("INTROSPECT_BROWSER").is_ok_and(|v| v == "1");
     let Some(python) = browser_python() else {
         assert!(
@@ -61,7 +63,8 @@ async fn a_person_finds_an_app_sees_a_killed_provider_leave_and_a_hold_appear() 
         );
         return;
     };
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let memory = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = memory.clone();
     let short_lease =
         |b: introspect::provider::ProviderBuilder| b.lease_ttl(Duration::from_secs(1));
     let mut providers = Vec::new();
@@ -77,11 +80,24 @@ async fn a_person_finds_an_app_sees_a_killed_provider_leave_and_a_hold_appear() 
         fleet.push(start_provider_with(&store, FLEET_APP, vec![service("200")], short_lease).await);
     }
     let options = ConsoleOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        token: None,
         discover_every: Duration::from_millis(500),
+        audit_every: Duration::from_millis(500),
+        stale_after: Duration::from_secs(3),
+        ..ConsoleOptions::new("127.0.0.1:0".parse().unwrap())
     };
     let console = console::start(Resolver::new(store.clone()), options)
+        .await
+        .unwrap();
+    // A consumer that registers its record, over a connection of its own that the script
+    // has cut near the end (its record outlives the cut: a 60 s lease).
+    let connection = Arc::new(FaultyStore::new(memory.clone()));
+    let consumer = Resolver::builder(connection.clone() as Arc<dyn Store>)
+        .register_consumer("shop-web")
+        .consumer_refresh(Duration::from_millis(500))
+        .consumer_ttl(Duration::from_secs(60))
+        .build();
+    let _subscription = consumer
+        .subscribe(Subscription::new("shop.OrderService"))
         .await
         .unwrap();
     let url = format!("http://{}/", console.local_addr());
@@ -121,6 +137,15 @@ async fn a_person_finds_an_app_sees_a_killed_provider_leave_and_a_hold_appear() 
                     provider.abort();
                 }
                 stdin.write_all(b"CRASHED\n").await.unwrap();
+            } else if line == "CUT" {
+                connection.set_down(true);
+                // Its open watches end with the connection; the console follows again.
+                memory.cancel_watches();
+                providers.push(
+                    start_provider_with(&store, "shop-orders", vec![service("3000")], short_lease)
+                        .await,
+                );
+                stdin.write_all(b"CUT-DONE\n").await.unwrap();
             } else if line.starts_with("LEFT ") {
                 println!("the killed provider's row {line}");
             } else if line == "OK" {

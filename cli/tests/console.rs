@@ -1,6 +1,7 @@
 //! The console (`introspect console`) over a real running fleet on the embedded store: the
 //! JSON API's shapes, live events as providers register, stop and crash, holds with their
-//! time left, hostile and huge values, 10,000 instances, the token and the cookie.
+//! time left, registered consumers and the stale one among them, hostile and huge values,
+//! 10,000 instances, the token and the cookie.
 
 mod support;
 
@@ -9,16 +10,20 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use introspect::consumer::{ProtectionOptions, Resolver};
+use introspect::consumer::{ProtectionOptions, Resolver, Subscription};
 use introspect::{Limits, MemoryStore, ServiceInfo, Store};
 use introspect_cli::console::{self, Console, ConsoleOptions};
 use serde_json::Value;
 use support::etcd::EtcdServer;
+use support::faulty::FaultyStore;
 use support::fleet::{start_provider, start_provider_with};
 use support::wait::eventually;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+
+/// How long the consoles of these tests let a consumer's digest differ before it is stale.
+const STALE_AFTER: Duration = Duration::from_secs(3);
 
 /// One answer: status, headers (lowercase names), body.
 struct Answer {
@@ -170,9 +175,11 @@ async fn console_over(store: &Arc<dyn Store>, token: Option<&str>) -> Console {
         .protection(ProtectionOptions::default())
         .build();
     let options = ConsoleOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
         token: token.map(str::to_owned),
         discover_every: Duration::from_millis(200),
+        audit_every: Duration::from_millis(200),
+        stale_after: STALE_AFTER,
+        ..ConsoleOptions::new("127.0.0.1:0".parse().unwrap())
     };
     console::start(resolver, options)
         .await
@@ -396,6 +403,149 @@ async fn holds_show_with_their_count_and_time_left() {
     console.stop().await;
 }
 
+/// A consumer that registers its record over its own connection to the fleet's store.
+async fn registered_consumer(
+    store: Arc<FaultyStore>,
+    app: &str,
+    interface: &str,
+) -> (Resolver, introspect::consumer::SubscriptionHandle) {
+    let resolver = Resolver::builder(store as Arc<dyn Store>)
+        .register_consumer(app)
+        .consumer_host("10.1.2.3")
+        .consumer_refresh(Duration::from_millis(500))
+        // Its record outlives the cut below, as a record does for its TTL.
+        .consumer_ttl(Duration::from_secs(60))
+        .build();
+    let handle = resolver
+        .subscribe(Subscription::new(interface))
+        .await
+        .expect("subscribes");
+    (resolver, handle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_are_listed_and_one_whose_connection_is_cut_turns_stale() {
+    let memory = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = memory.clone();
+    let services = vec![service("shop.OrderService", "3000")];
+    let _a = start_provider(&store, "shop", services.clone()).await;
+    let _b = start_provider(&store, "shop", services.clone()).await;
+    let console = console_over(&store, None).await;
+    let healthy = Arc::new(FaultyStore::new(memory.clone()));
+    let cut = Arc::new(FaultyStore::new(memory.clone()));
+    let (_web, _web_sub) = registered_consumer(healthy, "shop-web", "shop.OrderService").await;
+    let (_batch, _batch_sub) =
+        registered_consumer(cut.clone(), "shop-batch", "shop.OrderService").await;
+    let both_same = |c: &Value| {
+        c["consumers"]
+            .as_array()
+            .is_some_and(|rows| rows.len() == 2 && rows.iter().all(|r| r["verdict"] == "same"))
+    };
+    eventually(
+        Duration::from_secs(10),
+        "two consumers, same set",
+        || async {
+            both_same(
+                &get(&console, "/api/consumers?interface=shop.OrderService")
+                    .await
+                    .json(),
+            )
+        },
+    )
+    .await;
+    let listed = get(&console, "/api/consumers?interface=shop.OrderService")
+        .await
+        .json();
+    assert!(both_same(&listed), "{listed}");
+    let row = &listed["consumers"][0];
+    assert_eq!(listed["total"], 2);
+    assert_eq!(listed["stale"], 0);
+    assert_eq!(row["host"], "10.1.2.3");
+    assert_eq!(row["endpoints"], 2);
+    assert_eq!(row["digest"], row["current_digest"]);
+    assert_eq!(row["routes_to"], serde_json::json!(["shop"]));
+    assert!(row["registered_ms"].as_u64().unwrap() > 0);
+    let by_app = get(&console, "/api/consumers?app=shop").await.json();
+    assert_eq!(
+        by_app["total"], 2,
+        "the app's consumers: those routing to it"
+    );
+    let other = get(&console, "/api/consumers?interface=shop.Other")
+        .await
+        .json();
+    assert_eq!(other["total"], 0);
+
+    // Cut shop-batch's connection: its calls fail, its open watches end, its record stays
+    // (its lease runs 60 s). Then the fleet grows: the console sees it, shop-batch cannot.
+    let mut live = events(&console, &[]).await;
+    cut.set_down(true);
+    memory.cancel_watches();
+    let _c = start_provider(&store, "shop", services.clone()).await;
+    let (data, _) = next_matching(
+        &mut live,
+        STALE_AFTER + Duration::from_secs(10),
+        "stale",
+        |n, d| n == "consumers" && d["stale"] == 1,
+    )
+    .await;
+    assert_eq!(data["total"], 2);
+    let c = get(&console, "/api/consumers?interface=shop.OrderService")
+        .await
+        .json();
+    let verdict = |app: &str| {
+        c["consumers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["app"] == app)
+            .map(|r| {
+                (
+                    r["verdict"].clone(),
+                    r["differs_for_ms"].as_u64().unwrap(),
+                    r["endpoints"].clone(),
+                )
+            })
+            .unwrap()
+    };
+    let (batch, lasted, endpoints) = verdict("shop-batch");
+    assert_eq!(batch, "stale");
+    assert!(lasted >= STALE_AFTER.as_millis() as u64, "{lasted}");
+    assert_eq!(endpoints, 2, "the cut consumer still shows the set it had");
+    let (web, _, endpoints) = verdict("shop-web");
+    assert_eq!((web, endpoints), ("same".into(), 3.into()));
+
+    // Mended: it catches up, and the verdict follows.
+    cut.set_down(false);
+    eventually(Duration::from_secs(20), "shop-batch catches up", || async {
+        let c = get(&console, "/api/consumers?interface=shop.OrderService")
+            .await
+            .json();
+        c["stale"] == 0 && both_same(&c)
+    })
+    .await;
+    console.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_not_asking_to_register_is_not_listed() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let _a = start_provider(&store, "shop", vec![service("shop.OrderService", "3000")]).await;
+    let console = console_over(&store, None).await;
+    let quiet = Resolver::new(store.clone());
+    let _sub = quiet
+        .subscribe(Subscription::new("shop.OrderService"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let c = get(&console, "/api/consumers").await.json();
+    assert_eq!(
+        (c["total"].clone(), c["error"].clone()),
+        (0.into(), Value::Null)
+    );
+    assert_eq!(c["registry"], "memory");
+    console.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_and_huge_values_come_back_bounded_and_as_text() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
@@ -444,6 +594,43 @@ async fn hostile_and_huge_values_come_back_bounded_and_as_text() {
         assert!(!script.body.contains(sink), "console.js uses {sink}");
     }
     assert!(script.body.contains("textContent") || script.body.contains("createTextNode"));
+
+    // Consumer records are someone else's too: markup, garbage and a huge one are skipped
+    // with their key and the reason, and the answer stays bounded.
+    let consumers = "/introspect/consumers";
+    let markup = format!(r#"{{"app":"{app}","id":"a1","host":"h","registeredMs":1}}"#);
+    store
+        .put(&format!("{consumers}/x/a1"), markup.into_bytes(), None)
+        .await
+        .unwrap();
+    store
+        .put(&format!("{consumers}/y/b2"), b"{not json".to_vec(), None)
+        .await
+        .unwrap();
+    let key = format!("{consumers}/z/<b>{}</b>", "k".repeat(5_000));
+    store.put(&key, vec![b'x'; 300_000], None).await.unwrap();
+    eventually(Duration::from_secs(5), "the records read", || async {
+        get(&console, "/api/consumers").await.json()["skipped"]
+            .as_array()
+            .map(Vec::len)
+            == Some(3)
+    })
+    .await;
+    let answer = get(&console, "/api/consumers").await;
+    assert!(
+        answer.body.len() < 20_000,
+        "bounded: {} bytes",
+        answer.body.len()
+    );
+    let value = answer.json();
+    assert_eq!(value["total"], 0, "{value}");
+    let skipped = value["skipped"].as_array().unwrap();
+    assert!(skipped.iter().any(|s| {
+        s["at"]
+            .as_str()
+            .unwrap()
+            .starts_with("/introspect/consumers/z/<b>")
+    }));
     console.stop().await;
 }
 
@@ -592,9 +779,8 @@ async fn unsafe_binds_are_refused_at_start() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let start = |listen: &str, token: Option<&str>| {
         let options = ConsoleOptions {
-            listen: listen.parse().unwrap(),
             token: token.map(str::to_owned),
-            discover_every: Duration::from_secs(1),
+            ..ConsoleOptions::new(listen.parse().unwrap())
         };
         console::start(Resolver::new(store.clone()), options)
     };

@@ -41,7 +41,6 @@ pub(super) struct InstanceRecord {
     metadata: Option<BTreeMap<String, String>>,
 }
 
-
 impl From<InstanceRecord> for ServiceInstance {
     fn from(record: InstanceRecord) -> Self {
         ServiceInstance {

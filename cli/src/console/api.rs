@@ -32,6 +32,8 @@ const DEFAULT_LIMIT: usize = 500;
 const MAX_LIMIT: usize = 2000;
 /// Endpoints `/api/service` lists at most (the total is always exact).
 const MAX_ENDPOINTS: usize = 2000;
+/// Consumer subscriptions `/api/consumers` lists at most (the total is always exact).
+const MAX_CONSUMERS: usize = 2000;
 /// Apps `/api/apps` lists at most (the total is always exact).
 const MAX_APPS: usize = 5000;
 /// How long an answer waits for metadata or a resolve.
@@ -50,6 +52,7 @@ pub fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {
         .route("/apps", get(apps))
         .route("/app", get(app))
         .route("/service", get(service))
+        .route("/consumers", get(consumers))
         .route("/events", get(events))
         .route_layer(middleware::from_fn_with_state(shared.clone(), guard))
         .route("/login", post(login))
@@ -372,9 +375,33 @@ async fn service(State(shared): State<Shared>, Query(query): Query<ServiceQuery>
     answer(value)
 }
 
+#[derive(serde::Deserialize)]
+struct ConsumersQuery {
+    interface: Option<String>,
+    app: Option<String>,
+}
+
+/// `GET /api/consumers[?interface=IFACE|app=APP]`: the registered consumers' subscriptions
+/// (to the interface, or routing to the app), each compared with the console's own digest.
+async fn consumers(State(shared): State<Shared>, Query(query): Query<ConsumersQuery>) -> Response {
+    let interface = query.interface.filter(|i| !i.is_empty());
+    let app = query.app.filter(|a| !a.is_empty());
+    let mut value = shared.fleet.audit.rows(
+        |row| {
+            interface
+                .as_ref()
+                .is_none_or(|i| row.service.interface == *i)
+                && app.as_ref().is_none_or(|a| row.apps.contains(a))
+        },
+        MAX_CONSUMERS,
+    );
+    value["registry"] = json!(shared.fleet.resolver.backend().name());
+    answer(value)
+}
+
 /// `GET /api/events`: server-sent events: `app` (an app's new summary and its changes),
-/// `removed` (an app left), `apps` (looking for apps failed or recovered), `resync` (the
-/// page fell behind: read again).
+/// `removed` (an app left), `apps` (looking for apps failed or recovered), `consumers` (a
+/// consumer's verdict changed), `resync` (the page fell behind: read again).
 async fn events(
     State(shared): State<Shared>,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {

@@ -16,6 +16,9 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 
+use super::ConsoleOptions;
+use super::audit::{self, Audit};
+
 /// Log entries kept per app.
 pub const LOG_LEN: usize = 50;
 /// Events buffered for a page that reads slowly.
@@ -25,7 +28,8 @@ const SUMMARY_HOLDS: usize = 100;
 /// Changes carried by one event (the rest are counted).
 const EVENT_CHANGES: usize = 20;
 
-/// One event for the pages: its SSE name (`app`, `removed`, `apps`) and JSON data.
+/// One event for the pages: its SSE name (`app`, `removed`, `apps`, `consumers`) and JSON
+/// data.
 #[derive(Debug)]
 pub struct Event {
     /// The SSE event name.
@@ -73,6 +77,8 @@ pub struct AppEntry {
 pub struct Fleet {
     /// The resolver everything is read through.
     pub resolver: Resolver,
+    /// The registered consumers and how their sets compare.
+    pub audit: Audit,
     state: Mutex<State>,
     events: broadcast::Sender<Arc<Event>>,
     /// Set when the console stops: open event streams end.
@@ -90,11 +96,13 @@ struct State {
 pub struct Running {
     fleet: Arc<Fleet>,
     discover: AbortHandle,
+    audit: AbortHandle,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
         self.discover.abort();
+        self.audit.abort();
         self.fleet.stopped.send_replace(true);
         for entry in self.fleet.lock().apps.values() {
             entry.follow.abort();
@@ -103,18 +111,22 @@ impl Drop for Running {
 }
 
 impl Fleet {
-    /// Starts looking for apps every `discover_every` and following each one found.
-    pub fn start(resolver: Resolver, discover_every: Duration) -> (Arc<Fleet>, Running) {
+    /// Starts looking for apps every `discover_every` and following each one found, and
+    /// auditing the consumers every `audit_every`.
+    pub fn start(resolver: Resolver, options: &ConsoleOptions) -> (Arc<Fleet>, Running) {
         let fleet = Arc::new(Fleet {
             resolver,
+            audit: Audit::new(options.stale_after),
             state: Mutex::default(),
             events: broadcast::channel(EVENT_BUFFER).0,
             stopped: watch::channel(false).0,
         });
-        let discover = tokio::spawn(discover(Arc::downgrade(&fleet), discover_every));
+        let discover = tokio::spawn(discover(Arc::downgrade(&fleet), options.discover_every));
+        let audit = tokio::spawn(audit::run(Arc::downgrade(&fleet), options.audit_every));
         let running = Running {
             fleet: fleet.clone(),
             discover: discover.abort_handle(),
+            audit: audit.abort_handle(),
         };
         (fleet, running)
     }
@@ -145,7 +157,8 @@ impl Fleet {
         self.lock().apps.get(app).map(read)
     }
 
-    fn send(&self, name: &'static str, mut data: Value) {
+    /// Sends an event to the open pages.
+    pub fn send(&self, name: &'static str, mut data: Value) {
         super::bounded::clip(&mut data);
         let _ = self.events.send(Arc::new(Event {
             name,

@@ -11,6 +11,9 @@
 //!   `introspect revision APP A B` prints);
 //! * `GET /api/service?name=IFACE[&group=G&version=V&protocol=P]`: the apps the mapping
 //!   names and the endpoints a consumer gets (what `introspect resolve` prints);
+//! * `GET /api/consumers[?interface=IFACE|app=APP]`: the consumers that registered a
+//!   record (of an interface, or routing to an app), each subscription's digest compared
+//!   with the console's own: same, different, or stale (see [`audit`]);
 //! * `GET /api/events`: server-sent events, one per change the resolver's own follows see;
 //! * `POST /api/login` `{"token": "..."}`: exchanges the token for a session cookie.
 //!
@@ -24,12 +27,14 @@
 //!
 //! * `auth`: the token, the session cookie, the Host check;
 //! * `fleet`: what the console follows, and the change log;
+//! * `audit`: the registered consumers, and which see a stale or different set;
 //! * `bounded`: every string sent cut short;
 //! * `api`: the JSON handlers and the event stream;
 //! * `assets`: the embedded page.
 
 mod api;
 mod assets;
+pub mod audit;
 pub mod auth;
 mod bounded;
 mod fleet;
@@ -47,6 +52,14 @@ use tokio::sync::oneshot;
 /// How often the console looks for apps that appeared by default (their instances are then
 /// followed live).
 pub const DEFAULT_DISCOVER_EVERY: Duration = Duration::from_secs(2);
+
+/// How often the console reads the consumer records by default.
+pub const DEFAULT_AUDIT_EVERY: Duration = Duration::from_secs(2);
+
+/// How long a consumer's digest may differ from the console's own before it is called
+/// stale, by default: the records' refresh interval (at most one write per 10 s) and a
+/// margin for the read.
+pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(15);
 
 /// How long a stopping console lets requests in flight finish.
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -76,6 +89,23 @@ pub struct ConsoleOptions {
     pub token: Option<String>,
     /// How often to look for apps that appeared.
     pub discover_every: Duration,
+    /// How often to read the consumer records and compare their digests.
+    pub audit_every: Duration,
+    /// How long a consumer's digest may differ from the console's before it is stale.
+    pub stale_after: Duration,
+}
+
+impl ConsoleOptions {
+    /// Options to serve on `listen` without a token, every period at its default.
+    pub fn new(listen: SocketAddr) -> Self {
+        ConsoleOptions {
+            listen,
+            token: None,
+            discover_every: DEFAULT_DISCOVER_EVERY,
+            audit_every: DEFAULT_AUDIT_EVERY,
+            stale_after: DEFAULT_STALE_AFTER,
+        }
+    }
 }
 
 impl ConsoleOptions {
@@ -90,9 +120,9 @@ impl ConsoleOptions {
             None => None,
         };
         Ok(ConsoleOptions {
-            listen: args.listen,
             token,
             discover_every: Duration::from_secs(args.discover_every.max(1)),
+            ..ConsoleOptions::new(args.listen)
         })
     }
 
@@ -157,7 +187,7 @@ pub async fn start(resolver: Resolver, options: ConsoleOptions) -> Result<Consol
         .await
         .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", options.listen)))?;
     let addr = listener.local_addr()?;
-    let (fleet, running) = fleet::Fleet::start(resolver, options.discover_every);
+    let (fleet, running) = fleet::Fleet::start(resolver, &options);
     let auth = Arc::new(auth::Auth::new(options.token.clone(), addr));
     let app = api::router(fleet, auth);
     let (stop, stopped) = oneshot::channel::<()>();

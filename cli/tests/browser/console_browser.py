@@ -1,7 +1,8 @@
 """Drives the console in headless Chromium, as a person would: searches an app, opens it,
 sees its instances grouped by revision and the difference of its two revisions, has a
-provider killed and sees it leave, resolves the interface, then opens a second app and sees
-self-preservation hold it when most of its providers crash at once.
+provider killed and sees it leave, resolves the interface and sees who consumes it, then
+opens a second app and sees self-preservation hold it when most of its providers crash at
+once, and last sees a consumer whose connection was cut marked stale.
 
 Run by cli/tests/browser.rs, which starts the fleet and the console and passes the URL:
 
@@ -10,7 +11,8 @@ Run by cli/tests/browser.rs, which starts the fleet and the console and passes t
 The test and the script talk over standard streams: the script prints `KILL ADDRESS` when
 it wants that provider killed, and the test answers `KILLED` on a line of its own; it
 prints `CRASH N` when it wants N of FLEET_APP's providers to crash at once, and the test
-answers `CRASHED`. With
+answers `CRASHED`; it prints `CUT` when it wants the registered consumer's connection cut
+and the fleet changed, and the test answers `CUT-DONE`. With
 INTROSPECT_SCREENSHOT=PATH set, the app page is saved there (docs/console.png).
 Chromium is Debian's (`chromium`, or CHROMIUM=PATH); playwright comes from PyPI
 (`scripts/setup.sh --with-browser`).
@@ -60,6 +62,12 @@ def main() -> int:
         expect(page.get_by_text("shop.OrderService:1.0:tri").first).to_be_visible()
         # A hostile value from the registry shows as text, not as markup.
         expect(page.get_by_text("<b>bold</b>").first).to_be_visible()
+        # Its consumers: the one registered consumer, routing to what the console sees.
+        consumer = page.locator("#consumers tbody tr")
+        expect(consumer).to_have_count(1, timeout=TIMEOUT_MS)
+        expect(consumer.first).to_contain_text("shop-web")
+        expect(consumer.first.locator("[data-verdict=same]")).to_be_visible(timeout=TIMEOUT_MS)
+
         # The difference of the two revisions, as `introspect revision` prints it.
         page.click("text=diff")
         expect(page.locator("main")).to_contain_text("timeout", timeout=TIMEOUT_MS)
@@ -101,6 +109,21 @@ def main() -> int:
         expect(page.locator("main")).to_contain_text("protection active")
         expect(page.locator("main .countdown").first).to_contain_text("s left")
         expect(page.locator("main")).to_contain_text("self-preservation")
+
+        # Who consumes the interface; then the consumer's connection is cut and the fleet
+        # grows: the console marks its set stale, without a reload.
+        page.fill("#service-name", "shop.OrderService")
+        page.click("#service-form button")
+        expect(page.locator("main h2")).to_have_text("shop.OrderService", timeout=TIMEOUT_MS)
+        row = page.locator("#consumers tbody tr", has_text="shop-web")
+        expect(row.locator("[data-verdict=same]")).to_be_visible(timeout=TIMEOUT_MS)
+        print("CUT", flush=True)
+        if sys.stdin.readline().strip() != "CUT-DONE":
+            print("the test did not cut the consumer", file=sys.stderr)
+            return 1
+        expect(row.locator("[data-verdict=stale]")).to_be_visible(timeout=2 * TIMEOUT_MS)
+        expect(row).to_contain_text("stale for")
+        expect(page.locator("#consumers h3")).to_contain_text("1 stale")
         browser.close()
         if errors:
             print("page errors: " + "; ".join(errors), file=sys.stderr)

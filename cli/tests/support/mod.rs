@@ -1,5 +1,6 @@
 //! The library's test support (`tests/it/support/` at the workspace root) that the tool's
-//! tests reuse: the real etcd, ZooKeeper and Nacos harnesses, providers on loopback, polling with a deadline.
+//! tests reuse: the real etcd, ZooKeeper and Nacos harnesses, providers on loopback, a store whose
+//! connection a test cuts, polling with a deadline.
 //!
 //! Each test binary uses only part of it, hence the `dead_code` allowance.
 
@@ -9,6 +10,8 @@
 pub mod certs;
 #[path = "../../../tests/it/support/etcd.rs"]
 pub mod etcd;
+#[path = "../../../tests/it/support/faulty.rs"]
+pub mod faulty;
 #[path = "../../../tests/it/support/fleet.rs"]
 pub mod fleet;
 #[path = "../../../tests/it/support/nacos.rs"]

@@ -183,7 +183,7 @@ function holdsList(holds) {
 async function showApp(name) {
   let path = "/api/app?name=" + encodeURIComponent(name) + "&offset=" + state.offset;
   if (state.diff) path += "&a=" + encodeURIComponent(state.diff[0]) + "&b=" + encodeURIComponent(state.diff[1]);
-  const a = await api(path);
+  const [a, c] = await Promise.all([api(path), consumersOf("app=" + encodeURIComponent(name))]);
   if (state.view.name !== name) return;
   const s = a.summary;
   const header = el("div", {}, el("h2", {}, a.app),
@@ -211,13 +211,41 @@ async function showApp(name) {
   const log = el("div", { class: "revision" }, el("h3", {}, "changes"),
     el("ul", { class: "log" }, a.log.map((e) => el("li", {}, el("span", { class: "muted" }, new Date(e.at_ms).toLocaleTimeString()), " ",
       el("span", { class: "tag" }, e.kind), " ", el("span", { class: "mono" }, e.address), " ", el("span", { class: "muted" }, e.detail)))));
-  main(header, el("div", { class: "cols" }, el("div", {}, paging, sections, diffForm, renderDiff(a.diff)), el("div", {}, holdsList(a.holds), log)));
+  main(header, el("div", { class: "cols" }, el("div", {}, paging, sections, diffForm, renderDiff(a.diff), consumersTable(c, true)), el("div", {}, holdsList(a.holds), log)));
+}
+
+// ---- consumers ----
+
+// The registered consumers (of an interface or routing to an app); an answer that fails
+// shows as an error in the table, not as a broken page.
+async function consumersOf(query) {
+  try { return await api("/api/consumers?" + query); } catch (e) { return { error: e.message, consumers: [], total: 0, stale: 0 }; }
+}
+
+function verdictTag(c) {
+  const lasted = Math.round(c.differs_for_ms / 1000);
+  const text = c.verdict === "stale" ? `stale for ${lasted}s` : c.verdict === "different" ? `different for ${lasted}s` : c.verdict;
+  return el("span", { class: c.verdict === "same" ? "tag ok" : c.verdict === "unknown" ? "tag" : "tag warn", "data-verdict": c.verdict }, text);
+}
+
+function consumersTable(c, withInterface) {
+  const head = ["consumer app", "host", "id", "registered for"].concat(withInterface ? ["interface"] : [], ["endpoints", "digest", "position", "set"]);
+  return el("div", { class: "revision", id: "consumers" },
+    el("h3", {}, `consumers: ${c.total}` + (c.stale ? `, ${c.stale} stale` : "")),
+    c.error ? el("p", { class: "error" }, c.error) : null,
+    c.total ? el("table", {}, el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
+      el("tbody", {}, c.consumers.map((r) => el("tr", { "data-consumer": r.id },
+        el("td", {}, r.app), el("td", { class: "mono" }, r.host), el("td", { class: "mono", title: r.id }, short(r.id)),
+        el("td", {}, ago(r.registered_ms)), withInterface ? el("td", { class: "mono" }, r.interface) : null,
+        el("td", {}, r.endpoints), el("td", { class: "mono", title: "the console's: " + (r.current_digest || "none") }, r.digest),
+        el("td", {}, r.position || "–"), el("td", {}, verdictTag(r))))))
+      : el("p", { class: "muted" }, "no consumer registered a record (ResolverBuilder::register_consumer)"));
 }
 
 // ---- service page ----
 
 async function showService(name) {
-  const s = await api("/api/service?name=" + encodeURIComponent(name));
+  const [s, c] = await Promise.all([api("/api/service?name=" + encodeURIComponent(name)), consumersOf("interface=" + encodeURIComponent(name))]);
   if (state.view.name !== name) return;
   main(el("h2", {}, s.interface),
     el("p", {}, "apps the mapping names: ", s.apps.length ? s.apps.map((a, n) => [n ? ", " : "", appLink(a)]) : el("span", { class: "muted" }, "none")),
@@ -228,7 +256,8 @@ async function showService(name) {
       el("tbody", {}, s.endpoints.map((e) => el("tr", {}, el("td", {}, appLink(e.app)),
         el("td", { class: "mono" }, e.host.includes(":") ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`),
         el("td", {}, e.protocol), el("td", { class: "mono", title: e.revision }, short(e.revision)),
-        el("td", { class: "mono" }, matchKey(e.service)))))));
+        el("td", { class: "mono" }, matchKey(e.service)))))),
+    consumersTable(c, false));
 }
 
 function matchKey(s) {
@@ -286,6 +315,7 @@ function connect() {
     state.apps.delete(JSON.parse(e.data).app);
     if (state.view.kind === "apps") renderApps(); else later();
   });
+  source.addEventListener("consumers", () => { if (state.view.kind !== "apps") later(); });
   source.addEventListener("resync", later);
   source.addEventListener("apps", later);
 }
