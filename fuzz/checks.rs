@@ -30,6 +30,19 @@ pub fn instance_json(data: &[u8]) {
     }
 }
 
+/// Consumer records come from other processes through the store.
+pub fn consumer_record(data: &[u8]) {
+    use introspect::model::ConsumerRecord;
+    if let Ok(record) = ConsumerRecord::from_json(data, &Limits::default()) {
+        let json = record
+            .to_json(&Limits::default())
+            .expect("what parses encodes");
+        let again = ConsumerRecord::from_json(&json, &Limits::default()).expect("round trip");
+        assert_eq!(again, record);
+        let _ = record.consumes("a.B");
+    }
+}
+
 /// Metadata reports come from other processes through the store.
 pub fn metadata_json(data: &[u8]) {
     if let Ok(info) = MetadataInfo::from_json(data, &Limits::default()) {

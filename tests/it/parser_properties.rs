@@ -31,6 +31,14 @@ fn valid_go_instance() -> Vec<u8> {
     .to_vec()
 }
 
+fn valid_consumer_record() -> Vec<u8> {
+    br#"{"app":"shop-web","id":"5f0c1a2b","host":"10.0.0.9","registeredMs":1764600000000,
+        "subscriptions":[{"interface":"shop.OrderService","group":"","version":"1.0",
+        "protocol":"tri","digest":"3f2a9c0b7d1e4a55","endpoints":4,"position":1207,
+        "changedMs":1764600004200}]}"#
+        .to_vec()
+}
+
 fn valid_metadata() -> MetadataInfo {
     MetadataInfo::new(
         "shop-orders",
@@ -101,6 +109,12 @@ proptest! {
     fn instance_json_go_mutated(data in mutated(valid_go_instance())) { checks::instance_json(&data) }
 
     #[test]
+    fn consumer_record_arbitrary(data in prop::collection::vec(any::<u8>(), 0..512)) { checks::consumer_record(&data) }
+
+    #[test]
+    fn consumer_record_mutated(data in mutated(valid_consumer_record())) { checks::consumer_record(&data) }
+
+    #[test]
     fn metadata_json_arbitrary(data in prop::collection::vec(any::<u8>(), 0..512)) { checks::metadata_json(&data) }
 
     #[test]
@@ -134,6 +148,11 @@ fn valid_seeds_parse() {
     ServiceInstance::from_json(&valid_instance(), &introspect::Limits::default()).unwrap();
     ServiceInstance::from_json(&valid_go_instance(), &introspect::Limits::default()).unwrap();
     MetadataInfo::from_json(&valid_metadata().to_json(), &introspect::Limits::default()).unwrap();
+    introspect::model::ConsumerRecord::from_json(
+        &valid_consumer_record(),
+        &introspect::Limits::default(),
+    )
+    .unwrap();
     let body = valid_snapshot_body();
     let file = introspect::consumer::snapshot::Snapshot::frame(&body);
     introspect::consumer::snapshot::Snapshot::decode(&file, &introspect::Limits::default())
