@@ -15,13 +15,44 @@ use super::options::ZooKeeperOptions;
 use super::paths;
 use crate::error::{Error, Result};
 
+/// The shortest session timeout a first connection's silence bound is derived from: the
+/// server may grant more than was asked (at least two of its ticks), and a bound derived
+/// from a tiny ask would drop the connection before its first answer.
+const FIRST_BOUND_FLOOR: Duration = Duration::from_secs(2);
+
 /// Connects a new session asking for `session_timeout`, authenticated as the options say,
-/// within the options' connect timeout. The client gives up a session it could not
-/// establish within about the session timeout (a second or two for short sessions, which a
-/// busy machine can miss): such an attempt is made again until the connect timeout passes.
+/// within the options' connect timeout, with a connection timeout of
+/// [`connection_timeout`] of the timeout the server grants. The server rounds the ask into
+/// its bounds (2 to 20 ticks by default); when it granted another timeout than the one the
+/// connection was set up for, the session is made again asking for what was granted, so
+/// the connection's bounds fit the session it keeps (a bound from a 10 ms ask would drop a
+/// connection after 6 ms of silence; one from a 60 s ask would ping too seldom to keep a
+/// 4 s session).
 pub(super) async fn connect(
     options: &ZooKeeperOptions,
     session_timeout: Duration,
+) -> Result<zk::Client> {
+    let bound = connection_timeout(session_timeout.max(FIRST_BOUND_FLOOR));
+    let first = connect_asking(options, session_timeout, bound).await?;
+    let granted = first.session_timeout();
+    if connection_timeout(granted) == bound {
+        return Ok(first);
+    }
+    tracing::debug!(asked = ?session_timeout, ?granted, "session made again for the timeout granted");
+    let fitted = connect_asking(options, granted, connection_timeout(granted)).await?;
+    // The first session ends with its last client.
+    drop(first);
+    Ok(fitted)
+}
+
+/// One session asking for `session_timeout`, its connection given up after
+/// `connection_timeout` of silence. The client gives up a session it could not establish
+/// within about the session timeout (a second or two for short sessions, which a busy
+/// machine can miss): such an attempt is made again until the connect timeout passes.
+async fn connect_asking(
+    options: &ZooKeeperOptions,
+    session_timeout: Duration,
+    connection_timeout: Duration,
 ) -> Result<zk::Client> {
     let servers = options.connect_string();
     let what = format!("connect to ZooKeeper at {servers}");
@@ -29,7 +60,7 @@ pub(super) async fn connect(
         loop {
             let mut connector = zk::Client::connector()
                 .with_session_timeout(session_timeout)
-                .with_connection_timeout(connection_timeout(session_timeout));
+                .with_connection_timeout(connection_timeout);
             if let Some((user, password)) = &options.digest {
                 connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
             }
