@@ -49,11 +49,7 @@ impl ZkConsumer {
     }
 
     fn lost(&self, why: &str) -> Error {
-        Error::RegistrationLost(format!(
-            "ZooKeeper session {} of {}: {why}",
-            self.client.session_id(),
-            self.path
-        ))
+        session::lost(&self.client, &self.path, why)
     }
 }
 
@@ -79,23 +75,7 @@ impl ConsumerRegistration for ZkConsumer {
     }
 
     async fn keep_alive(&self) -> Result<()> {
-        match self.client.state() {
-            zk::SessionState::Expired => return Err(self.lost("the session expired")),
-            zk::SessionState::Closed => return Err(self.lost("the session was closed")),
-            zk::SessionState::AuthFailed => {
-                return Err(Error::Unauthenticated(format!(
-                    "ZooKeeper refused the credentials of the session of {}",
-                    self.path
-                )));
-            }
-            zk::SessionState::Disconnected => {
-                return Err(Error::StoreUnavailable(format!(
-                    "ZooKeeper session {} disconnected",
-                    self.client.session_id()
-                )));
-            }
-            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {}
-        }
+        session::check_held(&self.client, &self.path)?;
         match self.client.check_stat(&self.path).await {
             Ok(Some(stat)) if stat.ephemeral_owner == self.client.session_id().0 => Ok(()),
             Ok(Some(_)) => Err(self.lost("its node is held by another session")),

@@ -94,6 +94,32 @@ fn connection_timeout(session_timeout: Duration) -> Duration {
     session_timeout * 3 / 5
 }
 
+/// The error of a record whose session (or node at `path`) is gone: register again.
+pub(super) fn lost(client: &zk::Client, path: &str, why: &str) -> Error {
+    Error::RegistrationLost(format!(
+        "ZooKeeper session {} of {path}: {why}",
+        client.session_id()
+    ))
+}
+
+/// Checks that the session holding the record at `path` still lives: lost once expired or
+/// closed, refused credentials, unavailable while disconnected (the client connects again
+/// by itself within the session).
+pub(super) fn check_held(client: &zk::Client, path: &str) -> Result<()> {
+    match client.state() {
+        zk::SessionState::Expired => Err(lost(client, path, "the session expired")),
+        zk::SessionState::Closed => Err(lost(client, path, "the session was closed")),
+        zk::SessionState::AuthFailed => Err(Error::Unauthenticated(format!(
+            "ZooKeeper refused the credentials of the session of {path}"
+        ))),
+        zk::SessionState::Disconnected => Err(Error::StoreUnavailable(format!(
+            "ZooKeeper session {} disconnected",
+            client.session_id()
+        ))),
+        zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => Ok(()),
+    }
+}
+
 /// Whether a session is over for good (expired, closed, refused).
 pub(super) fn is_over(client: &zk::Client) -> bool {
     matches!(
