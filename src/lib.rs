@@ -87,7 +87,8 @@
 //! ```text
 //! model/              pure data: service info and match key, metadata info, revision rules
 //!                     (revision, revision_v2, revision_java, revision_rule, verification),
-//!                     instances and their record shapes, endpoints, the Authority address
+//!                     instances, their metadata map (one string, sorted index) and their
+//!                     record shapes, endpoints, the Authority address
 //!                     type, names and keys, the consumer record and its endpoint digest
 //! backend/            the seam: instances (Registration, follow as reset/changes),
 //!                     mapping, reports, consumers (optional records) traits; Backend; url (Dubbo registry URLs, pure),
@@ -112,8 +113,9 @@
 //! consumer/           resolver (the facade), builder (how the parts are put together),
 //!                     subscription, stats (one table of counters), metadata (cache, single
 //!                     flight, verification), rejections (identity refusals counted and
-//!                     logged), endpoints (pure), hosts, channel (a balanced channel over a
-//!                     subscription), follow (one app's view, observed)
+//!                     logged), early (metadata fetched while a list is read), endpoints
+//!                     (pure), hosts, channel (a balanced channel over a subscription),
+//!                     follow (one app's view, observed)
 //!   seen/             the optional consumer record: table (what the subscriptions see),
 //!                     pace (when it is rewritten, pure), task (lease, rewrites, deletion)
 //!   views/            one shared follow and parsed view per app and per mapping: source

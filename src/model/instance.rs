@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::limits::Limits;
+use crate::model::instance_metadata::Known;
 use crate::model::revision::EMPTY_REVISION;
-use crate::model::{keys, names};
+use crate::model::{InstanceMetadata, keys, names};
 
 /// Where a consumer reads an instance's metadata from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -59,7 +60,7 @@ pub struct ServiceInstance {
     /// The instance's own view of its health.
     pub healthy: bool,
     /// The metadata map; see [`keys`] for the well-known entries.
-    pub metadata: BTreeMap<String, String>,
+    pub metadata: InstanceMetadata,
 }
 
 impl ServiceInstance {
@@ -71,7 +72,7 @@ impl ServiceInstance {
             port,
             enabled: true,
             healthy: true,
-            metadata: BTreeMap::new(),
+            metadata: InstanceMetadata::new(),
         }
     }
 
@@ -87,7 +88,7 @@ impl ServiceInstance {
     /// Whether the instance declares it is draining before a graceful stop
     /// ([`keys::STOPPING`] is `true`).
     pub fn is_stopping(&self) -> bool {
-        self.metadata.get(keys::STOPPING).map(String::as_str) == Some(keys::STOPPING_TRUE)
+        self.metadata.known(Known::Stopping) == Some(keys::STOPPING_TRUE)
     }
 
     /// Whether new calls may go to the instance: enabled and not stopping. A record that
@@ -110,6 +111,23 @@ impl ServiceInstance {
         format!("{}:{}", self.host, self.port)
     }
 
+    /// Whether `address` is exactly [`Self::address`] (`{host}:{port}`, the port in plain
+    /// decimal), without building it: every record a consumer lists is checked against its
+    /// key.
+    pub fn is_at(&self, address: &str) -> bool {
+        let Some(port) = address
+            .strip_prefix(self.host.as_str())
+            .and_then(|rest| rest.strip_prefix(':'))
+        else {
+            return false;
+        };
+        let plain = !port.is_empty()
+            && port.len() <= 5
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && (port == "0" || !port.starts_with('0'));
+        plain && port.parse() == Ok(self.port)
+    }
+
     /// Where the instance's record says it is, dialable (an IPv6 host bracketed): the key of
     /// a hold in consumer-side health.
     pub fn authority(&self) -> crate::model::Authority {
@@ -119,13 +137,13 @@ impl ServiceInstance {
     /// The revision; `0` when missing.
     pub fn revision(&self) -> &str {
         self.metadata
-            .get(keys::REVISION)
-            .map_or(EMPTY_REVISION, String::as_str)
+            .known(Known::Revision)
+            .unwrap_or(EMPTY_REVISION)
     }
 
     /// The storage type; `local` unless the metadata says `remote`.
     pub fn storage_type(&self) -> StorageType {
-        match self.metadata.get(keys::STORAGE_TYPE).map(String::as_str) {
+        match self.metadata.known(Known::StorageType) {
             Some("remote") => StorageType::Remote,
             _ => StorageType::Local,
         }
@@ -135,8 +153,7 @@ impl ServiceInstance {
     /// value counts as none). See [`crate::model::verification`].
     pub fn declared_revision_rule(&self) -> Option<&str> {
         self.metadata
-            .get(keys::REVISION_RULE)
-            .map(String::as_str)
+            .known(Known::RevisionRule)
             .filter(|rule| !rule.is_empty())
     }
 
@@ -147,7 +164,7 @@ impl ServiceInstance {
 
     /// Whether the instance declares that its revision follows the `sha256-v1` rule.
     pub fn declares_sha256_v1(&self) -> bool {
-        self.metadata.get(keys::REVISION_RULE).map(String::as_str)
+        self.metadata.known(Known::RevisionRule)
             == Some(crate::model::revision::REVISION_RULE_SHA256_V1)
     }
 
@@ -216,7 +233,7 @@ impl ServiceInstance {
             }
         }
 
-        let Some(json) = self.metadata.get(keys::ENDPOINTS) else {
+        let Some(json) = self.metadata.known(Known::Endpoints) else {
             return self.port;
         };
         let mut reader = serde_json::Deserializer::from_str(json);
@@ -268,6 +285,30 @@ mod tests {
         let mut j = ServiceInstance::new("a", "h", 1);
         j.mark_stopping();
         assert!(!j.enabled && j.is_stopping());
+    }
+
+    #[test]
+    fn is_at_is_the_address_compared() {
+        let i = ServiceInstance::new("a", "10.0.0.7", 80);
+        for address in [
+            "10.0.0.7:80",
+            "10.0.0.7:080",
+            "10.0.0.7:+80",
+            "10.0.0.7:8",
+            "10.0.0.7:800",
+            "10.0.0.7",
+            "10.0.0.7:",
+            "10.0.0.70:80",
+            "10.0.0.7:80 ",
+            "x10.0.0.7:80",
+            "::80",
+        ] {
+            assert_eq!(i.is_at(address), i.address() == address, "{address}");
+        }
+        let zero = ServiceInstance::new("a", "h", 0);
+        assert!(zero.is_at("h:0") && !zero.is_at("h:00"));
+        let v6 = ServiceInstance::new("a", "::1", 50051);
+        assert!(v6.is_at("::1:50051") && !v6.is_at("[::1]:50051"));
     }
 
     #[test]

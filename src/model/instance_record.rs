@@ -18,11 +18,9 @@
 //! metadata map, `true` for the two flags); every other field is ignored, whatever its type.
 //! A record giving one field under both spellings is malformed.
 
-use std::collections::BTreeMap;
-
 use serde::Deserialize;
 
-use crate::model::ServiceInstance;
+use crate::model::{InstanceMetadata, ServiceInstance};
 
 /// The fields of an instance record a consumer reads, under either spelling.
 #[derive(Deserialize)]
@@ -38,7 +36,7 @@ pub(super) struct InstanceRecord {
     #[serde(default, alias = "Healthy")]
     healthy: Option<bool>,
     #[serde(default, alias = "Metadata")]
-    metadata: Option<BTreeMap<String, String>>,
+    metadata: Option<InstanceMetadata>,
 }
 
 impl From<InstanceRecord> for ServiceInstance {
@@ -89,11 +87,7 @@ mod tests {
             "metadata":{"z":"1","a":"2","m":"3","a":"4"}}"#,
         )
         .unwrap();
-        let entries: Vec<(&str, &str)> = i
-            .metadata
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let entries: Vec<(&str, &str)> = i.metadata.iter().collect();
         assert_eq!(entries, [("a", "4"), ("m", "3"), ("z", "1")]);
         let empty = parse(r#"{"serviceName":"a","host":"h","port":1,"metadata":{}}"#).unwrap();
         assert!(empty.metadata.is_empty());

@@ -53,7 +53,7 @@ impl MetadataServiceAdvert {
             .metadata
             .get(keys::META_V)
             .filter(|v| !v.is_empty())
-            .cloned();
+            .map(str::to_owned);
         let url_v = text("version");
         let v2 = Some(METADATA_SERVICE_V2);
         let version = if meta_v.as_deref() == v2 || url_v.as_deref() == v2 {

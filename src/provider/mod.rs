@@ -374,7 +374,8 @@ impl Shared {
             self.storage_type,
             state.instance.port,
             state.metadata_port,
-        );
+        )
+        .into();
         state.instance.metadata.remove(keys::STOPPING);
         if state.stopping {
             state.instance.mark_stopping();

@@ -98,7 +98,7 @@ fn the_reader_accepts_a_dubbo_go_record() {
     let url_params: Value =
         serde_json::from_str(&instance.metadata[keys::METADATA_SERVICE_URL_PARAMS]).unwrap();
     assert_eq!(url_params["version"], "1.0.0");
-    assert_eq!(instance.metadata[keys::META_V], "2.0.0");
+    assert_eq!(&instance.metadata[keys::META_V], "2.0.0");
     assert_eq!(
         instance.metadata_service_target().unwrap(),
         url_params["port"].as_str().unwrap().parse::<u16>().unwrap()
@@ -255,7 +255,7 @@ fn check_peer_instance(instance: &ServiceInstance, app: &str, port: u16, revisio
         instance.metadata_service_target().unwrap(),
         url_params["port"].as_str().unwrap().parse::<u16>().unwrap()
     );
-    assert_eq!(instance.metadata[keys::META_V], "2.0.0");
+    assert_eq!(&instance.metadata[keys::META_V], "2.0.0");
 }
 
 /// The metadata entries a peer's consumer reads, in the same shape in ours as in theirs.

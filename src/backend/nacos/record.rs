@@ -14,7 +14,7 @@
 //! metadata key (its instance id), which is dropped. Unhealthy instances are not listed, as
 //! both Dubbo readers ask only for healthy ones.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use nacos_sdk::api::naming::ServiceInstance as NacosInstance;
@@ -23,7 +23,7 @@ use super::names;
 use crate::backend::InstanceList;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::ServiceInstance;
+use crate::model::{InstanceMetadata, ServiceInstance};
 
 /// The metadata key dubbo-go adds with its own instance id; never read.
 pub const GO_ID_KEY: &str = "id";
@@ -43,7 +43,7 @@ pub fn to_nacos(instance: &ServiceInstance) -> NacosInstance {
         metadata: instance
             .metadata
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect::<HashMap<_, _>>(),
     }
 }
@@ -88,11 +88,10 @@ pub fn from_nacos(app: &str, instance: &NacosInstance, limits: &Limits) -> Resul
         .ok()
         .filter(|p| *p > 0)
         .ok_or(Error::InvalidPort(i64::from(instance.port)))?;
-    let metadata: BTreeMap<String, String> = instance
+    let metadata: InstanceMetadata = instance
         .metadata
         .iter()
         .filter(|(k, _)| k.as_str() != GO_ID_KEY)
-        .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if metadata.len() > limits.max_params {
         return Err(Error::TooLarge {

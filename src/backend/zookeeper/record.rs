@@ -21,13 +21,11 @@
 //! `enabled`: a draining instance says so with the `introspect.stopping` metadata key
 //! (Curator's own `enabled`, written outside compatible mode, is honoured when present).
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::ServiceInstance;
+use crate::model::{InstanceMetadata, ServiceInstance};
 
 /// The payload class Dubbo Java casts to.
 pub const PAYLOAD_CLASS: &str = "org.apache.dubbo.registry.zookeeper.ZookeeperInstance";
@@ -57,7 +55,7 @@ struct WrittenPayload<'a> {
     class: &'static str,
     id: &'a str,
     name: &'a str,
-    metadata: &'a BTreeMap<String, String>,
+    metadata: &'a InstanceMetadata,
 }
 
 /// The record of `instance`, registered at `registration_time_ms` (milliseconds since the
@@ -98,7 +96,7 @@ struct Read {
 #[derive(Deserialize)]
 struct ReadPayload {
     #[serde(default)]
-    metadata: Option<BTreeMap<String, String>>,
+    metadata: Option<InstanceMetadata>,
 }
 
 /// Parses and validates a record; unknown fields are ignored, a `null` or missing metadata
@@ -142,7 +140,7 @@ pub fn parse_child(
     limits: &Limits,
 ) -> std::result::Result<ServiceInstance, String> {
     let instance = from_json(bytes, limits).map_err(|e| e.to_string())?;
-    if instance.service_name != app || instance.address() != address {
+    if instance.service_name != app || !instance.is_at(address) {
         return Err(format!(
             "record of {}/{} stored under another node",
             Error::shorten(&instance.service_name),
