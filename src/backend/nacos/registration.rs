@@ -115,7 +115,7 @@ impl NacosRegistration {
 #[async_trait]
 impl Registration for NacosRegistration {
     async fn update(&self, instance: &ServiceInstance) -> Result<()> {
-        if instance.service_name != self.app || instance.address() != self.address {
+        if instance.service_name != self.app || !instance.is_at(&self.address) {
             return Err(Error::Config(format!(
                 "a registration of {}/{} cannot write the record of {}/{}",
                 self.app,

@@ -104,7 +104,7 @@ fn now_ms() -> i64 {
 #[async_trait]
 impl Registration for ZkRegistration {
     async fn update(&self, instance: &ServiceInstance) -> Result<()> {
-        if instance.service_name != self.app || instance.address() != self.address {
+        if instance.service_name != self.app || !instance.is_at(&self.address) {
             return Err(Error::Config(format!(
                 "a registration of {}/{} cannot write the record of {}/{}",
                 self.app,
