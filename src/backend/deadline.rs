@@ -15,7 +15,7 @@ use async_trait::async_trait;
 
 use super::consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
 use super::{
-    InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
+    EarlyInstances, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
     MetadataReports, Registration,
 };
 use crate::error::{Error, Result};
@@ -74,12 +74,32 @@ impl InstanceRegistry for Deadline<dyn InstanceRegistry> {
         self.run("list", self.inner.list(app, limits)).await
     }
 
+    async fn list_early(
+        &self,
+        app: &str,
+        limits: &Limits,
+        early: EarlyInstances<'_>,
+    ) -> Result<InstanceList> {
+        self.run("list", self.inner.list_early(app, limits, early))
+            .await
+    }
+
     async fn list_apps(&self, limits: &Limits) -> Result<BTreeMap<String, InstanceList>> {
         self.run("list of apps", self.inner.list_apps(limits)).await
     }
 
     async fn follow(&self, app: &str, limits: &Limits) -> Result<InstanceFollow> {
         self.run("follow", self.inner.follow(app, limits)).await
+    }
+
+    async fn follow_early(
+        &self,
+        app: &str,
+        limits: &Limits,
+        early: EarlyInstances<'_>,
+    ) -> Result<InstanceFollow> {
+        self.run("follow", self.inner.follow_early(app, limits, early))
+            .await
     }
 }
 

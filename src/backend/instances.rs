@@ -16,6 +16,10 @@ use crate::model::ServiceInstance;
 /// An app's instances by `{host}:{port}` (the unbracketed form of the registry's keys).
 pub type Instances = BTreeMap<String, Arc<ServiceInstance>>;
 
+/// Told of the instances of each page of a list as it is parsed (see
+/// [`InstanceRegistry::list_early`]).
+pub type EarlyInstances<'a> = &'a (dyn Fn(&[&Arc<ServiceInstance>]) + Send + Sync);
+
 /// The instances of one app, as one read saw them.
 #[derive(Clone, Debug, Default)]
 pub struct InstanceList {
@@ -144,10 +148,36 @@ pub trait InstanceRegistry: Send + Sync + 'static {
     /// Every instance of `app`, skipping (and reporting) records that cannot be used.
     async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList>;
 
+    /// [`Self::list`], also handing `early` the instances of each page as soon as it is
+    /// parsed, while the rest is still being read: a resolver starts fetching metadata
+    /// before the whole list is in. A backend that reads an app in one answer need not
+    /// call it (the default).
+    async fn list_early(
+        &self,
+        app: &str,
+        limits: &Limits,
+        early: EarlyInstances<'_>,
+    ) -> Result<InstanceList> {
+        let _ = early;
+        self.list(app, limits).await
+    }
+
     /// Every app with at least one instance record, with its instances.
     async fn list_apps(&self, limits: &Limits) -> Result<BTreeMap<String, InstanceList>>;
 
     /// Follows `app`: a reset from a fresh read first, then its changes, with no gap
     /// between the read and the changes. Never writes anything.
     async fn follow(&self, app: &str, limits: &Limits) -> Result<InstanceFollow>;
+
+    /// [`Self::follow`], handing `early` the instances of each page of its first read as
+    /// [`Self::list_early`] does. The default does not call it.
+    async fn follow_early(
+        &self,
+        app: &str,
+        limits: &Limits,
+        early: EarlyInstances<'_>,
+    ) -> Result<InstanceFollow> {
+        let _ = early;
+        self.follow(app, limits).await
+    }
 }

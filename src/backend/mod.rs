@@ -48,8 +48,8 @@ use std::time::Duration;
 pub use connect::{ConnectOptions, connect, connect_with};
 pub use consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
 pub use instances::{
-    InstanceChange, InstanceEvent, InstanceFollow, InstanceList, InstanceRegistry, Instances,
-    Registration,
+    EarlyInstances, InstanceChange, InstanceEvent, InstanceFollow, InstanceList, InstanceRegistry,
+    Instances, Registration,
 };
 pub use mapping::{MappingFollow, MappingRegistry};
 pub use reports::MetadataReports;

@@ -275,7 +275,7 @@ impl ResolverBuilder {
         let rejections = Rejections::new(counters.clone());
         let warnings = Arc::new(Aggregator::default());
         let health = HealthRegistry::new(self.health, counters.clone());
-        let metadata = MetadataSource::new(
+        let metadata = Arc::new(MetadataSource::new(
             backend.reports().clone(),
             self.limits.clone(),
             client,
@@ -286,7 +286,7 @@ impl ResolverBuilder {
                 capacity: self.cache_capacity,
                 idle: self.cache_idle,
             },
-        );
+        ));
         let views = Views::new(ViewParts {
             backend: backend.clone(),
             limits: self.limits.clone(),
@@ -294,6 +294,7 @@ impl ResolverBuilder {
             health: health.clone(),
             counters: counters.clone(),
             warnings: warnings.clone(),
+            metadata: metadata.clone(),
         });
         let channel_parts = ChannelParts {
             health: health.clone(),
@@ -304,7 +305,7 @@ impl ResolverBuilder {
         };
         let parts = SubscribeParts {
             views,
-            metadata: Arc::new(metadata),
+            metadata,
             health,
             counters,
             warnings,

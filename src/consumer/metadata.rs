@@ -122,6 +122,17 @@ impl MetadataSource {
             })
     }
 
+    /// How many instances of one revision a load tries before it gives up.
+    pub fn fetch_attempts(&self) -> usize {
+        self.fetch_attempts
+    }
+
+    /// Whether the metadata of `app` at `revision` is cached (a load in flight is not).
+    pub fn is_cached(&self, app: &str, revision: &str) -> bool {
+        self.cache
+            .contains_key(&(app.to_owned(), revision.to_owned()))
+    }
+
     /// How many revisions are cached, once pending evictions have run.
     pub async fn cached(&self) -> u64 {
         self.cache.run_pending_tasks().await;

@@ -49,6 +49,7 @@
 mod balance;
 mod builder;
 mod channel;
+mod early;
 mod endpoints;
 mod explain;
 mod follow;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 
 use super::balance::ChannelParts;
+use super::early::EarlyFetches;
 use super::endpoints::{RevisionEndpoints, assemble, by_revision};
 use super::explain::{AppFindings, Explanation};
 use super::follow::AppFollow;
@@ -75,7 +76,14 @@ impl Resolver {
         let apps = self.apps(subscription).await?;
         let instances = self.backend.instances();
         let limits = &self.parts.limits;
-        let lists = join_all(apps.iter().map(|app| instances.list(app, limits))).await;
+        // Each revision's metadata is fetched while the rest of its app's list is read.
+        let lists = join_all(apps.iter().map(|app| async move {
+            let early = EarlyFetches::new(self.parts.metadata.clone(), app);
+            instances
+                .list_early(app, limits, &|page| early.page(page))
+                .await
+        }))
+        .await;
         let mut endpoints = Vec::new();
         let mut failure = None;
         for (app, list) in apps.iter().zip(lists) {

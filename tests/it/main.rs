@@ -11,6 +11,7 @@ mod consumer_records;
 mod deadlines;
 mod dubbo_go;
 mod dubbo_java;
+mod early_fetches;
 mod end_to_end;
 mod etcd_auth;
 mod etcd_cluster;

@@ -6,20 +6,21 @@ use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
 use super::KvBackend;
-use crate::backend::{InstanceEvent, InstanceFollow, MappingFollow};
+use crate::backend::{EarlyInstances, InstanceEvent, InstanceFollow, MappingFollow};
 use crate::error::Result;
 use crate::limits::Limits;
 use crate::mapping::Mapping;
 
 /// Lists `app` (with the epoch), then forwards its watch.
 pub(super) async fn instances(
-    backend: KvBackend,
-    app: String,
-    limits: Limits,
+    backend: &KvBackend,
+    app: &str,
+    limits: &Limits,
+    early: Option<EarlyInstances<'_>>,
 ) -> Result<InstanceFollow> {
-    let list = backend.list_with_epoch(&app, &limits).await?;
-    let registry = backend.registry(&limits);
-    let mut watch = registry.watch(&app, list.revision + 1).await?;
+    let list = backend.list_with_epoch(app, limits, early).await?;
+    let registry = backend.registry(limits);
+    let mut watch = registry.watch(app, list.revision + 1).await?;
     let (events, follow) = InstanceFollow::channel();
     // The first event always fits: the channel is empty.
     let _ = events.try_send(Ok(InstanceEvent::Reset(list)));

@@ -23,7 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
+    EarlyInstances, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
     MetadataReports, Registration,
 };
 use crate::error::Result;
@@ -96,8 +96,13 @@ impl KvBackend {
     }
 
     /// An app's instances with the epoch read at the same store revision.
-    async fn list_with_epoch(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
-        let mut list = self.registry(limits).list(app).await?;
+    async fn list_with_epoch(
+        &self,
+        app: &str,
+        limits: &Limits,
+        early: Option<EarlyInstances<'_>>,
+    ) -> Result<InstanceList> {
+        let mut list = self.registry(limits).list_early(app, early).await?;
         list.epoch = self.epoch_at(list.revision).await?;
         Ok(list)
     }
@@ -120,7 +125,16 @@ impl InstanceRegistry for KvBackend {
     }
 
     async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
-        self.list_with_epoch(app, limits).await
+        self.list_with_epoch(app, limits, None).await
+    }
+
+    async fn list_early(
+        &self,
+        app: &str,
+        limits: &Limits,
+        early: EarlyInstances<'_>,
+    ) -> Result<InstanceList> {
+        self.list_with_epoch(app, limits, Some(early)).await
     }
 
     async fn list_apps(&self, limits: &Limits) -> Result<BTreeMap<String, InstanceList>> {
@@ -138,7 +152,16 @@ impl InstanceRegistry for KvBackend {
     }
 
     async fn follow(&self, app: &str, limits: &Limits) -> Result<InstanceFollow> {
-        follow::instances(self.clone(), app.to_owned(), limits.clone()).await
+        follow::instances(self, app, limits, None).await
+    }
+
+    async fn follow_early(
+        &self,
+        app: &str,
+        limits: &Limits,
+        early: EarlyInstances<'_>,
+    ) -> Result<InstanceFollow> {
+        follow::instances(self, app, limits, Some(early)).await
     }
 }
 

@@ -9,7 +9,7 @@ use crate::limits::Limits;
 use crate::model::{ServiceInstance, names};
 use crate::store::{KeyValue, LeaseId, Store, Watch, WatchEvent};
 
-pub use crate::backend::{InstanceChange, InstanceList, Instances};
+pub use crate::backend::{EarlyInstances, InstanceChange, InstanceList, Instances};
 
 /// Registers, lists and watches instances.
 #[derive(Clone)]
@@ -64,16 +64,31 @@ impl Registry {
     /// and each page is parsed while the next one is read. When the pinned revision is
     /// compacted away between pages, the list starts over once from a fresh read.
     pub async fn list(&self, app: &str) -> Result<InstanceList> {
+        self.list_early(app, None).await
+    }
+
+    /// [`Registry::list`], handing `early` the instances of each page once it is parsed.
+    /// (A list started over after a compaction hands them again.)
+    pub async fn list_early(
+        &self,
+        app: &str,
+        early: Option<EarlyInstances<'_>>,
+    ) -> Result<InstanceList> {
         names::validate_app(app)?;
         let prefix = self.layout.app_prefix(app);
-        match self.list_pages(app, &prefix).await {
-            Err(Error::Compacted { .. }) => self.list_pages(app, &prefix).await,
+        match self.list_pages(app, &prefix, early).await {
+            Err(Error::Compacted { .. }) => self.list_pages(app, &prefix, early).await,
             other => other,
         }
     }
 
     /// [`Registry::list`]'s read: page by page, parsing one page while reading the next.
-    async fn list_pages(&self, app: &str, prefix: &str) -> Result<InstanceList> {
+    async fn list_pages(
+        &self,
+        app: &str,
+        prefix: &str,
+        early: Option<EarlyInstances<'_>>,
+    ) -> Result<InstanceList> {
         let mut page = self.store.get_prefix_page(prefix, None, 0).await?;
         let mut list = InstanceList {
             revision: page.revision,
@@ -86,7 +101,7 @@ impl Registry {
             let after = match page.kvs.last() {
                 Some(last) if page.more => last.key.clone(),
                 _ => {
-                    self.parse_into(app, prefix, &page.kvs, &mut parsed, &mut list.skipped);
+                    self.parse_page(app, prefix, &page.kvs, &mut parsed, &mut list, early);
                     list.instances = parsed.into_iter().collect();
                     return Ok(list);
                 }
@@ -96,10 +111,29 @@ impl Registry {
                 .store
                 .get_prefix_page(prefix, Some(&after), list.revision);
             let parse = async {
-                self.parse_into(app, prefix, &page.kvs, &mut parsed, &mut list.skipped);
+                self.parse_page(app, prefix, &page.kvs, &mut parsed, &mut list, early);
             };
             let (next, ()) = tokio::join!(biased; read, parse);
             page = next?;
+        }
+    }
+
+    /// Parses one page into `parsed` (records that do not parse into the list's skipped
+    /// ones) and hands `early` its instances.
+    fn parse_page(
+        &self,
+        app: &str,
+        prefix: &str,
+        kvs: &[KeyValue],
+        parsed: &mut Vec<(String, Arc<ServiceInstance>)>,
+        list: &mut InstanceList,
+        early: Option<EarlyInstances<'_>>,
+    ) {
+        let from = parsed.len();
+        self.parse_into(app, prefix, kvs, parsed, &mut list.skipped);
+        if let Some(early) = early {
+            let page: Vec<&Arc<ServiceInstance>> = parsed[from..].iter().map(|(_, i)| i).collect();
+            early(&page);
         }
     }
 
@@ -165,7 +199,7 @@ impl Registry {
         let address = kv.key.strip_prefix(prefix).unwrap_or(&kv.key).to_owned();
         let instance = ServiceInstance::from_json(&kv.value, &self.limits)
             .map_err(|e| (address.clone(), e.to_string()))?;
-        if instance.service_name != app || instance.address() != address {
+        if instance.service_name != app || !instance.is_at(&address) {
             let reason = format!(
                 "record of {}/{} stored under another key",
                 instance.service_name,

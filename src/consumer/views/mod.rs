@@ -32,6 +32,7 @@ use tracing::Instrument as _;
 
 use crate::backend::{Backend, InstanceChange, InstanceList, Instances};
 use crate::consumer::health::HealthRegistry;
+use crate::consumer::metadata::MetadataSource;
 use crate::consumer::stats::Counters;
 use crate::error::Error;
 use crate::limits::Limits;
@@ -95,6 +96,8 @@ pub(crate) struct ViewParts {
     pub health: Arc<HealthRegistry>,
     pub counters: Arc<Counters>,
     pub warnings: Arc<Aggregator>,
+    /// Where the revisions seen in a first read start loading (see `early.rs`).
+    pub metadata: Arc<MetadataSource>,
 }
 
 enum Command {

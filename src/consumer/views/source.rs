@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use super::{SourceEvent, ViewParts};
 use crate::backend::InstanceEvent;
 use crate::backoff::Backoff;
+use crate::consumer::early::EarlyFetches;
 use crate::consumer::stats::Counters;
 use crate::error::Error;
 use crate::warnings::aggregated;
@@ -121,7 +122,13 @@ pub(super) async fn follow_app(parts: Arc<ViewParts>, app: String, tx: mpsc::Sen
     let mut backoff = Backoff::new(RETRY_BASE, RETRY_MAX);
     let mut relisting = false;
     loop {
-        let follow = parts.backend.instances().follow(&app, &parts.limits).await;
+        // Each revision's metadata is fetched while the rest of the first read goes on.
+        let early = EarlyFetches::new(parts.metadata.clone(), &app);
+        let follow = parts
+            .backend
+            .instances()
+            .follow_early(&app, &parts.limits, &|page| early.page(page))
+            .await;
         let next = match follow {
             Ok(mut follow) => loop {
                 let event = match follow.next().await {
