@@ -28,6 +28,9 @@ pub const APP_RELEASE_GRACE: Duration = Duration::from_secs(30);
 #[derive(Debug, Default)]
 pub(super) struct AppState {
     routable: Arc<Routable>,
+    /// The revisions of the routable instances (`0` left out), sorted: worked out when the
+    /// set changes, read at every wake of the subscription.
+    revisions: Vec<String>,
     /// Whether the app's view has answered (the registry was listed).
     pub synced: bool,
 }
@@ -38,11 +41,15 @@ impl AppState {
         self.synced = true;
         let changed = !Arc::ptr_eq(&self.routable, &routable);
         self.routable = routable;
+        if changed {
+            self.revisions = revisions_of(&self.routable.instances);
+        }
         changed
     }
 
     /// Serves `instances` (from the snapshot) until the view answers.
     pub fn restore(&mut self, instances: Instances) {
+        self.revisions = revisions_of(&instances);
         self.routable = Arc::new(Routable {
             instances,
             protection_active: false,
@@ -60,10 +67,25 @@ impl AppState {
         self.routable.instances.values()
     }
 
+    /// The revisions of the instances to route to (`0` left out), each once, sorted.
+    pub fn revisions(&self) -> impl Iterator<Item = &str> {
+        self.revisions.iter().map(String::as_str)
+    }
+
     /// The instances to route to, with their addresses (`{host}:{port}`).
     pub fn routable_entries(&self) -> impl Iterator<Item = (&String, &Arc<ServiceInstance>)> {
         self.routable.instances.iter()
     }
+}
+
+/// The distinct revisions of `instances`, sorted, `0` left out.
+fn revisions_of(instances: &Instances) -> Vec<String> {
+    let revisions: BTreeSet<&str> = instances
+        .values()
+        .map(|i| i.revision())
+        .filter(|r| *r != crate::model::EMPTY_REVISION)
+        .collect();
+    revisions.into_iter().map(str::to_owned).collect()
 }
 
 /// What a mapping read did.

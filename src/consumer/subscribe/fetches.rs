@@ -13,7 +13,7 @@ use crate::backoff::Backoff;
 use crate::consumer::metadata::MetadataSource;
 use crate::consumer::stats::Counters;
 use crate::error::{Error, Result};
-use crate::model::{EMPTY_REVISION, MetadataInfo, ServiceInstance};
+use crate::model::{MetadataInfo, ServiceInstance};
 use crate::warnings::{Aggregator, aggregated};
 
 /// (app, revision).
@@ -106,17 +106,12 @@ impl Fetching {
     /// Starts the fetches of revisions in use whose metadata is unknown (first tries and
     /// retries that are due) and forgets revisions no longer in use.
     ///
-    /// Runs at every wake: the revisions in use are collected borrowed (no allocation per
-    /// instance), and the members of a revision only when its fetch starts.
+    /// Runs at every wake: the revisions in use are each app's (worked out when its set
+    /// changes), and the members of a revision are collected only when its fetch starts.
     pub fn ensure(&mut self, apps: &BTreeMap<String, AppState>, now: Instant, counters: &Counters) {
         let mut in_use: BTreeSet<(&str, &str)> = BTreeSet::new();
         for (app, view) in apps {
-            for instance in view.routable() {
-                let revision = instance.revision();
-                if revision != EMPTY_REVISION {
-                    in_use.insert((app.as_str(), revision));
-                }
-            }
+            in_use.extend(view.revisions().map(|revision| (app.as_str(), revision)));
         }
         let used = |key: &Key| in_use.contains(&(key.0.as_str(), key.1.as_str()));
         self.metadata.retain(|key, _| used(key));
