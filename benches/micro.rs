@@ -5,7 +5,9 @@
 //! * `endpoints/10000`: endpoint assembly for 10,000 instances of one revision
 //!   (`Resolver::endpoints_of` with the metadata cached: grouping by revision, cache lookup,
 //!   one endpoint per instance);
-//! * `instance_json/parse`: parsing and validating one instance record as stored (~600 B).
+//! * `instance_json/parse`: parsing and validating one instance record as stored (~600 B);
+//! * `instance_json/parse_and_keep/10000`: 10,000 distinct records parsed and kept, then
+//!   dropped, as an app's list does (the heap grows, unlike in a loop over one record).
 
 #[allow(dead_code)]
 #[path = "common/mod.rs"]
@@ -90,6 +92,25 @@ fn instance_json(c: &mut Criterion) {
     c.bench_function("instance_json/parse", |b| {
         b.iter(|| ServiceInstance::from_json(black_box(&record), &limits).expect("parses"))
     });
+    // 10,000 distinct records parsed and kept, then dropped, as a list of an app does.
+    let records: Vec<Vec<u8>> = rt.block_on(async {
+        let template = server.instance().await;
+        (0..10_000)
+            .map(|i| synthetic(&template, i).to_json())
+            .collect()
+    });
+    let mut group = c.benchmark_group("instance_json");
+    group.sample_size(20);
+    group.bench_function("parse_and_keep/10000", |b| {
+        b.iter(|| {
+            let kept: Vec<ServiceInstance> = records
+                .iter()
+                .map(|r| ServiceInstance::from_json(black_box(r), &limits).expect("parses"))
+                .collect();
+            drop(black_box(kept));
+        })
+    });
+    group.finish();
     drop(server);
 }
 

@@ -93,7 +93,7 @@ use introspect::registry::{InstanceChange, Instances, Registry};
 use introspect::rpc::MetadataClient;
 use introspect::store::{Store, Watch};
 use introspect::{
-    Endpoint, Layout, Limits, MemoryStore, MetadataInfo, Provider, Result, ServiceInstance,
+    Endpoint, Error, Layout, Limits, MemoryStore, MetadataInfo, Provider, Result, ServiceInstance,
     SubscribeOptions, Subscription,
 };
 use tokio::sync::{Barrier, mpsc};
@@ -771,6 +771,10 @@ async fn metadata_calls(sizes: &Sizes, servers: &Servers, rows: &mut Vec<Row>) -
 /// The result of [`cold_resolve`].
 struct Cold {
     resolve: Duration,
+    /// A fresh resolver's `subscribe()` until its first full set, and the floor measured
+    /// beside it.
+    subscribe: Duration,
+    subscribe_floor: Duration,
     floor: Duration,
     endpoints: usize,
     /// Where the time goes: the instance list alone (the backend's list: read and
@@ -806,6 +810,30 @@ async fn floor_once<R: Rig>(
     Ok((read_took, floor))
 }
 
+/// A cold `subscribe()`: a fresh resolver over `backend` subscribes to `subscription`, timed
+/// until the subscription holds all `n` endpoints (the path a live consumer takes to its
+/// first call). The subscription and its resolver are dropped afterwards.
+async fn cold_subscribe(
+    backend: impl Into<Backend>,
+    subscription: &Subscription,
+    n: usize,
+) -> Result<Duration> {
+    let resolver = Resolver::new(backend);
+    let started = Instant::now();
+    let mut handle = resolver.subscribe(subscription.clone()).await?;
+    while handle.current().len() < n {
+        tokio::time::timeout(Duration::from_secs(60), handle.changed())
+            .await
+            .map_err(|_| Error::Timeout {
+                what: format!("first full set of {n} endpoints"),
+                after: Duration::from_secs(60),
+            })??;
+    }
+    let took = started.elapsed();
+    assert_eq!(handle.current().len(), n, "the first full set");
+    Ok(took)
+}
+
 /// The synthetic fleet of `n` instance records spread round-robin over the first
 /// `revisions` revisions.
 fn fleet(servers: &Servers, n: usize, revisions: usize) -> Vec<ServiceInstance> {
@@ -836,6 +864,7 @@ async fn cold_resolve<R: Rig>(
     let server = &servers.templates[0];
     let (mut resolves, mut floors) = (Vec::new(), Vec::new());
     let (mut lists, mut warms, mut reads) = (Vec::new(), Vec::new(), Vec::new());
+    let mut subscribes = Vec::new();
     let limits = Limits::default();
     let mut endpoints = 0;
     for _ in 0..trials {
@@ -864,8 +893,17 @@ async fn cold_resolve<R: Rig>(
         lists.push(started.elapsed());
         drop(list);
     }
+    // Subscriptions after every resolve, each next to a floor of its own: a subscription's
+    // shared views outlive it for a grace period, and must not weigh on the resolves.
+    let mut subscribe_floors = Vec::new();
+    for _ in 0..trials {
+        subscribe_floors.push(floor_once(rig, &client, server, n).await?.1);
+        subscribes.push(cold_subscribe(backend.clone(), &subscription, n).await?);
+    }
     Ok(Cold {
         resolve: median(resolves),
+        subscribe: median(subscribes),
+        subscribe_floor: median(subscribe_floors),
         floor: median(floors),
         endpoints,
         list: median(lists),
@@ -898,6 +936,15 @@ fn cold_row(
         format!("Cold resolve, {n} instances in {r} revisions, {label} (median)"),
         ms(cold.resolve),
         ms(cold.floor),
+        format!("{ratio:.2}× the floor"),
+        "≤ 1.5× the floor",
+        Some(ratio <= 1.5),
+    ));
+    let ratio = cold.subscribe.as_secs_f64() / cold.subscribe_floor.as_secs_f64();
+    rows.push(Row::new(
+        format!("Cold subscribe until the first full set, {n} instances in {r} revisions, {label} (median)"),
+        ms(cold.subscribe),
+        ms(cold.subscribe_floor),
         format!("{ratio:.2}× the floor"),
         "≤ 1.5× the floor",
         Some(ratio <= 1.5),

@@ -60,6 +60,7 @@ struct Fleet {
     /// Page and response limits raised to fit the whole prefix in one range.
     floor_store: Arc<dyn Store>,
     resolves: Vec<Duration>,
+    subscribes: Vec<Duration>,
     floors: Vec<Duration>,
     reads: Vec<Duration>,
     one_range: Vec<Duration>,
@@ -72,6 +73,7 @@ struct Fleet {
 struct Point {
     instances: usize,
     resolve: Duration,
+    subscribe: Duration,
     floor: Duration,
     /// Where the time goes: the floor's prefix read alone, the instance list read in one
     /// range (read and parsing), the same list read as the resolver reads it (pages), and
@@ -117,6 +119,7 @@ impl Fleet {
             store,
             floor_store,
             resolves: Vec::new(),
+            subscribes: Vec::new(),
             floors: Vec::new(),
             reads: Vec::new(),
             one_range: Vec::new(),
@@ -150,6 +153,8 @@ impl Fleet {
         self.warms.push(started.elapsed());
         self.one_range.push(timed_list(&self.floor_store, n).await?);
         self.paged.push(timed_list(&self.store, n).await?);
+        self.subscribes
+            .push(cold_subscribe(self.store.clone(), &subscription, n).await?);
         Ok(())
     }
 
@@ -173,6 +178,7 @@ impl Fleet {
             instances: n,
             trials: self.resolves.len(),
             resolve: median(self.resolves),
+            subscribe: median(self.subscribes),
             floor: median(self.floors),
             read: median(self.reads),
             list_one_range: median(self.one_range),
@@ -233,6 +239,9 @@ pub(super) async fn curve(
             }
         }
     }
+    // The views of the trials' subscriptions outlive them for a grace period: let them go
+    // before the heap is measured.
+    tokio::time::sleep(introspect::consumer::VIEW_RELEASE_GRACE + Duration::from_secs(1)).await;
     let mut points = Vec::new();
     for fleet in fleets {
         let point = fleet.point().await?;
@@ -267,8 +276,20 @@ pub(super) async fn curve(
                 "{ratio:.2}× the floor; {:.2} µs per instance",
                 per_instance(p)
             ),
-            "–",
-            None,
+            goal(p.instances),
+            judged(p.instances, ratio),
+        ));
+        let ratio = p.subscribe.as_secs_f64() / p.floor.as_secs_f64();
+        rows.push(Row::new(
+            format!(
+                "Scale curve, {} instances in {r} revisions, etcd: cold subscribe until the first full set (median of {})",
+                p.instances, p.trials
+            ),
+            ms(p.subscribe),
+            ms(p.floor),
+            format!("{ratio:.2}× the floor"),
+            goal(p.instances),
+            judged(p.instances, ratio),
         ));
         rows.push(Row::new(
             format!(
@@ -306,6 +327,22 @@ pub(super) async fn curve(
          the instance list and the metadata of the {r} revisions."
     ));
     Ok(())
+}
+
+/// Cold resolve and subscribe are held to 1.5× the floor from 10,000 instances up; below,
+/// the fixed costs (the mapping read, ten calls against one) dominate a small floor.
+const GOAL_FROM: usize = 10_000;
+
+fn goal(n: usize) -> &'static str {
+    if n >= GOAL_FROM {
+        "≤ 1.5× the floor"
+    } else {
+        "–"
+    }
+}
+
+fn judged(n: usize, ratio: f64) -> Option<bool> {
+    (n >= GOAL_FROM).then_some(ratio <= 1.5)
 }
 
 fn per_instance(p: &Point) -> f64 {
