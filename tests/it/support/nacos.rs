@@ -70,19 +70,33 @@ pub fn binary() -> Option<PathBuf> {
     None
 }
 
-/// A free loopback port P whose P + 1000 is free too.
-fn free_port_pair() -> u16 {
-    for _ in 0..200 {
-        let first = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        let port = first.local_addr().expect("local address").port();
-        if port > 64_000 {
-            continue;
-        }
-        if TcpListener::bind(("127.0.0.1", port + 1000)).is_ok() {
+/// Where rnacos's ports are chosen: below Linux's ephemeral range (32768 and up), so that
+/// no socket bound to port 0 elsewhere (a test's providers bind hundreds) can take one of
+/// them between the check that it is free and rnacos binding it. The gRPC port, HTTP +
+/// 1000, must stay below the range too.
+const PORTS: std::ops::Range<u16> = 20_000..30_000;
+
+/// A loopback port in [`PORTS`] that is free now and not in `avoid`, and, with `pair`,
+/// whose port + 1000 is too. Tries from a place that differs per process and call, so
+/// that servers started side by side do not try the same ports.
+fn free_low_port(pair: bool, avoid: &[u16]) -> u16 {
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let span = u32::from(PORTS.end - PORTS.start);
+    let start =
+        (nanos ^ std::process::id().wrapping_mul(2_654_435_761) ^ call.wrapping_mul(7_919)) % span;
+    for i in 0..span {
+        let port = PORTS.start + u16::try_from((start + i * 7) % span).expect("within the range");
+        let free =
+            |port: u16| !avoid.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free(port) && (!pair || free(port + 1000)) {
             return port;
         }
     }
-    panic!("no free pair of loopback ports P, P + 1000");
+    panic!("no free loopback port in {PORTS:?}");
 }
 
 /// One rnacos process.
@@ -112,16 +126,14 @@ impl NacosServer {
         let binary = binary()?;
         let dir = TempDir::with_prefix("introspect-nacos-").expect("create a temporary dir");
         let data = dir.path().join("data-0");
-        let console_port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("bind a loopback port")
-            .port();
+        let http_port = free_low_port(true, &[]);
+        let console_port = free_low_port(false, &[http_port, http_port + 1000]);
         let mut server = NacosServer {
             binary,
             child: None,
             dir,
             data,
-            http_port: free_port_pair(),
+            http_port,
             console_port,
             auth,
         };
