@@ -156,19 +156,19 @@ struct Builder {
 
 impl Builder {
     fn push(&mut self, key: &str, value: &str) {
-        let start = self.text.len();
+        let key_start = self.text.len();
         self.text.push_str(key);
-        self.push_value_of(start, value);
-    }
-
-    /// Ends the entry whose key begins at `key` (and runs to the end of the text so far)
-    /// with `value`.
-    fn push_value_of(&mut self, key: usize, value: &str) {
         let value_start = self.text.len();
         self.text.push_str(value);
+        self.close(key_start, value_start);
+    }
+
+    /// Ends the entry whose key starts at `key` and value at `value`: the value runs to
+    /// the end of the text so far.
+    fn close(&mut self, key: usize, value: usize) {
         self.spans.push(Span {
             key,
-            value: value_start,
+            value,
             end: self.text.len(),
         });
     }
@@ -335,11 +335,7 @@ impl<'de> Visitor<'de> for MapReader<'_> {
             }
             let value = builder.text.len();
             entries.next_value_seed(Append(&mut builder.text))?;
-            builder.spans.push(Span {
-                key,
-                value,
-                end: builder.text.len(),
-            });
+            builder.close(key, value);
         }
         Ok(builder.finish())
     }
