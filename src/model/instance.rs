@@ -194,54 +194,16 @@ impl ServiceInstance {
     /// The port serving `protocol` for a service that has no port of its own:
     /// [`keys::ENDPOINTS`] for the protocol, else the instance port.
     ///
-    /// Called once per endpoint, so it scans the JSON without building a list or copying
-    /// any protocol name; the answers are those of [`Self::protocol_ports`] (a malformed
-    /// value counts as none).
+    /// Called once per endpoint, so it reads the compact form Dubbo writes without a JSON
+    /// parser, and any other text with one that builds no list and copies no protocol
+    /// name; the answers are those of [`Self::protocol_ports`] (a malformed value counts as
+    /// none).
     pub fn port_for_protocol(&self, protocol: &str) -> u16 {
-        use serde::de::{Deserializer as _, SeqAccess, Visitor};
-
-        /// One entry of [`keys::ENDPOINTS`], borrowing its protocol from the JSON text.
-        #[derive(Deserialize)]
-        struct Entry<'a> {
-            port: u16,
-            #[serde(borrow)]
-            protocol: std::borrow::Cow<'a, str>,
-        }
-
-        /// Reads every entry (so that a malformed one fails the whole value, as in
-        /// [`ServiceInstance::protocol_ports`]) and keeps the first port of `protocol`.
-        struct FirstPort<'p>(&'p str);
-
-        impl<'de> Visitor<'de> for FirstPort<'_> {
-            type Value = Option<u16>;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an array of {port, protocol}")
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(
-                self,
-                mut entries: A,
-            ) -> std::result::Result<Self::Value, A::Error> {
-                let mut found = None;
-                while let Some(entry) = entries.next_element::<Entry<'de>>()? {
-                    if found.is_none() && entry.port > 0 && entry.protocol == self.0 {
-                        found = Some(entry.port);
-                    }
-                }
-                Ok(found)
-            }
-        }
-
         let Some(json) = self.metadata.known(Known::Endpoints) else {
             return self.port;
         };
-        let mut reader = serde_json::Deserializer::from_str(json);
-        reader
-            .deserialize_seq(FirstPort(protocol))
-            .ok()
-            .filter(|_| reader.end().is_ok())
-            .flatten()
+        first_port_compact(json, protocol)
+            .unwrap_or_else(|| first_port_parsed(json, protocol))
             .unwrap_or(self.port)
     }
 
@@ -270,9 +232,124 @@ impl ServiceInstance {
     }
 }
 
+/// [`ServiceInstance::port_for_protocol`]'s answer read by the JSON parser: the first
+/// nonzero port of `protocol` in a `dubbo.endpoints` value, `None` when there is none or the
+/// value is malformed.
+fn first_port_parsed(json: &str, protocol: &str) -> Option<u16> {
+    use serde::de::{Deserializer as _, SeqAccess, Visitor};
+
+    /// One entry of [`keys::ENDPOINTS`], borrowing its protocol from the JSON text.
+    #[derive(Deserialize)]
+    struct Entry<'a> {
+        port: u16,
+        #[serde(borrow)]
+        protocol: std::borrow::Cow<'a, str>,
+    }
+
+    /// Reads every entry (so that a malformed one fails the whole value, as in
+    /// [`ServiceInstance::protocol_ports`]) and keeps the first port of `protocol`.
+    struct FirstPort<'p>(&'p str);
+
+    impl<'de> Visitor<'de> for FirstPort<'_> {
+        type Value = Option<u16>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array of {port, protocol}")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(
+            self,
+            mut entries: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(entry) = entries.next_element::<Entry<'de>>()? {
+                if found.is_none() && entry.port > 0 && entry.protocol == self.0 {
+                    found = Some(entry.port);
+                }
+            }
+            Ok(found)
+        }
+    }
+
+    let mut reader = serde_json::Deserializer::from_str(json);
+    reader
+        .deserialize_seq(FirstPort(protocol))
+        .ok()
+        .filter(|_| reader.end().is_ok())
+        .flatten()
+}
+
+/// [`ServiceInstance::port_for_protocol`]'s answer for a `dubbo.endpoints` value in the
+/// compact form every Dubbo writes (`[{"port":20880,"protocol":"dubbo"},...]`: no
+/// whitespace, those two keys in that order, plain decimal ports, protocols without
+/// escapes), read without a JSON parser: the first nonzero port of `protocol`, if any.
+/// `None` for any other text, which the parser then reads; in this form, the two agree.
+fn first_port_compact(json: &str, protocol: &str) -> Option<Option<u16>> {
+    let mut rest = json.strip_prefix('[')?;
+    let mut found = None;
+    if rest == "]" {
+        return Some(None);
+    }
+    loop {
+        rest = rest.strip_prefix(r#"{"port":"#)?;
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (port, after) = rest.split_at(digits);
+        if digits == 0 || digits > 5 || (digits > 1 && port.starts_with('0')) {
+            return None;
+        }
+        let port: u16 = port.parse().ok()?;
+        rest = after.strip_prefix(r#","protocol":""#)?;
+        let end = rest.find(|c: char| c == '"' || c == '\\' || c < ' ')?;
+        let (name, after) = rest.split_at(end);
+        rest = after.strip_prefix(r#""}"#)?;
+        if found.is_none() && port > 0 && name == protocol {
+            found = Some(port);
+        }
+        match rest.strip_prefix(',') {
+            Some(next) => rest = next,
+            None => return (rest == "]").then_some(found),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Wherever the compact reading answers, the parser answers the same; and it
+        /// answers for every list written the way Dubbo writes one.
+        #[test]
+        fn the_compact_reading_agrees_with_the_parser(
+            entries in proptest::collection::vec((
+                proptest::prop_oneof![0u32..3, 65_534u32..65_538, 0u32..70_000],
+                "[ab]{0,1}|[ -~]{0,3}|\\PC{0,2}",
+            ), 0..4),
+            protocol in "[ab]{0,1}",
+            edit in proptest::option::of((0usize..200, "[ -~]|\\PC")),
+        ) {
+            let mut json = String::from("[");
+            for (i, (port, name)) in entries.iter().enumerate() {
+                if i > 0 {
+                    json.push(',');
+                }
+                json.push_str(&format!(r#"{{"port":{port},"protocol":"{name}"}}"#));
+            }
+            json.push(']');
+            let written = entries.iter().all(|(port, name)| *port <= u32::from(u16::MAX)
+                && serde_json::to_string(name).unwrap() == format!("\"{name}\""));
+            if written {
+                proptest::prop_assert!(first_port_compact(&json, &protocol).is_some(), "{}", json);
+            }
+            if let Some((at, text)) = edit {
+                let at = json.char_indices().map(|(i, _)| i).nth(at % json.chars().count()).unwrap();
+                json.insert_str(at, &text);
+            }
+            if let Some(found) = first_port_compact(&json, &protocol) {
+                proptest::prop_assert_eq!(found, first_port_parsed(&json, &protocol), "{}", json);
+            }
+        }
+    }
 
     #[test]
     fn the_stopping_marker_reads_like_disabled() {
