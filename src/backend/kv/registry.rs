@@ -9,6 +9,10 @@ use crate::limits::Limits;
 use crate::model::{ServiceInstance, names};
 use crate::store::{KeyValue, LeaseId, Store, Watch, WatchEvent};
 
+/// Records parsed between two calls of a list's early hook: at ten revisions, the first
+/// call already sees enough members of each to start its fetch.
+const EARLY_CHUNK: usize = 256;
+
 pub use crate::backend::{EarlyInstances, InstanceChange, InstanceList, Instances};
 
 /// Registers, lists and watches instances.
@@ -119,7 +123,8 @@ impl Registry {
     }
 
     /// Parses one page into `parsed` (records that do not parse into the list's skipped
-    /// ones) and hands `early` its instances.
+    /// ones) and hands `early` its instances, [`EARLY_CHUNK`] records at a time: a page
+    /// can hold a whole app, and what `early` starts should not wait for all of it.
     fn parse_page(
         &self,
         app: &str,
@@ -129,9 +134,12 @@ impl Registry {
         list: &mut InstanceList,
         early: Option<EarlyInstances<'_>>,
     ) {
-        let from = parsed.len();
-        self.parse_into(app, prefix, kvs, parsed, &mut list.skipped);
-        if let Some(early) = early {
+        let Some(early) = early else {
+            return self.parse_into(app, prefix, kvs, parsed, &mut list.skipped);
+        };
+        for chunk in kvs.chunks(EARLY_CHUNK) {
+            let from = parsed.len();
+            self.parse_into(app, prefix, chunk, parsed, &mut list.skipped);
             let page: Vec<&Arc<ServiceInstance>> = parsed[from..].iter().map(|(_, i)| i).collect();
             early(&page);
         }
