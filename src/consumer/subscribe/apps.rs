@@ -62,6 +62,11 @@ impl AppState {
         self.routable.protection_active
     }
 
+    /// How many instances there are to route to.
+    pub fn len(&self) -> usize {
+        self.routable.instances.len()
+    }
+
     /// The instances to route to.
     pub fn routable(&self) -> impl Iterator<Item = &Arc<ServiceInstance>> {
         self.routable.instances.values()

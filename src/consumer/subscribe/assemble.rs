@@ -63,6 +63,8 @@ impl Assembly {
     ) -> Vec<Endpoint> {
         self.pass += 1;
         let pass = self.pass;
+        // One lock for the pass: a cold pass looks up a host for every instance.
+        let mut hosts = hosts.lock();
         for (app, view) in apps {
             let infos: HashMap<&str, &Arc<MetadataInfo>> = metadata
                 .iter()
@@ -77,26 +79,35 @@ impl Assembly {
                     .get(revision.as_str())
                     .is_some_and(|info| Arc::ptr_eq(info, &kept.info))
             });
-            let mut endpoints_of = |revision: &str, info: &Arc<MetadataInfo>, instance| {
-                let kept = shared.entry(revision.to_owned()).or_insert_with(|| Shared {
-                    info: info.clone(),
-                    endpoints: RevisionEndpoints::new(info, subscription),
-                });
-                kept.endpoints.of(instance, &mut hosts.lock())
-            };
+            for (revision, info) in &infos {
+                if !shared.contains_key(*revision) {
+                    let kept = Shared {
+                        info: Arc::clone(info),
+                        endpoints: RevisionEndpoints::new(info, subscription),
+                    };
+                    shared.insert((*revision).to_owned(), kept);
+                }
+            }
+            // Each known revision's metadata with what its endpoints share: one lookup per
+            // instance.
+            let known: HashMap<&str, (&Arc<MetadataInfo>, &RevisionEndpoints)> = shared
+                .iter()
+                .map(|(revision, kept)| (revision.as_str(), (&kept.info, &kept.endpoints)))
+                .collect();
+            // A first pass inserts an entry per instance: room for all of them at once.
+            computed.reserve(view.len().saturating_sub(computed.len()));
             for (address, instance) in view.routable_entries() {
                 let revision = instance.revision();
                 if revision == EMPTY_REVISION {
                     continue;
                 }
-                let info = infos.get(revision).copied();
-                match (computed.get_mut(address.as_str()), info) {
-                    (Some(last), Some(info)) => {
+                match (computed.get_mut(address.as_str()), known.get(revision)) {
+                    (Some(last), Some(&(info, shared))) => {
                         let same_record =
                             Arc::ptr_eq(&last.instance, instance) || last.instance == *instance;
                         let same_info = last.info.as_ref().is_some_and(|i| Arc::ptr_eq(i, info));
                         if !(same_record && same_info) {
-                            last.endpoints = endpoints_of(revision, info, instance);
+                            last.endpoints = shared.of(instance, &mut hosts);
                             last.info = Some(info.clone());
                         }
                         last.instance = instance.clone();
@@ -108,8 +119,8 @@ impl Assembly {
                         last.instance = instance.clone();
                         last.pass = pass;
                     }
-                    (None, Some(info)) => {
-                        let endpoints = endpoints_of(revision, info, instance);
+                    (None, Some(&(info, shared))) => {
+                        let endpoints = shared.of(instance, &mut hosts);
                         let entry = Computed {
                             instance: instance.clone(),
                             info: Some(info.clone()),

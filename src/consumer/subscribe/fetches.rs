@@ -107,7 +107,8 @@ impl Fetching {
     /// retries that are due) and forgets revisions no longer in use.
     ///
     /// Runs at every wake: the revisions in use are each app's (worked out when its set
-    /// changes), and the members of a revision are collected only when its fetch starts.
+    /// changes), and the members of the revisions whose fetches start are collected in one
+    /// walk over each app's instances.
     pub fn ensure(&mut self, apps: &BTreeMap<String, AppState>, now: Instant, counters: &Counters) {
         let mut in_use: BTreeSet<(&str, &str)> = BTreeSet::new();
         for (app, view) in apps {
@@ -116,6 +117,8 @@ impl Fetching {
         let used = |key: &Key| in_use.contains(&(key.0.as_str(), key.1.as_str()));
         self.metadata.retain(|key, _| used(key));
         self.fetches.retain(|key, _| used(key));
+        let mut starting: BTreeMap<&str, BTreeMap<&str, Vec<Arc<ServiceInstance>>>> =
+            BTreeMap::new();
         for (app, revision) in in_use {
             let key = (app.to_owned(), revision.to_owned());
             if self.metadata.contains_key(&key) {
@@ -134,19 +137,28 @@ impl Fetching {
                 Counters::bump(&counters.metadata_retries);
             }
             fetch.in_flight = true;
-            let members: Vec<Arc<ServiceInstance>> = apps[app]
-                .routable()
-                .filter(|i| i.revision() == revision)
-                .cloned()
-                .collect();
-            let source = self.source.clone();
-            let task_key = key.clone();
-            let handle = self.tasks.spawn(async move {
-                let refs: Vec<&Arc<ServiceInstance>> = members.iter().collect();
-                let result = source.get(&task_key.0, &task_key.1, &refs).await;
-                (task_key, result)
-            });
-            self.ids.insert(handle.id(), key);
+            starting
+                .entry(app)
+                .or_default()
+                .insert(revision, Vec::new());
+        }
+        for (app, mut revisions) in starting {
+            for instance in apps[app].routable() {
+                if let Some(members) = revisions.get_mut(instance.revision()) {
+                    members.push(instance.clone());
+                }
+            }
+            for (revision, members) in revisions {
+                let key = (app.to_owned(), revision.to_owned());
+                let source = self.source.clone();
+                let task_key = key.clone();
+                let handle = self.tasks.spawn(async move {
+                    let refs: Vec<&Arc<ServiceInstance>> = members.iter().collect();
+                    let result = source.get(&task_key.0, &task_key.1, &refs).await;
+                    (task_key, result)
+                });
+                self.ids.insert(handle.id(), key);
+            }
         }
     }
 
