@@ -167,6 +167,25 @@ impl HealthRegistry {
         self.prober.wake();
     }
 
+    /// The records of `instances` were written (again), as [`Self::registered`] for each,
+    /// under one lock; a fleet's first list writes thousands while nothing is set aside,
+    /// which then costs no authority built.
+    pub fn registered_all<'a>(
+        self: &Arc<Self>,
+        instances: impl IntoIterator<Item = &'a crate::model::ServiceInstance>,
+    ) {
+        let mut inner = self.lock();
+        if inner.tracker.set_aside_count() == 0 {
+            return;
+        }
+        let now = Instant::now();
+        for instance in instances {
+            inner.tracker.registered(&instance.authority(), now);
+        }
+        drop(inner);
+        self.prober.wake();
+    }
+
     /// `instance` is no endpoint any more.
     pub fn forget(self: &Arc<Self>, instance: &Authority) {
         let mut inner = self.lock();

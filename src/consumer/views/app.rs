@@ -147,10 +147,7 @@ impl AppView {
             .into_iter()
             .filter(|(address, _)| !self.instances.contains_key(address))
             .collect();
-        let present: Vec<Arc<ServiceInstance>> = self.instances.values().cloned().collect();
-        for instance in present {
-            self.returned(instance, &mut applied);
-        }
+        self.returned_all(&mut applied);
         if let Some(sign) = sign {
             applied.wiped = true;
             applied.wipe_sign = sign;
@@ -251,6 +248,29 @@ impl AppView {
         if self.protection.returned(&address) || kept {
             applied.returned.push(instance);
         }
+    }
+
+    /// Every registered record was written again (a reset): the holds and wipe-recovery
+    /// keeps of those addresses end, in one pass over what is held and kept.
+    fn returned_all(&mut self, applied: &mut Applied) {
+        let mut back = self.protection.returned_all(&self.instances);
+        if let Some(recovery) = &mut self.recovery {
+            recovery.kept.retain(|address, _| {
+                let kept = self.instances.contains_key(address);
+                if kept {
+                    back.push(address.clone());
+                }
+                !kept
+            });
+            if recovery.kept.is_empty() {
+                self.recovery = None;
+            }
+        }
+        back.sort_unstable();
+        back.dedup();
+        applied
+            .returned
+            .extend(back.iter().map(|address| self.instances[address].clone()));
     }
 
     /// Drops `address` from a wipe recovery; returns whether it was kept.

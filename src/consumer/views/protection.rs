@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backend::Instances;
 use crate::model::ServiceInstance;
 
 /// Default share of an app's known instances that must expire within the window to hold
@@ -218,6 +219,22 @@ impl Protection {
     pub fn returned(&mut self, address: &str) -> bool {
         self.recent.retain(|e| e.address != address);
         self.held.remove(address).is_some()
+    }
+
+    /// Every instance of `present` is registered again, as [`Self::returned`] for each, in
+    /// one pass over what is recent and held (a reset lists the whole app). Returns the
+    /// addresses that were held.
+    pub fn returned_all(&mut self, present: &Instances) -> Vec<String> {
+        self.recent.retain(|e| !present.contains_key(&e.address));
+        let mut returned = Vec::new();
+        self.held.retain(|address, _| {
+            let back = present.contains_key(address);
+            if back {
+                returned.push(address.clone());
+            }
+            !back
+        });
+        returned
     }
 
     /// Releases the instances held for the maximum time at `now`; returns their addresses.

@@ -20,6 +20,7 @@ use super::snapshot::AppSnapshot;
 use super::source::{follow_app, follow_mapping};
 use super::{Command, Routable, SourceEvent, VIEW_RELEASE_GRACE, ViewKey, ViewUpdate, Views};
 use crate::consumer::stats::Counters;
+use crate::model::ServiceInstance;
 
 /// Events buffered between a view's source and the view.
 const SOURCE_BUFFER: usize = 1024;
@@ -341,17 +342,17 @@ impl View {
         let empty = Routable::default();
         let last = before.as_deref().unwrap_or(&empty);
         let mut changed = before.is_none() || last.protection_active != protection_active;
-        for (address, instance) in &next {
-            match last.instances.get(address) {
-                Some(was) if Arc::ptr_eq(was, instance) || was == instance => {}
-                // A new record (a new instance, or a hold ended by a new record): what of it
-                // is set aside is probed at once.
-                _ => {
-                    changed = true;
-                    parts.health.registered(&instance.authority());
-                }
-            }
-        }
+        // New records (new instances, or holds ended by a new record): what of them is set
+        // aside is probed at once.
+        let new_records = next.iter().filter(|(address, instance)| {
+            !last
+                .instances
+                .get(*address)
+                .is_some_and(|was| Arc::ptr_eq(was, instance) || was == *instance)
+        });
+        let new_records: Vec<&ServiceInstance> = new_records.map(|(_, i)| &**i).collect();
+        changed |= !new_records.is_empty();
+        parts.health.registered_all(new_records);
         for (address, instance) in &last.instances {
             if !next.contains_key(address) {
                 changed = true;
