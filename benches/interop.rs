@@ -56,6 +56,10 @@ mod common;
 #[allow(dead_code)]
 #[path = "../tests/it/support/etcd.rs"]
 mod etcd;
+/// The test servers' loopback ports, shared with the test suite.
+#[allow(dead_code)]
+#[path = "../tests/it/support/ports.rs"]
+mod ports;
 /// The test suite's throwaway ZooKeeper, shared rather than copied.
 #[allow(dead_code)]
 #[path = "../tests/it/support/zookeeper.rs"]

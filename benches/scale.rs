@@ -65,6 +65,10 @@ mod nacos;
 #[allow(dead_code)]
 #[path = "../tests/it/support/nacos.rs"]
 mod nacos_server;
+/// The test servers' loopback ports, shared with the test suite.
+#[allow(dead_code)]
+#[path = "../tests/it/support/ports.rs"]
+mod ports;
 /// The registries of scenarios 5 and 6, and the memory store and etcd among them.
 #[path = "scale/rig.rs"]
 mod rig;

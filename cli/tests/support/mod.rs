@@ -16,6 +16,8 @@ pub mod faulty;
 pub mod fleet;
 #[path = "../../../tests/it/support/nacos.rs"]
 pub mod nacos;
+#[path = "../../../tests/it/support/ports.rs"]
+pub mod ports;
 #[path = "../../../tests/it/support/wait.rs"]
 pub mod wait;
 #[path = "../../../tests/it/support/zookeeper.rs"]

@@ -19,7 +19,6 @@
 //! leader quickly after a (re)start, and its minimum lease TTL is 1 s instead of 2 s. Its log
 //! (errors only) goes to `etcd.log` in a temporary directory, shown when it fails to start.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -31,6 +30,7 @@ use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::certs::TestCa;
+use super::ports::free_ports;
 
 /// How long a (re)start may take before the harness gives up.
 const START_DEADLINE: Duration = Duration::from_secs(30);
@@ -443,14 +443,6 @@ pub fn send_signal(child: &Child, signal: Signal, what: &str) {
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// Two distinct free loopback ports (bound together, then released for etcd).
-pub fn free_ports() -> (u16, u16) {
-    let bind = || TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-    let (a, b) = (bind(), bind());
-    let port = |l: &TcpListener| l.local_addr().expect("local address").port();
-    (port(&a), port(&b))
 }
 
 /// Whether etcd's `/health` says it has a leader and serves reads (one bounded attempt).

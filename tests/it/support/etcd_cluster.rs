@@ -16,7 +16,8 @@ use introspect::store::EtcdOptions;
 use rustix::process::Signal;
 use tempfile::TempDir;
 
-use super::etcd::{free_ports, healthy, require, send_signal};
+use super::etcd::{healthy, require, send_signal};
+use super::ports::free_ports;
 
 /// Members in the cluster.
 pub const MEMBERS: usize = 3;

@@ -19,6 +19,7 @@ pub mod logs;
 pub mod nacos;
 pub mod peer_cases;
 pub mod peers;
+pub mod ports;
 pub mod proxy;
 pub mod published;
 pub mod records;

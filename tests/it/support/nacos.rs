@@ -14,7 +14,6 @@
 //! Without it, `start` panics when `CI` is set (the Nacos tests are mandatory there) and
 //! otherwise prints a loud `SKIPPED` line and returns `None`.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -70,35 +69,6 @@ pub fn binary() -> Option<PathBuf> {
     None
 }
 
-/// Where rnacos's ports are chosen: below Linux's ephemeral range (32768 and up), so that
-/// no socket bound to port 0 elsewhere (a test's providers bind hundreds) can take one of
-/// them between the check that it is free and rnacos binding it. The gRPC port, HTTP +
-/// 1000, must stay below the range too.
-const PORTS: std::ops::Range<u16> = 20_000..30_000;
-
-/// A loopback port in [`PORTS`] that is free now and not in `avoid`, and, with `pair`,
-/// whose port + 1000 is too. Tries from a place that differs per process and call, so
-/// that servers started side by side do not try the same ports.
-fn free_low_port(pair: bool, avoid: &[u16]) -> u16 {
-    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let span = u32::from(PORTS.end - PORTS.start);
-    let start =
-        (nanos ^ std::process::id().wrapping_mul(2_654_435_761) ^ call.wrapping_mul(7_919)) % span;
-    for i in 0..span {
-        let port = PORTS.start + u16::try_from((start + i * 7) % span).expect("within the range");
-        let free =
-            |port: u16| !avoid.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok();
-        if free(port) && (!pair || free(port + 1000)) {
-            return port;
-        }
-    }
-    panic!("no free loopback port in {PORTS:?}");
-}
-
 /// One rnacos process.
 pub struct NacosServer {
     binary: PathBuf,
@@ -126,8 +96,8 @@ impl NacosServer {
         let binary = binary()?;
         let dir = TempDir::with_prefix("introspect-nacos-").expect("create a temporary dir");
         let data = dir.path().join("data-0");
-        let http_port = free_low_port(true, &[]);
-        let console_port = free_low_port(false, &[http_port, http_port + 1000]);
+        let http_port = super::ports::free_low_port(true, &[]);
+        let console_port = super::ports::free_low_port(false, &[http_port, http_port + 1000]);
         let mut server = NacosServer {
             binary,
             child: None,

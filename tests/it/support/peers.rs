@@ -15,12 +15,13 @@
 //! killed when dropped; its output is kept in a temporary directory and shown when it fails.
 
 use std::io::Read as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
+
+use super::ports::free_ports;
 
 /// How long a provider may take to print `READY` (a JVM starts in seconds; CI is slow).
 const READY_DEADLINE: Duration = Duration::from_secs(90);
@@ -108,16 +109,6 @@ pub fn etcd_registry(endpoint: &str) -> String {
     format!(
         "etcd://{}",
         endpoint.trim_start_matches("http://").trim_end_matches('/')
-    )
-}
-
-/// Two free loopback ports (for a provider's Triple and MetadataService listeners).
-fn free_ports() -> (u16, u16) {
-    let a = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    let b = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    (
-        a.local_addr().unwrap().port(),
-        b.local_addr().unwrap().port(),
     )
 }
 

@@ -22,7 +22,8 @@ use rustix::process::Signal;
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::etcd::{free_ports, send_signal};
+use super::etcd::send_signal;
+use super::ports::{free_low_port, free_ports};
 
 /// How long a (re)start may take: a JVM on a busy machine is slow to start.
 const START_DEADLINE: Duration = Duration::from_secs(60);
@@ -330,13 +331,11 @@ impl Ensemble {
     /// Starts three members and waits until one leads and the others follow.
     pub async fn start() -> Option<Ensemble> {
         let classpath = classpath()?;
-        let ports: Vec<(u16, u16, u16)> = (0..3)
-            .map(|_| {
-                let (a, b) = free_ports();
-                let (c, _) = free_ports();
-                (a, b, c)
-            })
-            .collect();
+        let mut taken = Vec::new();
+        for _ in 0..9 {
+            taken.push(free_low_port(false, &taken));
+        }
+        let ports: Vec<(u16, u16, u16)> = taken.chunks(3).map(|p| (p[0], p[1], p[2])).collect();
         let servers: String = ports
             .iter()
             .enumerate()

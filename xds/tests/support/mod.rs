@@ -19,6 +19,8 @@ pub mod etcd;
 pub mod greeter;
 #[path = "../../../tests/it/support/nacos.rs"]
 pub mod nacos;
+#[path = "../../../tests/it/support/ports.rs"]
+pub mod ports;
 pub mod process;
 pub mod python;
 #[path = "../../../tests/it/support/wait.rs"]
