@@ -129,3 +129,41 @@ async fn metadata_service_keeps_answering_while_the_store_hangs() {
         assert_eq!(info.app, "shop-orders");
     }
 }
+
+/// A subscription whose registry does not answer waits for its start timeout asleep. Past
+/// the snapshot's deadline with no snapshot to serve, that deadline once stayed due, and the
+/// task woke without pause until the registry answered: on the paused clock the runtime
+/// then never idles and time never reaches the start timeout, so the run is watched in
+/// real time from another thread.
+#[test]
+fn a_subscription_waiting_for_a_hanging_store_sleeps_until_its_start_timeout() {
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("runtime");
+        let waited = runtime.block_on(async {
+            let store: Arc<dyn Store> = Arc::new(FaultyStore::hanging());
+            let resolver = Resolver::builder(store)
+                .store_timeout(Duration::from_secs(60))
+                .build();
+            let started = tokio::time::Instant::now();
+            let handle = resolver
+                .subscribe(Subscription::new("shop.OrderService"))
+                .await;
+            (started.elapsed(), handle.map(|h| h.current().len()))
+        });
+        let _ = done.send(waited);
+    });
+    let (waited, endpoints) = outcome
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the paused clock never reached the start timeout: the subscription task spun");
+    assert_eq!(
+        waited,
+        introspect::consumer::DEFAULT_START_TIMEOUT,
+        "subscribe() returns at its start timeout"
+    );
+    assert_eq!(endpoints.expect("the subscription starts empty"), 0);
+}

@@ -124,11 +124,13 @@ impl Publisher {
         pushed
     }
 
-    /// When something is next due: a push, or a step of the start.
-    pub fn next_due(&self) -> Option<Instant> {
+    /// When something is next due: a push, or a step of the start. The snapshot's
+    /// deadline counts only while a `snapshot` waits to be served: past it, with none, it
+    /// would stay due, and the task would wake without pause until the registry answers.
+    pub fn next_due(&self, snapshot: bool) -> Option<Instant> {
         let mut next = self.coalescer.due();
         if self.ready.is_some() {
-            let snapshot = Some(self.snapshot_deadline);
+            let snapshot = snapshot.then_some(self.snapshot_deadline);
             for t in [Some(self.start_deadline), snapshot, self.fetch_wait_until]
                 .into_iter()
                 .flatten()

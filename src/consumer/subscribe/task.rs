@@ -293,7 +293,7 @@ impl Task {
     /// The earliest time something is due.
     fn next_due(&self, now: Instant) -> Option<Instant> {
         [
-            self.publisher.next_due(),
+            self.publisher.next_due(self.snapshots.has_read()),
             self.fetching.next_try(),
             self.following.next_release(now),
         ]
