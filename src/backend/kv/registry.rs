@@ -9,11 +9,11 @@ use crate::limits::Limits;
 use crate::model::{ServiceInstance, names};
 use crate::store::{KeyValue, LeaseId, Store, Watch, WatchEvent};
 
+pub use crate::backend::{EarlyInstances, InstanceChange, InstanceList, Instances};
+
 /// Records parsed between two calls of a list's early hook: at ten revisions, the first
 /// call already sees enough members of each to start its fetch.
 const EARLY_CHUNK: usize = 256;
-
-pub use crate::backend::{EarlyInstances, InstanceChange, InstanceList, Instances};
 
 /// Registers, lists and watches instances.
 #[derive(Clone)]

@@ -160,16 +160,9 @@ impl HealthRegistry {
         self.changed(inner);
     }
 
-    /// `instance`'s record was written (again): whatever of it is set aside is probed at
-    /// once.
-    pub fn registered(self: &Arc<Self>, instance: &Authority) {
-        self.lock().tracker.registered(instance, Instant::now());
-        self.prober.wake();
-    }
-
-    /// The records of `instances` were written (again), as [`Self::registered`] for each,
-    /// under one lock; a fleet's first list writes thousands while nothing is set aside,
-    /// which then costs no authority built.
+    /// The records of `instances` were written (again): whatever of them is set aside is
+    /// probed at once. One lock for all of them; a fleet's first list writes thousands
+    /// while nothing is set aside, which then costs no authority built.
     pub fn registered_all<'a>(
         self: &Arc<Self>,
         instances: impl IntoIterator<Item = &'a crate::model::ServiceInstance>,

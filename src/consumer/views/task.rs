@@ -292,9 +292,9 @@ impl View {
         for instance in &applied.newly_held {
             parts.health.suspect(&instance.authority());
         }
-        for instance in &applied.returned {
-            parts.health.registered(&instance.authority());
-        }
+        parts
+            .health
+            .registered_all(applied.returned.iter().map(|i| &**i));
         if !applied.returned.is_empty() {
             Counters::add(&counters.hold_releases, applied.returned.len() as u64);
             tracing::info!(
