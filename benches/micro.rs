@@ -5,7 +5,9 @@
 //! * `endpoints/10000`: endpoint assembly for 10,000 instances of one revision
 //!   (`Resolver::endpoints_of` with the metadata cached: grouping by revision, cache lookup,
 //!   one endpoint per instance);
-//! * `instance_json/parse`: parsing and validating one instance record as stored (~600 B);
+//! * `instance_json/parse`: parsing and validating one instance record as stored (~700 B);
+//! * `instance_json/serde_alone`: the same record read by serde_json alone (no validation),
+//!   the path a record takes when it is not in the plain form the reader of its own reads;
 //! * `instance_json/parse_and_keep/10000`: 10,000 distinct records parsed and kept, then
 //!   dropped, as an app's list does (the heap grows, unlike in a loop over one record).
 
@@ -91,6 +93,11 @@ fn instance_json(c: &mut Criterion) {
     let limits = Limits::default();
     c.bench_function("instance_json/parse", |b| {
         b.iter(|| ServiceInstance::from_json(black_box(&record), &limits).expect("parses"))
+    });
+    // The same record read by serde alone, without the plain metadata reader (and without
+    // validation), side by side with the row above.
+    c.bench_function("instance_json/serde_alone", |b| {
+        b.iter(|| serde_json::from_slice::<ServiceInstance>(black_box(&record)).expect("parses"))
     });
     // 10,000 distinct records parsed and kept, then dropped, as a list of an app does.
     let records: Vec<Vec<u8>> = rt.block_on(async {

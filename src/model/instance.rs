@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::limits::Limits;
+use crate::error::Result;
 use crate::model::instance_metadata::Known;
 use crate::model::revision::EMPTY_REVISION;
 use crate::model::{InstanceMetadata, keys, names};
@@ -211,25 +210,6 @@ impl ServiceInstance {
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("instance always serializes")
     }
-
-    /// Parses and validates the JSON form; unknown fields (Dubbo writes several) are ignored.
-    pub fn from_json(bytes: &[u8], limits: &Limits) -> Result<Self> {
-        limits.check_size("instance record", bytes.len(), limits.max_instance_bytes)?;
-        let instance: ServiceInstance =
-            serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
-                what: "instance record",
-                reason: e.to_string(),
-            })?;
-        if instance.metadata.len() > limits.max_params {
-            return Err(Error::TooLarge {
-                what: "instance metadata entries",
-                size: instance.metadata.len(),
-                limit: limits.max_params,
-            });
-        }
-        instance.validate()?;
-        Ok(instance)
-    }
 }
 
 /// [`ServiceInstance::port_for_protocol`]'s answer read by the JSON parser: the first
@@ -315,6 +295,8 @@ fn first_port_compact(json: &str, protocol: &str) -> Option<Option<u16>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
+    use crate::limits::Limits;
 
     proptest::proptest! {
         /// Wherever the compact reading answers, the parser answers the same; and it

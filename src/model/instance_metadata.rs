@@ -16,6 +16,7 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
+use super::plain_json::Cursor;
 use crate::model::keys;
 
 /// Where one entry lies in [`InstanceMetadata::text`]: the key is `text[key..value]`, the
@@ -134,6 +135,31 @@ impl InstanceMetadata {
         *self = self.iter().filter(|(k, v)| keep(k, v)).collect();
     }
 
+    /// Reads the JSON object at `cursor` when it is an object of strings written without
+    /// `\u` escapes, the form every Dubbo writes (see [`plain_json`](super::plain_json)):
+    /// `None` for anything else, which the serde reader is then left to read or refuse.
+    /// Each run between escapes is copied straight into the map's text.
+    pub(super) fn read_plain(cursor: &mut Cursor<'_>) -> Option<InstanceMetadata> {
+        with_scratch(|builder| {
+            cursor.expect(b'{')?;
+            if cursor.peek()? == b'}' {
+                cursor.advance();
+                return Some(builder.finish());
+            }
+            loop {
+                let key = builder.text.len();
+                cursor.string(&mut builder.text)?;
+                cursor.expect(b':')?;
+                let value = builder.text.len();
+                cursor.string(&mut builder.text)?;
+                builder.close(key, value);
+                if !cursor.next_item(b'}')? {
+                    return Some(builder.finish());
+                }
+            }
+        })
+    }
+
     fn find(&self, key: &str) -> Result<usize, usize> {
         self.spans.binary_search_by(|s| self.key(*s).cmp(key))
     }
@@ -214,6 +240,23 @@ thread_local! {
 /// Room kept between records is given back above this size (a hostile record is bounded
 /// by the instance record limit, but its room need not stay).
 const SCRATCH_KEPT: usize = 64 * 1024;
+
+/// Runs `read` with the thread's scratch builder, emptied first.
+fn with_scratch<T>(read: impl FnOnce(&mut Builder) -> T) -> T {
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut builder) => {
+            builder.text.clear();
+            builder.spans.clear();
+            let read = read(&mut builder);
+            if builder.text.capacity() > SCRATCH_KEPT {
+                *builder = Builder::default();
+            }
+            read
+        }
+        // Not reached (no reader reads a map inside a map), but never a panic.
+        Err(_) => read(&mut Builder::default()),
+    })
+}
 
 impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for InstanceMetadata {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(entries: I) -> Self {
@@ -300,19 +343,7 @@ impl<'de> Deserialize<'de> for InstanceMetadata {
     /// Reads a map of strings to strings (anything else is refused, as for a
     /// `BTreeMap<String, String>`), each key and value copied from the input once.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
-            Ok(mut builder) => {
-                builder.text.clear();
-                builder.spans.clear();
-                let read = deserializer.deserialize_map(MapReader(&mut builder));
-                if builder.text.capacity() > SCRATCH_KEPT {
-                    *builder = Builder::default();
-                }
-                read
-            }
-            // Not reached (reading a map of strings reads no other map), but never a panic.
-            Err(_) => deserializer.deserialize_map(MapReader(&mut Builder::default())),
-        })
+        with_scratch(|builder| deserializer.deserialize_map(MapReader(builder)))
     }
 }
 
@@ -371,6 +402,12 @@ mod tests {
 
     fn read(json: &str) -> serde_json::Result<InstanceMetadata> {
         serde_json::from_str(json)
+    }
+
+    /// The plain reader over a whole text.
+    fn read_plain(json: &str) -> Option<InstanceMetadata> {
+        let mut cursor = Cursor::new(json);
+        InstanceMetadata::read_plain(&mut cursor).filter(|_| cursor.at_end())
     }
 
     #[test]
@@ -500,6 +537,69 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest::proptest! {
+        /// Wherever the plain reader answers, serde reads the same map; and it answers for
+        /// every object of strings written without `\u` escapes, whatever its spacing and
+        /// whether `/` is escaped.
+        #[test]
+        fn the_plain_reader_reads_what_serde_reads(
+            entries in proptest::collection::vec(
+                ("[a-c]{0,2}|\\PC{0,8}", "\\PC{0,24}|[\"\\\\/\x08\x0c\n\r\t]{0,4}"),
+                0..16,
+            ),
+            spaced: bool,
+            escaped_slashes: bool,
+            mutation in 0..3u8,
+            at: proptest::sample::Index,
+            byte: u8,
+        ) {
+            let gap = if spaced { " \n\t\r" } else { "" };
+            let object = entries
+                .iter()
+                .map(|(k, v)| format!("{gap}{}{gap}:{gap}{}{gap}", serde_json::json!(k), serde_json::json!(v)))
+                .collect::<Vec<_>>()
+                .join(",");
+            // Some writers escape `/` too (serde_json does not); no escape holds a `/`.
+            let object = if escaped_slashes { object.replace('/', "\\/") } else { object };
+            let mut input = format!("{gap}{{{object}}}{gap}").into_bytes();
+            let at = at.index(input.len() + 1);
+            match mutation {
+                1 if at < input.len() => drop(input.remove(at)),
+                2 => input.insert(at, byte),
+                _ => {}
+            }
+            let theirs = serde_json::from_slice::<BTreeMap<String, String>>(&input).ok();
+            let ours = std::str::from_utf8(&input).ok().and_then(read_plain);
+            match ours {
+                Some(ours) => proptest::prop_assert_eq!(Some(BTreeMap::from(ours)), theirs),
+                None => proptest::prop_assert!(mutation != 0, "no answer for {:?}", String::from_utf8_lossy(&input)),
+            }
+        }
+    }
+
+    #[test]
+    fn the_plain_reader_leaves_the_rest_to_serde() {
+        for other in [
+            r#"{"k":"\u0041"}"#,
+            r#"{"k":1}"#,
+            r#"{"k":null}"#,
+            "null",
+            r#"{"k":"v",}"#,
+            r#"{"k":"v"} x"#,
+            "{\"k\":\"a\u{1}\"}",
+            r#"{"k":"\x"}"#,
+            r#"{"k":"v""#,
+            "",
+        ] {
+            assert!(read_plain(other).is_none(), "{other}");
+        }
+        let read = read_plain(r#" { "b" : "x\"\\\/\b\f\n\r\t" , "a":"" } "#);
+        assert_eq!(
+            read.unwrap().iter().collect::<Vec<_>>(),
+            [("a", ""), ("b", "x\"\\/\u{8}\u{c}\n\r\t")]
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod keys;
 mod metadata_info;
 pub mod metadata_service;
 pub mod names;
+mod plain_json;
 pub mod revision;
 pub mod revision_diff;
 pub mod revision_java;
