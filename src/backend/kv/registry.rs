@@ -1,7 +1,7 @@
 //! The registry: one instance record per running process, under `/services/{app}/`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -14,6 +14,21 @@ pub use crate::backend::{EarlyInstances, InstanceChange, InstanceList, Instances
 /// Records parsed between two calls of a list's early hook: at ten revisions, the first
 /// call already sees enough members of each to start its fetch.
 const EARLY_CHUNK: usize = 256;
+
+/// Records below which a page is parsed on one thread: a part parses in a few
+/// milliseconds, well above the cost of starting a thread for it.
+const PARSE_PART: usize = 1024;
+
+/// Instances parsed, and records refused with the reason, as a list keeps them.
+type Parsed = (Vec<(String, Arc<ServiceInstance>)>, Vec<(String, String)>);
+
+/// How many parts a page of `records` is parsed in: one per core the process may use, each
+/// of at least [`PARSE_PART`] records.
+fn parse_parts(records: usize) -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
+    (records / PARSE_PART).clamp(1, cores)
+}
 
 /// Registers, lists and watches instances.
 #[derive(Clone)]
@@ -123,8 +138,12 @@ impl Registry {
     }
 
     /// Parses one page into `parsed` (records that do not parse into the list's skipped
-    /// ones) and hands `early` its instances, [`EARLY_CHUNK`] records at a time: a page
-    /// can hold a whole app, and what `early` starts should not wait for all of it.
+    /// ones), in key order.
+    ///
+    /// A page can hold a whole app, and parsing is most of a cold list's own work: a page
+    /// of at least twice [`PARSE_PART`] records is cut into parts parsed side by side on as
+    /// many cores as the process may use, this thread taking the first. (On etcd, while
+    /// the next page is read; the last page has nothing to overlap it but the other cores.)
     fn parse_page(
         &self,
         app: &str,
@@ -134,33 +153,71 @@ impl Registry {
         list: &mut InstanceList,
         early: Option<EarlyInstances<'_>>,
     ) {
-        let Some(early) = early else {
-            return self.parse_into(app, prefix, kvs, parsed, &mut list.skipped);
+        let part = kvs.len().div_ceil(parse_parts(kvs.len()));
+        let mut parts = kvs.chunks(part.max(1));
+        let Some(first) = parts.next() else {
+            return;
         };
-        for chunk in kvs.chunks(EARLY_CHUNK) {
-            let from = parsed.len();
-            self.parse_into(app, prefix, chunk, parsed, &mut list.skipped);
-            let page: Vec<&Arc<ServiceInstance>> = parsed[from..].iter().map(|(_, i)| i).collect();
-            early(&page);
-        }
+        // What `early` starts is spawned on the caller's runtime, from whichever thread.
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        std::thread::scope(|scope| {
+            let helpers: Vec<_> = parts
+                .map(|part| {
+                    let helper = std::thread::Builder::new().name("introspect-parse".into());
+                    let runtime = runtime.clone();
+                    let parse = move || {
+                        let _entered = runtime.as_ref().map(|r| r.enter());
+                        self.parse_part(app, prefix, part, early)
+                    };
+                    match helper.spawn_scoped(scope, parse) {
+                        Ok(helper) => Ok(helper),
+                        // No thread to be had: this one parses the part after its own.
+                        Err(_) => Err(part),
+                    }
+                })
+                .collect();
+            let mut append = |(instances, skipped): Parsed| {
+                parsed.extend(instances);
+                list.skipped.extend(skipped);
+            };
+            append(self.parse_part(app, prefix, first, early));
+            for helper in helpers {
+                append(match helper {
+                    Ok(helper) => helper
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    Err(part) => self.parse_part(app, prefix, part, early),
+                });
+            }
+        });
     }
 
-    /// Parses records: instances into `parsed`, records that do not parse into `skipped`
-    /// with the reason.
-    fn parse_into(
+    /// Parses records: the instances and the records that do not parse, with the reason.
+    /// `early` is handed the instances [`EARLY_CHUNK`] at a time, so that what it starts
+    /// does not wait for the whole page.
+    fn parse_part(
         &self,
         app: &str,
         prefix: &str,
         kvs: &[KeyValue],
-        parsed: &mut Vec<(String, Arc<ServiceInstance>)>,
-        skipped: &mut Vec<(String, String)>,
-    ) {
-        for kv in kvs {
-            match self.parse(app, prefix, kv) {
-                Ok((address, instance)) => parsed.push((address, Arc::new(instance))),
-                Err(refused) => skipped.push(refused),
+        early: Option<EarlyInstances<'_>>,
+    ) -> Parsed {
+        let (mut parsed, mut skipped) = (Vec::with_capacity(kvs.len()), Vec::new());
+        for chunk in kvs.chunks(EARLY_CHUNK) {
+            let from = parsed.len();
+            for kv in chunk {
+                match self.parse(app, prefix, kv) {
+                    Ok((address, instance)) => parsed.push((address, Arc::new(instance))),
+                    Err(refused) => skipped.push(refused),
+                }
+            }
+            if let Some(early) = early {
+                let seen: Vec<&Arc<ServiceInstance>> =
+                    parsed[from..].iter().map(|(_, i)| i).collect();
+                early(&seen);
             }
         }
+        (parsed, skipped)
     }
 
     /// Every app with at least one instance key, with its instances (records that do not
@@ -245,5 +302,45 @@ impl InstanceWatch {
                     .map(|address| InstanceChange::Removed(address.to_owned())),
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::MemoryStore;
+
+    /// A page large enough to be parsed in parts reads as one parsed in one go: every
+    /// instance, the refused records in key order, and every instance handed to `early`.
+    #[tokio::test]
+    async fn a_page_parsed_in_parts_reads_as_one() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let registry = Registry::new(store.clone(), Layout::default(), Limits::default());
+        let bad = [1u16, 2600, 4999];
+        for port in 1..=5000u16 {
+            let key = registry.layout.instance_key("shop", "127.0.0.1", port);
+            let record = if bad.contains(&port) {
+                b"{not json".to_vec()
+            } else {
+                ServiceInstance::new("shop", "127.0.0.1", port).to_json()
+            };
+            store.put(&key, record, None).await.unwrap();
+        }
+        let seen = Mutex::new(Vec::new());
+        let early = |page: &[&Arc<ServiceInstance>]| {
+            seen.lock().unwrap().extend(page.iter().map(|i| i.port));
+        };
+        let list = registry.list_early("shop", Some(&early)).await.unwrap();
+        assert_eq!(list.instances.len(), 4997);
+        let mut refused: Vec<String> = bad.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        refused.sort();
+        let skipped: Vec<&str> = list.skipped.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(skipped, refused);
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_unstable();
+        let listed: Vec<u16> = (1..=5000).filter(|p| !bad.contains(p)).collect();
+        assert_eq!(seen, listed);
     }
 }
