@@ -120,32 +120,31 @@ impl<'j> Cursor<'j> {
 
     /// `true`, `false` or `null` (as `None`).
     pub(super) fn flag(&mut self) -> Option<Option<bool>> {
-        self.skip_whitespace();
-        let rest = self.json.get(self.at..)?;
-        let (value, len) = if rest.starts_with("true") {
-            (Some(true), 4)
-        } else if rest.starts_with("false") {
-            (Some(false), 5)
-        } else if rest.starts_with("null") {
-            (None, 4)
+        if self.literal("true") {
+            Some(Some(true))
+        } else if self.literal("false") {
+            Some(Some(false))
         } else {
-            return None;
-        };
-        self.at += len;
-        Some(value)
+            self.null().then_some(None)
+        }
     }
 
     /// Takes `null` when it is next.
     pub(super) fn null(&mut self) -> bool {
+        self.literal("null")
+    }
+
+    /// Takes `word` when it is next after whitespace.
+    fn literal(&mut self, word: &str) -> bool {
         self.skip_whitespace();
-        let null = self
+        let found = self
             .json
             .get(self.at..)
-            .is_some_and(|rest| rest.starts_with("null"));
-        if null {
-            self.at += 4;
+            .is_some_and(|rest| rest.starts_with(word));
+        if found {
+            self.at += word.len();
         }
-        null
+        found
     }
 
     /// Skips one value of any kind (whose strings have no `\u` escape).
