@@ -96,8 +96,8 @@ impl NacosServer {
         let binary = binary()?;
         let dir = TempDir::with_prefix("introspect-nacos-").expect("create a temporary dir");
         let data = dir.path().join("data-0");
-        let http_port = super::ports::free_low_port(true, &[]);
-        let console_port = super::ports::free_low_port(false, &[http_port, http_port + 1000]);
+        let http_port = super::ports::free_low_port(true);
+        let console_port = super::ports::free_low_port(false);
         let mut server = NacosServer {
             binary,
             child: None,

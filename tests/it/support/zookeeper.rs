@@ -331,10 +331,7 @@ impl Ensemble {
     /// Starts three members and waits until one leads and the others follow.
     pub async fn start() -> Option<Ensemble> {
         let classpath = classpath()?;
-        let mut taken = Vec::new();
-        for _ in 0..9 {
-            taken.push(free_low_port(false, &taken));
-        }
+        let taken: Vec<u16> = (0..9).map(|_| free_low_port(false)).collect();
         let ports: Vec<(u16, u16, u16)> = taken.chunks(3).map(|p| (p[0], p[1], p[2])).collect();
         let servers: String = ports
             .iter()
