@@ -27,7 +27,9 @@ impl Provider {
     /// [`super::ProviderBuilder::reflection`]) added, until `signal` completes.
     ///
     /// Once the server runs, the provider registers (as [`Provider::start`] does); when
-    /// `signal` completes it stops gracefully, while the server still answers: the instance
+    /// `signal` completes (it is polled from the start, so a signal handler it installs is
+    /// in place before the record is written; one that comes while registering takes effect
+    /// once registered) it stops gracefully, while the server still answers: the instance
     /// is marked disabled, the drain period passes (the lease kept alive), the record is
     /// deleted and the lease revoked; the server answers a little longer (the drain, at most
     /// half a second), for consumers that learn of the stop only from the deletion (Dubbo
@@ -101,10 +103,29 @@ impl Provider {
         let stop = CancellationToken::new();
         let server = router.serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
         let lifecycle = Box::pin(async {
-            self.register_and_spawn(true)
-                .instrument(tracing::info_span!(parent: &self.span, "start"))
-                .await?;
-            signal.await;
+            // `signal` is polled from the start, before the record is written: a signal
+            // future installs its handler when first polled (`shutdown_signal` does), and a
+            // SIGTERM before that ends the process the default way, its record left behind
+            // until the lease expires. One that comes while registering is acted on once
+            // registered.
+            let mut signal = std::pin::pin!(signal);
+            let mut register = std::pin::pin!(
+                self.register_and_spawn(true)
+                    .instrument(tracing::info_span!(parent: &self.span, "start"))
+            );
+            let signalled = tokio::select! {
+                biased;
+                () = &mut signal => true,
+                registered = &mut register => {
+                    registered?;
+                    false
+                }
+            };
+            if signalled {
+                register.await?;
+            } else {
+                signal.await;
+            }
             let stopped = self
                 .shared
                 .deregister_gracefully(self.shared.drain)

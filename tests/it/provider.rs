@@ -170,6 +170,54 @@ async fn serve_registers_while_serving_and_deregisters_before_the_server_stops()
     );
 }
 
+/// A signal future installs its handler when first polled (`introspect::shutdown_signal`
+/// does): polled only once registered, a SIGTERM in between would end the process the
+/// default way, its record left behind until the lease expires.
+#[tokio::test]
+async fn serve_listens_for_its_signal_before_it_registers() {
+    let store = memory();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let provider = Provider::builder("greeter", store.clone())
+        .drain_period(Duration::ZERO)
+        .export_service::<GreeterServer<CountingGreeter>>()
+        .build()
+        .unwrap();
+    let router = greeter_router(CountingGreeter::new(address));
+    let key = format!("/services/greeter/{address}");
+    let (first_poll, registered_at_first_poll) = tokio::sync::oneshot::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let probe = (store.clone(), key.clone());
+    let signal = async move {
+        // The memory store answers at once: this runs within the signal's first poll.
+        let registered = probe.0.get(&probe.1).await.unwrap().is_some();
+        let _ = first_poll.send(registered);
+        let _ = stopped.await;
+    };
+    let serving = tokio::spawn(provider.serve(router, listener, signal));
+    let registered = tokio::time::timeout(Duration::from_secs(5), registered_at_first_poll)
+        .await
+        .expect("the signal is polled")
+        .unwrap();
+    assert!(
+        !registered,
+        "the signal is polled before the record is written"
+    );
+    eventually(
+        Duration::from_secs(5),
+        "the instance to register",
+        || async { record(&store, &key).await.is_some() },
+    )
+    .await;
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), serving)
+        .await
+        .expect("serve returns")
+        .unwrap()
+        .expect("graceful stop");
+    assert!(record(&store, &key).await.is_none(), "deregistered");
+}
+
 #[tokio::test]
 async fn serve_on_all_interfaces_registers_a_reachable_host() {
     let store = memory();
