@@ -108,7 +108,8 @@ impl RevisionEndpoints {
     }
 
     /// The endpoints of one instance.
-    pub(crate) fn of(&self, instance: &ServiceInstance, hosts: &mut Table) -> Vec<Endpoint> {
+    #[cfg(test)]
+    fn of(&self, instance: &ServiceInstance, hosts: &mut Table) -> Vec<Endpoint> {
         let mut out = Vec::with_capacity(self.per_instance());
         self.extend(instance, hosts, &mut out);
         out

@@ -7,7 +7,7 @@
 //! it has no routable instances, for [`APP_RELEASE_GRACE`]: a garbled mapping never strips
 //! an app that serves, while the junk it named is released.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,7 +51,7 @@ impl AppState {
     pub fn restore(&mut self, instances: Instances) {
         self.revisions = revisions_of(&instances);
         self.routable = Arc::new(Routable {
-            instances,
+            instances: Arc::new(instances),
             protection_active: false,
             revision: 0,
         });
@@ -60,11 +60,6 @@ impl AppState {
     /// Whether the view holds removals of this app.
     pub fn protection_active(&self) -> bool {
         self.routable.protection_active
-    }
-
-    /// How many instances there are to route to.
-    pub fn len(&self) -> usize {
-        self.routable.instances.len()
     }
 
     /// The instances to route to.
@@ -77,20 +72,24 @@ impl AppState {
         self.revisions.iter().map(String::as_str)
     }
 
-    /// The instances to route to, with their addresses (`{host}:{port}`).
-    pub fn routable_entries(&self) -> impl Iterator<Item = (&String, &Arc<ServiceInstance>)> {
-        self.routable.instances.iter()
+    /// The routable set as the app's view sent it (or the snapshot restored it).
+    pub fn routable_set(&self) -> &Arc<Routable> {
+        &self.routable
     }
 }
 
-/// The distinct revisions of `instances`, sorted, `0` left out.
+/// The distinct revisions of `instances`, sorted, `0` left out. Hashed, then the few
+/// distinct ones sorted: a tree compares each instance's 64-character revision with several
+/// others.
 fn revisions_of(instances: &Instances) -> Vec<String> {
-    let revisions: BTreeSet<&str> = instances
+    let revisions: HashSet<&str> = instances
         .values()
         .map(|i| i.revision())
         .filter(|r| *r != crate::model::EMPTY_REVISION)
         .collect();
-    revisions.into_iter().map(str::to_owned).collect()
+    let mut sorted: Vec<String> = revisions.into_iter().map(str::to_owned).collect();
+    sorted.sort_unstable();
+    sorted
 }
 
 /// What a mapping read did.

@@ -2,12 +2,16 @@
 //! metadata and consumer-side health. Pure: no I/O, no clock.
 //!
 //! Incremental: an instance's endpoints are rebuilt only when its record or its revision's
-//! metadata changed since the last pass, so a single-instance change costs one instance's
-//! endpoints plus assembling (sorting references, then cloning) the set. An instance whose
-//! revision's metadata is not known (yet) keeps the endpoints it had. What the endpoints of
-//! one revision share is kept from pass to pass too, so that instances joining over time
-//! share it with those already there (built anew per pass, a churning fleet would hold one
-//! copy per instance).
+//! metadata changed since the last pass; the others are copied from the last pass. An
+//! instance whose revision's metadata is not known (yet) keeps the endpoints it had. What
+//! the endpoints of one revision share is kept from pass to pass too, so that instances
+//! joining over time share it with those already there (built anew per pass, a churning
+//! fleet would hold one copy per instance).
+//!
+//! Each app's last pass is kept as the routable set it walked and, in that set's order,
+//! one vector of endpoints with where each instance's end: a pass walks the new set and
+//! the last one side by side (both are sorted by address), so it finds an instance's last
+//! endpoints without hashing or copying its address, and builds no vector per instance.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -17,18 +21,56 @@ use super::fetches::Key;
 use crate::consumer::endpoints::RevisionEndpoints;
 use crate::consumer::hosts::HostNames;
 use crate::consumer::subscription::Subscription;
+use crate::consumer::views::Routable;
 use crate::model::{Authority, EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance};
 
-/// The endpoints of one routed instance as last computed, with what they were computed
-/// from, so that they are reused while neither changes.
-struct Computed {
-    instance: Arc<ServiceInstance>,
-    /// The metadata they were built from; `None` when they were carried over from an
-    /// earlier record while the metadata of the instance's revision is not known.
+/// What the last pass built for one instance of its set.
+struct Built {
+    /// The metadata its endpoints were built from; `None` when they were carried over from
+    /// an earlier record while the metadata of the instance's revision is not known.
     info: Option<Arc<MetadataInfo>>,
+    /// Where its endpoints end in [`AppPass::endpoints`] (they start where the previous
+    /// instance's end).
+    end: usize,
+}
+
+/// One app's last pass.
+struct AppPass {
+    /// The routable set it walked.
+    routable: Arc<Routable>,
+    /// One entry per instance of `routable`, in its order.
+    built: Vec<Built>,
+    /// The endpoints of all its instances, in `routable`'s order, before health.
     endpoints: Vec<Endpoint>,
-    /// The pass that last saw the instance routed.
-    pass: u64,
+}
+
+/// One instance of a last pass with what it built.
+struct Last<'a> {
+    address: &'a str,
+    instance: &'a Arc<ServiceInstance>,
+    info: Option<&'a Arc<MetadataInfo>>,
+    endpoints: &'a [Endpoint],
+}
+
+impl AppPass {
+    /// Each instance the pass walked, in address order, with what it built.
+    fn instances(&self) -> impl Iterator<Item = Last<'_>> {
+        let mut start = 0;
+        self.routable
+            .instances
+            .iter()
+            .zip(&self.built)
+            .map(move |((address, instance), built)| {
+                let endpoints = &self.endpoints[start..built.end];
+                start = built.end;
+                Last {
+                    address,
+                    instance,
+                    info: built.info.as_ref(),
+                    endpoints,
+                }
+            })
+    }
 }
 
 /// What the endpoints of one revision share, with the metadata it was built from.
@@ -40,12 +82,10 @@ struct Shared {
 /// See the module docs.
 #[derive(Default)]
 pub(super) struct Assembly {
-    /// The endpoints of each routed instance, by app and `{host}:{port}`.
-    by_instance: HashMap<String, HashMap<String, Computed>>,
+    /// Each app's last pass.
+    passes: HashMap<String, AppPass>,
     /// What each revision's endpoints share, by app and revision.
     shared: HashMap<String, HashMap<String, Shared>>,
-    /// How many passes ran (marks the entries a pass saw).
-    pass: u64,
 }
 
 impl Assembly {
@@ -61,17 +101,16 @@ impl Assembly {
         hosts: &HostNames,
         failing: Option<&dyn Fn(&Authority) -> bool>,
     ) -> Vec<Endpoint> {
-        self.pass += 1;
-        let pass = self.pass;
         // One lock for the pass: a cold pass looks up a host for every instance.
         let mut hosts = hosts.lock();
+        self.passes.retain(|app, _| apps.contains_key(app));
+        self.shared.retain(|app, _| apps.contains_key(app));
         for (app, view) in apps {
             let infos: HashMap<&str, &Arc<MetadataInfo>> = metadata
                 .iter()
                 .filter(|((a, _), _)| a == app)
                 .map(|((_, revision), info)| (revision.as_str(), info))
                 .collect();
-            let computed = self.by_instance.entry(app.clone()).or_default();
             // Kept while its revision's metadata is the one known.
             let shared = self.shared.entry(app.clone()).or_default();
             shared.retain(|revision, kept| {
@@ -94,94 +133,84 @@ impl Assembly {
                 .iter()
                 .map(|(revision, kept)| (revision.as_str(), (&kept.info, &kept.endpoints)))
                 .collect();
-            // A first pass inserts an entry per instance: room for all of them at once.
-            computed.reserve(view.len().saturating_sub(computed.len()));
-            for (address, instance) in view.routable_entries() {
+            let routable = view.routable_set();
+            let last = self.passes.remove(app.as_str());
+            let per_instance = known.values().map(|(_, s)| s.per_instance()).max();
+            let room = last.as_ref().map_or_else(
+                || routable.instances.len() * per_instance.unwrap_or(0),
+                |last| last.endpoints.len(),
+            );
+            let mut built = Vec::with_capacity(routable.instances.len());
+            let mut endpoints = Vec::with_capacity(room);
+            let mut previous = last.iter().flat_map(AppPass::instances).peekable();
+            for (address, instance) in routable.instances.iter() {
+                // Both sets are sorted by address: the last pass's entry, if any, is next.
+                while previous.next_if(|p| p.address < address.as_str()).is_some() {}
+                let before = previous.next_if(|p| p.address == address.as_str());
                 let revision = instance.revision();
-                if revision == EMPTY_REVISION {
-                    continue;
-                }
-                match (computed.get_mut(address.as_str()), known.get(revision)) {
+                let info = if revision == EMPTY_REVISION {
+                    None
+                } else {
+                    known.get(revision)
+                };
+                let info = match (before, info) {
                     (Some(last), Some(&(info, shared))) => {
                         let same_record =
-                            Arc::ptr_eq(&last.instance, instance) || last.instance == *instance;
-                        let same_info = last.info.as_ref().is_some_and(|i| Arc::ptr_eq(i, info));
-                        if !(same_record && same_info) {
-                            last.endpoints = shared.of(instance, &mut hosts);
-                            last.info = Some(info.clone());
+                            Arc::ptr_eq(last.instance, instance) || *last.instance == *instance;
+                        let same_info = last.info.is_some_and(|i| Arc::ptr_eq(i, info));
+                        if same_record && same_info {
+                            endpoints.extend_from_slice(last.endpoints);
+                        } else {
+                            shared.extend(instance, &mut hosts, &mut endpoints);
                         }
-                        last.instance = instance.clone();
-                        last.pass = pass;
+                        Some(info.clone())
                     }
                     // Metadata not known (yet): keep the last endpoints.
-                    (Some(last), None) => {
-                        last.info = None;
-                        last.instance = instance.clone();
-                        last.pass = pass;
+                    (Some(last), None) if revision != EMPTY_REVISION => {
+                        endpoints.extend_from_slice(last.endpoints);
+                        None
                     }
                     (None, Some(&(info, shared))) => {
-                        let endpoints = shared.of(instance, &mut hosts);
-                        let entry = Computed {
-                            instance: instance.clone(),
-                            info: Some(info.clone()),
-                            endpoints,
-                            pass,
-                        };
-                        computed.insert(address.clone(), entry);
+                        shared.extend(instance, &mut hosts, &mut endpoints);
+                        Some(info.clone())
                     }
-                    (None, None) => {}
-                }
+                    _ => None,
+                };
+                let end = endpoints.len();
+                built.push(Built { info, end });
             }
+            drop(previous);
+            let pass = AppPass {
+                routable: Arc::clone(routable),
+                built,
+                endpoints,
+            };
+            self.passes.insert(app.clone(), pass);
         }
-        for computed in self.by_instance.values_mut() {
-            computed.retain(|_, c| c.pass == pass);
-            shrink_if_mostly_empty(computed);
-        }
-        self.by_instance.retain(|_, computed| !computed.is_empty());
-        self.shared
-            .retain(|app, revisions| !revisions.is_empty() && apps.contains_key(app));
-        shrink_if_mostly_empty(&mut self.by_instance);
-        let mut chosen: Vec<&Endpoint> = self
-            .by_instance
-            .values()
-            .flat_map(HashMap::values)
-            .flat_map(|c| &c.endpoints)
-            .collect();
+        self.shared.retain(|_, revisions| !revisions.is_empty());
+        let total = self.passes.values().map(|p| p.endpoints.len()).sum();
+        let mut chosen = Vec::with_capacity(total);
         if let Some(failing) = failing {
-            let healthy: Vec<&Endpoint> = chosen
-                .iter()
-                .copied()
-                .filter(|e| !failing(&e.authority()))
-                .collect();
-            if !healthy.is_empty() {
-                chosen = healthy;
-            }
+            chosen.extend(self.all().filter(|e| !failing(&e.authority())).cloned());
         }
+        if chosen.is_empty() {
+            chosen.extend(self.all().cloned());
+        }
+        // Unstable: equal endpoints are indistinguishable (and removed just after).
         chosen.sort_unstable();
         chosen.dedup();
-        chosen.into_iter().cloned().collect()
+        chosen
     }
 
     /// Every endpoint the last pass built, before health (with duplicates).
     pub fn all(&self) -> impl Iterator<Item = &Endpoint> {
-        self.by_instance
-            .values()
-            .flat_map(HashMap::values)
-            .flat_map(|c| &c.endpoints)
+        self.passes.values().flat_map(|p| &p.endpoints)
     }
 
     /// Forgets an app the subscription no longer follows.
     pub fn forget_app(&mut self, app: &str) {
-        self.by_instance.remove(app);
+        self.passes.remove(app);
         self.shared.remove(app);
-    }
-}
-
-/// Gives memory back once a map holds a quarter of what it once did: an app that shrank
-/// after a burst would otherwise keep its largest table for good.
-fn shrink_if_mostly_empty<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
-    if map.capacity() > 16 && map.len() < map.capacity() / 4 {
-        map.shrink_to(map.len() * 2);
     }
 }
 
@@ -209,7 +238,7 @@ mod tests {
         let routable: Instances = instances.iter().map(|i| (i.address(), i.clone())).collect();
         let mut state = AppState::default();
         state.update(Arc::new(Routable {
-            instances: routable,
+            instances: Arc::new(routable),
             protection_active: false,
             revision: 0,
         }));
@@ -225,6 +254,51 @@ mod tests {
 
     fn ports(endpoints: &[Endpoint]) -> Vec<u16> {
         endpoints.iter().map(|e| e.port).collect()
+    }
+
+    proptest::proptest! {
+        /// Pass after pass, as instances come, go, change their record and change revision
+        /// (to one whose metadata is not known, too), every instance has the endpoints it would have
+        /// alone, or, while its revision's metadata is unknown, the last it had.
+        #[test]
+        fn every_pass_gives_each_instance_what_it_would_have_alone(
+            passes in proptest::collection::vec(
+                proptest::collection::btree_map(0u16..24, (0usize..3, proptest::bool::ANY), 0..16),
+                1..8,
+            )
+        ) {
+            let v1 = info(&["shop.A"]);
+            let v2 = info(&["shop.A", "shop.B"]);
+            let revisions = [v1.revision.as_str(), v2.revision.as_str(), "feed"];
+            let metadata = known(&[&v1, &v2]);
+            let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
+            let mut assembly = Assembly::default();
+            let mut last: BTreeMap<u16, Vec<Endpoint>> = BTreeMap::new();
+            for pass in passes {
+                // A record may also change within its revision: its own port for the protocol.
+                let record = |port: u16, (r, own): (usize, bool)| {
+                    let mut i = (*instance(port, revisions[r])).clone();
+                    if own {
+                        let ports = format!(r#"[{{"port":{},"protocol":"tri"}}]"#, 9000 + port);
+                        i.metadata.insert(keys::ENDPOINTS.into(), ports);
+                    }
+                    Arc::new(i)
+                };
+                let fleet: Vec<_> = pass.iter().map(|(port, r)| record(*port, *r)).collect();
+                last.retain(|port, _| pass.contains_key(port));
+                for (port, r) in &pass {
+                    if r.0 < 2 {
+                        let alone = apps(&[record(*port, *r)]);
+                        let own = Assembly::default().compute(&alone, &metadata, &sub, &hosts, None);
+                        last.insert(*port, own);
+                    }
+                }
+                let mut expected: Vec<Endpoint> = last.values().flatten().cloned().collect();
+                expected.sort_unstable();
+                let set = assembly.compute(&apps(&fleet), &metadata, &sub, &hosts, None);
+                proptest::prop_assert_eq!(set, expected);
+            }
+        }
     }
 
     #[test]

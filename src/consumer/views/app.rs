@@ -71,8 +71,10 @@ struct Recovery {
 /// See the module docs.
 #[derive(Debug)]
 pub(crate) struct AppView {
-    /// The registered instances by `{host}:{port}`, enabled or not.
-    instances: Instances,
+    /// The registered instances by `{host}:{port}`, enabled or not. Shared with the
+    /// routable set published when that is all of them (see [`AppView::routable_map`]):
+    /// copied on the first change after.
+    instances: Arc<Instances>,
     protection: Protection,
     wipe_recovery: std::time::Duration,
     recovery: Option<Recovery>,
@@ -87,7 +89,7 @@ pub(crate) struct AppView {
 impl AppView {
     pub fn new(options: ProtectionOptions) -> Self {
         AppView {
-            instances: Instances::new(),
+            instances: Arc::default(),
             wipe_recovery: options.wipe_recovery,
             protection: Protection::new(options),
             recovery: None,
@@ -142,10 +144,11 @@ impl AppView {
         self.last_epoch = list.epoch;
         self.synced = true;
         let took_calls = self.routable_entries().next().is_some();
-        let old = std::mem::replace(&mut self.instances, list.instances);
+        let old = std::mem::replace(&mut self.instances, Arc::new(list.instances));
         let gone: Vec<(String, Arc<ServiceInstance>)> = old
-            .into_iter()
-            .filter(|(address, _)| !self.instances.contains_key(address))
+            .iter()
+            .filter(|(address, _)| !self.instances.contains_key(*address))
+            .map(|(address, instance)| (address.clone(), instance.clone()))
             .collect();
         self.returned_all(&mut applied);
         if let Some(sign) = sign {
@@ -186,7 +189,7 @@ impl AppView {
             let gone = match change {
                 InstanceChange::Upsert(instance) => {
                     self.returned(instance.clone(), &mut applied);
-                    self.instances.insert(instance.address(), instance);
+                    Arc::make_mut(&mut self.instances).insert(instance.address(), instance);
                     continue;
                 }
                 InstanceChange::Removed(address) => {
@@ -200,7 +203,7 @@ impl AppView {
                     address
                 }
             };
-            if let Some(previous) = self.instances.remove(&gone) {
+            if let Some(previous) = Arc::make_mut(&mut self.instances).remove(&gone) {
                 let remaining = self.instances.len();
                 let held = self.removed(&gone, previous.clone(), remaining, now);
                 if held.is_empty() && previous.accepts_calls() {
@@ -381,11 +384,17 @@ impl AppView {
             .chain(kept.filter(|(a, _)| !self.instances.contains_key(*a)))
     }
 
-    /// The instances to route to, as a map.
-    pub fn routable_map(&self) -> Instances {
-        self.routable_entries()
-            .map(|(a, i)| (a.clone(), i.clone()))
-            .collect()
+    /// The instances to route to, as a map: the registered ones themselves, shared, when
+    /// they are all routable and nothing is held or kept (a cold list's case, where a copy
+    /// would cost a string per instance).
+    pub fn routable_map(&self) -> Arc<Instances> {
+        let nothing_added = self.protection.held().next().is_none()
+            && self.recovery.as_ref().is_none_or(|r| r.kept.is_empty());
+        if nothing_added && self.instances.values().all(|i| i.accepts_calls()) {
+            return Arc::clone(&self.instances);
+        }
+        let routable = self.routable_entries().map(|(a, i)| (a.clone(), i.clone()));
+        Arc::new(routable.collect())
     }
 }
 

@@ -47,8 +47,8 @@ pub const VIEW_RELEASE_GRACE: Duration = Duration::from_secs(10);
 /// ones, by `{host}:{port}`.
 #[derive(Debug, Default)]
 pub(crate) struct Routable {
-    /// The instances.
-    pub instances: Instances,
+    /// The instances (shared with the view's own map when they are all it has).
+    pub instances: Arc<Instances>,
     /// Whether some of them are held (by self-preservation or a wipe recovery).
     pub protection_active: bool,
     /// The highest registry revision the app was listed at (`0`: none known).

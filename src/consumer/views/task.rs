@@ -353,7 +353,7 @@ impl View {
         let new_records: Vec<&ServiceInstance> = new_records.map(|(_, i)| &**i).collect();
         changed |= !new_records.is_empty();
         parts.health.registered_all(new_records);
-        for (address, instance) in &last.instances {
+        for (address, instance) in last.instances.iter() {
             if !next.contains_key(address) {
                 changed = true;
                 parts.health.forget(&instance.authority());
