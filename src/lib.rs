@@ -130,6 +130,7 @@
 //!                     panic mode), deadline, dial; knows health and a stream of changes,
 //!                     never the resolver
 //! limits, warnings    size limits; aggregated warnings
+//! drop_later          large values (a cold list's pages) freed off the caller's path
 //! metrics/            the published series, bounded labels
 //! ```
 //!
@@ -191,6 +192,7 @@ pub mod store;
 pub use backend::kv::{layout, mapping, registry, report};
 
 mod backoff;
+mod drop_later;
 mod tls;
 mod warnings;
 

@@ -9,7 +9,7 @@
 //! every endpoint; an instance adds only its host (one string the resolver shares among all
 //! the endpoints of that host, see `hosts.rs`) and a port per service.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::hosts::{HostNames, Table};
@@ -116,20 +116,23 @@ impl RevisionEndpoints {
     }
 }
 
-/// The endpoints of the members of several revisions, each with what its endpoints share,
-/// in one vector sized once (grown revision by revision, it could be up to half unused).
-pub(crate) fn assemble(
-    revisions: &[(RevisionEndpoints, &[&Arc<ServiceInstance>])],
+/// The endpoints of `instances`, each from what the endpoints of its revision share in
+/// `revisions`, in one vector sized once for `total` endpoints. Instances that take no
+/// calls, or whose revision is `0` or not in `revisions`, have none.
+///
+/// The instances are read in the order given, not revision by revision: an app's list is
+/// sorted by address, so each is read where it lies in memory (a walk per revision strides
+/// across the whole list), and the set comes out nearly sorted.
+pub(crate) fn assemble<'a>(
+    instances: impl IntoIterator<Item = &'a Arc<ServiceInstance>>,
+    revisions: &HashMap<&str, RevisionEndpoints>,
+    total: usize,
     hosts: &HostNames,
 ) -> Vec<Endpoint> {
-    let total = revisions
-        .iter()
-        .map(|(shared, members)| shared.per_instance() * members.len())
-        .sum();
     let mut endpoints = Vec::with_capacity(total);
     let mut hosts = hosts.lock();
-    for (shared, members) in revisions {
-        for instance in *members {
+    for instance in instances.into_iter().filter(|i| i.accepts_calls()) {
+        if let Some(shared) = revisions.get(instance.revision()) {
             shared.extend(instance, &mut hosts, &mut endpoints);
         }
     }
@@ -144,10 +147,10 @@ fn build_endpoints(
     subscription: &Subscription,
     hosts: &HostNames,
 ) -> Vec<Endpoint> {
-    assemble(
-        &[(RevisionEndpoints::new(info, subscription), members)],
-        hosts,
-    )
+    let shared = RevisionEndpoints::new(info, subscription);
+    let total = shared.per_instance() * members.len();
+    let revisions = HashMap::from([(info.revision.as_str(), shared)]);
+    assemble(members.iter().copied(), &revisions, total, hosts)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! instances → metadata once per revision → endpoints; [`Resolver::subscribe`] starts a
 //! live subscription.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use futures::future::join_all;
@@ -93,6 +93,8 @@ impl Resolver {
                 tracing::warn!(%app, %address, %reason, "instance record skipped");
             }
             let (found, failed) = self.endpoints_of(app, &list.instances, subscription).await;
+            let records = list.instances.len();
+            crate::drop_later::drop_later(list, records);
             if endpoints.is_empty() {
                 endpoints = found;
             } else {
@@ -127,21 +129,23 @@ impl Resolver {
             .iter()
             .map(|(revision, members)| self.metadata(app, revision, members));
         let metadata = join_all(fetches).await;
-        let mut shared = Vec::with_capacity(by_revision.len());
+        let mut shared = HashMap::with_capacity(by_revision.len());
+        let mut total = 0;
         let mut failure = None;
-        for ((_, members), info) in by_revision.iter().zip(metadata) {
+        for ((revision, members), info) in by_revision.iter().zip(metadata) {
             match info {
-                Ok(info) => shared.push((
-                    RevisionEndpoints::new(&info, subscription),
-                    members.as_slice(),
-                )),
+                Ok(info) => {
+                    let endpoints = RevisionEndpoints::new(&info, subscription);
+                    total += endpoints.per_instance() * members.len();
+                    shared.insert(*revision, endpoints);
+                }
                 Err(e) => {
                     tracing::warn!(%app, error = %e, "revision left out");
                     failure = Some(e);
                 }
             }
         }
-        let endpoints = assemble(&shared, &self.parts.hosts);
+        let endpoints = assemble(instances.values(), &shared, total, &self.parts.hosts);
         (endpoints, failure)
     }
 

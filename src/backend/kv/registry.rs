@@ -122,6 +122,8 @@ impl Registry {
                 _ => {
                     self.parse_page(app, prefix, &page.kvs, &mut parsed, &mut list, early);
                     list.instances = parsed.into_iter().collect();
+                    let records = page.kvs.len();
+                    crate::drop_later::drop_later(page, records);
                     return Ok(list);
                 }
             };
@@ -133,7 +135,8 @@ impl Registry {
                 self.parse_page(app, prefix, &page.kvs, &mut parsed, &mut list, early);
             };
             let (next, ()) = tokio::join!(biased; read, parse);
-            page = next?;
+            let records = page.kvs.len();
+            crate::drop_later::drop_later(std::mem::replace(&mut page, next?), records);
         }
     }
 
