@@ -444,10 +444,20 @@ fn read_output(dir: &Path) -> String {
         if lines.len() <= 400 {
             return lines.join("\n");
         }
+        // Each distinct one once, and not Dubbo's warning about a host without network
+        // interfaces (a clean root's), which it logs with every line and which hid the
+        // exception that ended a consumer.
+        let mut seen = std::collections::HashSet::new();
         let errors: Vec<&str> = lines
             .iter()
             .copied()
-            .filter(|l| l.contains("Exception") || l.contains("ERROR") || l.contains("no answer"))
+            .filter(|l| {
+                ["Exception", "ERROR", "Caused by", "no answer"]
+                    .iter()
+                    .any(|sign| l.contains(sign))
+            })
+            .filter(|l| !l.contains("NetworkInterface"))
+            .filter(|l| seen.insert(*l))
             .take(40)
             .collect();
         format!(
