@@ -103,8 +103,6 @@ impl Assembly {
     ) -> Vec<Endpoint> {
         // One lock for the pass: a cold pass looks up a host for every instance.
         let mut hosts = hosts.lock();
-        self.passes.retain(|app, _| apps.contains_key(app));
-        self.shared.retain(|app, _| apps.contains_key(app));
         for (app, view) in apps {
             let infos: HashMap<&str, &Arc<MetadataInfo>> = metadata
                 .iter()
@@ -179,7 +177,6 @@ impl Assembly {
                 let end = endpoints.len();
                 built.push(Built { info, end });
             }
-            drop(previous);
             let pass = AppPass {
                 routable: Arc::clone(routable),
                 built,
@@ -187,7 +184,9 @@ impl Assembly {
             };
             self.passes.insert(app.clone(), pass);
         }
-        self.shared.retain(|_, revisions| !revisions.is_empty());
+        self.passes.retain(|app, _| apps.contains_key(app));
+        self.shared
+            .retain(|app, revisions| !revisions.is_empty() && apps.contains_key(app));
         let total = self.passes.values().map(|p| p.endpoints.len()).sum();
         let mut chosen = Vec::with_capacity(total);
         if let Some(failing) = failing {
@@ -257,9 +256,10 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Pass after pass, as instances come, go, change their record and change revision
-        /// (to one whose metadata is not known, too), every instance has the endpoints it would have
-        /// alone, or, while its revision's metadata is unknown, the last it had.
+        /// Pass after pass, as instances come, go, change their record and change
+        /// revision (to one whose metadata is not known, too), every instance has the
+        /// endpoints it would have alone, or, while its revision's metadata is unknown, the
+        /// last it had.
         #[test]
         fn every_pass_gives_each_instance_what_it_would_have_alone(
             passes in proptest::collection::vec(

@@ -203,7 +203,10 @@ impl AppView {
                     address
                 }
             };
-            if let Some(previous) = Arc::make_mut(&mut self.instances).remove(&gone) {
+            // Copied (when shared with a published set) only if there is something to remove.
+            let present = self.instances.contains_key(&gone);
+            let removed = present.then(|| Arc::make_mut(&mut self.instances).remove(&gone));
+            if let Some(previous) = removed.flatten() {
                 let remaining = self.instances.len();
                 let held = self.removed(&gone, previous.clone(), remaining, now);
                 if held.is_empty() && previous.accepts_calls() {
