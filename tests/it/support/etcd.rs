@@ -245,6 +245,9 @@ impl EtcdServer {
     /// Panics when the server is not running or the signal cannot be sent.
     pub fn pause(&mut self) {
         self.signal(Signal::STOP, "SIGSTOP");
+        if let Some(child) = &self.child {
+            wait_stopped(child);
+        }
         self.paused = true;
     }
 
@@ -437,6 +440,29 @@ pub fn send_signal(child: &Child, signal: Signal, what: &str) {
             "cannot send {what} to the test etcd (pid {}): {error}",
             child.id()
         );
+    }
+}
+
+/// Waits (at most 5 s) until every thread of `child` is stopped. A SIGSTOP stops a process's
+/// threads one by one, as each next enters the kernel: a thread that was running may still
+/// answer a request sent right after the signal.
+pub fn wait_stopped(child: &Child) {
+    let tasks = PathBuf::from(format!("/proc/{}/task", child.id()));
+    let all_stopped = || {
+        let Ok(entries) = std::fs::read_dir(&tasks) else {
+            return true;
+        };
+        // A thread's state is the field after its name, which ends with the last ')'.
+        entries.flatten().all(|task| {
+            std::fs::read_to_string(task.path().join("stat")).map_or(true, |stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+            })
+        })
+    };
+    let started = Instant::now();
+    while !all_stopped() && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

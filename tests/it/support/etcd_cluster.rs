@@ -182,6 +182,7 @@ impl EtcdCluster {
     /// Freezes member `i` (SIGSTOP). Panics when the signal cannot be sent.
     pub fn pause(&self, i: usize) {
         send_signal(self.child(i), Signal::STOP, "SIGSTOP");
+        super::etcd::wait_stopped(self.child(i));
     }
 
     /// Lets a paused member `i` run again (SIGCONT). Panics when the signal cannot be sent.
