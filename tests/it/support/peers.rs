@@ -254,30 +254,42 @@ impl BuiltPeer {
         provided_by: Option<&str>,
         interval: Duration,
     ) -> ConsumerRun {
-        let (mut status, mut logs) = self
-            .run_consumer(registry, app, calls, provided_by, interval)
-            .await;
-        if self.peer == Peer::Java && !printed_result(logs.path()) && start_failed(logs.path()) {
+        let mut args: Vec<String> = [
+            "--registry",
+            registry,
+            "--app",
+            app,
+            "--calls",
+            &calls.to_string(),
+            "--wait-seconds",
+            &CONSUMER_WAIT_SECONDS.to_string(),
+            "--interval-ms",
+            &interval.as_millis().to_string(),
+        ]
+        .map(str::to_owned)
+        .into();
+        if let Some(apps) = provided_by {
+            args.extend(["--provided-by".to_owned(), apps.to_owned()]);
+        }
+        let (mut status, mut logs) = self.run_consumer(&args).await;
+        let mut result = result_line(logs.path());
+        if self.peer == Peer::Java && result.is_none() && start_failed(logs.path()) {
             // Dubbo Java's start, before any call, failed: seen twice in CI on etcd, cause
             // not known yet. It is said loudly and the consumer runs once more.
             eprintln!(
                 "the Dubbo Java consumer's start failed ({status}); running it once more:\n{}",
                 read_output(logs.path())
             );
-            (status, logs) = self
-                .run_consumer(registry, app, calls, provided_by, interval)
-                .await;
+            (status, logs) = self.run_consumer(&args).await;
+            result = result_line(logs.path());
         }
         let output = read_output(logs.path());
-        let result = read(logs.path(), "stdout")
-            .lines()
-            .find_map(|line| line.trim().strip_prefix("RESULT ").map(str::to_owned))
-            .unwrap_or_else(|| {
-                panic!(
-                    "the {} consumer printed no RESULT line ({status}):\n{output}",
-                    self.peer.name()
-                )
-            });
+        let result = result.unwrap_or_else(|| {
+            panic!(
+                "the {} consumer printed no RESULT line ({status}):\n{output}",
+                self.peer.name()
+            )
+        });
         let field = |name: &str| -> String {
             result
                 .split(' ')
@@ -300,31 +312,19 @@ impl BuiltPeer {
         }
     }
 
-    /// Runs one consumer process to its end: its exit and the directory of its output.
-    async fn run_consumer(
-        &self,
-        registry: &str,
-        app: &str,
-        calls: u32,
-        provided_by: Option<&str>,
-        interval: Duration,
-    ) -> (ExitStatus, TempDir) {
+    /// Runs one consumer process with `args` to its end: its exit and the directory of its
+    /// output.
+    async fn run_consumer(&self, args: &[String]) -> (ExitStatus, TempDir) {
         let logs = TempDir::with_prefix(format!("introspect-{}-", self.peer.name()))
             .expect("create a temporary dir");
         let stdout = std::fs::File::create(logs.path().join("stdout")).unwrap();
         let stderr = std::fs::File::create(logs.path().join("stderr")).unwrap();
         let mut command = self.command("consumer", logs.path());
         command
-            .args(["--registry", registry, "--app", app])
-            .args(["--calls", &calls.to_string()])
-            .args(["--wait-seconds", &CONSUMER_WAIT_SECONDS.to_string()])
-            .args(["--interval-ms", &interval.as_millis().to_string()])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr);
-        if let Some(apps) = provided_by {
-            command.args(["--provided-by", apps]);
-        }
         let mut child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start the {} consumer: {e}", self.peer.name()));
@@ -462,11 +462,11 @@ fn read(dir: &Path, name: &str) -> String {
     text
 }
 
-/// Whether a consumer printed its `RESULT` line.
-fn printed_result(dir: &Path) -> bool {
+/// What follows `RESULT ` in the line a consumer prints at its end, if it printed one.
+fn result_line(dir: &Path) -> Option<String> {
     read(dir, "stdout")
         .lines()
-        .any(|line| line.trim().starts_with("RESULT "))
+        .find_map(|line| line.trim().strip_prefix("RESULT ").map(str::to_owned))
 }
 
 /// Whether Dubbo Java said that its start failed (its deployer logs this, then throws).
