@@ -11,16 +11,23 @@ use crate::error::Result;
 use crate::limits::Limits;
 use crate::mapping::Mapping;
 
-/// Lists `app` (with the epoch), then forwards its watch.
+/// Lists `app` (with the epoch), then forwards its watch. The epoch is read, and the watch
+/// started, as soon as the list's revision is known, while the rest of the list is read.
 pub(super) async fn instances(
     backend: &KvBackend,
     app: &str,
     limits: &Limits,
     early: Option<EarlyInstances<'_>>,
 ) -> Result<InstanceFollow> {
-    let list = backend.list_with_epoch(app, limits, early).await?;
-    let registry = backend.registry(limits);
-    let mut watch = registry.watch(app, list.revision + 1).await?;
+    let registry = &backend.registry(limits);
+    let epoch_and_watch = |revision: i64| async move {
+        let epoch = backend.epoch_at(revision);
+        let watch = registry.watch(app, revision + 1);
+        let (epoch, watch) = tokio::join!(epoch, watch);
+        Ok((epoch?, watch?))
+    };
+    let (mut list, (epoch, mut watch)) = registry.list_beside(app, early, epoch_and_watch).await?;
+    list.epoch = epoch;
     let (events, follow) = InstanceFollow::channel();
     // The first event always fits: the channel is empty.
     let _ = events.try_send(Ok(InstanceEvent::Reset(list)));

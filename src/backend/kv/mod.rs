@@ -95,15 +95,18 @@ impl KvBackend {
         }
     }
 
-    /// An app's instances with the epoch read at the same store revision.
+    /// An app's instances with the epoch read at the same store revision (while the rest of
+    /// the list is read).
     async fn list_with_epoch(
         &self,
         app: &str,
         limits: &Limits,
         early: Option<EarlyInstances<'_>>,
     ) -> Result<InstanceList> {
-        let mut list = self.registry(limits).list_early(app, early).await?;
-        list.epoch = self.epoch_at(list.revision).await?;
+        let registry = self.registry(limits);
+        let epoch_at = |revision| self.epoch_at(revision);
+        let (mut list, epoch) = registry.list_beside(app, early, epoch_at).await?;
+        list.epoch = epoch;
         Ok(list)
     }
 }

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::model::{ServiceInstance, names};
-use crate::store::{KeyValue, LeaseId, Store, Watch, WatchEvent};
+use crate::store::{KeyValue, LeaseId, Page, Store, Watch, WatchEvent};
 
 pub use crate::backend::{EarlyInstances, InstanceChange, InstanceList, Instances};
 
@@ -93,22 +93,62 @@ impl Registry {
         app: &str,
         early: Option<EarlyInstances<'_>>,
     ) -> Result<InstanceList> {
+        let beside = |_| std::future::ready(Ok(()));
+        Ok(self.list_beside(app, early, beside).await?.0)
+    }
+
+    /// [`Registry::list_early`], running `beside(revision)` once the list's store revision
+    /// is known (from its first page), while the rest is read and parsed: what must be read
+    /// at the list's revision or follow it (the registry's epoch, the watch) costs no round
+    /// trip after the list. Both must succeed; a list started over runs it again.
+    pub async fn list_beside<T, F>(
+        &self,
+        app: &str,
+        early: Option<EarlyInstances<'_>>,
+        beside: impl Fn(i64) -> F,
+    ) -> Result<(InstanceList, T)>
+    where
+        F: Future<Output = Result<T>>,
+    {
         names::validate_app(app)?;
         let prefix = self.layout.app_prefix(app);
-        match self.list_pages(app, &prefix, early).await {
-            Err(Error::Compacted { .. }) => self.list_pages(app, &prefix, early).await,
+        match self.list_pages(app, &prefix, early, &beside).await {
+            Err(Error::Compacted { .. }) => self.list_pages(app, &prefix, early, &beside).await,
             other => other,
         }
     }
 
-    /// [`Registry::list`]'s read: page by page, parsing one page while reading the next.
-    async fn list_pages(
+    /// [`Registry::list_beside`]'s read: the first page, then the rest beside `beside`.
+    async fn list_pages<T, F>(
         &self,
         app: &str,
         prefix: &str,
         early: Option<EarlyInstances<'_>>,
+        beside: &impl Fn(i64) -> F,
+    ) -> Result<(InstanceList, T)>
+    where
+        F: Future<Output = Result<T>>,
+    {
+        let first = self.store.get_prefix_page(prefix, None, 0).await?;
+        let revision = first.revision;
+        // `beside` is polled first, so its requests are on their way before parsing starts.
+        let (side, list) = tokio::join!(
+            biased;
+            beside(revision),
+            self.read_pages(app, prefix, first, early)
+        );
+        Ok((list?, side?))
+    }
+
+    /// The rest of a list from its `first` page: page by page, parsing one page while
+    /// reading the next.
+    async fn read_pages(
+        &self,
+        app: &str,
+        prefix: &str,
+        mut page: Page,
+        early: Option<EarlyInstances<'_>>,
     ) -> Result<InstanceList> {
-        let mut page = self.store.get_prefix_page(prefix, None, 0).await?;
         let mut list = InstanceList {
             revision: page.revision,
             ..InstanceList::default()
@@ -345,5 +385,22 @@ mod tests {
         seen.sort_unstable();
         let listed: Vec<u16> = (1..=5000).filter(|p| !bad.contains(p)).collect();
         assert_eq!(seen, listed);
+    }
+
+    /// What runs beside a list is given the list's revision, and its failure fails the list.
+    #[tokio::test]
+    async fn what_runs_beside_a_list_reads_at_its_revision() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let registry = Registry::new(store.clone(), Layout::default(), Limits::default());
+        let key = registry.layout.instance_key("shop", "127.0.0.1", 1);
+        let record = ServiceInstance::new("shop", "127.0.0.1", 1).to_json();
+        store.put(&key, record, None).await.unwrap();
+        let at = |revision| std::future::ready(Ok(revision));
+        let (list, revision) = registry.list_beside("shop", None, at).await.unwrap();
+        assert_eq!(list.instances.len(), 1);
+        assert_eq!(revision, list.revision);
+        let refuse = |_| std::future::ready(Err::<(), _>(Error::Io(std::io::Error::other("no"))));
+        let failed = registry.list_beside("shop", None, refuse).await;
+        assert!(matches!(failed, Err(Error::Io(_))), "{failed:?}");
     }
 }
