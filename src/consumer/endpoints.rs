@@ -10,6 +10,7 @@
 //! the endpoints of that host, see `hosts.rs`) and a port per service.
 
 use std::collections::{BTreeMap, HashMap};
+use std::iter::Peekable;
 use std::sync::Arc;
 
 use super::hosts::{HostNames, Table};
@@ -22,10 +23,7 @@ pub(crate) fn by_revision<'a>(
     instances: impl IntoIterator<Item = &'a Arc<ServiceInstance>>,
 ) -> BTreeMap<&'a str, Vec<&'a Arc<ServiceInstance>>> {
     let mut grouped: BTreeMap<&str, Vec<&Arc<ServiceInstance>>> = BTreeMap::new();
-    for instance in instances
-        .into_iter()
-        .filter(|i| i.accepts_calls() && i.revision() != EMPTY_REVISION)
-    {
+    for instance in instances.into_iter().filter(routed) {
         grouped
             .entry(instance.revision())
             .or_default()
@@ -137,6 +135,39 @@ pub(crate) fn assemble<'a>(
         }
     }
     endpoints
+}
+
+/// Whether an instance gets endpoints of its revision: it takes calls and has a revision
+/// (revision `0` exports no service).
+pub(crate) fn routed(instance: &&Arc<ServiceInstance>) -> bool {
+    instance.accepts_calls() && instance.revision() != EMPTY_REVISION
+}
+
+/// Walks `walk` (instances that take calls, each with a revision) as far as their
+/// revisions are known: appends the endpoints of those whose revision is in `cached`,
+/// gathers those whose revision is in `uncached` as its members. Stops before the first
+/// instance of a revision in neither and returns that revision; `None` once the walk is
+/// done. The caller looks the revision up, files it under one of the two and walks on.
+pub(crate) fn walk_known<'a>(
+    walk: &mut Peekable<impl Iterator<Item = &'a Arc<ServiceInstance>>>,
+    cached: &HashMap<&'a str, RevisionEndpoints>,
+    uncached: &mut BTreeMap<&'a str, Vec<&'a Arc<ServiceInstance>>>,
+    hosts: &HostNames,
+    out: &mut Vec<Endpoint>,
+) -> Option<&'a str> {
+    let mut hosts = hosts.lock();
+    while let Some(&instance) = walk.peek() {
+        let revision = instance.revision();
+        if let Some(shared) = cached.get(revision) {
+            shared.extend(instance, &mut hosts, out);
+        } else if let Some(members) = uncached.get_mut(revision) {
+            members.push(instance);
+        } else {
+            return Some(revision);
+        }
+        walk.next();
+    }
+    None
 }
 
 /// The endpoints of instances sharing one revision's metadata.

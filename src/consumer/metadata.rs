@@ -122,6 +122,17 @@ impl MetadataSource {
             })
     }
 
+    /// The metadata of `app` at `revision` if it is cached, without loading it (a load in
+    /// flight is not waited for).
+    pub async fn get_cached(&self, app: &str, revision: &str) -> Option<Arc<MetadataInfo>> {
+        let info = self
+            .cache
+            .get(&(app.to_owned(), revision.to_owned()))
+            .await?;
+        Counters::bump(&self.counters.cache_hits);
+        Some(info)
+    }
+
     /// How many instances of one revision a load tries before it gives up.
     pub fn fetch_attempts(&self) -> usize {
         self.fetch_attempts

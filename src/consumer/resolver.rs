@@ -9,7 +9,7 @@ use futures::future::join_all;
 
 use super::balance::ChannelParts;
 use super::early::EarlyFetches;
-use super::endpoints::{RevisionEndpoints, assemble, by_revision};
+use super::endpoints::{self, RevisionEndpoints, assemble, by_revision};
 use super::explain::{AppFindings, Explanation};
 use super::follow::AppFollow;
 use super::seen::ConsumerHandle;
@@ -118,26 +118,56 @@ impl Resolver {
 
     /// The endpoints of one app's instances for a subscription, fetching the metadata of
     /// every uncached revision in parallel. Returns them with the last fetch failure, if any.
+    ///
+    /// One walk over the instances, in list order, builds the endpoints of the revisions
+    /// whose metadata is cached (on a cold resolve, most are: their fetches started while
+    /// the list was read) and gathers the members of the others, which are fetched after it
+    /// and assembled from their members.
     pub async fn endpoints_of(
         &self,
         app: &str,
         instances: &Instances,
         subscription: &Subscription,
     ) -> (Vec<Endpoint>, Option<Error>) {
-        let by_revision = by_revision(instances.values());
-        let fetches = by_revision
+        let source = &self.parts.metadata;
+        let mut cached: HashMap<&str, RevisionEndpoints> = HashMap::new();
+        let mut uncached: BTreeMap<&str, Vec<&Arc<ServiceInstance>>> = BTreeMap::new();
+        let mut endpoints = Vec::new();
+        let mut walk = instances.values().filter(endpoints::routed).peekable();
+        // The walk stops at each revision not met before, to look it up in the cache: the
+        // host table's lock is not held across the lookup.
+        while let Some(new) = endpoints::walk_known(
+            &mut walk,
+            &cached,
+            &mut uncached,
+            &self.parts.hosts,
+            &mut endpoints,
+        ) {
+            match source.get_cached(app, new).await {
+                Some(info) => {
+                    let shared = RevisionEndpoints::new(&info, subscription);
+                    if endpoints.capacity() == 0 {
+                        endpoints.reserve(shared.per_instance() * instances.len());
+                    }
+                    cached.insert(new, shared);
+                }
+                None => {
+                    uncached.insert(new, Vec::new());
+                }
+            }
+        }
+        let fetches = uncached
             .iter()
             .map(|(revision, members)| self.metadata(app, revision, members));
         let metadata = join_all(fetches).await;
-        let mut shared = HashMap::with_capacity(by_revision.len());
-        let mut total = 0;
         let mut failure = None;
-        for ((revision, members), info) in by_revision.iter().zip(metadata) {
+        for ((revision, members), info) in uncached.iter().zip(metadata) {
             match info {
                 Ok(info) => {
-                    let endpoints = RevisionEndpoints::new(&info, subscription);
-                    total += endpoints.per_instance() * members.len();
-                    shared.insert(*revision, endpoints);
+                    let shared = RevisionEndpoints::new(&info, subscription);
+                    let revisions = HashMap::from([(*revision, shared)]);
+                    let more = assemble(members.iter().copied(), &revisions, 0, &self.parts.hosts);
+                    endpoints.extend(more);
                 }
                 Err(e) => {
                     tracing::warn!(%app, error = %e, "revision left out");
@@ -145,7 +175,6 @@ impl Resolver {
                 }
             }
         }
-        let endpoints = assemble(instances.values(), &shared, total, &self.parts.hosts);
         (endpoints, failure)
     }
 
