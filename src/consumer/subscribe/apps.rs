@@ -7,7 +7,7 @@
 //! it has no routable instances, for [`APP_RELEASE_GRACE`]: a garbled mapping never strips
 //! an app that serves, while the junk it named is released.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,9 +28,9 @@ pub const APP_RELEASE_GRACE: Duration = Duration::from_secs(30);
 #[derive(Debug, Default)]
 pub(super) struct AppState {
     routable: Arc<Routable>,
-    /// The revisions of the routable instances (`0` left out), sorted: worked out when the
-    /// set changes, read at every wake of the subscription.
-    revisions: Vec<String>,
+    /// The revisions of the routable instances (`0` left out), sorted: worked out at the
+    /// first wake after the set changed (`None` until then), read at every wake.
+    revisions: Option<Vec<String>>,
     /// Whether the app's view has answered (the registry was listed).
     pub synced: bool,
 }
@@ -42,14 +42,14 @@ impl AppState {
         let changed = !Arc::ptr_eq(&self.routable, &routable);
         self.routable = routable;
         if changed {
-            self.revisions = revisions_of(&self.routable.instances);
+            self.revisions = None;
         }
         changed
     }
 
     /// Serves `instances` (from the snapshot) until the view answers.
     pub fn restore(&mut self, instances: Instances) {
-        self.revisions = revisions_of(&instances);
+        self.revisions = None;
         self.routable = Arc::new(Routable {
             instances: Arc::new(instances),
             protection_active: false,
@@ -67,29 +67,55 @@ impl AppState {
         self.routable.instances.values()
     }
 
-    /// The revisions of the instances to route to (`0` left out), each once, sorted.
+    /// The revisions of the instances to route to (`0` left out), each once, sorted, as
+    /// the last [`Self::members_of_due`] found them.
     pub fn revisions(&self) -> impl Iterator<Item = &str> {
-        self.revisions.iter().map(String::as_str)
+        self.revisions.iter().flatten().map(String::as_str)
     }
 
     /// The routable set as the app's view sent it (or the snapshot restored it).
     pub fn routable_set(&self) -> &Arc<Routable> {
         &self.routable
     }
-}
 
-/// The distinct revisions of `instances`, sorted, `0` left out. Hashed, then the few
-/// distinct ones sorted: a tree compares each instance's 64-character revision with several
-/// others.
-fn revisions_of(instances: &Instances) -> Vec<String> {
-    let revisions: HashSet<&str> = instances
-        .values()
-        .map(|i| i.revision())
-        .filter(|r| *r != crate::model::EMPTY_REVISION)
-        .collect();
-    let mut sorted: Vec<String> = revisions.into_iter().map(str::to_owned).collect();
-    sorted.sort_unstable();
-    sorted
+    /// Works out the revisions when the set changed, and returns the members of each
+    /// revision `due` says a fetch starts for: one walk over the set for both (a cold
+    /// start walks a set of thousands once, not once per question), and none when the
+    /// revisions are known and none is due.
+    pub fn members_of_due(
+        &mut self,
+        due: impl Fn(&str) -> bool,
+    ) -> Vec<(String, Vec<Arc<ServiceInstance>>)> {
+        if let Some(known) = &self.revisions
+            && !known.iter().any(|revision| due(revision))
+        {
+            return Vec::new();
+        }
+        // Hashed, then the few distinct revisions sorted: a tree compares each instance's
+        // 64-character revision with several others.
+        let mut seen: HashMap<&str, Option<Vec<Arc<ServiceInstance>>>> = HashMap::new();
+        for instance in self.routable.instances.values() {
+            let revision = instance.revision();
+            if revision == crate::model::EMPTY_REVISION {
+                continue;
+            }
+            let members = seen
+                .entry(revision)
+                .or_insert_with(|| due(revision).then(Vec::new));
+            if let Some(members) = members {
+                members.push(Arc::clone(instance));
+            }
+        }
+        let mut revisions: Vec<String> = seen.keys().map(|r| (*r).to_owned()).collect();
+        revisions.sort_unstable();
+        let mut starting: Vec<_> = seen
+            .into_iter()
+            .filter_map(|(revision, members)| Some((revision.to_owned(), members?)))
+            .collect();
+        starting.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        self.revisions = Some(revisions);
+        starting
+    }
 }
 
 /// What a mapping read did.
@@ -260,5 +286,56 @@ impl Following {
             .iter()
             .map(|(app, view)| (app.clone(), view.routable().count() as u64))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::keys;
+
+    fn routable(revisions: &[&str]) -> Arc<Routable> {
+        let instances: Instances = revisions
+            .iter()
+            .enumerate()
+            .map(|(port, revision)| {
+                let mut i = ServiceInstance::new("shop", "10.0.0.1", port as u16 + 1);
+                i.metadata.insert(keys::REVISION.into(), (*revision).into());
+                (i.address(), Arc::new(i))
+            })
+            .collect();
+        Arc::new(Routable {
+            instances: Arc::new(instances),
+            protection_active: false,
+            revision: 0,
+        })
+    }
+
+    fn ports(members: &[Arc<ServiceInstance>]) -> Vec<u16> {
+        members.iter().map(|i| i.port).collect()
+    }
+
+    #[test]
+    fn one_walk_finds_the_revisions_and_the_members_of_the_due_ones() {
+        let mut app = AppState::default();
+        assert!(app.update(routable(&["b", "a", "0", "b", "c"])));
+        let starting = app.members_of_due(|revision| revision != "c");
+        let found: Vec<(&str, Vec<u16>)> = starting
+            .iter()
+            .map(|(revision, members)| (revision.as_str(), ports(members)))
+            .collect();
+        assert_eq!(found, [("a", vec![2]), ("b", vec![1, 4])]);
+        assert_eq!(app.revisions().collect::<Vec<_>>(), ["a", "b", "c"]);
+        // Known revisions, none due: nothing to start.
+        assert!(app.members_of_due(|_| false).is_empty());
+        assert_eq!(app.revisions().collect::<Vec<_>>(), ["a", "b", "c"]);
+        // A retry due later: its members, from the same set.
+        let retry = app.members_of_due(|revision| revision == "c");
+        assert_eq!(retry.len(), 1);
+        assert_eq!((retry[0].0.as_str(), ports(&retry[0].1)), ("c", vec![5]));
+        // A new set: its revisions are worked out afresh.
+        app.update(routable(&["d", "0"]));
+        assert!(app.members_of_due(|_| false).is_empty());
+        assert_eq!(app.revisions().collect::<Vec<_>>(), ["d"]);
     }
 }

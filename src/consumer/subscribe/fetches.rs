@@ -106,60 +106,60 @@ impl Fetching {
     /// Starts the fetches of revisions in use whose metadata is unknown (first tries and
     /// retries that are due) and forgets revisions no longer in use.
     ///
-    /// Runs at every wake: the revisions in use are each app's (worked out when its set
-    /// changes), and the members of the revisions whose fetches start are collected in one
-    /// walk over each app's instances.
-    pub fn ensure(&mut self, apps: &BTreeMap<String, AppState>, now: Instant, counters: &Counters) {
-        let mut in_use: BTreeSet<(&str, &str)> = BTreeSet::new();
-        for (app, view) in apps {
-            in_use.extend(view.revisions().map(|revision| (app.as_str(), revision)));
+    /// Runs at every wake. An app whose set changed has its revisions worked out, and the
+    /// members of the revisions whose fetches start collected, in one walk over its
+    /// instances; an app whose set is as before is walked only for a retry that is due.
+    pub fn ensure(
+        &mut self,
+        apps: &mut BTreeMap<String, AppState>,
+        now: Instant,
+        counters: &Counters,
+    ) {
+        let mut starting = Vec::new();
+        for (app, view) in apps.iter_mut() {
+            let due = |revision: &str| self.due(app, revision, now);
+            for (revision, members) in view.members_of_due(due) {
+                starting.push(((app.clone(), revision), members));
+            }
         }
+        let in_use: BTreeSet<(&str, &str)> = apps
+            .iter()
+            .flat_map(|(app, view)| view.revisions().map(|revision| (app.as_str(), revision)))
+            .collect();
         let used = |key: &Key| in_use.contains(&(key.0.as_str(), key.1.as_str()));
         self.metadata.retain(|key, _| used(key));
         self.fetches.retain(|key, _| used(key));
-        let mut starting: BTreeMap<&str, BTreeMap<&str, Vec<Arc<ServiceInstance>>>> =
-            BTreeMap::new();
-        for (app, revision) in in_use {
-            let key = (app.to_owned(), revision.to_owned());
-            if self.metadata.contains_key(&key) {
-                continue;
-            }
+        for (key, members) in starting {
             let (base, max) = self.retry;
             let fetch = self.fetches.entry(key.clone()).or_insert_with(|| Fetch {
                 in_flight: false,
                 next_try: now,
                 backoff: Backoff::new(base, max),
             });
-            if fetch.in_flight || fetch.next_try > now {
-                continue;
-            }
             if fetch.backoff.attempts() > 0 {
                 Counters::bump(&counters.metadata_retries);
             }
             fetch.in_flight = true;
-            starting
-                .entry(app)
-                .or_default()
-                .insert(revision, Vec::new());
+            let source = self.source.clone();
+            let task_key = key.clone();
+            let handle = self.tasks.spawn(async move {
+                let refs: Vec<&Arc<ServiceInstance>> = members.iter().collect();
+                let result = source.get(&task_key.0, &task_key.1, &refs).await;
+                (task_key, result)
+            });
+            self.ids.insert(handle.id(), key);
         }
-        for (app, mut revisions) in starting {
-            for instance in apps[app].routable() {
-                if let Some(members) = revisions.get_mut(instance.revision()) {
-                    members.push(instance.clone());
-                }
-            }
-            for (revision, members) in revisions {
-                let key = (app.to_owned(), revision.to_owned());
-                let source = self.source.clone();
-                let task_key = key.clone();
-                let handle = self.tasks.spawn(async move {
-                    let refs: Vec<&Arc<ServiceInstance>> = members.iter().collect();
-                    let result = source.get(&task_key.0, &task_key.1, &refs).await;
-                    (task_key, result)
-                });
-                self.ids.insert(handle.id(), key);
-            }
-        }
+    }
+
+    /// Whether a fetch of `app`'s `revision` starts now: its metadata is unknown, and no
+    /// fetch of it runs or waits for a later retry.
+    fn due(&self, app: &str, revision: &str, now: Instant) -> bool {
+        let key = (app.to_owned(), revision.to_owned());
+        !self.metadata.contains_key(&key)
+            && self
+                .fetches
+                .get(&key)
+                .is_none_or(|fetch| !fetch.in_flight && fetch.next_try <= now)
     }
 
     /// Whether a revision is on its first fetch.

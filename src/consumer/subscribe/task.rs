@@ -190,7 +190,8 @@ impl Task {
             self.assembly.forget_app(&app);
             self.dirty = true;
         }
-        self.fetching.ensure(&self.following.apps, now, counters);
+        self.fetching
+            .ensure(&mut self.following.apps, now, counters);
         self.publisher
             .set_protection_active(self.following.protection_active());
         if self.following.live() && self.snapshots.live() {
@@ -370,7 +371,7 @@ impl Task {
         self.publisher.set_serving_snapshot(true);
         restore::restore(snapshot, &mut self.following, &mut self.fetching);
         self.fetching
-            .ensure(&self.following.apps, now, &self.parts.counters);
+            .ensure(&mut self.following.apps, now, &self.parts.counters);
     }
 }
 
