@@ -114,27 +114,18 @@ impl RevisionEndpoints {
     }
 }
 
-/// The endpoints of `instances`, each from what the endpoints of its revision share in
-/// `revisions`, in one vector sized once for `total` endpoints. Instances that take no
-/// calls, or whose revision is `0` or not in `revisions`, have none.
-///
-/// The instances are read in the order given, not revision by revision: an app's list is
-/// sorted by address, so each is read where it lies in memory (a walk per revision strides
-/// across the whole list), and the set comes out nearly sorted.
-pub(crate) fn assemble<'a>(
-    instances: impl IntoIterator<Item = &'a Arc<ServiceInstance>>,
-    revisions: &HashMap<&str, RevisionEndpoints>,
-    total: usize,
+/// Appends the endpoints of `members`, instances of one revision whose endpoints share
+/// `shared` (those that take no calls get none).
+pub(crate) fn extend_members(
+    members: &[&Arc<ServiceInstance>],
+    shared: &RevisionEndpoints,
     hosts: &HostNames,
-) -> Vec<Endpoint> {
-    let mut endpoints = Vec::with_capacity(total);
+    out: &mut Vec<Endpoint>,
+) {
     let mut hosts = hosts.lock();
-    for instance in instances.into_iter().filter(|i| i.accepts_calls()) {
-        if let Some(shared) = revisions.get(instance.revision()) {
-            shared.extend(instance, &mut hosts, &mut endpoints);
-        }
+    for instance in members.iter().filter(|i| routed(i)) {
+        shared.extend(instance, &mut hosts, out);
     }
-    endpoints
 }
 
 /// Whether an instance gets endpoints of its revision: it takes calls and has a revision
@@ -179,9 +170,9 @@ fn build_endpoints(
     hosts: &HostNames,
 ) -> Vec<Endpoint> {
     let shared = RevisionEndpoints::new(info, subscription);
-    let total = shared.per_instance() * members.len();
-    let revisions = HashMap::from([(info.revision.as_str(), shared)]);
-    assemble(members.iter().copied(), &revisions, total, hosts)
+    let mut out = Vec::with_capacity(shared.per_instance() * members.len());
+    extend_members(members, &shared, hosts, &mut out);
+    out
 }
 
 #[cfg(test)]

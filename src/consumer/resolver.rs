@@ -9,7 +9,7 @@ use futures::future::join_all;
 
 use super::balance::ChannelParts;
 use super::early::EarlyFetches;
-use super::endpoints::{self, RevisionEndpoints, assemble, by_revision};
+use super::endpoints::{self, RevisionEndpoints, by_revision};
 use super::explain::{AppFindings, Explanation};
 use super::follow::AppFollow;
 use super::seen::ConsumerHandle;
@@ -161,19 +161,27 @@ impl Resolver {
             .map(|(revision, members)| self.metadata(app, revision, members));
         let metadata = join_all(fetches).await;
         let mut failure = None;
-        for ((revision, members), info) in uncached.iter().zip(metadata) {
+        let mut fetched = Vec::with_capacity(uncached.len());
+        for (members, info) in uncached.values().zip(metadata) {
             match info {
-                Ok(info) => {
-                    let shared = RevisionEndpoints::new(&info, subscription);
-                    let revisions = HashMap::from([(*revision, shared)]);
-                    let more = assemble(members.iter().copied(), &revisions, 0, &self.parts.hosts);
-                    endpoints.extend(more);
-                }
+                Ok(info) => fetched.push((members, RevisionEndpoints::new(&info, subscription))),
                 Err(e) => {
                     tracing::warn!(%app, error = %e, "revision left out");
                     failure = Some(e);
                 }
             }
+        }
+        let more = fetched
+            .iter()
+            .map(|(m, shared)| m.len() * shared.per_instance());
+        endpoints.reserve_exact(more.sum());
+        for (members, shared) in &fetched {
+            endpoints::extend_members(members, shared, &self.parts.hosts, &mut endpoints);
+        }
+        // Room was made for every instance at the first cached revision's count of
+        // endpoints: a resolver keeps what it returns, so what is left over is given back.
+        if endpoints.capacity() - endpoints.len() > endpoints.len() / 8 {
+            endpoints.shrink_to_fit();
         }
         (endpoints, failure)
     }
