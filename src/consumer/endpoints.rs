@@ -114,8 +114,8 @@ impl RevisionEndpoints {
     }
 }
 
-/// Appends the endpoints of `members`, instances of one revision whose endpoints share
-/// `shared` (those that take no calls get none).
+/// Appends the endpoints of `members`, [`routed`] instances of one revision whose
+/// endpoints share `shared`.
 pub(crate) fn extend_members(
     members: &[&Arc<ServiceInstance>],
     shared: &RevisionEndpoints,
@@ -123,7 +123,7 @@ pub(crate) fn extend_members(
     out: &mut Vec<Endpoint>,
 ) {
     let mut hosts = hosts.lock();
-    for instance in members.iter().filter(|i| routed(i)) {
+    for instance in members {
         shared.extend(instance, &mut hosts, out);
     }
 }

@@ -95,12 +95,11 @@ impl MetadataSource {
         revision: &str,
         members: &[&Arc<ServiceInstance>],
     ) -> Result<Arc<MetadataInfo>> {
-        let counters = &*self.counters;
-        let key = (app.to_owned(), revision.to_owned());
-        if let Some(info) = self.cache.get(&key).await {
-            Counters::bump(&counters.cache_hits);
+        if let Some(info) = self.get_cached(app, revision).await {
             return Ok(info);
         }
+        let counters = &*self.counters;
+        let key = (app.to_owned(), revision.to_owned());
         let candidates: Vec<Arc<ServiceInstance>> = members.iter().map(|i| Arc::clone(i)).collect();
         let span = tracing::debug_span!("metadata_load", %app, %revision);
         let load = async {
