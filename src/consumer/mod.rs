@@ -58,6 +58,7 @@ mod hosts;
 mod metadata;
 mod rejections;
 mod resolver;
+pub mod routing;
 mod seen;
 mod stats;
 mod subscribe;

@@ -1,0 +1,28 @@
+//! The routing stage: which providers a call may go to, and with what weight, from what
+//! the providers publish, as Dubbo Java 3.3 routes. Pure: no I/O, no clock of its own.
+//!
+//! Data flows one way: discovery publishes what the registries say, unfiltered; routing
+//! (here) turns it into the routed, weighted subset for one call's input; health and
+//! balancing (`balance/`) then leave out set-aside endpoints and pick one.
+//!
+//! * `params`: what one endpoint's service parameters and instance record say for
+//!   routing (`dubbo.tag`, `disabled`/`enabled`, `weight`, `{method}.weight`, `warmup`,
+//!   `timestamp`), parsed as Java parses them; values that do not parse are kept as
+//!   findings, never a panic.
+//! * `weight`: the effective weight, Java's `AbstractLoadBalance.getWeight` with warm-up.
+//! * `tag`: a call's tag ([`CallTag`]) and Java's static-tag selection.
+//! * `pick`: the weighted choice among the routed, healthy endpoints.
+//!
+//! Rules from the config centre (configurators, tag and condition rules) are not read yet:
+//! only what providers publish routes calls.
+
+mod params;
+mod pick;
+mod tag;
+mod weight;
+
+pub use params::{BadParam, RouteParams};
+pub(crate) use pick::pick;
+pub use tag::CallTag;
+pub(crate) use tag::{TagSelection, select_by_tag};
+pub use weight::{DEFAULT_WARMUP_MS, DEFAULT_WEIGHT, effective_weight};
