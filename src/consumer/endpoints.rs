@@ -87,6 +87,7 @@ impl RevisionEndpoints {
             return;
         }
         let host = hosts.get(&instance.host);
+        let timestamp = instance.started_at_ms();
         for (service, protocol) in &self.services {
             let port = if service.port > 0 {
                 service.port
@@ -101,6 +102,7 @@ impl RevisionEndpoints {
                 protocol: protocol.clone(),
                 revision: self.revision.clone(),
                 service: Arc::clone(service),
+                timestamp,
             });
         }
     }
@@ -243,6 +245,7 @@ mod tests {
                     protocol: Arc::from(service.protocol.clone()),
                     revision: Arc::from(info.revision.clone()),
                     service: Arc::new((**service).clone()),
+                    timestamp: instance.started_at_ms(),
                 });
             }
         }

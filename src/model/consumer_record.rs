@@ -216,6 +216,7 @@ mod tests {
             protocol: Arc::from("tri"),
             revision: Arc::from(revision),
             service: Arc::new(ServiceInfo::new("shop.OrderService")),
+            timestamp: 0,
         }
     }
 

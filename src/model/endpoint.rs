@@ -9,7 +9,7 @@ use crate::model::{Authority, ServiceInfo};
 ///
 /// Every part is shared (`Arc`): the app, revision, protocol and service info by all the
 /// endpoints of one revision, the host by all the endpoints of one instance. A fleet's
-/// endpoints thus cost one small fixed-size record each (80 bytes on 64-bit targets), not
+/// endpoints thus cost one small fixed-size record each (88 bytes on 64-bit targets), not
 /// O(instances × services × params), and cloning an endpoint copies no string.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Endpoint {
@@ -28,6 +28,9 @@ pub struct Endpoint {
     pub revision: Arc<str>,
     /// The service as exported.
     pub service: Arc<ServiceInfo>,
+    /// When the instance started, in ms since the epoch, from its record's `timestamp`
+    /// metadata (where Dubbo Java writes it); 0 when unknown. Weights warm up from it.
+    pub timestamp: u64,
 }
 
 impl Endpoint {
@@ -68,6 +71,7 @@ mod tests {
             protocol: "tri".into(),
             revision: "r".into(),
             service: Arc::new(ServiceInfo::new("a.A")),
+            timestamp: 0,
         }
     }
 

@@ -206,6 +206,15 @@ impl ServiceInstance {
             .unwrap_or(self.port)
     }
 
+    /// When the instance started, in ms since the epoch: its `timestamp` metadata, where
+    /// Dubbo Java writes it; 0 when absent or not a number (no warm-up then, as in Java).
+    pub fn started_at_ms(&self) -> u64 {
+        self.metadata
+            .get("timestamp")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// The JSON form stored under the instance's key.
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("instance always serializes")

@@ -260,6 +260,7 @@ mod tests {
             protocol: protocol.into(),
             revision: "r".into(),
             service: Arc::new(service),
+            timestamp: 0,
         }
     }
 

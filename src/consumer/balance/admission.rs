@@ -191,6 +191,18 @@ impl Admission {
         self.start_check(&address);
     }
 
+    /// The endpoint at `address` changed (a new revision there): it is kept for when the
+    /// address is next handed over. Whether the address was known.
+    pub fn refresh(&mut self, address: &Authority, endpoint: Endpoint) -> bool {
+        match self.entries.get_mut(address) {
+            Some(entry) => {
+                entry.endpoint = endpoint;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// `address` left: whatever is known of it is forgotten (the feeder takes it out of the
     /// balancer if it was there).
     pub fn withdraw(&mut self, address: &Authority) {
@@ -475,6 +487,7 @@ mod tests {
             protocol: "tri".into(),
             revision: "r".into(),
             service: Arc::new(ServiceInfo::new("pay.Pay")),
+            timestamp: 0,
         };
         (endpoint.authority(), endpoint)
     }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tonic::transport::Endpoint as TonicEndpoint;
 
+use crate::consumer::routing::CallTag;
 use crate::error::{Error, Result};
 use crate::model::Authority;
 use crate::tls::{ClientTlsConfig, IdentityCheck, Refusals};
@@ -38,6 +39,7 @@ pub struct ChannelOptions {
     pub(super) capacity: usize,
     pub(super) passive_health: bool,
     pub(super) endpoint_wait: Duration,
+    pub(super) tag: CallTag,
 }
 
 impl Default for ChannelOptions {
@@ -49,6 +51,7 @@ impl Default for ChannelOptions {
             capacity: DEFAULT_CHANGE_CAPACITY,
             passive_health: true,
             endpoint_wait: DEFAULT_ENDPOINT_WAIT,
+            tag: CallTag::none(),
         }
     }
 }
@@ -103,6 +106,22 @@ impl ChannelOptions {
     /// deadline (set one, or [`request_timeout`](Self::request_timeout)).
     pub fn endpoint_wait(mut self, wait: Duration) -> Self {
         self.endpoint_wait = wait;
+        self
+    }
+
+    /// Tags the calls that carry no `dubbo.tag` header of their own with `tag` (default:
+    /// none), as a Dubbo consumer's own `dubbo.tag`: they go to providers of that tag, else
+    /// to untagged ones. An empty tag is no tag.
+    pub fn tag(mut self, tag: &str) -> Self {
+        self.tag = CallTag::new(tag, self.tag.force);
+        self
+    }
+
+    /// Sets whether tagged calls go only to providers of their tag, never falling back to
+    /// untagged ones (default `false`; Dubbo's `dubbo.force.tag`). A request's own
+    /// `dubbo.force.tag` header wins.
+    pub fn force_tag(mut self, force: bool) -> Self {
+        self.tag.force = force;
         self
     }
 

@@ -5,7 +5,9 @@
 //! hosts in brackets, the key health uses too) is one key: an address that appears is an [`Change::Insert`] carrying its first endpoint
 //! (in the set's order), one that goes is a [`Change::Remove`]. Several services (or
 //! protocols) on one address are one key, and an address stays inserted while any of them
-//! remains. Within one published set, insertions come before removals, so a balancer that
+//! remains. When the instance at an address publishes a new revision (say with another
+//! weight or tag) or restarts, the address is inserted again with its new first endpoint:
+//! as in `tower::discover`, an insertion of a present key replaces its value. Within one published set, insertions come before removals, so a balancer that
 //! follows the stream never goes through an empty state when a set is replaced whole.
 //!
 //! The stream follows exactly what the subscription publishes, so it inherits its
@@ -84,7 +86,10 @@ fn diff(
     }
     let mut changes = Vec::new();
     for (address, endpoint) in &wanted {
-        if !current.contains_key(address) {
+        let changed = current.get(address).is_none_or(|old| {
+            old.revision != endpoint.revision || old.timestamp != endpoint.timestamp
+        });
+        if changed {
             current.insert(address.clone(), (*endpoint).clone());
             changes.push(Change::Insert(address.clone(), (*endpoint).clone()));
         }
@@ -115,6 +120,7 @@ mod tests {
             protocol: "tri".into(),
             revision: "r".into(),
             service: Arc::new(ServiceInfo::new(service)),
+            timestamp: 0,
         }
     }
 
@@ -151,6 +157,12 @@ mod tests {
             ["+10.0.0.2:1", "-10.0.0.1:1", "-[::1]:7"]
         );
         assert_eq!(current.len(), 1);
+        // The same address in a new revision: inserted again, with its new endpoint.
+        let mut revised = endpoint("10.0.0.2", 1, "a.A");
+        revised.revision = "r2".into();
+        let changes = diff(&mut current, &[revised]);
+        assert_eq!(keys(&changes), ["+10.0.0.2:1"]);
+        assert!(matches!(&changes[0], Change::Insert(_, e) if &*e.revision == "r2"));
     }
 
     #[tokio::test]

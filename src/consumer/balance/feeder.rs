@@ -1,5 +1,6 @@
 //! The task feeding a balancer: it follows a [`Discovery`] stream and hands the balancer its
-//! changes (insertions first, as the stream gives them), dialling each new address lazily.
+//! changes (insertions first, as the stream gives them), dialling each new address lazily;
+//! an address whose endpoint changed (a new revision there) is rerouted, not dialled again.
 //! With an identity check, an inserted address is handed over only once `admission.rs`
 //! has dialled and checked it, and taken out again when a later handshake is refused.
 //!
@@ -10,19 +11,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::admission::{Admission, Admitted};
+use super::balancer::Update;
+use super::dial::Dialer;
+use super::discover::{Change, Discovery};
+use super::passive::{Guarded, Recorder};
+use super::{Marked, ServiceHeaders};
+use crate::consumer::health::EndpointKey;
+use crate::consumer::routing::RouteParams;
+use crate::model::{Authority, Endpoint};
 use futures::{FutureExt as _, StreamExt as _};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
-use tower::discover::Change as TowerChange;
-
-use super::admission::{Admission, Admitted};
-use super::dial::Dialer;
-use super::discover::{Change, Discovery};
-use super::passive::{Guarded, Recorder};
-use super::{EndpointService, ServiceHeaders, endpoint_service};
-use crate::consumer::health::EndpointKey;
-use crate::model::{Authority, Endpoint};
 
 /// What the feeder publishes of the endpoints it follows.
 pub(super) struct Published {
@@ -37,7 +38,7 @@ pub(super) struct Published {
 /// See the module docs.
 pub(super) struct Feeder {
     discovery: Discovery,
-    changes: mpsc::Sender<TowerChange<Authority, EndpointService>>,
+    changes: mpsc::Sender<Update>,
     dialer: Dialer,
     /// With an identity check: which addresses may join.
     admission: Option<Admission>,
@@ -60,7 +61,7 @@ enum Step {
 impl Feeder {
     pub(super) fn new(
         discovery: Discovery,
-        changes: mpsc::Sender<TowerChange<Authority, EndpointService>>,
+        changes: mpsc::Sender<Update>,
         dialer: Dialer,
         admission: Option<Admission>,
         recorder: Arc<Recorder>,
@@ -112,6 +113,19 @@ impl Feeder {
     async fn hand_over(&mut self, change: Change<Authority, Endpoint>) -> bool {
         match change {
             Change::Insert(address, endpoint) => {
+                let handed = self.current.contains(&address);
+                let route = handed.then(|| Arc::new(RouteParams::of(&endpoint)));
+                let known = match &mut self.admission {
+                    Some(admission) => admission.refresh(&address, endpoint.clone()),
+                    None => false,
+                };
+                if let Some(route) = route {
+                    return self.send(Update::Reroute(address, route)).await;
+                }
+                if known {
+                    // Being checked, or refused: it joins with the new endpoint if admitted.
+                    return true;
+                }
                 if let Some(admission) = &mut self.admission {
                     admission.offer(address, endpoint);
                     return true;
@@ -154,13 +168,14 @@ impl Feeder {
             instance: endpoint.instance_authority(),
         };
         self.current.insert(address.clone());
-        self.recorder.insert(&key);
-        let guarded = Guarded::new(channel, key, self.recorder.clone());
+        let guarded = Guarded::new(channel, key.clone(), self.recorder.clone());
         let headers = ServiceHeaders::of(&endpoint.service);
-        self.send(TowerChange::Insert(
+        self.send(Update::Insert {
             address,
-            endpoint_service(guarded, headers),
-        ))
+            key,
+            service: Marked(guarded, headers),
+            route: Arc::new(RouteParams::of(endpoint)),
+        })
         .await
     }
 
@@ -170,11 +185,10 @@ impl Feeder {
             return true;
         }
         tracing::debug!(%address, "endpoint removed from the channel");
-        self.recorder.remove(&address);
-        self.send(TowerChange::Remove(address)).await
+        self.send(Update::Remove(address)).await
     }
 
-    async fn send(&mut self, change: TowerChange<Authority, EndpointService>) -> bool {
+    async fn send(&mut self, change: Update) -> bool {
         tokio::select! {
             () = self.cancel.cancelled() => false,
             sent = self.changes.send(change) => sent.is_ok(),

@@ -3,7 +3,8 @@
 //!
 //! A small feeder task (`feeder.rs`) follows a [`Discovery`] stream (one key per distinct
 //! [`Authority`], so several services or protocols on one address are one balancer
-//! endpoint) and hands the balancer its changes, insertions first; `admission.rs` decides,
+//! endpoint) and hands the balancer (`balancer.rs`: routing, health, a weighted pick) its
+//! changes, insertions first; `admission.rs` decides,
 //! with an identity check, which addresses may join (dialled and checked first, refused
 //! ones kept out until a TLS recheck passes); `passive.rs` records each call's outcome into
 //! health; `deadline.rs` bounds calls; `dial.rs` makes the tonic endpoint of one address.
@@ -11,6 +12,7 @@
 //! a subscription: it inherits the protections of whatever feeds it.
 
 mod admission;
+mod balancer;
 mod deadline;
 mod dial;
 mod discover;
@@ -19,21 +21,16 @@ mod passive;
 mod service_headers;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
-use futures::Stream;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tower::BoxError;
-use tower::balance::p2c::Balance;
 use tower::buffer::Buffer;
-use tower::discover::Change as TowerChange;
-use tower::load::{CompleteOnResponse, PendingRequests};
 use tower::util::BoxService;
 use tracing::Instrument as _;
 
@@ -44,6 +41,7 @@ use crate::error::{Error, Result};
 use crate::model::Authority;
 use crate::tls::{ClientTlsConfig, IdentityCheck, Refusals};
 use admission::Admission;
+use balancer::Balancer;
 use deadline::{Bounded, Dispatched, NoEndpoints, deadline_of};
 pub(crate) use dial::TlsChoice;
 pub use dial::{
@@ -64,12 +62,10 @@ type Response = http::Response<tonic::body::Body>;
 /// What the balancer's boxed service answers with.
 type BoxedFuture = BoxFuture<'static, std::result::Result<Response, BoxError>>;
 
-/// One balancer endpoint: the tonic channel of one address under passive health,
-/// measured by its pending requests.
-type EndpointService = PendingRequests<Marked, CompleteOnResponse>;
-
-/// Marks each request handed to the endpoint (for [`Bounded`]) and names the endpoint's
-/// service in its Triple headers, then calls it.
+/// One balancer endpoint: marks each request handed to it (for [`Bounded`]) and names the
+/// endpoint's service in its Triple headers, then calls it under passive health. Cheap to
+/// clone: clones share the endpoint's connection.
+#[derive(Clone)]
 struct Marked(Guarded, ServiceHeaders);
 
 impl tower::Service<Request> for Marked {
@@ -88,11 +84,6 @@ impl tower::Service<Request> for Marked {
     }
 }
 
-/// The stack of one endpoint, built when the balancer is handed its address.
-fn endpoint_service(guarded: Guarded, headers: ServiceHeaders) -> EndpointService {
-    PendingRequests::new(Marked(guarded, headers), CompleteOnResponse::default())
-}
-
 /// A load-balanced channel over a subscription's endpoints, made by
 /// [`crate::Resolver::balanced_channel`]. Generated tonic clients accept it
 /// (`GreeterClient::new(channel)`): it is a `tower::Service` of HTTP requests, as tonic's
@@ -101,12 +92,26 @@ fn endpoint_service(guarded: Guarded, headers: ServiceHeaders) -> EndpointServic
 /// ```text
 /// BalancedChannel (Clone)      call deadlines, then a tower Buffer: clones share one
 ///                              balancer task
-///   p2c::Balance               power of two choices by pending requests
-///     PendingRequests          the load measure
-///       service headers        `tri-service-group` / `-version` of the endpoint's service
-///       passive health         records each call's outcome; not ready while set aside
-///         tonic Channel        one per address, connected lazily
+///   Balancer                   per call: routing (static tags, disabled providers), then
+///                              health (set-aside endpoints out, panic mode), then a
+///                              weighted pick of two by calls in flight per weight
+///     service headers          `tri-service-group` / `-version` of the endpoint's service
+///     passive health           records each call's outcome
+///       tonic Channel          one per address, connected lazily
 /// ```
+///
+/// **Routing**, as Dubbo Java 3.3 routes with what providers publish in their
+/// `ServiceInfo.params` (see [`crate::consumer::routing`]): a provider with `disabled=true`
+/// (or `enabled=false`) takes no call; an untagged call goes only to providers without a
+/// `dubbo.tag`, a call tagged `T` (request header `dubbo.tag`, else
+/// [`ChannelOptions::tag`]) to providers tagged `T`, else, unless forced (`dubbo.force.tag`),
+/// to the untagged ones. A call that routes to no provider fails at once with UNAVAILABLE
+/// saying why.
+///
+/// **Weights**: each provider's share of calls follows its effective weight (`weight`,
+/// default 100, or `{method}.weight`, reduced during its `warmup` after the instance's
+/// `timestamp`), as with Java's weighted random balancing; of two providers drawn by weight,
+/// the one with fewer calls in flight per unit of weight takes the call.
 ///
 /// **Service headers**: a call names the group and version of the service its endpoint
 /// was resolved for in the Triple headers Dubbo routes by (dubbo-go and Dubbo Java find a
@@ -120,11 +125,11 @@ fn endpoint_service(guarded: Guarded, headers: ServiceHeaders) -> EndpointServic
 /// trailers), a CANCELLED answer after the call's deadline (what tonic servers answer then)
 /// and a call that hung past its deadline count towards
 /// [`HealthOptions::failure_threshold`](crate::consumer::HealthOptions::failure_threshold)
-/// consecutive failures. A set-aside endpoint is not ready, so the balancer routes around
-/// it at once, and it is probed until it answers, then rejoins. Endpoints of instances that
-/// self-preservation holds take no calls until the instance answers a probe. If every
-/// endpoint is set aside, the channel routes to all of them (panic mode, logged and counted
-/// as `panic_routes`). [`ChannelOptions::passive_health`] turns the recording off.
+/// consecutive failures. The balancer routes around a set-aside endpoint at once, and it is
+/// probed until it answers, then rejoins. Endpoints of instances that self-preservation
+/// holds take no calls until the instance answers a probe. If every endpoint a call may go
+/// to is set aside, the call goes to one of them anyway (panic mode, logged and counted as
+/// `panic_routes`). [`ChannelOptions::passive_health`] turns the recording off.
 ///
 /// **Identity** (with the `tls` feature and
 /// [`ResolverBuilder::identity`](crate::consumer::ResolverBuilder::identity)): each
@@ -216,23 +221,6 @@ impl Future for ResponseFuture {
     }
 }
 
-/// The balancer's side of the feeder's changes. When the feeder stops, the stream stays
-/// pending, so the balancer keeps the endpoints it has.
-struct Changes {
-    receiver: mpsc::Receiver<TowerChange<Authority, EndpointService>>,
-}
-
-impl Stream for Changes {
-    type Item = std::result::Result<TowerChange<Authority, EndpointService>, Infallible>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
-        match self.receiver.poll_recv(cx) {
-            Poll::Ready(Some(change)) => Poll::Ready(Some(Ok(change))),
-            Poll::Ready(None) | Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
 /// What follows and controls a channel's feeder.
 #[derive(Debug)]
 pub(crate) struct Feed {
@@ -298,10 +286,15 @@ pub(crate) fn balanced_channel(
         _ => None,
     };
     let (changes, receiver) = mpsc::channel(options.capacity);
-    let balance: Balance<Changes, Request> = Balance::new(Changes { receiver });
+    let balancer = Balancer::new(
+        receiver,
+        options.tag.clone(),
+        parts.health.clone(),
+        parts.counters.clone(),
+    );
     let (all_refused, refused_why) = watch::channel(None);
     let channel = BalancedChannel {
-        inner: Buffer::new(BoxService::new(balance), REQUEST_BUFFER),
+        inner: Buffer::new(BoxService::new(balancer), REQUEST_BUFFER),
         request_timeout: options.request_timeout,
         endpoint_wait: options.endpoint_wait,
         no_endpoints: NoEndpoints::new(why_empty, refused_why),

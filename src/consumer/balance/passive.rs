@@ -10,15 +10,12 @@
 //! body; or when the channel gave up waiting for the endpoint's answer past the deadline.
 //! Anything else is a success, which resets the address's failure count.
 //!
-//! A set-aside address (failing, or held by self-preservation and not yet answering a
-//! probe) is not ready: the balancer leaves it out and is woken when health changes. When
-//! every endpoint of the channel is set aside, all of them are ready again (panic mode): a
-//! call to a doubtful endpoint beats no call at all. Entering panic mode is logged and
-//! counted (`panic_routes`).
+//! Which endpoints are set aside (failing, or held by self-preservation and not yet
+//! answering a probe) is the balancer's to read (`balancer.rs`): it leaves them out, and
+//! routes to all of a call's endpoints when every one is set aside (panic mode).
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
 use bytes::Bytes;
@@ -29,21 +26,18 @@ use tonic::transport::Channel;
 use tower::BoxError;
 
 use super::deadline::Dispatched;
-use crate::consumer::health::{EndpointKey, HealthRegistry, Outcome, Readiness};
+use crate::consumer::health::{EndpointKey, HealthRegistry, Outcome};
 use crate::consumer::stats::Counters;
 
 type Request = http::Request<tonic::body::Body>;
 type Response = http::Response<tonic::body::Body>;
 
-/// What the endpoints of one balanced channel share: the resolver's health, the endpoints
-/// the channel routes to, and whether it is in panic mode.
+/// What the endpoints of one balanced channel share: the resolver's health and counters.
 pub(crate) struct Recorder {
     health: Arc<HealthRegistry>,
     counters: Arc<Counters>,
-    /// Whether outcomes are recorded (readiness follows health either way).
+    /// Whether outcomes are recorded.
     record: bool,
-    endpoints: Mutex<Vec<EndpointKey>>,
-    panic: AtomicBool,
 }
 
 impl Recorder {
@@ -53,23 +47,7 @@ impl Recorder {
             health,
             counters,
             record,
-            endpoints: Mutex::default(),
-            panic: AtomicBool::new(false),
         })
-    }
-
-    /// The balancer was handed `endpoint`.
-    pub fn insert(&self, endpoint: &EndpointKey) {
-        let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
-        if !endpoints.contains(endpoint) {
-            endpoints.push(endpoint.clone());
-        }
-    }
-
-    /// The endpoint at `address` left the balancer.
-    pub fn remove(&self, address: &crate::model::Authority) {
-        let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
-        endpoints.retain(|e| e.address != *address);
     }
 
     fn report(&self, endpoint: &EndpointKey, outcome: Outcome) {
@@ -80,7 +58,9 @@ impl Recorder {
     }
 }
 
-/// One balancer endpoint: a tonic channel whose calls passive health sees.
+/// One balancer endpoint: a tonic channel whose calls passive health sees. Cheap to
+/// clone: clones share the channel's connection.
+#[derive(Clone)]
 pub(super) struct Guarded {
     inner: Channel,
     key: EndpointKey,
@@ -103,30 +83,6 @@ impl tower::Service<Request> for Guarded {
     type Future = BoxFuture<'static, Result<Response, BoxError>>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), BoxError>> {
-        let recorder = &self.recorder;
-        let readiness = {
-            let endpoints = recorder.endpoints.lock().unwrap_or_else(|p| p.into_inner());
-            recorder
-                .health
-                .ready_or_wait(&self.key, &endpoints, cx.waker())
-        };
-        match readiness {
-            Readiness::Wait => return Poll::Pending,
-            Readiness::Healthy => {
-                if recorder.panic.swap(false, Ordering::Relaxed) {
-                    tracing::info!("an endpoint is healthy again: the channel leaves panic mode");
-                }
-            }
-            Readiness::Panic => {
-                if !recorder.panic.swap(true, Ordering::Relaxed) {
-                    Counters::bump(&recorder.counters.panic_routes);
-                    tracing::warn!(
-                        "every endpoint of the channel is set aside: routing to all of them \
-                         (panic mode)"
-                    );
-                }
-            }
-        }
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 

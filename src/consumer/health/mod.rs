@@ -16,8 +16,8 @@
 //!
 //! * `options`: [`HealthOptions`] and the [`Probe`];
 //! * `tracker`: the state per address (pure);
-//! * `registry`: the resolver's one tracker behind a lock, with wakers and a generation
-//!   counter for those who follow it;
+//! * `registry`: the resolver's one tracker behind a lock, with a generation counter for
+//!   those who follow it;
 //! * `prober`: the probe driver.
 
 mod options;
@@ -29,5 +29,5 @@ pub use options::{
     DEFAULT_FAILURE_THRESHOLD, DEFAULT_PROBE_CONCURRENCY, DEFAULT_PROBE_INTERVAL,
     DEFAULT_PROBE_TIMEOUT, HealthOptions, Probe,
 };
-pub(crate) use registry::{EndpointKey, HealthRegistry, Readiness};
+pub(crate) use registry::{EndpointKey, HealthRegistry};
 pub(crate) use tracker::Outcome;

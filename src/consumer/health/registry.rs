@@ -7,13 +7,12 @@
 //! subscriptions route to it. Probes run on one driver task per resolver (started on the
 //! first address set aside; see `prober.rs`).
 //!
-//! Whoever depends on health follows it two ways: subscriptions through a generation
-//! counter ([`HealthRegistry::changes`]) that moves whenever an address is set aside or
-//! comes back, and balanced channels' endpoints through wakers
-//! ([`HealthRegistry::ready_or_wait`]) woken on the same changes.
+//! Whoever depends on health follows it through a generation counter
+//! ([`HealthRegistry::changes`]) that moves whenever an address is set aside or comes
+//! back: subscriptions recompute, and balanced channels read which of their endpoints are
+//! set aside ([`HealthRegistry::aside_of`]) once per change, not per call.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::Waker;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -23,17 +22,6 @@ use super::prober::{Probed, Prober};
 use super::tracker::{HealthTracker, Outcome};
 use crate::consumer::stats::Counters;
 use crate::model::Authority;
-
-/// Whether a channel endpoint may take calls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Readiness {
-    /// It is not set aside.
-    Healthy,
-    /// It is set aside, and so is every other of its channel: route anyway.
-    Panic,
-    /// It is set aside: wait for a change of health.
-    Wait,
-}
 
 /// One balancer endpoint as health knows it: where it is, and whose record it came from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -55,8 +43,6 @@ pub(crate) struct HealthRegistry {
 
 struct Inner {
     tracker: HealthTracker,
-    /// Channel endpoints waiting for a change of health.
-    wakers: Vec<Waker>,
 }
 
 impl HealthRegistry {
@@ -65,7 +51,6 @@ impl HealthRegistry {
         Arc::new(HealthRegistry {
             inner: Mutex::new(Inner {
                 tracker: HealthTracker::new(options.clone()),
-                wakers: Vec::new(),
             }),
             prober: Prober::new(options.probe_concurrency),
             options,
@@ -102,30 +87,14 @@ impl HealthRegistry {
         self.generation.subscribe()
     }
 
-    /// Whether `endpoint`, one of its channel's `endpoints`, may take calls. When it may
-    /// not, `waker` is woken on the next change of health.
-    pub fn ready_or_wait(
-        &self,
-        endpoint: &EndpointKey,
-        endpoints: &[EndpointKey],
-        waker: &Waker,
-    ) -> Readiness {
-        let mut inner = self.lock();
-        let aside = |e: &EndpointKey| inner.tracker.is_endpoint_aside(&e.address, &e.instance);
-        if !aside(endpoint) {
-            return Readiness::Healthy;
-        }
-        let all_aside = endpoints.iter().all(aside);
-        // Registered in both remaining cases: in panic mode the endpoint wants to know when
-        // a sibling recovers too (it then polls again and waits).
-        if !inner.wakers.iter().any(|w| w.will_wake(waker)) {
-            inner.wakers.push(waker.clone());
-        }
-        if all_aside {
-            Readiness::Panic
-        } else {
-            Readiness::Wait
-        }
+    /// Whether each of `endpoints` is set aside (see [`Self::is_endpoint_aside`]), under
+    /// one lock.
+    pub fn aside_of(&self, endpoints: &[&EndpointKey]) -> Vec<bool> {
+        let inner = self.lock();
+        endpoints
+            .iter()
+            .map(|e| inner.tracker.is_endpoint_aside(&e.address, &e.instance))
+            .collect()
     }
 
     /// Records a call's outcome for `endpoint`.
@@ -198,11 +167,8 @@ impl HealthRegistry {
         self.prober.wake();
     }
 
-    fn bump(&self, inner: &mut Inner) {
+    fn bump(&self, _inner: &mut Inner) {
         self.generation.send_modify(|g| *g += 1);
-        for waker in inner.wakers.drain(..) {
-            waker.wake();
-        }
     }
 }
 
@@ -248,28 +214,19 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn set_aside_endpoints_wait_until_all_are_aside_then_all_route() {
+    async fn a_channel_reads_which_endpoints_are_aside_once_per_change() {
         let registry = HealthRegistry::new(HealthOptions::default(), Arc::default());
         let (a, b) = (key("10.0.0.1"), key("10.0.0.2"));
-        let endpoints = vec![a.clone(), b.clone()];
-        let waker = futures::task::noop_waker();
-        let ready = |e: &EndpointKey| registry.ready_or_wait(e, &endpoints, &waker);
-        assert_eq!(ready(&a), Readiness::Healthy);
+        let changes = registry.changes();
+        assert_eq!(registry.aside_of(&[&a, &b]), [false, false]);
         registry.record(&a, Outcome::Refused);
-        assert_eq!(ready(&a), Readiness::Wait);
-        assert_eq!(ready(&b), Readiness::Healthy);
-        assert_eq!(
-            registry.lock().wakers.len(),
-            1,
-            "one waker, registered once"
+        assert!(
+            changes.has_changed().unwrap(),
+            "a change of health is announced"
         );
+        assert_eq!(registry.aside_of(&[&a, &b]), [true, false]);
         registry.record(&b, Outcome::Refused);
-        assert_eq!(ready(&a), Readiness::Panic);
-        assert_eq!(ready(&b), Readiness::Panic);
-        // A change of health wakes whoever waits.
-        let mut inner = registry.lock();
-        registry.bump(&mut inner);
-        assert!(inner.wakers.is_empty());
-        assert_eq!(*registry.changes().borrow(), 3);
+        assert_eq!(registry.aside_of(&[&a, &b]), [true, true]);
+        assert_eq!(*registry.changes().borrow(), 2);
     }
 }
