@@ -30,6 +30,7 @@ mod health_and_snapshot;
 mod held_endpoints;
 mod identity;
 mod interop;
+mod late_metadata;
 mod limits;
 mod mapping_integrity;
 mod metrics;
