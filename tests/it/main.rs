@@ -43,6 +43,7 @@ mod partitions;
 mod passive_health;
 mod provider;
 mod quiet_logs;
+mod readme;
 mod reflection;
 mod revision;
 mod revision_rules;
