@@ -16,7 +16,9 @@ use crate::support::greeter::pb::HelloRequest;
 use crate::support::greeter::pb::greeter_client::GreeterClient;
 use crate::support::greeter::pb::greeter_server::GreeterServer;
 use crate::support::hostile::serve_fixed;
+use crate::support::ports::free_low_port;
 use crate::support::records::Records;
+use crate::support::wait::eventually;
 use introspect::consumer::{BalancedChannel, ChannelHandle, ChannelOptions};
 use introspect::model::keys;
 use introspect::rpc::pb::metadata_service_v2_server::{MetadataServiceV2, MetadataServiceV2Server};
@@ -126,7 +128,12 @@ async fn a_first_call_waits_for_metadata_still_being_fetched() {
     // The first set goes out after the first-fetch wait, empty: the fetch is still on its way.
     let (channel, why, _kept) = channel(&store, Duration::from_secs(20)).await;
     assert!(why.contains("no metadata known yet"), "{why}");
-    assert!(asked.load(Ordering::Relaxed) >= 1, "the fetch is in flight");
+    eventually(
+        Duration::from_secs(10),
+        "the fetch to be in flight",
+        || async { asked.load(Ordering::Relaxed) >= 1 },
+    )
+    .await;
 
     let mut client = GreeterClient::new(channel);
     let mut call = Box::pin(async move { client.say_hello(hello()).await });
@@ -152,10 +159,9 @@ async fn a_first_call_waits_for_metadata_still_being_fetched() {
 async fn a_call_waits_for_a_retried_fetch_only_the_endpoint_wait() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let info = greeter_info();
-    // A port that refuses connections: a provider whose server is not up yet.
-    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = closed.local_addr().unwrap().port();
-    drop(closed);
+    // A port that refuses connections, as a provider whose server is not up yet: below the
+    // range of ports bound to port 0, never handed out again in this process.
+    let port = free_low_port(false);
     register(&store, &info, port, port).await;
 
     let wait = Duration::from_millis(1500);
