@@ -187,7 +187,8 @@ pub enum Error {
         expected: String,
         /// The names the certificate presents, bounded, e.g. `DNS:shop-orders`.
         presented: String,
-        /// What is wrong with it, e.g. `it does not name the app`.
+        /// What is wrong with it, the rest of the sentence "its certificate …", e.g.
+        /// `does not name the app` or `has expired`.
         cause: String,
     },
 

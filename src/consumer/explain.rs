@@ -22,6 +22,10 @@ pub struct AppFindings {
     pub instances: usize,
     /// Instances whose revision's metadata could not be had (yet).
     pub without_metadata: usize,
+    /// Of those, the instances whose metadata is on its way: being fetched, or retried
+    /// after a failure that may pass (a MetadataService still starting, say). The others
+    /// failed in a way no retry mends while the instance stays as it is.
+    pub metadata_on_its_way: usize,
     /// What its known revisions export, by match key.
     pub exports: BTreeMap<String, Arc<ServiceInfo>>,
 }
@@ -39,12 +43,20 @@ impl AppFindings {
             app: app.into(),
             instances,
             without_metadata,
+            metadata_on_its_way: 0,
             exports: infos
                 .into_iter()
                 .flat_map(|info| info.services.iter())
                 .map(|(key, service)| (key.clone(), service.clone()))
                 .collect(),
         }
+    }
+
+    /// The same findings, `count` of whose instances without metadata have it on its way
+    /// (the field `metadata_on_its_way`; at most `without_metadata`).
+    pub fn with_metadata_on_its_way(mut self, count: usize) -> Self {
+        self.metadata_on_its_way = count.min(self.without_metadata);
+        self
     }
 }
 
@@ -70,6 +82,14 @@ impl Explanation {
         self.apps
             .iter()
             .any(|a| a.exports.values().any(|service| self.matches(service)))
+    }
+
+    /// Whether the metadata of some instance is on its way (see
+    /// [`AppFindings::metadata_on_its_way`]): what it exports may answer the subscription
+    /// once it arrives, with no change in the registry. A balanced channel's calls wait for
+    /// it, within the channel's endpoint wait, rather than fail at once.
+    pub fn awaits_metadata(&self) -> bool {
+        self.apps.iter().any(|a| a.metadata_on_its_way > 0)
     }
 
     /// Whether an exported service is one the subscription asks for.

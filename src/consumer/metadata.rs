@@ -95,6 +95,18 @@ impl MetadataSource {
         revision: &str,
         members: &[&Arc<ServiceInstance>],
     ) -> Result<Arc<MetadataInfo>> {
+        self.fetch(app, revision, members)
+            .await
+            .map_err(|failed| failed.error)
+    }
+
+    /// Like [`get`](Self::get), saying of a failure whether a retry may mend it.
+    pub async fn fetch(
+        &self,
+        app: &str,
+        revision: &str,
+        members: &[&Arc<ServiceInstance>],
+    ) -> std::result::Result<Arc<MetadataInfo>, Unfetched> {
         if let Some(info) = self.get_cached(app, revision).await {
             return Ok(info);
         }
@@ -114,10 +126,13 @@ impl MetadataSource {
         self.cache
             .try_get_with(key, load)
             .await
-            .map_err(|e: Arc<Error>| Error::MetadataUnavailable {
-                app: app.to_owned(),
-                revision: revision.to_owned(),
-                reason: e.to_string(),
+            .map_err(|failed: Arc<Unfetched>| Unfetched {
+                error: Error::MetadataUnavailable {
+                    app: app.to_owned(),
+                    revision: revision.to_owned(),
+                    reason: failed.error.to_string(),
+                },
+                lasting: failed.lasting,
             })
     }
 
@@ -157,19 +172,22 @@ impl MetadataSource {
 
     /// Loads metadata: the report first when an instance says `remote`, then the
     /// MetadataService of a random instance of the revision, then the others, up to the
-    /// attempt limit. Answers [`verify_answer`] rejects are not used.
+    /// attempt limit. Answers [`verify_answer`] rejects are not used. A failure is lasting
+    /// when every source asked failed in a way no retry mends (see [`lasting`]).
     async fn load(
         &self,
         counters: &Counters,
         app: &str,
         revision: &str,
         mut candidates: Vec<Arc<ServiceInstance>>,
-    ) -> Result<MetadataInfo> {
+    ) -> std::result::Result<MetadataInfo, Unfetched> {
         let mut last_error = Error::MetadataUnavailable {
             app: app.to_owned(),
             revision: revision.to_owned(),
             reason: "no instance to ask".into(),
         };
+        // Whether some source failed in a way that may pass (or had nothing yet).
+        let mut mendable = candidates.is_empty();
         // The revision's rule, when any of its instances declares one (see
         // `verification::effective_rule`): an instance that declares nothing cannot get an
         // unchecked answer into the shared cache.
@@ -190,9 +208,11 @@ impl MetadataSource {
                         last_error = e;
                     }
                 },
-                Ok(None) => {}
+                // The report may be written yet.
+                Ok(None) => mendable = true,
                 Err(e) => {
                     Counters::bump(&counters.fetch_failures);
+                    mendable |= !lasting(&e);
                     last_error = e;
                 }
             }
@@ -210,6 +230,7 @@ impl MetadataSource {
                 Counters::bump(&counters.unsupported_metadata_services);
                 aggregated!(warn, self.warnings, "instance not asked for metadata", app,
                     %app, %error);
+                mendable |= !lasting(&error);
                 last_error = error;
                 continue;
             }
@@ -242,11 +263,48 @@ impl MetadataSource {
                             "metadata fetch failed; trying another instance", app,
                             %app, %revision, %error);
                     }
+                    mendable |= !lasting(&error);
                     last_error = error;
                 }
             }
         }
-        Err(last_error)
+        Err(Unfetched {
+            error: last_error,
+            lasting: !mendable,
+        })
+    }
+}
+
+/// A failed metadata fetch: why, and whether retrying it cannot help.
+#[derive(Debug)]
+pub(crate) struct Unfetched {
+    /// Why it failed (the last failure seen).
+    pub error: Error,
+    /// Whether every source asked failed in a way no retry mends (see [`lasting`]): the
+    /// revision stays unknown until its instances change.
+    pub lasting: bool,
+}
+
+/// Whether retrying a metadata fetch that failed with `error` cannot help while the
+/// instance stays as it is: its answer does not hash to its revision, is for another app or
+/// revision, is too large or does not parse; its certificate does not name the app; it
+/// speaks a MetadataService this crate cannot call, or none at all; or it refused our
+/// credentials. Connection trouble, timeouts and the rest may pass: a provider whose
+/// server is still starting refuses connections for a while.
+pub(crate) fn lasting(error: &Error) -> bool {
+    match error {
+        Error::RevisionMismatch { .. }
+        | Error::Malformed { .. }
+        | Error::TooLarge { .. }
+        | Error::IdentityRejected { .. }
+        | Error::UnsupportedMetadataService { .. } => true,
+        Error::Rpc { status, .. } => matches!(
+            status.code(),
+            tonic::Code::Unimplemented
+                | tonic::Code::Unauthenticated
+                | tonic::Code::PermissionDenied
+        ),
+        other => other.is_permanent(),
     }
 }
 
@@ -290,6 +348,39 @@ pub(crate) fn verify_answer(
 mod tests {
     use super::*;
     use crate::model::ServiceInfo;
+
+    #[test]
+    fn failures_no_retry_mends_are_lasting() {
+        let mismatch = Error::RevisionMismatch {
+            app: "a".into(),
+            claimed: "1".into(),
+            computed: "2".into(),
+        };
+        assert!(lasting(&mismatch));
+        let unimplemented = Error::Rpc {
+            address: "h:1".into(),
+            status: tonic::Status::unimplemented("no MetadataService"),
+        };
+        assert!(lasting(&unimplemented));
+        let refused = Error::Connect {
+            address: "h:1".into(),
+            reason: "connection refused".into(),
+        };
+        assert!(
+            !lasting(&refused),
+            "a server still starting refuses connections"
+        );
+        let slow = Error::Timeout {
+            what: "metadata".into(),
+            after: Duration::from_secs(1),
+        };
+        assert!(!lasting(&slow));
+        let busy = Error::Rpc {
+            address: "h:1".into(),
+            status: tonic::Status::unavailable("starting"),
+        };
+        assert!(!lasting(&busy));
+    }
 
     #[test]
     fn answers_for_another_app_or_revision_are_refused() {

@@ -29,10 +29,13 @@
 //!   endpoint is checked too: one that presents another certificate then is removed at
 //!   once. When every endpoint of a channel is rejected, calls fail at once with
 //!   UNAVAILABLE saying why;
-//! * each rejection is counted per app (`ResolverStats::identity_rejections`,
+//! * rejections are counted per app (`ResolverStats::identity_rejections`,
 //!   `Resolver::identity_rejections_per_app`, the metric
-//!   `introspect_app_identity_rejections_total{app}`) and logged once per cause, naming
-//!   the app expected and the names the certificate presents (never more of it).
+//!   `introspect_app_identity_rejections_total{app}`): each refused MetadataService call,
+//!   and a channel's endpoint once per refusal of a first check or a reconnection, and on a
+//!   recheck only when the cause changed. They are logged at most once per interval for
+//!   each app, cause and presented names, naming the name expected and the names the
+//!   certificate presents (never more of it).
 //!
 //! On the provider, [`ServerIdentity`] holds the app's certificate and key: its
 //! [`ServerIdentity::tls_config`] configures the app's servers, and

@@ -42,25 +42,29 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
-    /// What it says of the certificate, for the error and the log line.
+    /// What it says of the certificate, for the error and the log line: the rest of a
+    /// sentence that begins "its certificate" ([`Error::IdentityRejected`]).
     pub fn cause(&self) -> String {
         use webpki::Error as W;
         match self {
-            Refusal::Name => "it does not name the app".into(),
-            Refusal::Unnameable => "the rule cannot name this app".into(),
-            Refusal::Chain(W::UnknownIssuer) => "it is not issued by a trusted CA".into(),
-            Refusal::Chain(W::CertExpired { .. } | W::InvalidCertValidity) => {
-                "it has expired".into()
+            Refusal::Name => "does not name the app".into(),
+            Refusal::Unnameable => {
+                "cannot be checked, as the identity rule cannot name this app".into()
             }
-            Refusal::Chain(W::CertNotValidYet { .. }) => "it is not valid yet".into(),
+            Refusal::Chain(W::UnknownIssuer) => "is not issued by a trusted CA".into(),
+            Refusal::Chain(W::CertExpired { .. }) => "has expired".into(),
+            Refusal::Chain(W::InvalidCertValidity) => {
+                "has a validity period that ends before it begins".into()
+            }
+            Refusal::Chain(W::CertNotValidYet { .. }) => "is not valid yet".into(),
             Refusal::Chain(W::RequiredEkuNotFoundContext(_)) => {
-                "it is not for server authentication".into()
+                "is not for server authentication".into()
             }
             Refusal::Chain(W::InvalidSignatureForPublicKey) => {
-                "it is not signed by a trusted CA's key".into()
+                "is not signed by a trusted CA's key".into()
             }
-            Refusal::Chain(W::CaUsedAsEndEntity) => "it is a CA certificate".into(),
-            Refusal::Chain(other) => format!("it does not verify ({other})"),
+            Refusal::Chain(W::CaUsedAsEndEntity) => "is a CA certificate".into(),
+            Refusal::Chain(other) => format!("does not verify ({other})"),
         }
     }
 
@@ -241,29 +245,26 @@ mod tests {
         assert_eq!(check(&trust, &dns, &ca.leaf(&["pay"], &[]).der), "ok");
         assert_eq!(check(&trust, &dns, &ca.leaf(&["PAY", "x"], &[]).der), "ok");
         let named_other = ca.leaf(&["orders"], &[]).der;
-        assert_eq!(
-            check(&trust, &dns, &named_other),
-            "it does not name the app"
-        );
+        assert_eq!(check(&trust, &dns, &named_other), "does not name the app");
         let no_san = ca.leaf(&[], &[]).der;
-        assert_eq!(check(&trust, &dns, &no_san), "it does not name the app");
+        assert_eq!(check(&trust, &dns, &no_san), "does not name the app");
         let elsewhere = Ca::named("another CA").leaf(&["pay"], &[]).der;
         assert_eq!(
             check(&trust, &dns, &elsewhere),
-            "it is not issued by a trusted CA"
+            "is not issued by a trusted CA"
         );
         let forged = Ca::new().leaf(&["pay"], &[]).der;
         let cause = check(&trust, &dns, &forged);
         assert_eq!(
-            cause, "it is not signed by a trusted CA's key",
+            cause, "is not signed by a trusted CA's key",
             "same name, other key"
         );
         let old = ca.leaf_with(&["pay"], &[], expired).der;
-        assert_eq!(check(&trust, &dns, &old), "it has expired");
+        assert_eq!(check(&trust, &dns, &old), "has expired");
         let client = ca.leaf_with(&["pay"], &[], client_only).der;
         assert_eq!(
             check(&trust, &dns, &client),
-            "it is not for server authentication"
+            "is not for server authentication"
         );
         assert!(check(&trust, &dns, &CertificateDer::from(vec![1, 2, 3])).contains("verify"));
     }
@@ -278,19 +279,16 @@ mod tests {
             "ok"
         );
         let wildcard = ca.leaf(&["*.svc"], &[]).der;
-        assert_eq!(
-            check(&trust, &suffix, &wildcard),
-            "it does not name the app"
-        );
+        assert_eq!(check(&trust, &suffix, &wildcard), "does not name the app");
         let spiffe = IdentityRule::spiffe("td").unwrap();
         let id = ca.leaf(&[], &["spiffe://td/app/pay"]).der;
         assert_eq!(check(&trust, &spiffe, &id), "ok");
         assert_eq!(
             check(&trust, &IdentityRule::dns(), &id),
-            "it does not name the app"
+            "does not name the app"
         );
         let other = ca.leaf(&["pay"], &["spiffe://td/app/orders"]).der;
-        assert_eq!(check(&trust, &spiffe, &other), "it does not name the app");
+        assert_eq!(check(&trust, &spiffe, &other), "does not name the app");
     }
 
     #[test]
@@ -322,12 +320,46 @@ mod tests {
         );
         let told = told.lock().unwrap();
         assert_eq!(told.len(), 1);
-        assert!(
-            told[0].contains("\"pay\"")
-                && told[0].contains("expected DNS:pay")
-                && told[0].contains("presented DNS:orders"),
-            "{}",
-            told[0]
+        assert_eq!(
+            told[0],
+            "the server at 10.0.0.1:1 is refused as app \"pay\": its certificate does not \
+             name the app; expected DNS:pay, presented DNS:orders"
+        );
+    }
+
+    #[test]
+    fn every_cause_ends_the_sentence_its_certificate_begins() {
+        use webpki::Error as W;
+        let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(1));
+        let causes = [
+            Refusal::Name,
+            Refusal::Unnameable,
+            Refusal::Chain(W::UnknownIssuer),
+            Refusal::Chain(W::CertExpired {
+                time,
+                not_after: time,
+            }),
+            Refusal::Chain(W::InvalidCertValidity),
+            Refusal::Chain(W::CertNotValidYet {
+                time,
+                not_before: time,
+            }),
+            Refusal::Chain(W::InvalidSignatureForPublicKey),
+            Refusal::Chain(W::CaUsedAsEndEntity),
+            Refusal::Chain(W::BadDer),
+        ]
+        .map(|refusal| refusal.cause());
+        for cause in &causes {
+            let verb = cause.split(' ').next().unwrap();
+            assert!(
+                ["does", "is", "has", "cannot"].contains(&verb),
+                "\"its certificate {cause}\""
+            );
+        }
+        assert_eq!(causes[3], "has expired");
+        assert_eq!(
+            causes[1],
+            "cannot be checked, as the identity rule cannot name this app"
         );
     }
 }

@@ -203,7 +203,7 @@ async fn a_rogue_with_a_valid_certificate_for_another_app_gets_no_call() {
     // would accept).
     rogue_gets_no_call(
         |ca| ca.leaf(&["shop-orders", "localhost"]),
-        "it does not name the app",
+        "does not name the app",
         "DNS:shop-orders, DNS:localhost",
     )
     .await;
@@ -213,7 +213,7 @@ async fn a_rogue_with_a_valid_certificate_for_another_app_gets_no_call() {
 async fn a_rogue_with_a_certificate_of_another_ca_gets_no_call() {
     rogue_gets_no_call(
         |_| TestCa::new("someone else's CA").leaf(&[PAYMENTS, "localhost"]),
-        "it is not issued by a trusted CA",
+        "is not issued by a trusted CA",
         "DNS:shop-payments, DNS:localhost",
     )
     .await;
@@ -223,7 +223,7 @@ async fn a_rogue_with_a_certificate_of_another_ca_gets_no_call() {
 async fn a_rogue_whose_certificate_has_no_san_gets_no_call() {
     rogue_gets_no_call(
         |ca| ca.leaf_without_san(PAYMENTS),
-        "it does not name the app",
+        "does not name the app",
         "no subject alternative name (subject CN=shop-payments)",
     )
     .await;

@@ -614,3 +614,87 @@ async fn the_session_timeout_is_what_the_server_grants() {
         r.deregister().await.unwrap();
     }
 }
+
+/// What Spring Cloud ZooKeeper (Curator's `ServiceDiscovery` with its own payload) writes
+/// for an instance of `app` at `127.0.0.1:{port}`, its id set to the address.
+fn spring_cloud_record(app: &str, port: u16) -> String {
+    serde_json::json!({
+        "name": app,
+        "id": format!("127.0.0.1:{port}"),
+        "address": "127.0.0.1",
+        "port": port,
+        "sslPort": null,
+        "payload": {
+            "@class": "org.springframework.cloud.zookeeper.discovery.ZookeeperInstance",
+            "id": app,
+            "name": app,
+            "metadata": {
+                "instance_status": "UP",
+                keys::REVISION: "aa",
+                keys::ENDPOINTS: format!(r#"[{{"port":{port},"protocol":"tri"}}]"#),
+            },
+        },
+        "registrationTimeUTC": 1_700_000_000_000_i64,
+        "serviceType": "DYNAMIC",
+        "uriSpec": {"parts": [{"value": "scheme", "variable": true}]},
+    })
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_of_another_curator_user_is_skipped_counted_and_explained() {
+    let Some(server) = ZooKeeperServer::start().await else {
+        return;
+    };
+    let url = server.url();
+    let greeter = start_greeter_on(
+        introspect::backend::connect(&url).await.unwrap(),
+        "greeter",
+        TTL,
+        DRAIN,
+    )
+    .await;
+    let backend = server.backend().await;
+    let resolver = Resolver::new(backend.clone());
+    let (handle, caller) = caller(&resolver).await;
+
+    // Spring Cloud ZooKeeper registers an app of the same name under the same root.
+    let raw = raw_client(&server).await;
+    let foreign = "/services/greeter/127.0.0.1:1";
+    raw.create(
+        foreign,
+        spring_cloud_record("greeter", 1).as_bytes(),
+        &zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+
+    // A list keeps the Dubbo instance and skips the foreign one, saying why.
+    let limits = Limits::default();
+    let list = backend.instances().list("greeter", &limits).await.unwrap();
+    assert_eq!(list.instances.len(), 1, "{:?}", list.instances.keys());
+    assert!(list.instances.contains_key(&greeter.address.to_string()));
+    assert_eq!(list.skipped.len(), 1, "{:?}", list.skipped);
+    let (address, why) = &list.skipped[0];
+    assert_eq!(address, "127.0.0.1:1");
+    assert!(
+        why.contains("org.springframework.cloud.zookeeper.discovery.ZookeeperInstance")
+            && why.contains("not Dubbo's"),
+        "{why}"
+    );
+
+    // The live subscription skips it too, counting it, and never routes to it.
+    eventually(LIMIT, "the foreign record to be counted", || async {
+        resolver.stats().await.skipped_records >= 1
+    })
+    .await;
+    let endpoints = resolver.resolve(&Subscription::new(GREETER)).await.unwrap();
+    let ports: Vec<u16> = endpoints.iter().map(|e| e.port).collect();
+    assert_eq!(ports, [greeter.address.port()]);
+    assert!(handle.current().iter().all(|e| e.port != 1));
+    calls_keep_flowing(&caller, "calls beside the foreign record").await;
+    let (ok, failed, errors) = caller.finish().await;
+    assert_eq!(failed, 0, "{ok} calls, failures: {errors:?}");
+    raw.delete(foreign, None).await.unwrap();
+    greeter.shutdown().await;
+}

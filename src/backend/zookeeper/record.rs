@@ -20,6 +20,14 @@
 //! `id`, `metadata`, `name`). Both are read; unknown fields are ignored. The record has no
 //! `enabled`: a draining instance says so with the `introspect.stopping` metadata key
 //! (Curator's own `enabled`, written outside compatible mode, is honoured when present).
+//!
+//! Other Curator users register under the same default root (Spring Cloud ZooKeeper writes
+//! `/services/{name}` with a payload of class
+//! `org.springframework.cloud.zookeeper.discovery.ZookeeperInstance`): a record whose
+//! payload names a class other than [`PAYLOAD_CLASS`] is not a Dubbo instance and is
+//! refused ([`from_json`] fails saying so), so that a list skips and reports it like any
+//! unreadable record. A payload without `@class` is read: older dubbo-go releases wrote
+//! none.
 
 use serde::{Deserialize, Serialize};
 
@@ -95,19 +103,35 @@ struct Read {
 
 #[derive(Deserialize)]
 struct ReadPayload {
+    /// Jackson's type id: Dubbo's class, or absent (older dubbo-go).
+    #[serde(default, rename = "@class")]
+    class: Option<String>,
     #[serde(default)]
     metadata: Option<InstanceMetadata>,
 }
 
 /// Parses and validates a record; unknown fields are ignored, a `null` or missing metadata
-/// map reads as empty. Fails on a record over `limits`, one that does not parse, or one
-/// whose names would break the layout.
+/// map reads as empty. Fails on a record over `limits`, one that does not parse, one whose
+/// payload is of another class than Dubbo's (another Curator user's record, see the module
+/// docs), or one whose names would break the layout.
 pub fn from_json(bytes: &[u8], limits: &Limits) -> Result<ServiceInstance> {
     limits.check_size("instance record", bytes.len(), limits.max_instance_bytes)?;
     let record: Read = serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
         what: "ZooKeeper instance record",
         reason: e.to_string(),
     })?;
+    if let Some(class) = record.payload.as_ref().and_then(|p| p.class.as_deref())
+        && class != PAYLOAD_CLASS
+    {
+        return Err(Error::Malformed {
+            what: "ZooKeeper instance record",
+            reason: format!(
+                "its payload is of class {:?}, not Dubbo's {PAYLOAD_CLASS} (a record another \
+                 Curator user, such as Spring Cloud ZooKeeper, wrote under the same root)",
+                Error::shorten(class)
+            ),
+        });
+    }
     let metadata = record
         .payload
         .and_then(|payload| payload.metadata)
@@ -192,6 +216,27 @@ mod tests {
                 .unwrap()
                 .accepts_calls()
         );
+    }
+
+    #[test]
+    fn a_record_of_another_payload_class_is_refused_saying_whose() {
+        let limits = Limits::default();
+        let spring = br#"{"name":"shop","id":"10.0.0.7:8080","address":"10.0.0.7","port":8080,"sslPort":null,"payload":{"@class":"org.springframework.cloud.zookeeper.discovery.ZookeeperInstance","id":"shop","name":"shop","metadata":{"instance_status":"UP"}},"registrationTimeUTC":1700000000000,"serviceType":"DYNAMIC","uriSpec":{"parts":[]}}"#;
+        let error = from_json(spring, &limits).unwrap_err().to_string();
+        assert!(
+            error.contains("org.springframework.cloud.zookeeper.discovery.ZookeeperInstance"),
+            "{error}"
+        );
+        assert!(error.contains("not Dubbo's"), "{error}");
+        let odd = br#"{"name":"shop","address":"h","port":1,"payload":{"@class":7}}"#;
+        assert!(
+            from_json(odd, &limits).is_err(),
+            "a class that is no string"
+        );
+        // Dubbo's class, and none at all (older dubbo-go), are read.
+        assert!(from_json(&to_json(&instance(), 0), &limits).is_ok());
+        let classless = br#"{"name":"shop","id":"h:1","address":"h","port":1,"payload":{"id":"h:1","name":"shop","metadata":{}}}"#;
+        assert!(from_json(classless, &limits).is_ok());
     }
 
     #[test]

@@ -447,7 +447,7 @@ mod tests {
             app: "pay".into(),
             expected: "DNS:pay".into(),
             presented: presented.into(),
-            cause: "it does not name the app".into(),
+            cause: "does not name the app".into(),
         }
     }
 

@@ -6,7 +6,10 @@
 //! endpoint wait ([`super::ChannelOptions::endpoint_wait`]) ends, whichever comes first,
 //! fails with UNAVAILABLE: a call never waits forever for an endpoint that does not come. A
 //! channel whose subscription resolves to nothing, or whose every endpoint the identity
-//! check refused, fails calls at once, saying why ([`NoEndpoints`]). A call handed to an
+//! check refused, fails calls at once, saying why ([`NoEndpoints`]); not while the metadata
+//! of some instance is on its way (being fetched, or retried after a failure that may
+//! pass): its calls wait for it within the bound above, and fail saying why when the bound
+//! passes, or at once when the fetch fails for good meanwhile. A call handed to an
 //! endpoint gets the endpoint's own answer; if none comes by its deadline plus
 //! [`DISPATCHED_GRACE`] (a server that hangs), it fails with DEADLINE_EXCEEDED, and passive
 //! health counts a failure of the endpoint (the mark tells it, see
@@ -20,6 +23,7 @@ use std::task::{Context as TaskContext, Poll, ready};
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio_util::sync::ReusableBoxFuture;
 
 use crate::consumer::explain::Explanation;
 use tokio::time::{Instant, Sleep};
@@ -136,6 +140,9 @@ pub(super) struct Bounded<F> {
     stage: Stage,
     /// Why the channel has no endpoint, when it has none.
     no_endpoints: NoEndpoints,
+    /// For a call made while the channel had no endpoint: resolves when why changes, so
+    /// that the call fails as soon as no endpoint can come.
+    watching: Option<ReusableBoxFuture<'static, ()>>,
 }
 
 impl<F> Bounded<F> {
@@ -150,6 +157,10 @@ impl<F> Bounded<F> {
         let now = Instant::now();
         let deadline = deadline.map(|d| now + d);
         let first = deadline.map_or(now + wait, |d| d.min(now + wait));
+        let watching = no_endpoints
+            .why()
+            .is_some()
+            .then(|| ReusableBoxFuture::new(no_endpoints.changed()));
         Bounded {
             inner,
             timer: Box::pin(tokio::time::sleep_until(first)),
@@ -158,21 +169,38 @@ impl<F> Bounded<F> {
             dispatched,
             stage: Stage::Waiting,
             no_endpoints,
+            watching,
         }
     }
 
     /// The error of a call that no endpoint took.
     fn unavailable(&self) -> BoxError {
         let past_deadline = self.deadline.is_some_and(|d| Instant::now() >= d);
-        let why = match self.no_endpoints.reason() {
+        let when = if past_deadline {
+            "before the call's deadline".to_owned()
+        } else {
+            format!("within {:?} (the channel's endpoint wait)", self.wait)
+        };
+        let why = match self.no_endpoints.why() {
+            Some(reason @ NoEndpoint::Empty(_)) if self.no_endpoints.reason().is_none() => {
+                format!("no endpoint came {when}: {reason}")
+            }
             Some(reason) => format!("no endpoint: {reason}"),
-            None if past_deadline => "no endpoint was ready before the call's deadline".into(),
-            None => format!(
-                "no endpoint was ready within {:?} (the channel's endpoint wait)",
-                self.wait
-            ),
+            None => format!("no endpoint was ready {when}"),
         };
         Box::new(tonic::Status::unavailable(why))
+    }
+
+    /// The error of a waiting call whose channel can get no endpoint any more (the fetch
+    /// it waited for failed for good), if that is so; else keeps watching.
+    fn no_endpoint_can_come(&mut self, cx: &mut TaskContext<'_>) -> Option<BoxError> {
+        let watching = self.watching.as_mut()?;
+        while watching.poll(cx).is_ready() {
+            watching.set(self.no_endpoints.changed());
+        }
+        let reason = self.no_endpoints.reason()?;
+        let status = tonic::Status::unavailable(format!("no endpoint: {reason}"));
+        Some(Box::new(status))
     }
 }
 
@@ -185,6 +213,13 @@ where
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         if let Poll::Ready(answer) = Pin::new(&mut self.inner).poll(cx) {
             return Poll::Ready(answer);
+        }
+        if self.stage == Stage::Waiting && !self.dispatched.is_set() {
+            if let Some(error) = self.no_endpoint_can_come(cx) {
+                return Poll::Ready(Err(error));
+            }
+        } else {
+            self.watching = None;
         }
         loop {
             if self.stage == Stage::Dispatched && self.deadline.is_none() {
@@ -220,8 +255,9 @@ where
 
 /// Why a channel has no endpoint to call, while it has none: its subscription resolves to
 /// nothing, or the identity check refused every endpoint. Calls then fail at once with
-/// UNAVAILABLE and these words, instead of waiting. Followed from the subscription and the
-/// channel's feeder.
+/// UNAVAILABLE and these words, instead of waiting; unless the metadata of some instance
+/// is on its way ([`Explanation::awaits_metadata`]): calls then wait for it, within their
+/// bound. Followed from the subscription and the channel's feeder.
 #[derive(Clone, Debug)]
 pub(super) struct NoEndpoints {
     empty: watch::Receiver<Option<Arc<Explanation>>>,
@@ -256,12 +292,47 @@ impl NoEndpoints {
         NoEndpoints { empty, refused }
     }
 
-    /// Why there is no endpoint, if there is none.
+    /// Why calls fail at once, if they do: there is no endpoint, and none is on its way.
+    /// `None` while the subscription resolves to nothing only because the metadata of
+    /// some instance is still being fetched or retried: calls wait for it.
     pub fn reason(&self) -> Option<NoEndpoint> {
+        self.why().filter(|why| match why {
+            NoEndpoint::Empty(explanation) => !explanation.awaits_metadata(),
+            NoEndpoint::Refused(_) => true,
+        })
+    }
+
+    /// Why there is no endpoint, if there is none (also while one is on its way).
+    pub fn why(&self) -> Option<NoEndpoint> {
         if let Some(explanation) = self.empty.borrow().clone() {
             return Some(NoEndpoint::Empty(explanation));
         }
         self.refused.borrow().clone().map(NoEndpoint::Refused)
+    }
+
+    /// Resolves at the next change of why there is no endpoint (never, once nobody can
+    /// change it any more).
+    fn changed(&self) -> impl Future<Output = ()> + Send + 'static {
+        let (mut empty, mut refused) = (self.empty.clone(), self.refused.clone());
+        async move {
+            // Only changes from now on: what is known now is read by the caller.
+            empty.borrow_and_update();
+            refused.borrow_and_update();
+            let empty = async {
+                if empty.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            let refused = async {
+                if refused.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = empty => {}
+                () = refused => {}
+            }
+        }
     }
 }
 
@@ -328,6 +399,85 @@ mod tests {
             status.message()
         );
         assert_eq!(started.elapsed(), wait);
+    }
+
+    /// Why a subscription resolves to nothing: its one instance has no metadata known,
+    /// `on_its_way` or not.
+    fn no_metadata(on_its_way: bool) -> Option<Arc<Explanation>> {
+        use crate::consumer::explain::AppFindings;
+        let app = AppFindings::new("greeter", 1, 1, []);
+        Some(Arc::new(Explanation {
+            subscription: crate::Subscription::new("helloworld.Greeter"),
+            read: true,
+            from_mapping: true,
+            apps: vec![app.with_metadata_on_its_way(usize::from(on_its_way))],
+        }))
+    }
+
+    /// Why a channel has no endpoint, following `empty`.
+    fn following(empty: &watch::Sender<Option<Arc<Explanation>>>) -> NoEndpoints {
+        NoEndpoints::new(empty.subscribe(), watch::channel(None).1)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_waits_for_metadata_on_its_way_then_fails_saying_why() {
+        let (empty, _) = watch::channel(no_metadata(true));
+        let no_endpoints = following(&empty);
+        assert!(
+            no_endpoints.reason().is_none(),
+            "calls are not failed at once"
+        );
+        let waiting = futures::future::pending::<Result<(), BoxError>>();
+        let started = Instant::now();
+        let wait = Duration::from_secs(3);
+        let status = Bounded::new(waiting, None, wait, Dispatched::default(), no_endpoints)
+            .await
+            .unwrap_err()
+            .downcast::<tonic::Status>()
+            .unwrap();
+        assert_eq!(started.elapsed(), wait);
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        let message = status.message();
+        assert!(message.contains("within 3s"), "{message}");
+        assert!(message.contains("no metadata known yet"), "{message}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_call_fails_once_the_metadata_cannot_come() {
+        let (empty, _) = watch::channel(no_metadata(true));
+        let waiting = futures::future::pending::<Result<(), BoxError>>();
+        let started = Instant::now();
+        let wait = Duration::from_secs(3);
+        let bounded = Bounded::new(
+            waiting,
+            None,
+            wait,
+            Dispatched::default(),
+            following(&empty),
+        );
+        let fails = tokio::spawn(bounded);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Something else changes first: the call keeps waiting.
+        empty.send_replace(no_metadata(true).map(|e| {
+            let mut e = (*e).clone();
+            e.apps[0].instances = 2;
+            Arc::new(e)
+        }));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!fails.is_finished(), "still on its way");
+        empty.send_replace(no_metadata(false));
+        let status = fails
+            .await
+            .unwrap()
+            .unwrap_err()
+            .downcast::<tonic::Status>()
+            .unwrap();
+        assert_eq!(started.elapsed(), Duration::from_millis(1500), "at once");
+        assert!(status.message().starts_with("no endpoint: "), "{status}");
+        assert!(
+            status.message().contains("no metadata known yet"),
+            "{status}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

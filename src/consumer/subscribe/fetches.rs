@@ -10,20 +10,33 @@ use tokio::time::Instant;
 
 use super::apps::AppState;
 use crate::backoff::Backoff;
-use crate::consumer::metadata::MetadataSource;
+use crate::consumer::metadata::{MetadataSource, Unfetched};
 use crate::consumer::stats::Counters;
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::model::{MetadataInfo, ServiceInstance};
 use crate::warnings::{Aggregator, aggregated};
 
 /// (app, revision).
 pub(super) type Key = (String, String);
 
+/// What a fetch ends with.
+type Answer = std::result::Result<Arc<MetadataInfo>, Unfetched>;
+
 /// What a background metadata fetch task ends with.
-pub(super) type Joined = std::result::Result<
-    (tokio::task::Id, (Key, Result<Arc<MetadataInfo>>)),
-    tokio::task::JoinError,
->;
+pub(super) type Joined =
+    std::result::Result<(tokio::task::Id, (Key, Answer)), tokio::task::JoinError>;
+
+/// What the end of a fetch changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// The revision's metadata became known.
+    Known,
+    /// It failed, and whether a retry may mend it changed: the explanation of an empty set
+    /// changes with it.
+    Outlook,
+    /// Nothing the set or its explanation is made of.
+    Unchanged,
+}
 
 /// The fetch state of a revision whose metadata is not known.
 struct Fetch {
@@ -31,6 +44,8 @@ struct Fetch {
     next_try: Instant,
     /// Its attempts count the failures so far.
     backoff: Backoff,
+    /// Whether its last try failed in a way no retry mends (kept while a retry runs).
+    lasting: bool,
 }
 
 /// The metadata of the revisions a subscription uses, known or being fetched.
@@ -42,7 +57,7 @@ pub(super) struct Fetching {
     pub metadata: HashMap<Key, Arc<MetadataInfo>>,
     /// Revisions in use whose metadata is not known yet.
     fetches: HashMap<Key, Fetch>,
-    tasks: JoinSet<(Key, Result<Arc<MetadataInfo>>)>,
+    tasks: JoinSet<(Key, Answer)>,
     ids: HashMap<tokio::task::Id, Key>,
 }
 
@@ -70,37 +85,55 @@ impl Fetching {
         }
     }
 
-    /// Takes the end of a fetch; returns whether metadata became known.
-    pub fn on_fetched(&mut self, joined: Joined, now: Instant, warnings: &Aggregator) -> bool {
+    /// Takes the end of a fetch; says what it changed.
+    pub fn on_fetched(&mut self, joined: Joined, now: Instant, warnings: &Aggregator) -> Ended {
         let (key, result) = match joined {
             Ok((id, (key, result))) => {
                 self.ids.remove(&id);
                 (key, result)
             }
             Err(e) => match self.ids.remove(&e.id()) {
-                Some(key) => (key, Err(Error::Io(std::io::Error::other(e.to_string())))),
-                None => return false,
+                Some(key) => {
+                    let error = Error::Io(std::io::Error::other(e.to_string()));
+                    let lasting = false;
+                    (key, Err(Unfetched { error, lasting }))
+                }
+                None => return Ended::Unchanged,
             },
         };
         match result {
             Ok(info) => {
                 self.fetches.remove(&key);
                 self.metadata.insert(key, info);
-                true
+                Ended::Known
             }
-            Err(error) => {
-                if let Some(fetch) = self.fetches.get_mut(&key) {
-                    fetch.in_flight = false;
-                    let retry_in = fetch.backoff.next_delay();
-                    fetch.next_try = now + retry_in;
-                    let subject = format!("{} {}", key.0, key.1);
-                    aggregated!(warn, warnings,
-                        "metadata unavailable; retrying in the background", &subject,
-                        app = %key.0, revision = %key.1, %error, ?retry_in);
+            Err(Unfetched { error, lasting }) => {
+                let Some(fetch) = self.fetches.get_mut(&key) else {
+                    return Ended::Unchanged;
+                };
+                fetch.in_flight = false;
+                let retry_in = fetch.backoff.next_delay();
+                fetch.next_try = now + retry_in;
+                let subject = format!("{} {}", key.0, key.1);
+                aggregated!(warn, warnings,
+                    "metadata unavailable; retrying in the background", &subject,
+                    app = %key.0, revision = %key.1, %error, ?retry_in);
+                let changed = fetch.lasting != lasting;
+                fetch.lasting = lasting;
+                if changed {
+                    Ended::Outlook
+                } else {
+                    Ended::Unchanged
                 }
-                false
             }
         }
+    }
+
+    /// Whether the metadata of `key`, unknown, is on its way: its fetch is about to start,
+    /// runs, or failed in a way a retry may mend. Not while its last try failed for good
+    /// (an answer that does not hash to the revision, say).
+    pub fn on_its_way(&self, key: &Key) -> bool {
+        !self.metadata.contains_key(key) && self.fetches.get(key).is_none_or(|f| !f.lasting)
     }
 
     /// Starts the fetches of revisions in use whose metadata is unknown (first tries and
@@ -135,6 +168,7 @@ impl Fetching {
                 in_flight: false,
                 next_try: now,
                 backoff: Backoff::new(base, max),
+                lasting: false,
             });
             if fetch.backoff.attempts() > 0 {
                 Counters::bump(&counters.metadata_retries);
@@ -144,7 +178,7 @@ impl Fetching {
             let task_key = key.clone();
             let handle = self.tasks.spawn(async move {
                 let refs: Vec<&Arc<ServiceInstance>> = members.iter().collect();
-                let result = source.get(&task_key.0, &task_key.1, &refs).await;
+                let result = source.fetch(&task_key.0, &task_key.1, &refs).await;
                 (task_key, result)
             });
             self.ids.insert(handle.id(), key);

@@ -112,7 +112,8 @@ impl SubscriptionHandle {
     /// Why the current set is empty, while it is (`None` while it is not): no app mapped to
     /// the interface, no instances, or nothing exported that matches what was asked (with
     /// what is exported instead). A balanced channel over the subscription fails calls with
-    /// these words meanwhile.
+    /// these words meanwhile: at once, or, while the metadata of some instance is on its
+    /// way ([`Explanation::awaits_metadata`]), once the call's wait for an endpoint ends.
     pub fn why_empty(&self) -> Option<Arc<Explanation>> {
         self.shared.why_empty.borrow().clone()
     }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::SubscribeParts;
 use super::apps::{Following, MappingRead};
 use super::assemble::Assembly;
-use super::fetches::{Fetching, Joined};
+use super::fetches::{Ended, Fetching, Joined};
 use super::handle::{Shared, SubscriptionHandle};
 use super::options::SubscribeOptions;
 use super::publish::{Publisher, Start};
@@ -154,7 +154,11 @@ impl Task {
                     }
                 }
                 Wake::Fetched(joined) => {
-                    self.dirty |= self.fetching.on_fetched(joined, now, &self.parts.warnings);
+                    match self.fetching.on_fetched(joined, now, &self.parts.warnings) {
+                        Ended::Known => self.dirty = true,
+                        Ended::Outlook => self.explain_again(),
+                        Ended::Unchanged => {}
+                    }
                 }
                 Wake::Report(endpoint, ok) => {
                     self.on_report(&endpoint, ok);
@@ -265,15 +269,36 @@ impl Task {
         }
     }
 
+    /// Explains the empty set again, while it is empty: whether the metadata of some
+    /// instance is still on its way changed, and with it whether calls wait for it.
+    fn explain_again(&mut self) {
+        if self.publisher.shared.why_empty.borrow().is_none() {
+            return;
+        }
+        let why = Arc::new(self.explanation());
+        self.publisher.shared.why_empty.send_if_modified(|known| {
+            let changed = known.as_ref().is_some_and(|known| *known != why);
+            if changed {
+                *known = Some(why);
+            }
+            changed
+        });
+    }
+
     /// Why the subscription resolves to what it has, from what it followed.
     fn explanation(&self) -> Explanation {
         let apps = self.following.apps.iter().map(|(app, view)| {
-            let (mut count, mut unknown) = (0, 0);
+            let (mut count, mut unknown, mut on_its_way) = (0, 0, 0);
             for instance in view.routable() {
                 count += 1;
+                if instance.revision() == EMPTY_REVISION {
+                    continue;
+                }
                 let key = (app.clone(), instance.revision().to_owned());
-                let exports = instance.revision() != EMPTY_REVISION;
-                unknown += usize::from(exports && !self.fetching.metadata.contains_key(&key));
+                if !self.fetching.metadata.contains_key(&key) {
+                    unknown += 1;
+                    on_its_way += usize::from(self.fetching.on_its_way(&key));
+                }
             }
             let infos = self
                 .fetching
@@ -282,6 +307,7 @@ impl Task {
                 .filter(|((a, _), _)| a == app)
                 .map(|(_, info)| &**info);
             AppFindings::new(app.clone(), count, unknown, infos)
+                .with_metadata_on_its_way(on_its_way)
         });
         Explanation {
             subscription: self.subscription.clone(),
