@@ -26,6 +26,8 @@ pub mod pb {
 
 pub use pb::metadata_service_v2_server::MetadataServiceV2Server;
 
+mod deadline;
+
 /// The Triple header naming the group of the service a request is for (Dubbo exports
 /// MetadataServiceV2 in the group of its app).
 pub const TRI_SERVICE_GROUP: &str = "tri-service-group";
@@ -211,6 +213,10 @@ pub fn from_wire(wire: pb::MetadataInfoV2, limits: &Limits) -> Result<MetadataIn
 }
 
 /// Calls providers' MetadataService with deadlines and size limits.
+///
+/// A deadline (the connect's, the call's) counts the time the process could run the call,
+/// not the time the call waited behind the process's own work: a consumer busy with many
+/// resolvers at once does not give up on a peer that answered in time.
 #[derive(Clone, Debug)]
 pub struct MetadataClient {
     timeout: Duration,
@@ -221,7 +227,8 @@ pub struct MetadataClient {
 }
 
 impl MetadataClient {
-    /// A plaintext client whose calls each take at most `timeout`.
+    /// A plaintext client whose calls each take at most `timeout` to connect and as much to
+    /// answer (of the time the process could run them: see the type's docs).
     pub fn new(timeout: Duration, limits: Limits) -> Self {
         MetadataClient {
             timeout,
@@ -293,7 +300,8 @@ impl MetadataClient {
         let mut request = Request::new(pb::MetadataRequest {
             revision: revision.to_owned(),
         });
-        request.set_timeout(self.timeout);
+        // No `grpc-timeout`: tonic enforces it on this side by the wall clock, from the
+        // moment the request leaves its queue, backlog included. The deadline below counts.
         // An app name that is no header value (it is validated before it gets here) sends
         // no group; the call then fails at a dubbo-go provider as it would have anyway.
         if let Some(group) = app.and_then(|app| app.parse().ok()) {
@@ -305,15 +313,15 @@ impl MetadataClient {
             );
         }
         let call = client.get_metadata_info(request);
-        let answer = match tokio::time::timeout(self.timeout, call).await {
-            Err(_) => {
+        let answer = match deadline::within(self.timeout, call).await {
+            None => {
                 return Err(Error::Timeout {
                     what: format!("GetMetadataInfo at {address}"),
                     after: self.timeout,
                 });
             }
-            Ok(Err(status)) => return Err(Error::Rpc { address, status }),
-            Ok(Ok(answer)) => answer.into_inner(),
+            Some(Err(status)) => return Err(Error::Rpc { address, status }),
+            Some(Ok(answer)) => answer.into_inner(),
         };
         let info = from_wire(answer, &self.limits)?;
         if !revision.is_empty() && info.revision != revision {
@@ -335,9 +343,9 @@ impl MetadataClient {
             reason,
         };
         let mut endpoint = TonicEndpoint::from_shared(format!("{scheme}://{address}"))
-            .map_err(|e| connect_error(e.to_string()))?
-            .connect_timeout(self.connect_timeout)
-            .timeout(self.timeout);
+            .map_err(|e| connect_error(e.to_string()))?;
+        // No `connect_timeout` or `timeout` on the endpoint: tonic counts them by the wall
+        // clock. The connect and the call are bounded by `deadline::within` instead.
         let mut refused = None;
         match (&self.tls, &self.identity) {
             (Some(tls), Some(identity)) => {
@@ -360,23 +368,23 @@ impl MetadataClient {
             }
             (None, _) => {}
         }
-        let connected = tokio::time::timeout(self.connect_timeout, endpoint.connect()).await;
+        let connected = deadline::within(self.connect_timeout, endpoint.connect()).await;
         if let Some(refusal) = refused.and_then(|last| last.take())
-            && !matches!(connected, Ok(Ok(_)))
+            && !matches!(connected, Some(Ok(_)))
         {
             return Err(refusal);
         }
         match connected {
-            Err(_) => Err(Error::Timeout {
+            None => Err(Error::Timeout {
                 what: format!("connect to {address}"),
                 after: self.connect_timeout,
             }),
-            Ok(Err(e)) if self.tls.is_some() => Err(connect_error(format!(
+            Some(Err(e)) if self.tls.is_some() => Err(connect_error(format!(
                 "TLS handshake failed (does the provider serve TLS with a certificate of the configured CA?): {}",
                 error_chain(&e)
             ))),
-            Ok(Err(e)) => Err(connect_error(error_chain(&e))),
-            Ok(Ok(channel)) => Ok(channel),
+            Some(Err(e)) => Err(connect_error(error_chain(&e))),
+            Some(Ok(channel)) => Ok(channel),
         }
     }
 }

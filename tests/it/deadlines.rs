@@ -167,3 +167,66 @@ fn a_subscription_waiting_for_a_hanging_store_sleeps_until_its_start_timeout() {
     );
     assert_eq!(endpoints.expect("the subscription starts empty"), 0);
 }
+
+/// A consumer whose own resolvers keep its runtime busy for several fetch timeouts while
+/// its one metadata call is under way makes that one call, and it succeeds: the time the
+/// call waited behind the process's own work is not the provider's delay. (A wall-clock
+/// deadline gave up on it, and every resolver that came after started the load again.)
+///
+/// The provider runs in a runtime of its own, as another process would; the consumer runs
+/// on one thread, shared by the call and by resolvers that each work for 20 ms at a time.
+#[test]
+fn a_consumer_busy_with_its_own_resolvers_makes_one_metadata_call() {
+    let provider_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("provider runtime");
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let provider = provider_runtime.block_on(start_provider(
+        &store,
+        "shop-orders",
+        vec![ServiceInfo::new("shop.OrderService")],
+    ));
+    let consumer_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("consumer runtime");
+    let timeout = Duration::from_millis(200);
+    let busy_for = timeout * 6;
+    let resolvers = 20;
+    let (results, stats) = consumer_runtime.block_on(async {
+        let resolver = Resolver::builder(store).fetch_timeout(timeout).build();
+        let subscription = Subscription::new("shop.OrderService");
+        // The first resolver starts the call; the others then take the thread in turns.
+        let mut tasks = vec![tokio::spawn({
+            let (resolver, subscription) = (resolver.clone(), subscription.clone());
+            async move { resolver.resolve(&subscription).await }
+        })];
+        let busy_until = Instant::now() + busy_for;
+        for _ in 1..resolvers {
+            let (resolver, subscription) = (resolver.clone(), subscription.clone());
+            tasks.push(tokio::spawn(async move {
+                while Instant::now() < busy_until {
+                    std::thread::sleep(Duration::from_millis(20));
+                    tokio::task::yield_now().await;
+                }
+                resolver.resolve(&subscription).await
+            }));
+        }
+        let mut results = Vec::new();
+        for task in tasks {
+            results.push(task.await.expect("resolver task"));
+        }
+        (results, resolver.stats().await)
+    });
+    for result in results {
+        assert_eq!(result.expect("resolved").len(), 1);
+    }
+    assert_eq!(stats.metadata_fetches, 1, "{stats:?}");
+    assert_eq!(stats.fetch_failures, 0, "{stats:?}");
+    assert_eq!(provider.exported().served(), 1);
+    provider_runtime
+        .block_on(provider.shutdown())
+        .expect("provider stops");
+}
