@@ -15,7 +15,7 @@
 //! (`etcd://127.0.0.1:PORT`), so other registries need no new launcher. A provider process is
 //! killed when dropped; its output is kept in a temporary directory and shown when it fails.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
@@ -308,6 +308,7 @@ impl BuiltPeer {
         }
         let (mut status, mut logs) = self.run_consumer(&args).await;
         let mut shares = share_lines(logs.path());
+        let mut errors = call_errors(logs.path());
         let mut result = result_line(logs.path());
         if self.peer == Peer::Java && result.is_none() && start_failed(logs.path()) {
             // Dubbo Java's start, before any call, failed: seen twice in CI on etcd, cause
@@ -319,6 +320,7 @@ impl BuiltPeer {
             (status, logs) = self.run_consumer(&args).await;
             result = result_line(logs.path());
             shares = share_lines(logs.path());
+            errors = call_errors(logs.path());
         }
         let output = read_output(logs.path());
         let result = result.unwrap_or_else(|| {
@@ -346,6 +348,7 @@ impl BuiltPeer {
                 .map(|(_, m)| m.to_owned())
                 .unwrap_or_default(),
             shares,
+            call_errors: errors,
             output,
         }
     }
@@ -418,6 +421,8 @@ pub struct ConsumerRun {
     /// How many of the calls each distinct answer answered (its `SHARE` lines; empty for a
     /// peer that prints none).
     pub shares: BTreeMap<String, u64>,
+    /// The distinct errors of its failed calls (its `call failed: ...` lines).
+    pub call_errors: BTreeSet<String>,
     /// Everything it printed, for failure messages.
     pub output: String,
 }
@@ -533,6 +538,15 @@ fn share_lines(dir: &Path) -> BTreeMap<String, u64> {
             let (count, message) = rest.split_once(" message=")?;
             Some((message.to_owned(), count.parse().ok()?))
         })
+        .collect()
+}
+
+/// The distinct errors a consumer printed for its failed calls (`call failed: ...`).
+fn call_errors(dir: &Path) -> BTreeSet<String> {
+    read(dir, "stderr")
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("call failed: "))
+        .map(str::to_owned)
         .collect()
 }
 
