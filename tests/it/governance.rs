@@ -27,7 +27,9 @@
 //! * Tagged `gray`, forced or not: C only, 200 of 200.
 //! * Tagged `blue`, which no provider has, not forced: the untagged ones, A and B, A 74.8%
 //!   of 2,000 (weighted as untagged calls are). Forced: every call fails ("No provider
-//!   available"), none reaches C or D.
+//!   available"; 200 of 200, 20 of 20), none reaches C or D.
+//! * D is not routed out but never made an invoker: the error of a forced call lists the
+//!   directory's invokers, three, A, B and C.
 //!
 //! Each case asserts the Java consumer's measured behaviour first, then compares the
 //! Introspect consumer with it: the same providers reached, and each one's share within
@@ -42,7 +44,7 @@ use crate::support::greeter::{GreeterNode, greeter_service, start_greeter_export
 use crate::support::peer_cases::{INTERFACE, PeerRegistry};
 use crate::support::peers::{BuiltPeer, ConsumerOptions, ConsumerRun, Peer};
 use crate::support::wait::eventually;
-use introspect::consumer::{BalancedChannel, ChannelHandle, SubscriptionHandle};
+use introspect::consumer::{BalancedChannel, ChannelHandle, ChannelOptions, SubscriptionHandle};
 use introspect::{Resolver, ServiceInfo, Subscription};
 
 /// The providers' app.
@@ -52,6 +54,11 @@ const APP: &str = "governed-greeter";
 const CALLS: u32 = 2_000;
 /// Tagged calls each consumer makes (each must reach the tagged provider).
 const TAGGED_CALLS: u32 = 200;
+/// Calls each consumer makes that are to fail (a forced tag that no provider has).
+const FAILING_CALLS: u32 = 20;
+/// How long an Introspect call waits for an endpoint that may take it: short, so that calls
+/// routed to no provider fail fast (once the channel knows A and B, no other call waits).
+const ENDPOINT_WAIT: Duration = Duration::from_millis(500);
 /// How far (in percentage points) a provider's share of the Introspect consumer's calls may
 /// be from its share of the Java consumer's.
 const MARGIN: f64 = 5.0;
@@ -142,12 +149,7 @@ impl Shares {
         for (message, count) in &run.shares {
             *shares.answered.entry(fleet.who(message)).or_default() += count;
         }
-        shares.errors = run
-            .output
-            .lines()
-            .filter_map(|line| line.strip_prefix("call failed: "))
-            .map(str::to_owned)
-            .collect();
+        shares.errors.clone_from(&run.call_errors);
         shares
     }
 }
@@ -211,7 +213,7 @@ const CASES: [Case; 5] = [
             tag: Some("blue"),
             force: true,
         },
-        calls: TAGGED_CALLS,
+        calls: FAILING_CALLS,
         reached: &[],
     },
 ];
@@ -300,7 +302,8 @@ async fn rust_consumer(registry: &PeerRegistry, fleet: &Fleet) -> RustConsumer {
         },
     )
     .await;
-    let (channel, mut handle) = resolver.balanced_channel(&live).unwrap();
+    let options = ChannelOptions::default().endpoint_wait(ENDPOINT_WAIT);
+    let (channel, mut handle) = resolver.balanced_channel_with(&live, options).unwrap();
     let untagged = fleet.ports(&["A", "B"]);
     let known = async {
         loop {
@@ -359,6 +362,9 @@ async fn routes_as_dubbo_java(registry: Option<PeerRegistry>) {
         return;
     };
     let fleet = Fleet::start(&registry).await;
+    for (name, node) in &fleet.nodes {
+        eprintln!("provider {name} at {}", node.address);
+    }
     // A consumer reads the mapping once, when it subscribes.
     registry.wait_for_mapping(APP).await;
 
