@@ -17,13 +17,20 @@
 //! (forced: `dubbo.force.tag: true`); the Java consumer sets the attachments on
 //! `RpcContext.getClientAttachment()` as a Java user does.
 //!
-//! What the real Java consumer did, measured (Dubbo 3.3.4, this fleet on ZooKeeper, three
+//! What the real Java consumer did, measured (Dubbo 3.3.4, this fleet on ZooKeeper, eight
 //! runs), and what [`CASES`] asserts of it:
 //!
-//! * It reads all three from the service params of an application-level instance, as the
-//!   interface-level URL parameters they stand for.
-//! * Untagged calls: A and B only, A 73.8%, 74.8% and 76.5% of 2,000 (weights 300 : 100,
-//!   75%). The tagged C and the disabled D took none.
+//! * It reads the tag and `disabled` from the service params of an application-level
+//!   instance, as the interface-level URL parameters they stand for, in every run.
+//! * Untagged calls: A and B only; the tagged C and the disabled D took none. In six runs
+//!   A took 73.7% to 76.5% of 2,000 (weights 300 : 100, 75%).
+//! * OPEN, and why this test is not yet fit for CI: in two runs of eight Java split the
+//!   untagged calls evenly (A 49.9%, 51.2%), the tag and `disabled` still obeyed. It is a
+//!   property of the fleet, not of one consumer: both Java consumers of such a run (the
+//!   untagged and the `blue` one, separate JVMs) split evenly. On Nacos (rnacos 0.8.8) the
+//!   same fleet split evenly in three runs of four; Java providers with weights 300 and 100
+//!   there were weighted (A 80%, warm-up on: their records carry `timestamp`, these Rust
+//!   providers' carry none). The cause is not known yet.
 //! * Tagged `gray`, forced or not: C only, 200 of 200.
 //! * Tagged `blue`, which no provider has, not forced: the untagged ones, A and B, A 74.8%
 //!   of 2,000 (weighted as untagged calls are). Forced: every call fails ("No provider
