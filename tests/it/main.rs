@@ -26,7 +26,7 @@ mod first_set;
 mod follow_app;
 mod generated_code;
 mod golden_records;
-#[cfg(any(feature = "zookeeper", feature = "nacos"))]
+#[cfg(feature = "zookeeper")]
 mod governance;
 mod health_and_snapshot;
 mod held_endpoints;
