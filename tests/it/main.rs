@@ -26,6 +26,8 @@ mod first_set;
 mod follow_app;
 mod generated_code;
 mod golden_records;
+#[cfg(feature = "zookeeper")]
+mod governance;
 mod health_and_snapshot;
 mod held_endpoints;
 mod identity;

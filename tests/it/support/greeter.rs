@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use introspect::provider::ProviderBuilder;
-use introspect::{Provider, Store};
+use introspect::{Provider, ServiceInfo, Store};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::{Request, Response, Status};
@@ -157,6 +157,27 @@ pub async fn start_greeter_advertised(
     listener: tokio::net::TcpListener,
     advertised_port: Option<u16>,
 ) -> GreeterNode {
+    let greeter = greeter_service();
+    start_greeter_exporting(backend, app, ttl, drain, listener, advertised_port, greeter).await
+}
+
+/// The Greeter as [`start_greeter_on`] exports it, to add parameters to (a weight, a tag).
+pub fn greeter_service() -> ServiceInfo {
+    use tonic::server::NamedService as _;
+    ServiceInfo::new(GreeterServer::<CountingGreeter>::NAME)
+}
+
+/// Like [`start_greeter_advertised`], exporting `service` (the Greeter's name, with
+/// parameters of its own) instead of the plain Greeter.
+pub async fn start_greeter_exporting(
+    backend: introspect::Backend,
+    app: &str,
+    ttl: Duration,
+    drain: Duration,
+    listener: tokio::net::TcpListener,
+    advertised_port: Option<u16>,
+    service: ServiceInfo,
+) -> GreeterNode {
     let address = listener.local_addr().unwrap();
     let mut registered = address;
     let greeter = CountingGreeter::new(address);
@@ -164,7 +185,7 @@ pub async fn start_greeter_advertised(
     let mut builder = Provider::builder(app, backend.clone())
         .lease_ttl(ttl)
         .drain_period(drain)
-        .export_service::<GreeterServer<CountingGreeter>>();
+        .export(service);
     if let Some(port) = advertised_port {
         builder = builder.port(port);
         registered.set_port(port);

@@ -10,10 +10,12 @@
 //! Each peer is one program with two roles (`interop/README.md`): a provider of
 //! `helloworld.Greeter` that prints `READY` once it serves and stops gracefully when its
 //! standard input closes, and a consumer that makes N calls and prints one
-//! `RESULT calls=N ok=K failed=F ...` line. Both take a Dubbo registry URL
+//! `RESULT calls=N ok=K failed=F ...` line (the Java consumer also one
+//! `SHARE calls=C message=...` line per distinct answer, and tags its calls on demand). Both take a Dubbo registry URL
 //! (`etcd://127.0.0.1:PORT`), so other registries need no new launcher. A provider process is
 //! killed when dropped; its output is kept in a temporary directory and shown when it fails.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
@@ -179,7 +181,9 @@ impl BuiltPeer {
         self.provider_with(registry, app, &args).await
     }
 
-    async fn provider_with(&self, registry: &str, app: &str, args: &[&str]) -> PeerProvider {
+    /// Like [`provider`](Self::provider), with more of the provider role's options
+    /// (`interop/README.md`): the Java peer's `--tag`, `--weight`, `--name`, say.
+    pub async fn provider_with(&self, registry: &str, app: &str, args: &[&str]) -> PeerProvider {
         let logs = TempDir::with_prefix(format!("introspect-{}-", self.peer.name()))
             .expect("create a temporary dir");
         let (port, metadata_port) = free_ports();
@@ -254,6 +258,29 @@ impl BuiltPeer {
         provided_by: Option<&str>,
         interval: Duration,
     ) -> ConsumerRun {
+        let options = ConsumerOptions {
+            provided_by,
+            interval,
+            ..ConsumerOptions::default()
+        };
+        self.consumer_with(registry, app, calls, &options).await
+    }
+
+    /// Like [`consumer`](Self::consumer), with every option of the consumer role (the tag
+    /// options are the Java peer's only).
+    pub async fn consumer_with(
+        &self,
+        registry: &str,
+        app: &str,
+        calls: u32,
+        options: &ConsumerOptions<'_>,
+    ) -> ConsumerRun {
+        let ConsumerOptions {
+            provided_by,
+            interval,
+            tag,
+            force_tag,
+        } = *options;
         let mut args: Vec<String> = [
             "--registry",
             registry,
@@ -271,7 +298,17 @@ impl BuiltPeer {
         if let Some(apps) = provided_by {
             args.extend(["--provided-by".to_owned(), apps.to_owned()]);
         }
+        if let Some(tag) = tag {
+            assert_eq!(self.peer, Peer::Java, "only the Java consumer tags calls");
+            args.extend(["--tag".to_owned(), tag.to_owned()]);
+        }
+        if force_tag {
+            assert_eq!(self.peer, Peer::Java, "only the Java consumer tags calls");
+            args.push("--force-tag".to_owned());
+        }
         let (mut status, mut logs) = self.run_consumer(&args).await;
+        let mut shares = share_lines(logs.path());
+        let mut errors = call_errors(logs.path());
         let mut result = result_line(logs.path());
         if self.peer == Peer::Java && result.is_none() && start_failed(logs.path()) {
             // Dubbo Java's start, before any call, failed: seen twice in CI on etcd, cause
@@ -282,6 +319,8 @@ impl BuiltPeer {
             );
             (status, logs) = self.run_consumer(&args).await;
             result = result_line(logs.path());
+            shares = share_lines(logs.path());
+            errors = call_errors(logs.path());
         }
         let output = read_output(logs.path());
         let result = result.unwrap_or_else(|| {
@@ -308,6 +347,8 @@ impl BuiltPeer {
                 .split_once("message=")
                 .map(|(_, m)| m.to_owned())
                 .unwrap_or_default(),
+            shares,
+            call_errors: errors,
             output,
         }
     }
@@ -348,6 +389,20 @@ impl BuiltPeer {
     }
 }
 
+/// The consumer role's options besides its registry, app and number of calls.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConsumerOptions<'a> {
+    /// The apps that provide the Greeter (`--provided-by`), instead of the mapping's.
+    pub provided_by: Option<&'a str>,
+    /// A pause after each call (`--interval-ms`).
+    pub interval: Duration,
+    /// The tag every call carries (`--tag`: the attachment `dubbo.tag`; Java only).
+    pub tag: Option<&'a str>,
+    /// Whether the tag is forced (`--force-tag`: the attachment `dubbo.force.tag=true`;
+    /// Java only).
+    pub force_tag: bool,
+}
+
 /// What a peer consumer reported.
 #[derive(Debug)]
 pub struct ConsumerRun {
@@ -363,6 +418,11 @@ pub struct ConsumerRun {
     pub waited: Duration,
     /// The last answer's message.
     pub message: String,
+    /// How many of the calls each distinct answer answered (its `SHARE` lines; empty for a
+    /// peer that prints none).
+    pub shares: BTreeMap<String, u64>,
+    /// The distinct errors of its failed calls (its `call failed: ...` lines).
+    pub call_errors: BTreeSet<String>,
     /// Everything it printed, for failure messages.
     pub output: String,
 }
@@ -467,6 +527,27 @@ fn result_line(dir: &Path) -> Option<String> {
     read(dir, "stdout")
         .lines()
         .find_map(|line| line.trim().strip_prefix("RESULT ").map(str::to_owned))
+}
+
+/// The `SHARE calls=C message=M` lines a consumer printed, as `M -> C`.
+fn share_lines(dir: &Path) -> BTreeMap<String, u64> {
+    read(dir, "stdout")
+        .lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("SHARE calls=")?;
+            let (count, message) = rest.split_once(" message=")?;
+            Some((message.to_owned(), count.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The distinct errors a consumer printed for its failed calls (`call failed: ...`).
+fn call_errors(dir: &Path) -> BTreeSet<String> {
+    read(dir, "stderr")
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("call failed: "))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Whether Dubbo Java said that its start failed (its deployer logs this, then throws).

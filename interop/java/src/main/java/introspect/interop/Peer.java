@@ -12,6 +12,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.dubbo.config.ApplicationConfig;
@@ -22,6 +24,7 @@ import org.apache.dubbo.config.ServiceConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 import org.apache.dubbo.registry.client.migration.MigrationInvoker;
 import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.cluster.ClusterInvoker;
 import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
 
@@ -30,18 +33,27 @@ import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
  * application-level service discovery only and MetadataServiceV2 over Triple.
  *
  * <pre>
- * provider --registry URL --app NAME --port PORT --metadata-port PORT
+ * provider --registry URL --app NAME --port PORT --metadata-port PORT [--tag TAG] [--weight W] [--name NAME]
  * consumer --registry URL --app NAME [--provided-by APP] --calls N [--wait-seconds S] [--interval-ms MS]
+ *          [--tag TAG] [--force-tag]
  * bench --registry URL --app NAME --expect N [--provided-by APP] [--wait-seconds S] [--connect-timeout-ms MS]
  * </pre>
  *
  * The registry is a Dubbo registry URL ({@code etcd://h:p}, {@code zookeeper://h:p},
  * {@code nacos://h:p}). The provider prints {@code READY} once exported and registered, and
- * stops gracefully when its standard input closes. The consumer waits (at most the given
+ * stops gracefully when its standard input closes. Its {@code --tag} and {@code --weight} are
+ * the service's static tag ({@code dubbo.tag}) and weight, as a Java user sets them on a
+ * {@code ServiceConfig}; with {@code --name} its Greeter answers {@code Hello X from NAME}
+ * instead of {@code Hello X from dubbo-java}. The consumer waits (at most the given
  * seconds) for a first answer, then makes N calls (pausing the given milliseconds after each)
- * and prints one line
+ * and prints, for each distinct answer of those N calls, one line
+ * {@code SHARE calls=C message=...} (how many calls it answered), then one line
  * {@code RESULT calls=N ok=K failed=F waited_ms=W message=...}; it exits 0 only when all N
- * succeeded.
+ * succeeded. With {@code --tag} every call, the first too, carries the attachment
+ * {@code dubbo.tag=TAG} (set on {@code RpcContext.getClientAttachment()} before each call, as
+ * a Java user tags a call), and with {@code --force-tag} each of the N calls also
+ * {@code dubbo.force.tag=true} (the first answer, which only says that discovery is done,
+ * is asked for unforced: a forced tag may match no provider).
  *
  * <p>The bench role measures discovery alone and makes no call: with the application started
  * (registry connected) it prints {@code STARTED startup_ms=S rss_kb=R}, subscribes to the
@@ -113,7 +125,13 @@ public final class Peer {
         protocol.setHost("127.0.0.1");
         ServiceConfig<Greeter> service = new ServiceConfig<>();
         service.setInterface(Greeter.class);
-        service.setRef(new CountingGreeter());
+        service.setRef(new CountingGreeter(options.getOrDefault("name", "dubbo-java")));
+        if (options.containsKey("tag")) {
+            service.setTag(options.get("tag"));
+        }
+        if (options.containsKey("weight")) {
+            service.setWeight(Integer.parseInt(options.get("weight")));
+        }
         DubboBootstrap bootstrap = DubboBootstrap.getInstance()
                 .application(application(options))
                 .registry(registry(options))
@@ -135,6 +153,8 @@ public final class Peer {
         int calls = Integer.parseInt(need(options, "calls"));
         long waitMillis = Long.parseLong(options.getOrDefault("wait-seconds", "60")) * 1000;
         long intervalMillis = Long.parseLong(options.getOrDefault("interval-ms", "0"));
+        String tag = options.get("tag");
+        boolean forceTag = options.containsKey("force-tag");
         ReferenceConfig<Greeter> reference = new ReferenceConfig<>();
         reference.setInterface(Greeter.class);
         reference.setProtocol("tri");
@@ -161,6 +181,9 @@ public final class Peer {
         String lastError = "";
         while (message == null && System.currentTimeMillis() - started < waitMillis) {
             try {
+                // Discovery is done once any provider answers the call: forced, the tag
+                // could match none.
+                tagNextCall(tag, false);
                 message = greeter.sayHello(request).getMessage();
             } catch (RuntimeException e) {
                 lastError = e.getClass().getSimpleName() + ": " + firstLine(e.getMessage());
@@ -170,6 +193,8 @@ public final class Peer {
         long waited = System.currentTimeMillis() - started;
         long ok = 0;
         long failed = 0;
+        // Each distinct answer of the N calls and how many calls it answered.
+        Map<String, Long> shares = new TreeMap<>();
         if (message == null) {
             System.err.println("no answer within " + waitMillis + " ms: " + lastError);
             failed = calls;
@@ -179,7 +204,9 @@ public final class Peer {
                     sleep(intervalMillis);
                 }
                 try {
+                    tagNextCall(tag, forceTag);
                     message = greeter.sayHello(request).getMessage();
+                    shares.merge(message, 1L, Long::sum);
                     ok++;
                 } catch (RuntimeException e) {
                     failed++;
@@ -187,11 +214,27 @@ public final class Peer {
                 }
             }
         }
+        shares.forEach((answer, count) -> System.out.println("SHARE calls=" + count + " message=" + answer));
         System.out.println("RESULT calls=" + calls + " ok=" + ok + " failed=" + failed + " waited_ms=" + waited
                 + " message=" + message);
         System.out.flush();
         bootstrap.stop();
         return failed == 0 && ok == calls ? 0 : 1;
+    }
+
+    /**
+     * Tags the next call as a Java user does: attachments of the client context, which Dubbo
+     * hands to the invocation (the tag router reads {@code dubbo.tag} and
+     * {@code dubbo.force.tag} there) and Triple sends as headers. Set before every call,
+     * since Dubbo may clear the client context after one.
+     */
+    private static void tagNextCall(String tag, boolean force) {
+        if (tag != null) {
+            RpcContext.getClientAttachment().setAttachment("dubbo.tag", tag);
+        }
+        if (force) {
+            RpcContext.getClientAttachment().setAttachment("dubbo.force.tag", "true");
+        }
     }
 
     /**
@@ -274,26 +317,44 @@ public final class Peer {
         return 0;
     }
 
-    /** Answers naming this peer, and counts the calls. */
+    /** Answers naming this peer (by default {@code dubbo-java}), and counts the calls. */
     static final class CountingGreeter extends DubboGreeterTriple.GreeterImplBase {
         private final AtomicLong calls = new AtomicLong();
+        private final String name;
+
+        CountingGreeter(String name) {
+            this.name = name;
+        }
 
         @Override
         public HelloReply sayHello(HelloRequest request) {
             calls.incrementAndGet();
             return HelloReply.newBuilder()
-                    .setMessage("Hello " + request.getName() + " from dubbo-java")
+                    .setMessage("Hello " + request.getName() + " from " + name)
                     .build();
         }
     }
 
+    /** Options that take no value. */
+    private static final Set<String> FLAGS = Set.of("force-tag");
+
     private static Map<String, String> parse(String[] args) {
         Map<String, String> options = new HashMap<>();
-        for (int i = 1; i + 1 < args.length; i += 2) {
+        int i = 1;
+        while (i < args.length) {
             if (!args[i].startsWith("--")) {
                 throw new IllegalArgumentException("expected an option, got " + args[i]);
             }
-            options.put(args[i].substring(2), args[i + 1]);
+            String name = args[i].substring(2);
+            if (FLAGS.contains(name)) {
+                options.put(name, "true");
+                i += 1;
+            } else if (i + 1 < args.length) {
+                options.put(name, args[i + 1]);
+                i += 2;
+            } else {
+                throw new IllegalArgumentException("no value for " + args[i]);
+            }
         }
         return options;
     }
