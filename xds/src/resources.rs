@@ -12,6 +12,8 @@
 
 use std::collections::BTreeMap;
 
+use introspect::consumer::routing::{RouteParams, effective_weight};
+
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
     ClusterDiscoveryType, DiscoveryType, EdsClusterConfig, LbPolicy,
@@ -179,26 +181,23 @@ pub fn cluster(service: &str) -> Cluster {
 /// The ClusterLoadAssignment of `service`: one locality of weight 1 holding one endpoint
 /// per distinct address among the gRPC-callable `endpoints`, each healthy (the
 /// subscription's view already set aside what its health checks failed, and still holds
-/// what self-preservation holds), weighted by the service's `weight` parameter when it has
-/// a valid one.
+/// what self-preservation holds), routed and weighted as an Introspect or Dubbo Java
+/// consumer routes an untagged call (see [`routed_weights`]).
 pub fn load_assignment(service: &str, endpoints: &[Endpoint]) -> ClusterLoadAssignment {
-    let mut by_address: BTreeMap<(String, u16), Option<u32>> = BTreeMap::new();
-    for e in endpoints.iter().filter(|e| grpc_callable(e)) {
-        let weight = e
-            .params()
-            .get("weight")
-            .and_then(|w| w.trim().parse::<u32>().ok())
-            .filter(|w| *w > 0);
-        let host = e.host.trim_start_matches('[').trim_end_matches(']');
-        by_address
-            .entry((host.to_owned(), e.port))
-            .or_insert(weight);
-    }
-    let lb_endpoints = by_address
+    load_assignment_at(service, endpoints, now_ms())
+}
+
+/// [`load_assignment`] with the clock at `now_ms` (ms since the epoch).
+pub fn load_assignment_at(
+    service: &str,
+    endpoints: &[Endpoint],
+    now_ms: i64,
+) -> ClusterLoadAssignment {
+    let lb_endpoints = routed_weights(endpoints, now_ms)
         .into_iter()
         .map(|((host, port), weight)| LbEndpoint {
             health_status: HealthStatus::Healthy as i32,
-            load_balancing_weight: weight.map(|value| UInt32Value { value }),
+            load_balancing_weight: Some(UInt32Value { value: weight }),
             host_identifier: Some(HostIdentifier::Endpoint(EnvoyEndpoint {
                 address: Some(Address {
                     address: Some(AddressKind::SocketAddress(SocketAddress {
@@ -222,6 +221,40 @@ pub fn load_assignment(service: &str, endpoints: &[Endpoint]) -> ClusterLoadAssi
         }],
         ..Default::default()
     }
+}
+
+/// The addresses an xDS client's calls may go to, with their weights: the gRPC-callable
+/// endpoints an untagged call is routed to (no `disabled` provider, no tagged one: an xDS
+/// client sends no `dubbo.tag`), each once, weighted by the same effective weight as a
+/// balanced channel's (`weight`, warm-up from the instance's `timestamp`). Envoy and gRPC
+/// take no weight of 0, so providers of weight 0 are left out while another weighs more,
+/// and all weigh 1 when none does (Java's uniform pick).
+fn routed_weights(endpoints: &[Endpoint], now_ms: i64) -> BTreeMap<(String, u16), u32> {
+    let mut by_address: BTreeMap<(String, u16), u32> = BTreeMap::new();
+    for e in endpoints.iter().filter(|e| grpc_callable(e)) {
+        let route = RouteParams::of(e);
+        if !route.enabled || route.tag.is_some() {
+            continue;
+        }
+        let weight = effective_weight(route.weight, route.warmup_ms, route.timestamp_ms, now_ms);
+        let host = e.host.trim_start_matches('[').trim_end_matches(']');
+        by_address
+            .entry((host.to_owned(), e.port))
+            .or_insert(weight);
+    }
+    if by_address.values().all(|w| *w == 0) {
+        by_address.values_mut().for_each(|w| *w = 1);
+    } else {
+        by_address.retain(|_, w| *w > 0);
+    }
+    by_address
+}
+
+/// The wall clock in ms since the epoch, as providers write their start time.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The resource of type `type_url` for `service` with these endpoints, packed; `None` for a
@@ -281,19 +314,11 @@ mod tests {
         assert!(!grpc_callable(&at(1, "rest", &[])));
     }
 
-    #[test]
-    fn the_load_assignment_holds_each_callable_address_once() {
-        let endpoints = vec![
-            at(2, "tri", &[("weight", "7")]),
-            at(1, "tri", &[]),
-            at(1, "grpc", &[]),
-            at(3, "dubbo", &[]),
-            at(4, "tri", &[("weight", "zero")]),
-        ];
-        let cla = load_assignment("helloworld.Greeter", &endpoints);
+    fn weights(endpoints: &[Endpoint], now_ms: i64) -> Vec<(u32, u32)> {
+        let cla = load_assignment_at("helloworld.Greeter", endpoints, now_ms);
         assert_eq!(cla.cluster_name, "helloworld.Greeter");
         assert_eq!(cla.endpoints.len(), 1);
-        let ports: Vec<(u32, Option<u32>)> = cla.endpoints[0]
+        cla.endpoints[0]
             .lb_endpoints
             .iter()
             .map(|e| {
@@ -308,10 +333,48 @@ mod tests {
                 let Some(PortSpecifier::PortValue(p)) = s.port_specifier else {
                     panic!("a port")
                 };
-                (p, e.load_balancing_weight.as_ref().map(|w| w.value))
+                (p, e.load_balancing_weight.as_ref().unwrap().value)
             })
-            .collect();
-        assert_eq!(ports, vec![(1, None), (2, Some(7)), (4, None)]);
+            .collect()
+    }
+
+    #[test]
+    fn the_load_assignment_holds_each_callable_routed_address_once_weighted_as_java() {
+        let endpoints = vec![
+            at(2, "tri", &[("weight", "7")]),
+            at(1, "tri", &[]),
+            at(1, "grpc", &[]),
+            at(3, "dubbo", &[]),
+            at(4, "tri", &[("weight", "zero")]),
+            at(5, "tri", &[("weight", "0")]),
+            at(6, "tri", &[("dubbo.tag", "gray")]),
+            at(7, "tri", &[("disabled", "true")]),
+            at(8, "tri", &[("weight", "-3")]),
+        ];
+        // Weight 0 and negative ones are left out; a weight that does not parse is 100.
+        assert_eq!(weights(&endpoints, 0), vec![(1, 100), (2, 7), (4, 100)]);
+        // All of weight 0: all alike.
+        let none = vec![
+            at(1, "tri", &[("weight", "0")]),
+            at(2, "tri", &[("weight", "0")]),
+        ];
+        assert_eq!(weights(&none, 0), vec![(1, 1), (2, 1)]);
+    }
+
+    #[test]
+    fn a_provider_warming_up_weighs_less() {
+        let started = 1_700_000_000_000_i64;
+        let mut warming = at(1, "tri", &[("weight", "300")]);
+        warming.timestamp = started as u64;
+        let endpoints = vec![warming, at(2, "tri", &[])];
+        assert_eq!(
+            weights(&endpoints, started + 60_000),
+            vec![(1, 30), (2, 100)]
+        );
+        assert_eq!(
+            weights(&endpoints, started + 600_000),
+            vec![(1, 300), (2, 100)]
+        );
     }
 
     #[test]
