@@ -182,7 +182,8 @@ pub fn cluster(service: &str) -> Cluster {
 /// per distinct address among the gRPC-callable `endpoints`, each healthy (the
 /// subscription's view already set aside what its health checks failed, and still holds
 /// what self-preservation holds), routed and weighted as an Introspect or Dubbo Java
-/// consumer routes an untagged call (see [`routed_weights`]).
+/// consumer routes an untagged call: no disabled or tagged provider, each weighed with
+/// warm-up, none of weight 0 while another weighs more.
 pub fn load_assignment(service: &str, endpoints: &[Endpoint]) -> ClusterLoadAssignment {
     load_assignment_at(service, endpoints, now_ms())
 }
