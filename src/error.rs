@@ -207,6 +207,17 @@ pub enum Error {
         presented: String,
     },
 
+    /// A governance rule from the config centre (or a file) that cannot be applied: it
+    /// does not parse, has an unknown `configVersion`, is over the size bound, or uses a
+    /// form that cannot be evaluated here. The previous good rule under `key` stays in force.
+    #[error("rule {key}: {reason}")]
+    Rule {
+        /// The rule's key in the config centre (`greeter.tag-router`), or the file's name.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// A local I/O error (snapshot file, server socket).
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),

@@ -12,15 +12,18 @@
 //! * `weight`: the effective weight, Java's `AbstractLoadBalance.getWeight` with warm-up.
 //! * `tag`: a call's tag ([`CallTag`]) and Java's static-tag selection.
 //! * `pick`: the weighted choice among the routed, healthy endpoints.
+//! * `facts`: what rules match against, one provider and one call.
 //!
 //! Rules from the config centre (configurators, tag and condition rules) are not read yet:
 //! only what providers publish routes calls.
 
+mod facts;
 mod params;
 mod pick;
 mod tag;
 mod weight;
 
+pub use facts::{CallFacts, MAX_RULE_BYTES, ProviderFacts};
 pub use params::{BadParam, RouteParams};
 pub(crate) use pick::pick;
 pub use tag::CallTag;
