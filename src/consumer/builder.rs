@@ -11,6 +11,7 @@ use super::hosts::HostNames;
 use super::metadata::{CacheSettings, MetadataSource};
 use super::rejections::Rejections;
 use super::resolver::Resolver;
+use super::routing::ConsumerIdentity;
 use super::seen::{
     ConsumerHandle, ConsumerSettings, DEFAULT_CONSUMER_REFRESH, DEFAULT_CONSUMER_TTL,
 };
@@ -49,6 +50,7 @@ pub struct ResolverBuilder {
     health: HealthOptions,
     protection: ProtectionOptions,
     consumer: Option<ConsumerSettings>,
+    application: Option<String>,
 }
 
 impl Resolver {
@@ -81,7 +83,18 @@ impl ResolverBuilder {
             health: HealthOptions::default(),
             protection: ProtectionOptions::default(),
             consumer: None,
+            application: None,
         }
+    }
+
+    /// Names the consumer's application (default: the app of
+    /// [`register_consumer`](Self::register_consumer), else none), as a Dubbo consumer's
+    /// `dubbo.application.name`: the config centre's rules keyed by it
+    /// (`{app}.configurators`, `{app}.condition-router`) then route its calls, and rules
+    /// matching `application` match it.
+    pub fn application(mut self, app: impl Into<String>) -> Self {
+        self.application = Some(app.into());
+        self
     }
 
     /// Sets how each subscription behaves: coalescing, the local snapshot, the start
@@ -233,6 +246,11 @@ impl ResolverBuilder {
             backend = backend.with_layout(layout);
         }
         let backend = backend.with_deadline(self.store_timeout);
+        let governed = Arc::new(ConsumerIdentity::new(
+            self.application
+                .or_else(|| self.consumer.as_ref().map(|c| c.app.clone())),
+            self.consumer.as_ref().and_then(|c| c.host.clone()),
+        ));
         let consumer = self.consumer.and_then(|settings| {
             let checked = crate::model::names::validate_app(&settings.app).and_then(|()| {
                 settings
@@ -302,6 +320,7 @@ impl ResolverBuilder {
             rejections,
             tls,
             identity: self.identity,
+            consumer: governed,
         };
         let parts = SubscribeParts {
             views,

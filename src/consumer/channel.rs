@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::balance::{self, BalancedChannel, ChannelOptions, Discovery, Feed};
 use super::resolver::Resolver;
+use super::routing::RuleSet;
 use super::subscribe::SubscriptionHandle;
 use crate::error::{Error, Result};
 use crate::model::Authority;
@@ -98,11 +99,16 @@ impl Resolver {
             interface = %subscription.subscription().interface
         );
         let discovery: Discovery = subscription.discover();
+        let governance = balance::Governance {
+            consumer: parts.consumer.clone(),
+            rules: tokio::sync::watch::channel(Arc::new(RuleSet::none())).1,
+        };
         let (channel, feed) = balance::balanced_channel(
             discovery,
             parts,
             options,
             subscription.why_empty_watch(),
+            governance,
             span,
         )?;
         let handle = ChannelHandle {

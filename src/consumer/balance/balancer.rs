@@ -1,13 +1,15 @@
 //! The balancer under the channel's buffer: for each call, the routing stage's subset
-//! (`consumer/routing`: static tags, disabled providers), then health (set-aside endpoints
-//! left out, panic mode when every routed one is), then a weighted, load-aware pick.
+//! (`consumer/routing`: configurators, disabled providers, tags, condition rules), then
+//! health (set-aside endpoints left out, panic mode when every routed one is), then a
+//! weighted, load-aware pick.
 //!
 //! It takes its endpoints from the feeder as [`Update`]s: an address joins with its
-//! service and what it says for routing, is rerouted when a new revision changes that
-//! (no new connection), and leaves. Routed subsets are cached per distinct call tag until
-//! the endpoints change; health is read once per change of health, not per call.
+//! endpoint, is rerouted when a new revision changes it (no new connection), and leaves;
+//! and the rules in force from the rules watcher. Routings are cached per distinct call
+//! input (tag, and the method and attachments the rules read) until the endpoints or the
+//! rules change; health is read once per change of health, not per call.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context as TaskContext, Poll};
@@ -22,10 +24,11 @@ use tower::{BoxError, Service, ServiceExt as _};
 use super::{BoxedFuture, Marked, Request};
 use crate::consumer::health::{EndpointKey, HealthRegistry};
 use crate::consumer::routing::{
-    CallTag, RouteParams, TagSelection, effective_weight, pick, select_by_tag,
+    CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleSet,
+    effective_weight, pick, route,
 };
 use crate::consumer::stats::Counters;
-use crate::model::Authority;
+use crate::model::{Authority, Endpoint};
 
 /// A change of the balancer's endpoints, from the feeder.
 pub(super) enum Update {
@@ -34,10 +37,10 @@ pub(super) enum Update {
         address: Authority,
         key: EndpointKey,
         service: Marked,
-        route: Arc<RouteParams>,
+        endpoint: Endpoint,
     },
-    /// What `address` says for routing changed (a new revision at the same address).
-    Reroute(Authority, Arc<RouteParams>),
+    /// The endpoint at `address` changed (a new revision at the same address).
+    Reroute(Authority, Endpoint),
     /// `address` leaves.
     Remove(Authority),
 }
@@ -47,18 +50,51 @@ struct Slot {
     address: Authority,
     key: EndpointKey,
     service: Marked,
+    endpoint: Endpoint,
+    /// Its service parameters as configurators override them; `None` when none applies.
+    overridden: Option<Arc<BTreeMap<String, String>>>,
+    /// What it says for routing, configurators applied.
     route: Arc<RouteParams>,
     /// Calls handed to it and not yet answered: the load measure.
     in_flight: Arc<AtomicUsize>,
 }
 
-/// The endpoints one call tag may go to.
-struct Routed {
-    /// Indices into the slots.
-    indices: Vec<usize>,
-    selection: TagSelection,
-    /// How many routed endpoints are disabled (left out before the tag).
-    disabled: usize,
+impl Slot {
+    /// Its service parameters, configurators applied.
+    fn params(&self) -> &BTreeMap<String, String> {
+        self.overridden
+            .as_deref()
+            .unwrap_or_else(|| self.endpoint.params())
+    }
+
+    /// Applies the configurators of `rules` (what a consumer of `consumer` sees of it).
+    fn configure(&mut self, rules: &RuleSet, consumer: &ConsumerIdentity) {
+        let facts = facts_of(&self.endpoint, self.endpoint.params());
+        self.overridden = rules.configure(consumer, &facts).map(Arc::new);
+        self.route = Arc::new(RouteParams::of_overridden(&self.endpoint, self.params()));
+    }
+}
+
+/// What rules see of `endpoint` when its parameters read `params`.
+fn facts_of<'a>(endpoint: &'a Endpoint, params: &'a BTreeMap<String, String>) -> ProviderFacts<'a> {
+    ProviderFacts {
+        host: &endpoint.host,
+        port: endpoint.port,
+        protocol: &endpoint.protocol,
+        app: &endpoint.app,
+        interface: &endpoint.service.name,
+        params,
+    }
+}
+
+/// What of one call routing depends on: the key of the cached routings.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct CallInput {
+    tag: CallTag,
+    /// The method, when a rule reads it.
+    method: Option<Box<str>>,
+    /// The attachments the rules read, by name (absent ones left out).
+    attachments: BTreeMap<String, String>,
 }
 
 /// See the module docs.
@@ -67,11 +103,15 @@ pub(super) struct Balancer {
     slots: Vec<Slot>,
     /// The consumer's own tag, for calls that carry none.
     default_tag: CallTag,
+    /// Who the consumer is, for rules.
+    consumer: Arc<ConsumerIdentity>,
+    rule_changes: watch::Receiver<Arc<RuleSet>>,
+    rules: Arc<RuleSet>,
     health: Arc<HealthRegistry>,
     health_changes: watch::Receiver<u64>,
     counters: Arc<Counters>,
-    /// Routed subsets per call tag, until the endpoints change.
-    routed: HashMap<CallTag, Arc<Routed>>,
+    /// Routings per call input, until the endpoints or the rules change.
+    routed: HashMap<CallInput, Arc<Routing>>,
     /// Whether each slot is set aside, as of the last change of health or endpoints.
     aside: Vec<bool>,
     aside_stale: bool,
@@ -88,13 +128,19 @@ impl Balancer {
     pub fn new(
         updates: mpsc::Receiver<Update>,
         default_tag: CallTag,
+        consumer: Arc<ConsumerIdentity>,
+        mut rule_changes: watch::Receiver<Arc<RuleSet>>,
         health: Arc<HealthRegistry>,
         counters: Arc<Counters>,
     ) -> Self {
+        let rules = rule_changes.borrow_and_update().clone();
         Balancer {
             updates,
             slots: Vec::new(),
             default_tag,
+            consumer,
+            rule_changes,
+            rules,
             health_changes: health.changes(),
             health,
             counters,
@@ -115,23 +161,27 @@ impl Balancer {
                 address,
                 key,
                 service,
-                route,
+                endpoint,
             } => {
-                let slot = Slot {
+                let mut slot = Slot {
                     address,
                     key,
                     service,
-                    route,
+                    endpoint,
+                    overridden: None,
+                    route: Arc::default(),
                     in_flight: Arc::default(),
                 };
+                slot.configure(&self.rules, &self.consumer);
                 match self.slots.iter().position(|s| s.address == slot.address) {
                     Some(i) => self.slots[i] = slot,
                     None => self.slots.push(slot),
                 }
             }
-            Update::Reroute(address, route) => {
+            Update::Reroute(address, endpoint) => {
                 if let Some(slot) = self.slots.iter_mut().find(|s| s.address == address) {
-                    slot.route = route;
+                    slot.endpoint = endpoint;
+                    slot.configure(&self.rules, &self.consumer);
                 }
             }
             Update::Remove(address) => self.slots.retain(|s| s.address != address),
@@ -140,26 +190,67 @@ impl Balancer {
         self.aside_stale = true;
     }
 
-    /// The endpoints a call tagged `tag` may go to (cached).
-    fn routed(&mut self, tag: &CallTag) -> Arc<Routed> {
-        if let Some(routed) = self.routed.get(tag) {
+    /// Takes the rules in force when they changed: configurators apply again, routings are
+    /// made again.
+    fn refresh_rules(&mut self) {
+        if !self.rule_changes.has_changed().unwrap_or(false) {
+            return;
+        }
+        self.rules = self.rule_changes.borrow_and_update().clone();
+        for slot in &mut self.slots {
+            slot.configure(&self.rules, &self.consumer);
+        }
+        self.routed.clear();
+    }
+
+    /// What of `request` routing depends on, under the rules in force.
+    fn input_of(&self, request: &Request) -> CallInput {
+        let tag = CallTag::of_request(request.headers(), &self.default_tag);
+        let reads = self.rules.reads();
+        let method = reads
+            .method
+            .then(|| method_of(request.uri().path()).map(Box::from))
+            .flatten();
+        let attachments = reads
+            .attachments
+            .iter()
+            .filter_map(|name| {
+                let value = request.headers().get(name.as_str())?.to_str().ok()?;
+                Some((name.clone(), value.to_owned()))
+            })
+            .collect();
+        CallInput {
+            tag,
+            method,
+            attachments,
+        }
+    }
+
+    /// Where calls of `input` may go (cached).
+    fn routed(&mut self, input: &CallInput) -> Arc<Routing> {
+        if let Some(routed) = self.routed.get(input) {
             return routed.clone();
         }
-        let enabled: Vec<usize> = (0..self.slots.len())
-            .filter(|&i| self.slots[i].route.enabled)
+        let providers: Vec<ProviderFacts<'_>> = self
+            .slots
+            .iter()
+            .map(|slot| facts_of(&slot.endpoint, slot.params()))
             .collect();
-        let tags = enabled.iter().map(|&i| self.slots[i].route.tag.as_deref());
-        let (kept, selection) = select_by_tag(tag, tags);
-        let routed = Arc::new(Routed {
-            indices: kept.into_iter().map(|k| enabled[k]).collect(),
-            selection,
-            disabled: self.slots.len() - enabled.len(),
-        });
-        // A bounded cache: request tags are the callers' own values.
-        if self.routed.len() >= 64 {
+        let enabled: Vec<bool> = self.slots.iter().map(|s| s.route.enabled).collect();
+        let call = CallFacts {
+            consumer_app: &self.consumer.app,
+            consumer_host: &self.consumer.host,
+            consumer_params: &self.consumer.params,
+            method: input.method.as_deref(),
+            attachments: &input.attachments,
+            tag: &input.tag,
+        };
+        let routed = Arc::new(route(&self.rules, &call, &providers, &enabled));
+        // A bounded cache: tags and attachments are the callers' own values.
+        if self.routed.len() >= 256 {
             self.routed.clear();
         }
-        self.routed.insert(tag.clone(), routed.clone());
+        self.routed.insert(input.clone(), routed.clone());
         routed
     }
 
@@ -175,31 +266,22 @@ impl Balancer {
         self.aside_stale = false;
     }
 
-    /// Why a call tagged `tag` has no endpoint to go to.
-    fn why_none(&self, tag: &CallTag, routed: &Routed) -> String {
-        let total = self.slots.len();
-        let disabled = match routed.disabled {
-            0 => String::new(),
-            n => format!(", {n} of them disabled"),
-        };
-        let tag = tag.tag.as_deref().unwrap_or_default();
-        match routed.selection {
-            TagSelection::Tagged => format!(
-                "no provider is tagged {tag:?} and the call's tag is forced \
-                 (dubbo.force.tag); {total} provider(s){disabled}"
-            ),
-            TagSelection::FellBack => format!(
-                "no provider is tagged {tag:?} and none is untagged to fall back to; \
-                 {total} provider(s){disabled}"
-            ),
-            TagSelection::Untagged if routed.disabled == total => {
-                format!("every provider ({total}) is disabled")
-            }
-            TagSelection::Untagged => format!(
-                "the call is untagged and every enabled provider is tagged; \
-                 {total} provider(s){disabled}"
-            ),
+    /// Which of the routing's subsets a call takes, drawn by weight (most routings have
+    /// one).
+    fn choose(&mut self, routing: &Routing) -> usize {
+        let choices = &routing.choices;
+        if choices.len() < 2 {
+            return 0;
         }
+        let total: u64 = choices.iter().map(|c| u64::from(c.weight)).sum();
+        let mut draw = rand::Rng::random_range(&mut self.rng, 0..total.max(1));
+        for (i, choice) in choices.iter().enumerate() {
+            if draw < u64::from(choice.weight) {
+                return i;
+            }
+            draw -= u64::from(choice.weight);
+        }
+        choices.len() - 1
     }
 }
 
@@ -230,20 +312,19 @@ impl Service<Request> for Balancer {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let tag = CallTag::of_request(request.headers(), &self.default_tag);
-        let routed = self.routed(&tag);
-        if routed.indices.is_empty() {
-            let status = tonic::Status::unavailable(format!(
-                "no provider routed: {}",
-                self.why_none(&tag, &routed)
-            ));
+        self.refresh_rules();
+        let input = self.input_of(&request);
+        let routing = self.routed(&input);
+        if routing.is_empty() {
+            let status =
+                tonic::Status::unavailable(format!("no provider routed: {}", routing.why()));
             return futures::future::ready(Err(Box::new(status) as BoxError)).boxed();
         }
         self.refresh_health();
+        let routed = &routing.choices[self.choose(&routing)].indices;
         self.candidates.clear();
         self.candidates.extend(
             routed
-                .indices
                 .iter()
                 .copied()
                 .filter(|&i| !self.aside.get(i).copied().unwrap_or(false)),
@@ -257,7 +338,7 @@ impl Service<Request> for Balancer {
                      (panic mode)"
                 );
             }
-            self.candidates.extend(routed.indices.iter().copied());
+            self.candidates.extend(routed.iter().copied());
         } else if self.panic {
             self.panic = false;
             tracing::info!("an endpoint is healthy again: the channel leaves panic mode");

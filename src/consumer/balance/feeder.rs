@@ -18,7 +18,6 @@ use super::discover::{Change, Discovery};
 use super::passive::{Guarded, Recorder};
 use super::{Marked, ServiceHeaders};
 use crate::consumer::health::EndpointKey;
-use crate::consumer::routing::RouteParams;
 use crate::model::{Authority, Endpoint};
 use futures::{FutureExt as _, StreamExt as _};
 use tokio::sync::{mpsc, watch};
@@ -114,13 +113,12 @@ impl Feeder {
         match change {
             Change::Insert(address, endpoint) => {
                 let handed = self.current.contains(&address);
-                let route = handed.then(|| Arc::new(RouteParams::of(&endpoint)));
                 let known = match &mut self.admission {
                     Some(admission) => admission.refresh(&address, endpoint.clone()),
                     None => false,
                 };
-                if let Some(route) = route {
-                    return self.send(Update::Reroute(address, route)).await;
+                if handed {
+                    return self.send(Update::Reroute(address, endpoint)).await;
                 }
                 if known {
                     // Being checked, or refused: it joins with the new endpoint if admitted.
@@ -174,7 +172,7 @@ impl Feeder {
             address,
             key,
             service: Marked(guarded, headers),
-            route: Arc::new(RouteParams::of(endpoint)),
+            endpoint: endpoint.clone(),
         })
         .await
     }

@@ -233,6 +233,13 @@ pub(crate) struct Feed {
 }
 
 /// What a resolver gives each of its balanced channels.
+/// What routes a channel's calls besides what providers publish: who the consumer is, and
+/// the rules in force (from the rules watcher).
+pub(crate) struct Governance {
+    pub consumer: Arc<crate::consumer::routing::ConsumerIdentity>,
+    pub rules: watch::Receiver<Arc<crate::consumer::routing::RuleSet>>,
+}
+
 #[derive(Clone)]
 pub(crate) struct ChannelParts {
     /// Which endpoints may take calls.
@@ -244,6 +251,8 @@ pub(crate) struct ChannelParts {
     pub tls: Option<ClientTlsConfig>,
     /// The identity check of every channel that speaks TLS.
     pub identity: Option<IdentityCheck>,
+    /// Who the consumer is, for rules.
+    pub consumer: Arc<crate::consumer::routing::ConsumerIdentity>,
 }
 
 /// A channel balancing calls over the endpoints `discovery` yields, with `parts`' health
@@ -256,6 +265,7 @@ pub(crate) fn balanced_channel(
     parts: ChannelParts,
     options: ChannelOptions,
     why_empty: watch::Receiver<Option<Arc<crate::consumer::explain::Explanation>>>,
+    governance: Governance,
     span: tracing::Span,
 ) -> Result<(BalancedChannel, Feed)> {
     let tls = match options.tls {
@@ -289,6 +299,8 @@ pub(crate) fn balanced_channel(
     let balancer = Balancer::new(
         receiver,
         options.tag.clone(),
+        governance.consumer,
+        governance.rules,
         parts.health.clone(),
         parts.counters.clone(),
     );

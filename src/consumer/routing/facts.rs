@@ -52,6 +52,36 @@ impl<'a> ProviderFacts<'a> {
     }
 }
 
+/// Who the consumer is, as rules match it: its app (empty when unknown: rules keyed by the
+/// consumer's app are then not read), its host, and its own parameters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerIdentity {
+    /// The consumer's application.
+    pub app: String,
+    /// The consumer's own host.
+    pub host: String,
+    /// The consumer's parameters (`application`, `interface`, `side`, ...).
+    pub params: BTreeMap<String, String>,
+}
+
+impl ConsumerIdentity {
+    /// A consumer of `app` (none: unknown) on `host` (none: the IP of the interface that
+    /// routes outward, else loopback), with the parameters Java's consumer URL carries
+    /// for rules (`application`, `side`).
+    pub fn new(app: Option<String>, host: Option<String>) -> ConsumerIdentity {
+        let app = app.unwrap_or_default();
+        let mut params = BTreeMap::from([("side".to_owned(), "consumer".to_owned())]);
+        if !app.is_empty() {
+            params.insert("application".to_owned(), app.clone());
+        }
+        ConsumerIdentity {
+            app,
+            host: host.unwrap_or_else(crate::consumer::seen::default_host),
+            params,
+        }
+    }
+}
+
 /// One call as rules see it: the consumer making it and what the call carries.
 #[derive(Clone, Copy, Debug)]
 pub struct CallFacts<'a> {

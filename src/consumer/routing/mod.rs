@@ -20,12 +20,15 @@
 mod facts;
 mod params;
 mod pick;
+mod route;
+mod rule_set;
 mod tag;
 mod weight;
 
-pub use facts::{CallFacts, MAX_RULE_BYTES, ProviderFacts};
+pub use facts::{CallFacts, ConsumerIdentity, MAX_RULE_BYTES, ProviderFacts};
 pub use params::{BadParam, RouteParams};
 pub(crate) use pick::pick;
+pub use route::{Choice, Routing, route};
+pub use rule_set::{RuleProblem, RuleSet};
 pub use tag::CallTag;
-pub(crate) use tag::{TagSelection, select_by_tag};
 pub use weight::{DEFAULT_WARMUP_MS, DEFAULT_WEIGHT, effective_weight};

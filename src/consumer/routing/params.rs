@@ -75,7 +75,16 @@ impl RouteParams {
     /// What `endpoint` says: its service's parameters and its instance's start time (the
     /// record's, else a `timestamp` service parameter, as Java looks in both).
     pub fn of(endpoint: &Endpoint) -> RouteParams {
-        let mut params = RouteParams::from_params(endpoint.params());
+        RouteParams::of_overridden(endpoint, endpoint.params())
+    }
+
+    /// What `endpoint` says when its service parameters read `overridden` (configurators
+    /// applied).
+    pub fn of_overridden(
+        endpoint: &Endpoint,
+        overridden: &BTreeMap<String, String>,
+    ) -> RouteParams {
+        let mut params = RouteParams::from_params(overridden);
         let started = match endpoint.timestamp {
             0 => endpoint
                 .params()

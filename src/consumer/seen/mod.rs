@@ -54,7 +54,7 @@ pub(crate) fn now_ms() -> u64 {
 
 /// The host a consumer names when none is given: the IP of the interface that routes
 /// outward, else loopback.
-fn default_host() -> String {
+pub(crate) fn default_host() -> String {
     crate::provider::address::outward_ip(false)
         .map_or_else(|| "127.0.0.1".to_owned(), |ip| ip.to_string())
 }
