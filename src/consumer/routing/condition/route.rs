@@ -333,53 +333,52 @@ fn java_draw_weights(found: Vec<(Vec<usize>, u128, &str)>) -> Vec<(Vec<usize>, u
 
 /// The branches after one step: each old branch (weight `w`) split into parts of weights
 /// summing to `total`. The weights are brought to a common denominator, equal subsets
-/// merged, and reduced; `None` past [`MAX_DESTINATIONS`].
+/// merged, and reduced; `None` past [`MAX_DESTINATIONS`]. Should the exact weights ever
+/// overflow (many draws of huge weights in a row), they are approximated to 52 bits.
 fn combine(next: Vec<Parts>) -> Option<Vec<Branch>> {
     let totals: Vec<u128> = next.iter().map(|p| p.total).collect();
+    let sum: f64 = next.iter().map(|p| p.weight as f64).sum();
     let mut exact = true;
-    let mut merged: BTreeMap<Vec<usize>, u128> = BTreeMap::new();
+    // Per subset: the exact weight (over the product of every total) and the chance.
+    let mut merged: BTreeMap<Vec<usize>, (u128, f64)> = BTreeMap::new();
     let mut order: Vec<Vec<usize>> = Vec::new();
-    for (
-        j,
-        Parts {
-            parts, weight: w, ..
-        },
-    ) in next.into_iter().enumerate()
-    {
-        // w / 1 * part / total_j, over the product of every total.
+    for (j, p) in next.into_iter().enumerate() {
         let others = totals
             .iter()
             .enumerate()
             .filter(|&(k, _)| k != j)
             .try_fold(1u128, |acc, (_, t)| acc.checked_mul(*t));
-        for (subset, part) in parts {
+        for (subset, part) in p.parts {
             let weight = others
                 .and_then(|o| o.checked_mul(part))
-                .and_then(|x| x.checked_mul(w));
-            let weight = weight.unwrap_or_else(|| {
-                exact = false;
-                0
-            });
+                .and_then(|x| x.checked_mul(p.weight));
+            let chance = p.weight as f64 / sum * (part as f64 / p.total as f64);
             if !merged.contains_key(&subset) {
                 order.push(subset.clone());
             }
-            let slot = merged.entry(subset).or_insert(0);
-            *slot = slot.saturating_add(weight);
+            let slot = merged.entry(subset).or_insert((0, 0.0));
+            match weight.and_then(|w| slot.0.checked_add(w)) {
+                Some(w) => slot.0 = w,
+                None => exact = false,
+            }
+            slot.1 += chance;
         }
-    }
-    if !exact {
-        // Astronomically many draws in a row: fall back to the subsets, equally weighted.
-        merged.values_mut().for_each(|w| *w = 1);
     }
     if order.len() > MAX_DESTINATIONS {
         return None;
     }
-    let divisor = merged.values().copied().fold(0, gcd).max(1);
+    if !exact {
+        let top = merged.values().map(|v| v.1).fold(0.0, f64::max);
+        for slot in merged.values_mut() {
+            slot.0 = ((slot.1 / top * (1u64 << 52) as f64) as u128).max(1);
+        }
+    }
+    let divisor = merged.values().map(|v| v.0).fold(0, gcd).max(1);
     Some(
         order
             .into_iter()
             .map(|subset| {
-                let weight = merged.get(&subset).copied().unwrap_or(0) / divisor;
+                let weight = merged.get(&subset).map_or(0, |v| v.0) / divisor;
                 Branch { subset, weight }
             })
             .filter(|b| b.weight > 0)

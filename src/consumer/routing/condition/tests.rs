@@ -250,6 +250,25 @@ fn v31_draws_in_a_row_multiply() {
 }
 
 #[test]
+fn many_draws_of_huge_weights_do_not_overflow() {
+    let world = World::new();
+    let mut yaml = "configVersion: v3.1\nconditions:\n".to_owned();
+    for _ in 0..12 {
+        yaml.push_str(
+            "  - to:\n      - {match: region=hangzhou, weight: 2147483647}\n      \
+             - {match: version=v2, weight: 2147483600}\n",
+        );
+    }
+    match world.route(&rule(&yaml), "x") {
+        ConditionRoute::Destinations { choices, .. } => {
+            assert!(choices.len() >= 2);
+            assert!(choices.iter().all(|(_, w)| *w > 0));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn every_operator_of_the_grammar() {
     let world = World::new();
     let route = |c: &str, method: &str| world.route(&v30(false, &[c]), method);
