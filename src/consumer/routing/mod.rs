@@ -13,10 +13,13 @@
 //! * `tag`: a call's tag ([`CallTag`]) and Java's static-tag selection.
 //! * `pick`: the weighted choice among the routed, healthy endpoints.
 //! * `facts`: what rules match against, one provider and one call.
+//! * `condition`: condition rules ([`ConditionRule`]), v3.0 `when => then` and v3.1
+//!   weighted destinations, parsed and evaluated as Java does; the balancer applies them.
 //!
 //! Rules from the config centre (configurators, tag and condition rules) are not read yet:
 //! only what providers publish routes calls.
 
+mod condition;
 mod facts;
 mod params;
 mod pick;
@@ -25,6 +28,7 @@ mod rule_set;
 mod tag;
 mod weight;
 
+pub use condition::{CallReads, ConditionRoute, ConditionRule, ConditionVersion, MAX_DESTINATIONS};
 pub use facts::{CallFacts, ConsumerIdentity, MAX_RULE_BYTES, ProviderFacts};
 pub use params::{BadParam, RouteParams};
 pub(crate) use pick::pick;

@@ -1,0 +1,254 @@
+//! A condition rule document, as Dubbo's admins write it under `{key}.condition-router`
+//! and Java 3.3 reads it (`ConditionRuleParser`, `ConditionRouterRule`,
+//! `MultiDestConditionRouterRule`, `AbstractRouterRule`).
+
+use std::collections::BTreeSet;
+
+use serde_yaml_ng::{Mapping, Value};
+
+use super::doc::{self, get, kind};
+use super::grammar::Condition;
+use super::route::{self, ConditionRoute, Step};
+use super::term::Source;
+use super::v31::MultiDest;
+use crate::consumer::routing::{CallFacts, MAX_RULE_BYTES, ProviderFacts};
+use crate::{Error, Result};
+
+/// The form of a rule's conditions, from its `configVersion`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConditionVersion {
+    /// `when => then` strings: `configVersion: v3.0`, or none (as Java admin 0.6 writes).
+    V30,
+    /// `from`/`to` maps with weighted destinations: `configVersion: v3.1`.
+    V31,
+}
+
+/// What of a call a rule reads, so a caller can cache routed subsets per distinct input:
+/// calls equal in these (and the consumer) are routed alike.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallReads {
+    /// Whether some `when` reads the method called.
+    pub method: bool,
+    /// The attachments (request headers) some `when` reads, as named in the rule.
+    pub attachments: BTreeSet<String>,
+}
+
+/// A parsed condition rule: its settings and conditions, ready to route calls.
+#[derive(Clone, Debug)]
+pub struct ConditionRule {
+    key: String,
+    version: ConditionVersion,
+    scope: Option<String>,
+    rule_key: Option<String>,
+    enabled: bool,
+    force: bool,
+    runtime: bool,
+    priority: i32,
+    body: Body,
+}
+
+/// The conditions, in order. A disabled v3.0 rule's are not parsed (Java does not parse
+/// them either, so a malformed one does not make the rule fail).
+#[derive(Clone, Debug)]
+enum Body {
+    V30(Vec<Condition>),
+    V31(Vec<MultiDest>),
+}
+
+impl ConditionRule {
+    /// Parses a rule document (YAML) stored under `key`, as Java would accept it: a rule
+    /// Java would refuse or not apply (unparsable, an unknown `configVersion`, no
+    /// conditions, `valid: false`, a malformed condition, a field of the wrong type) is an
+    /// [`Error::Rule`], so the previous rule stays in force, as in Java. Unknown fields are
+    /// ignored.
+    pub fn parse(key: &str, yaml: &str) -> Result<ConditionRule> {
+        let refuse = |reason: String| Error::Rule {
+            key: key.to_owned(),
+            reason,
+        };
+        if yaml.len() > MAX_RULE_BYTES {
+            return Err(refuse(format!(
+                "{} bytes, over the limit of {MAX_RULE_BYTES}",
+                yaml.len()
+            )));
+        }
+        let value: Value =
+            serde_yaml_ng::from_str(yaml).map_err(|e| refuse(format!("not YAML: {e}")))?;
+        let Value::Mapping(map) = value else {
+            return Err(refuse(format!(
+                "a rule must be a map, not {}",
+                kind(&value)
+            )));
+        };
+        Self::from_map(key, &map).map_err(refuse)
+    }
+
+    fn from_map(key: &str, map: &Mapping) -> Result<ConditionRule, String> {
+        let text = |field: &str| -> Result<Option<String>, String> {
+            get(map, field)
+                .map(|v| doc::string(v, field).map(str::to_owned))
+                .transpose()
+        };
+        let version = match text("configVersion")? {
+            None => ConditionVersion::V30,
+            Some(v) if v.eq_ignore_ascii_case("v3.0") => ConditionVersion::V30,
+            Some(v) if v.to_lowercase().starts_with("v3.1") => ConditionVersion::V31,
+            Some(v) => {
+                return Err(format!(
+                    "configVersion {:?} is not one of v3.0 and v3.1",
+                    Error::shorten(&v)
+                ));
+            }
+        };
+        text("rawRule")?;
+        let flag = |field: &str, default: bool| get(map, field).map_or(default, doc::flag);
+        if !flag("valid", true) {
+            return Err("valid is false: Java does not apply the rule".to_owned());
+        }
+        let enabled = flag("enabled", true);
+        let priority = get(map, "priority")
+            .map(|v| doc::int(v, "priority"))
+            .transpose()?
+            .unwrap_or(0);
+        let conditions = match get(map, "conditions") {
+            Some(Value::Sequence(items)) if !items.is_empty() => items,
+            Some(Value::Sequence(_)) | None => {
+                return Err("no conditions: Java does not apply the rule".to_owned());
+            }
+            Some(other) => return Err(format!("conditions must be a list, not {}", kind(other))),
+        };
+        let body = match version {
+            ConditionVersion::V30 => {
+                let mut parsed = Vec::new();
+                for (i, item) in conditions.iter().enumerate() {
+                    let Some(text) = doc::scalar_text(item) else {
+                        return Err(format!(
+                            "condition {} must be a string, not {}",
+                            i + 1,
+                            kind(item)
+                        ));
+                    };
+                    if enabled {
+                        let c = Condition::parse(&text)
+                            .map_err(|e| format!("condition {}: {e}", i + 1))?;
+                        parsed.push(c);
+                    }
+                }
+                Body::V30(parsed)
+            }
+            ConditionVersion::V31 => Body::V31(
+                conditions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| {
+                        MultiDest::parse(item).map_err(|e| format!("condition {}: {e}", i + 1))
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+        };
+        Ok(ConditionRule {
+            key: key.to_owned(),
+            version,
+            scope: text("scope")?,
+            rule_key: text("key")?,
+            enabled,
+            force: flag("force", false),
+            runtime: flag("runtime", true),
+            priority,
+            body,
+        })
+    }
+
+    /// The key the rule is stored under in the config centre (what errors name).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The form of its conditions.
+    pub fn version(&self) -> ConditionVersion {
+        self.version
+    }
+
+    /// Its `scope` as written (`service` or `application`); Java does not check it.
+    pub fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+
+    /// Its own `key` field as written (the service or application it is for).
+    pub fn rule_key(&self) -> Option<&str> {
+        self.rule_key.as_deref()
+    }
+
+    /// Whether it routes at all (`enabled`, default true).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Whether a `then` that matches no provider leaves none (`force`, default false)
+    /// rather than all of them.
+    pub fn force(&self) -> bool {
+        self.force
+    }
+
+    /// Its `runtime` flag (default true); routing here is per call in any case.
+    pub fn runtime(&self) -> bool {
+        self.runtime
+    }
+
+    /// Its `priority` (default 0); Java reads it but does not order condition rules by it.
+    pub fn priority(&self) -> i32 {
+        self.priority
+    }
+
+    /// What of a call the rule reads: whether the method, and which attachments (so the
+    /// caller can cache routed subsets per distinct input). Nothing for a disabled rule.
+    pub fn reads(&self) -> CallReads {
+        let mut reads = CallReads::default();
+        if !self.enabled {
+            return reads;
+        }
+        for step in self.steps() {
+            let when = match step {
+                Step::V30(c) => &c.when,
+                Step::V31(c) => &c.when,
+            };
+            for term in when {
+                match &term.source {
+                    Source::Param(key) if key == "method" || key == "methods" => {
+                        reads.method = true;
+                    }
+                    Source::Attachment(Some(name)) => {
+                        reads.attachments.insert(name.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        reads
+    }
+
+    /// Routes the providers `input` (indices into `providers`) for `call`, each condition
+    /// in turn on what the previous left, as Java chains them. An index of `input` outside
+    /// `providers` matches no `then`.
+    pub fn route(
+        &self,
+        call: &CallFacts<'_>,
+        providers: &[ProviderFacts<'_>],
+        input: &[usize],
+    ) -> ConditionRoute {
+        if !self.enabled {
+            return ConditionRoute::Unchanged {
+                why: "the rule is disabled".to_owned(),
+            };
+        }
+        route::run(&self.steps(), self.force, call, providers, input)
+    }
+
+    fn steps(&self) -> Vec<Step<'_>> {
+        match &self.body {
+            Body::V30(conditions) => conditions.iter().map(Step::V30).collect(),
+            Body::V31(conditions) => conditions.iter().map(Step::V31).collect(),
+        }
+    }
+}
