@@ -105,6 +105,17 @@ pub enum Error {
         attempts: u32,
     },
 
+    /// A compare-and-set on a config item whose version is no longer the one expected:
+    /// another writer changed it (or removed it, or created it) since it was read. Read
+    /// `current`, decide again, write again.
+    #[error("config {key} changed since it was read: it is now {}", describe_current(.current))]
+    Conflict {
+        /// The item, `{group}/{key}`.
+        key: String,
+        /// The item as it is now (`None`: absent).
+        current: Option<crate::backend::ConfigItem>,
+    },
+
     /// A call did not finish within its deadline.
     #[error("{what} timed out after {after:?}")]
     Timeout {
@@ -238,6 +249,19 @@ pub enum Error {
     /// The component was shut down.
     #[error("shut down")]
     Shutdown,
+}
+
+/// How a conflict's message shows the current item: its version and size, never its
+/// (untrusted, possibly large) content.
+fn describe_current(current: &Option<crate::backend::ConfigItem>) -> String {
+    match current {
+        Some(item) => format!(
+            "version {} ({} bytes)",
+            Error::shorten(item.version.as_str()),
+            item.content.len()
+        ),
+        None => "absent".into(),
+    }
 }
 
 /// The result type of the crate.

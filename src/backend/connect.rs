@@ -177,6 +177,12 @@ async fn zookeeper(url: &RegistryUrl, options: &ConnectOptions) -> Result<Backen
     if let Some(group) = url.param("group") {
         zk = zk.with_group(group)?;
     }
+    // The config centre Dubbo Java makes of the registry keeps the URL's `namespace`
+    // (DefaultApplicationDeployer.registryAsConfigCenter): config items under
+    // `/{namespace}/config`.
+    if let Some(namespace) = url.param("namespace") {
+        zk = zk.with_config_namespace(namespace)?;
+    }
     if let Some((user, password)) = &options.credentials {
         zk = zk.with_digest(user.clone(), password.clone());
     }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::config::{ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
 use super::consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
 use super::{
     EarlyInstances, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
@@ -226,5 +227,36 @@ impl ConsumerRegistration for Deadline<dyn ConsumerRegistration> {
 
     fn ttl(&self) -> Duration {
         self.inner.ttl()
+    }
+}
+
+#[async_trait]
+impl ConfigCentre for Deadline<dyn ConfigCentre> {
+    async fn get(&self, key: &str, group: &str) -> Result<Option<ConfigItem>> {
+        self.run("config read", self.inner.get(key, group)).await
+    }
+
+    async fn follow(&self, key: &str, group: &str) -> Result<ConfigFollow> {
+        self.run("config follow", self.inner.follow(key, group))
+            .await
+    }
+
+    async fn put(
+        &self,
+        key: &str,
+        group: &str,
+        content: &str,
+        expected: Option<&ConfigVersion>,
+    ) -> Result<ConfigVersion> {
+        self.run(
+            "config write",
+            self.inner.put(key, group, content, expected),
+        )
+        .await
+    }
+
+    async fn delete(&self, key: &str, group: &str, expected: &ConfigVersion) -> Result<()> {
+        self.run("config delete", self.inner.delete(key, group, expected))
+            .await
     }
 }

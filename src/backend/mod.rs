@@ -10,6 +10,9 @@
 //!
 //! * [`ConsumerRegistry`] (optional): records of who consumes what, in a place of their own,
 //!   with liveness like an instance's; see [`mod@consumers`].
+//! * [`ConfigCentre`]: the governance rules' config items where Dubbo Java reads them when
+//!   its registry is its config centre: get, follow, compare-and-set, delete; see
+//!   [`mod@config`].
 //!
 //! A [`Backend`] holds them; [`connect`] gives one for a Dubbo registry URL
 //! (`zookeeper://h:p?backup=h2:p2`, `nacos://h:p?namespace=ns`, `etcd://h:p`, `memory://`,
@@ -27,6 +30,7 @@
 //! failure and whoever follows decides when to follow again (on tokio's clock, which tests
 //! pause).
 
+pub mod config;
 mod connect;
 pub mod consumers;
 mod deadline;
@@ -45,6 +49,7 @@ pub mod zookeeper;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use config::{ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
 pub use connect::{ConnectOptions, connect, connect_with};
 pub use consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
 pub use instances::{
@@ -71,13 +76,15 @@ pub struct Backend {
     mapping: Arc<dyn MappingRegistry>,
     reports: Arc<dyn MetadataReports>,
     consumers: Arc<dyn ConsumerRegistry>,
+    config: Arc<dyn ConfigCentre>,
     /// The key-value backend, when this is one (for the builders' `layout`).
     kv: Option<KvBackend>,
 }
 
 impl Backend {
     /// A backend of three parts; `name` (`zookeeper`, say) is for logs. It keeps no
-    /// consumer records until [`with_consumers`](Self::with_consumers) gives it the part.
+    /// consumer records until [`with_consumers`](Self::with_consumers) gives it the part,
+    /// and no config centre until [`with_config`](Self::with_config) does.
     pub fn new(
         name: &'static str,
         instances: Arc<dyn InstanceRegistry>,
@@ -90,6 +97,7 @@ impl Backend {
             mapping,
             reports,
             consumers: Arc::new(consumers::NoConsumers { backend: name }),
+            config: Arc::new(config::NoConfig { backend: name }),
             kv: None,
         }
     }
@@ -97,6 +105,12 @@ impl Backend {
     /// The same backend with `consumers` as its consumers part.
     pub fn with_consumers(mut self, consumers: Arc<dyn ConsumerRegistry>) -> Self {
         self.consumers = consumers;
+        self
+    }
+
+    /// The same backend with `config` as its config-centre part.
+    pub fn with_config(mut self, config: Arc<dyn ConfigCentre>) -> Self {
+        self.config = config;
         self
     }
 
@@ -109,7 +123,8 @@ impl Backend {
             instances: shared.clone(),
             mapping: shared.clone(),
             reports: shared.clone(),
-            consumers: shared,
+            consumers: shared.clone(),
+            config: shared,
             kv: Some(backend),
         }
     }
@@ -142,6 +157,11 @@ impl Backend {
     /// The consumers part.
     pub fn consumers(&self) -> &Arc<dyn ConsumerRegistry> {
         &self.consumers
+    }
+
+    /// The config-centre part: governance rules where Dubbo Java reads them.
+    pub fn config(&self) -> &Arc<dyn ConfigCentre> {
+        &self.config
     }
 
     /// The key-value backend, when this is one.
@@ -177,6 +197,11 @@ impl Backend {
             }),
             consumers: Arc::new(Deadline {
                 inner: self.consumers,
+                deadline,
+                backend: name,
+            }),
+            config: Arc::new(Deadline {
+                inner: self.config,
                 deadline,
                 backend: name,
             }),

@@ -80,6 +80,18 @@ impl Store for DeadlineStore {
         .await
     }
 
+    async fn compare_and_delete(
+        &self,
+        key: &str,
+        expected_mod_revision: i64,
+    ) -> Result<CasOutcome> {
+        self.bounded(
+            "compare-and-delete",
+            self.inner.compare_and_delete(key, expected_mod_revision),
+        )
+        .await
+    }
+
     async fn watch_prefix(&self, prefix: &str, from_revision: i64) -> Result<Watch> {
         self.bounded("watch", self.inner.watch_prefix(prefix, from_revision))
             .await

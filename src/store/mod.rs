@@ -257,6 +257,24 @@ pub trait Store: Send + Sync + 'static {
         lease: Option<LeaseId>,
     ) -> Result<CasOutcome>;
 
+    /// Deletes a key only if its modification revision is `expected_mod_revision` (at least
+    /// `1`): [`CasOutcome::Written`] with the revision of the deletion, or
+    /// [`CasOutcome::Conflict`] with the key as it is now (`None`: absent).
+    ///
+    /// The default refuses: a store outside this crate that keeps config items implements
+    /// it as one atomic request (never a read then a delete).
+    async fn compare_and_delete(
+        &self,
+        key: &str,
+        expected_mod_revision: i64,
+    ) -> Result<CasOutcome> {
+        let _ = (key, expected_mod_revision);
+        Err(crate::Error::Store(format!(
+            "the {} store does not support compare-and-delete",
+            self.backend()
+        )))
+    }
+
     /// Watches every key starting with `prefix`, from store revision `from_revision`
     /// (`0`: changes after now). Fails with [`crate::Error::Compacted`] when that history is
     /// gone.

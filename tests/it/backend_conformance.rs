@@ -4,15 +4,19 @@
 //! message when not installed, mandatory when `CI` is set). The lower `Store` has its own
 //! suite (`conformance.rs`).
 //!
-//! Each case is a generic async function over a [`Subject`]: the backend, and a raw writer
-//! that puts an unreadable record where the backend keeps instances.
+//! Each case is a generic async function over a [`Subject`]: the backend, a raw writer
+//! that puts an unreadable record where the backend keeps instances, and a raw writer that
+//! puts a config item where Dubbo Java reads it (with the server's own client).
 
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use introspect::backend::{Backend, InstanceChange, InstanceEvent, InstanceFollow};
+use introspect::backend::config::DEFAULT_GROUP;
+use introspect::backend::{
+    Backend, ConfigFollow, ConfigItem, InstanceChange, InstanceEvent, InstanceFollow,
+};
 use introspect::model::keys;
 use introspect::{Error, Limits, MetadataInfo, ServiceInfo, ServiceInstance};
 
@@ -22,6 +26,9 @@ const WAIT: Duration = Duration::from_secs(15);
 const TTL: Duration = Duration::from_secs(3);
 
 type Raw = Box<dyn Fn(String, String) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+/// Writes `(group, key, bytes)` where Dubbo Java reads a config item, as Java names it.
+type RawConfig =
+    Box<dyn Fn(String, String, Vec<u8>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// What a case runs against.
 pub struct Subject {
@@ -32,6 +39,24 @@ pub struct Subject {
     /// `casMd5` and ignores it: there concurrent mapping writers may lose each other's apps,
     /// and the conflict path is a unit test against a scripted config service).
     pub cas_enforced: bool,
+    /// Writes a config item's bytes where Dubbo Java reads it.
+    pub put_config_raw: RawConfig,
+    /// Whether the raw writer can write bytes that are not UTF-8 (Nacos's API takes text).
+    pub raw_bytes: bool,
+}
+
+/// The next state of a config follow (an `Err` of the follow included).
+async fn next_state(follow: &mut ConfigFollow) -> introspect::Result<Option<ConfigItem>> {
+    tokio::time::timeout(WAIT, follow.next())
+        .await
+        .unwrap_or_else(|_| panic!("no config state within {WAIT:?}"))
+}
+
+/// The next state, which must be readable.
+async fn next_item(follow: &mut ConfigFollow) -> Option<ConfigItem> {
+    next_state(follow)
+        .await
+        .unwrap_or_else(|e| panic!("the config follow failed: {e}"))
 }
 
 fn instance(app: &str, port: u16, revision: &str) -> ServiceInstance {
@@ -312,6 +337,207 @@ pub mod cases {
         assert!(apps.contains("shop"));
     }
 
+    /// A tag rule as dubbo-admin writes it.
+    const TAG_RULE: &str = "configVersion: v3.0\nforce: false\nenabled: true\nkey: shop\ntags:\n  - name: gray\n    match:\n      - key: env\n        value:\n          exact: gray\n";
+    /// A condition rule as Dubbo's docs write it.
+    const CONDITION_RULE: &str = "configVersion: v3.0\nscope: service\nforce: true\nruntime: true\nenabled: true\nkey: org.apache.dubbo.samples.CommentService\nconditions:\n  - method=getComment => region=Hangzhou\n";
+
+    pub async fn config_items_are_read_and_written_by_compare_and_set(s: Subject) {
+        let config = s.backend.config();
+        let key = "shop.tag-router";
+        assert_eq!(config.get(key, DEFAULT_GROUP).await.unwrap(), None);
+        let v1 = config
+            .put(key, DEFAULT_GROUP, TAG_RULE, None)
+            .await
+            .unwrap();
+        let read = config.get(key, DEFAULT_GROUP).await.unwrap().unwrap();
+        assert_eq!(read.content, TAG_RULE);
+        assert_eq!(read.version, v1);
+        // Put if absent: it is not.
+        match config.put(key, DEFAULT_GROUP, "x: 1", None).await {
+            Err(Error::Conflict {
+                key: named,
+                current,
+            }) => {
+                assert_eq!(named, "dubbo/shop.tag-router");
+                assert_eq!(current, Some(read.clone()));
+            }
+            other => panic!("a create over an item: {other:?}"),
+        }
+        let changed = TAG_RULE.replace("force: false", "force: true");
+        let v2 = config
+            .put(key, DEFAULT_GROUP, &changed, Some(&v1))
+            .await
+            .unwrap();
+        assert_ne!(v1, v2);
+        // A writer holding the stale version loses, and sees what is there now.
+        let err = config
+            .put(key, DEFAULT_GROUP, "x: 2", Some(&v1))
+            .await
+            .unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.contains("dubbo/shop.tag-router"), "{shown}");
+        assert!(shown.contains(v2.as_str()), "{shown}");
+        match err {
+            Error::Conflict {
+                current: Some(now), ..
+            } => {
+                assert_eq!(now.content, changed);
+                assert_eq!(now.version, v2);
+            }
+            other => panic!("a stale write: {other:?}"),
+        }
+        assert!(matches!(
+            config.delete(key, DEFAULT_GROUP, &v1).await,
+            Err(Error::Conflict { .. })
+        ));
+        config.delete(key, DEFAULT_GROUP, &v2).await.unwrap();
+        assert_eq!(config.get(key, DEFAULT_GROUP).await.unwrap(), None);
+        match config.put(key, DEFAULT_GROUP, "x: 3", Some(&v2)).await {
+            Err(Error::Conflict { current: None, .. }) => {}
+            other => panic!("a write against a deleted item: {other:?}"),
+        }
+        // Service-scoped keys, as Dubbo names them.
+        for key in [
+            "org.apache.dubbo.samples.CommentService::.condition-router",
+            "org.Outer$Inner:1.0:grp.configurators",
+        ] {
+            let v = config
+                .put(key, DEFAULT_GROUP, CONDITION_RULE, None)
+                .await
+                .unwrap();
+            let read = config.get(key, DEFAULT_GROUP).await.unwrap().unwrap();
+            assert_eq!((read.content.as_str(), &read.version), (CONDITION_RULE, &v));
+        }
+        // Refused before any request.
+        for (key, group) in [("a/b", DEFAULT_GROUP), ("", DEFAULT_GROUP), ("k", "a/b")] {
+            assert!(
+                matches!(config.get(key, group).await, Err(Error::InvalidName { .. })),
+                "{key:?} in {group:?}"
+            );
+            assert!(config.follow(key, group).await.is_err());
+        }
+        let huge = "a".repeat(introspect::consumer::routing::MAX_RULE_BYTES + 1);
+        for content in ["", huge.as_str()] {
+            match config
+                .put("big.tag-router", DEFAULT_GROUP, content, None)
+                .await
+            {
+                Err(Error::Rule { key, .. }) => assert_eq!(key, "dubbo/big.tag-router"),
+                other => panic!("{} bytes written: {other:?}", content.len()),
+            }
+        }
+    }
+
+    pub async fn a_config_follow_sees_each_state_in_order(s: Subject) {
+        let config = s.backend.config();
+        let key = "shop.condition-router";
+        let v1 = config
+            .put(key, DEFAULT_GROUP, CONDITION_RULE, None)
+            .await
+            .unwrap();
+        let mut follow = config.follow(key, DEFAULT_GROUP).await.unwrap();
+        let first = next_item(&mut follow).await.expect("the current item");
+        assert_eq!(
+            (first.content.as_str(), &first.version),
+            (CONDITION_RULE, &v1)
+        );
+        let updated = CONDITION_RULE.replace("Hangzhou", "Beijing");
+        let v2 = config
+            .put(key, DEFAULT_GROUP, &updated, Some(&v1))
+            .await
+            .unwrap();
+        let seen = next_item(&mut follow).await.expect("the update");
+        assert_eq!(
+            (seen.content.as_str(), &seen.version),
+            (updated.as_str(), &v2)
+        );
+        config.delete(key, DEFAULT_GROUP, &v2).await.unwrap();
+        assert_eq!(next_item(&mut follow).await, None, "the delete");
+        let recreated = CONDITION_RULE.replace("Hangzhou", "Shanghai");
+        let v3 = config
+            .put(key, DEFAULT_GROUP, &recreated, None)
+            .await
+            .unwrap();
+        let seen = next_item(&mut follow).await.expect("the re-create");
+        assert_eq!(
+            (seen.content.as_str(), &seen.version),
+            (recreated.as_str(), &v3)
+        );
+        // Another key's changes are not this follow's.
+        config
+            .put("shop.tag-router", DEFAULT_GROUP, TAG_RULE, None)
+            .await
+            .unwrap();
+        config
+            .put("shop.condition-router2", DEFAULT_GROUP, TAG_RULE, None)
+            .await
+            .unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_secs(3), follow.next())
+                .await
+                .is_err(),
+            "a state of another key"
+        );
+    }
+
+    pub async fn unreadable_config_content_is_refused_and_the_follow_goes_on(s: Subject) {
+        let config = s.backend.config();
+        let key = "shop.configurators";
+        let mut follow = config.follow(key, DEFAULT_GROUP).await.unwrap();
+        assert_eq!(next_item(&mut follow).await, None);
+        let huge = vec![b'a'; introspect::consumer::routing::MAX_RULE_BYTES + 1];
+        (s.put_config_raw)(DEFAULT_GROUP.into(), key.into(), huge).await;
+        for read in [
+            next_state(&mut follow).await,
+            config.get(key, DEFAULT_GROUP).await,
+        ] {
+            match read {
+                Err(Error::Rule { key, reason }) => {
+                    assert_eq!(key, "dubbo/shop.configurators");
+                    assert!(reason.contains("over the limit"), "{reason}");
+                }
+                other => panic!("oversized content read: {other:?}"),
+            }
+        }
+        if s.raw_bytes {
+            (s.put_config_raw)(DEFAULT_GROUP.into(), key.into(), vec![b'a', 0xff, 0xfe]).await;
+            for read in [
+                next_state(&mut follow).await,
+                config.get(key, DEFAULT_GROUP).await,
+            ] {
+                match read {
+                    Err(Error::Rule { reason, .. }) => {
+                        assert!(reason.contains("not UTF-8"), "{reason}")
+                    }
+                    other => panic!("non-UTF-8 content read: {other:?}"),
+                }
+            }
+        }
+        let good = "configVersion: v3.0\nscope: application\nkey: shop\nenabled: true\nconfigs:\n  - side: consumer\n    parameters:\n      timeout: 6000\n";
+        (s.put_config_raw)(DEFAULT_GROUP.into(), key.into(), good.as_bytes().to_vec()).await;
+        let seen = next_item(&mut follow).await.expect("good content again");
+        assert_eq!(seen.content, good);
+        assert_eq!(config.get(key, DEFAULT_GROUP).await.unwrap(), Some(seen));
+    }
+
+    pub async fn a_rule_written_where_java_reads_it_is_read(s: Subject) {
+        let config = s.backend.config();
+        for key in [
+            "greeter.tag-router",
+            "org.Outer$Inner:1.0:grp.configurators",
+        ] {
+            (s.put_config_raw)(
+                DEFAULT_GROUP.into(),
+                key.into(),
+                TAG_RULE.as_bytes().to_vec(),
+            )
+            .await;
+            let read = config.get(key, DEFAULT_GROUP).await.unwrap();
+            assert_eq!(read.map(|i| i.content).as_deref(), Some(TAG_RULE), "{key}");
+        }
+    }
+
     pub async fn a_report_is_written_once_read_listed_and_removed(s: Subject) {
         let limits = Limits::default();
         let reports = s.backend.reports();
@@ -368,7 +594,21 @@ macro_rules! backend_conformance {
                             raw.put(&format!("/services/{app}/{address}"), b"{oops".to_vec(), None).await.unwrap();
                         })
                     });
-                    cases::$case(Subject { backend: Backend::from(store), put_garbage, cas_enforced: true }).await;
+                    let raw = store.clone();
+                    let put_config_raw: RawConfig = Box::new(move |group, key, bytes| {
+                        let raw = raw.clone();
+                        Box::pin(async move {
+                            raw.put(&format!("/dubbo/config/{group}/{key}"), bytes, None).await.unwrap();
+                        })
+                    });
+                    cases::$case(Subject {
+                        backend: Backend::from(store),
+                        put_garbage,
+                        cas_enforced: true,
+                        put_config_raw,
+                        raw_bytes: true,
+                    })
+                    .await;
                 }
             )*
         }
@@ -392,9 +632,23 @@ macro_rules! backend_conformance {
                             raw.put(&format!("/services/{app}/{address}"), b"{oops".to_vec(), None).await.unwrap();
                         })
                     });
+                    let raw = store.clone();
+                    let put_config_raw: RawConfig = Box::new(move |group, key, bytes| {
+                        let raw = raw.clone();
+                        Box::pin(async move {
+                            raw.put(&format!("/dubbo/config/{group}/{key}"), bytes, None).await.unwrap();
+                        })
+                    });
                     let backend = Backend::from(store);
                     assert_eq!(backend.name(), "etcd");
-                    cases::$case(Subject { backend, put_garbage, cas_enforced: true }).await;
+                    cases::$case(Subject {
+                        backend,
+                        put_garbage,
+                        cas_enforced: true,
+                        put_config_raw,
+                        raw_bytes: true,
+                    })
+                    .await;
                 }
             )*
         }
@@ -424,7 +678,30 @@ macro_rules! backend_conformance {
                             .await;
                         })
                     });
-                    cases::$case(Subject { backend, put_garbage, cas_enforced: true }).await;
+                    let raw = crate::support::zookeeper::raw_client(&server).await;
+                    let put_config_raw: RawConfig = Box::new(move |group, key, bytes| {
+                        let raw = raw.clone();
+                        Box::pin(async move {
+                            // Where ZookeeperDynamicConfiguration reads: /dubbo/config/{group}/{key}.
+                            let path = format!("/dubbo/config/{group}/{key}");
+                            match raw.set_data(&path, &bytes, None).await {
+                                Ok(_) => {}
+                                Err(zookeeper_client::Error::NoNode) => {
+                                    crate::support::zookeeper::create_with_parents(&raw, &path, &bytes)
+                                        .await
+                                }
+                                Err(e) => panic!("raw write of {path}: {e}"),
+                            }
+                        })
+                    });
+                    cases::$case(Subject {
+                        backend,
+                        put_garbage,
+                        cas_enforced: true,
+                        put_config_raw,
+                        raw_bytes: true,
+                    })
+                    .await;
                 }
             )*
         }
@@ -458,7 +735,25 @@ macro_rules! backend_conformance {
                             .await;
                         })
                     });
-                    cases::$case(Subject { backend, put_garbage, cas_enforced: false }).await;
+                    let server = std::sync::Arc::new(server);
+                    let raw = server.clone();
+                    let put_config_raw: RawConfig = Box::new(move |group, key, bytes| {
+                        let raw = raw.clone();
+                        Box::pin(async move {
+                            // As NacosConfigServiceWrapper names it: `$` as `___`, `/` as `-`.
+                            let name = |s: &str| s.replace('$', "___").replace('/', "-");
+                            let content = String::from_utf8(bytes).expect("Nacos takes text");
+                            raw.put_config_http(&name(&key), &name(&group), &content).await;
+                        })
+                    });
+                    cases::$case(Subject {
+                        backend,
+                        put_garbage,
+                        cas_enforced: false,
+                        put_config_raw,
+                        raw_bytes: false,
+                    })
+                    .await;
                     drop(server);
                 }
             )*
@@ -475,4 +770,8 @@ backend_conformance!(
     names_that_break_the_layout_are_refused,
     the_mapping_only_grows_by_compare_and_set,
     a_report_is_written_once_read_listed_and_removed,
+    config_items_are_read_and_written_by_compare_and_set,
+    a_config_follow_sees_each_state_in_order,
+    unreadable_config_content_is_refused_and_the_follow_goes_on,
+    a_rule_written_where_java_reads_it_is_read,
 );

@@ -6,6 +6,7 @@
 //! | `/dubbo/mapping/{interface}` | app names joined by `,` |
 //! | `/dubbo/metadata/{app}/{revision}` | metadata info JSON (storage type `remote`) |
 //! | `/introspect/consumers/{app}/{id}` | consumer record JSON (optional), bound to the consumer's lease |
+//! | `/dubbo/config/{group}/{key}` | a config item: a governance rule's text (Dubbo's etcd config centre) |
 //!
 //! Prefixes that are listed or watched always end in `/`, so app `a` never matches app `ab`.
 
@@ -90,6 +91,12 @@ impl Layout {
         format!("{}/introspect/consumers/{app}/{id}", self.namespace)
     }
 
+    /// `/dubbo/config/{group}/{key}`: a config item, where Dubbo's etcd config centre
+    /// (`EtcdDynamicConfiguration`, namespace `dubbo`) keeps it.
+    pub fn config_key(&self, group: &str, key: &str) -> String {
+        format!("{}/dubbo/config/{group}/{key}", self.namespace)
+    }
+
     /// `/dubbo/metadata/{app}/`: every reported revision of one app.
     pub fn report_prefix(&self, app: &str) -> String {
         format!("{}/dubbo/metadata/{app}/", self.namespace)
@@ -118,6 +125,10 @@ mod tests {
             "/dubbo/mapping/shop.OrderService"
         );
         assert_eq!(l.report_key("shop", "abc"), "/dubbo/metadata/shop/abc");
+        assert_eq!(
+            l.config_key("dubbo", "shop.tag-router"),
+            "/dubbo/config/dubbo/shop.tag-router"
+        );
         assert_eq!(l.consumer_key("web", "x1"), "/introspect/consumers/web/x1");
         assert!(
             !l.consumer_key("web", "x1")

@@ -3,11 +3,13 @@
 //! layout ([`Layout`]) and the JSON formats: [`Registry`] (instances), [`Mapping`] and
 //! [`MetadataReport`].
 //!
-//! The consumers part (`consumers`) keeps consumer records under `/introspect/consumers/`.
+//! The consumers part (`consumers`) keeps consumer records under `/introspect/consumers/`;
+//! the config centre (`config`) keeps config items under `/dubbo/config/{group}/{key}`.
 //!
 //! Liveness is a lease per registration, renewed by the provider. The epoch is the key
 //! `/introspect/epoch` (under the namespace), read at the revision of each list.
 
+mod config;
 mod consumers;
 mod follow;
 pub mod layout;

@@ -16,6 +16,8 @@
 //! * Metadata reports: config `dataId={app}`, group `{revision}`; read also `{app}:{revision}`
 //!   in `DEFAULT_GROUP` (`reports`).
 //! * The epoch: config `introspect.epoch` in group `introspect` (`epoch`).
+//! * Config centre: config `dataId={key}`, group `{group}` (rules: `dubbo`) in the
+//!   registry's namespace, compare-and-set by content MD5 (see `config`).
 //! * Consumer records (optional): ephemeral naming instances of service `{app}` in group
 //!   `INTROSPECT_CONSUMERS`, cluster `{id}`, the record in their metadata ([`consumers`]).
 //!
@@ -34,9 +36,10 @@
 //! apps.
 //!
 //! One concept per file: `options`, `names`, `record`, `diff` (pure), `client` (the SDK's
-//! clients and errors), `registration`, `reads`, `follow`, `mapping`, `reports`, `epoch`.
+//! clients and errors), `registration`, `reads`, `follow`, `mapping`, `reports`, `epoch`, `config`.
 
 mod client;
+mod config;
 pub mod consumers;
 mod diff;
 mod epoch;
@@ -109,7 +112,9 @@ impl NacosBackend {
     /// The backend as the builders take it.
     pub fn into_backend(self) -> Backend {
         let shared = Arc::new(self);
-        Backend::new("nacos", shared.clone(), shared.clone(), shared.clone()).with_consumers(shared)
+        Backend::new("nacos", shared.clone(), shared.clone(), shared.clone())
+            .with_consumers(shared.clone())
+            .with_config(shared)
     }
 
     /// The options it was connected with.

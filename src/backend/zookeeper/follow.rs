@@ -136,7 +136,7 @@ async fn changes(
 }
 
 /// The end of a follow for a session state, if the state ends it.
-fn session_ended(state: zk::SessionState) -> Option<Error> {
+pub(super) fn session_ended(state: zk::SessionState) -> Option<Error> {
     match state {
         zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => None,
         zk::SessionState::AuthFailed => Some(Error::Unauthenticated(
@@ -150,7 +150,7 @@ fn session_ended(state: zk::SessionState) -> Option<Error> {
 
 /// A read that failed inside a follow ends it as a broken watch (re-followed), unless it
 /// is permanent.
-fn watch_ended(error: Error) -> Error {
+pub(super) fn watch_ended(error: Error) -> Error {
     if error.is_permanent() {
         error
     } else {

@@ -16,15 +16,18 @@
 //! * The epoch: `/introspect/epoch` (see `epoch`).
 //! * Consumer records (optional): EPHEMERAL nodes `/introspect/consumers/{app}/{id}` in
 //!   the session of the record's TTL (see `consumers`).
+//! * Config centre: persistent `/dubbo/config/{group}/{key}` holding a governance rule's
+//!   text, compare-and-set on the node's version (see `config`).
 //!
 //! With a group, everything moves under `/{group}` ([`paths`]). Consumers write only
 //! their optional record:
 //! reads, lists and follows share one reading session. One concept per file: `options`,
 //! `paths` and `record` (pure), `session` (connecting, errors), `registration`, `reads`,
-//! `follow`, `mapping`, `reports`, `epoch`.
+//! `follow`, `mapping`, `reports`, `epoch`, `config`.
 //!
 //! [`Registration::ttl`]: crate::backend::Registration::ttl
 
+mod config;
 mod consumers;
 mod epoch;
 mod follow;
@@ -95,7 +98,8 @@ impl ZooKeeperBackend {
     pub fn into_backend(self) -> Backend {
         let shared = Arc::new(self);
         Backend::new("zookeeper", shared.clone(), shared.clone(), shared.clone())
-            .with_consumers(shared)
+            .with_consumers(shared.clone())
+            .with_config(shared)
     }
 
     /// The znode layout.

@@ -68,9 +68,18 @@ impl ZooKeeperOptions {
     /// Moves the root to `/{group}`, as Dubbo's registry `group` does: instances under
     /// `/{group}/{app}/`, the mapping under `/{group}/mapping/`, reports under
     /// `/{group}/metadata/` (and `/{group}/{app}/{revision}`, dubbo-go's), the epoch at
-    /// `/{group}/introspect/epoch`. A leading `/` is optional.
+    /// `/{group}/introspect/epoch`, config items under `/{group}/config/`. A leading `/`
+    /// is optional.
     pub fn with_group(mut self, group: &str) -> Result<Self> {
         self.paths = Paths::with_group(group)?;
+        Ok(self)
+    }
+
+    /// Keeps config items under `/{namespace}/config/` (the registry URL's `namespace`
+    /// parameter, which Dubbo Java's registry-as-config-centre carries over). Call it after
+    /// [`with_group`](Self::with_group), which sets the group's own.
+    pub fn with_config_namespace(mut self, namespace: &str) -> Result<Self> {
+        self.paths = self.paths.with_config_namespace(namespace)?;
         Ok(self)
     }
 

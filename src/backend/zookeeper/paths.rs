@@ -9,10 +9,16 @@
 //! | `/dubbo/{app}/{revision}` | metadata info JSON (dubbo-go 3.3), read only | persistent |
 //! | `/introspect/epoch` | the registry's epoch | persistent |
 //! | `/introspect/consumers/{app}/{id}` | consumer record JSON (optional) | ephemeral; parents containers |
+//! | `/dubbo/config/{group}/{key}` | a config item (a governance rule's text) | persistent; parents containers |
 //!
 //! With a group `g`, Dubbo moves both roots to `/g`: instances under `/g/{app}/`, the
 //! mapping under `/g/mapping/`, reports under `/g/metadata/`; the epoch goes to
 //! `/g/introspect/epoch`, beside them, so that it shares the fate of the group's records.
+//!
+//! Config items live under `/{namespace}/config` (`TreePathDynamicConfiguration`): the
+//! namespace is `dubbo`, or the registry's group (Java's registry-as-config-centre takes
+//! the registry's group as the config centre's namespace), or the registry URL's
+//! `namespace` parameter, which wins over both.
 
 use crate::error::{Error, Result};
 
@@ -27,6 +33,8 @@ pub struct Paths {
     epoch: String,
     /// Where consumer records live.
     consumers: String,
+    /// Where config items live: `/dubbo/config`.
+    config: String,
 }
 
 impl Default for Paths {
@@ -36,38 +44,37 @@ impl Default for Paths {
             dubbo: "/dubbo".into(),
             epoch: "/introspect/epoch".into(),
             consumers: "/introspect/consumers".into(),
+            config: "/dubbo/config".into(),
         }
     }
 }
 
 /// Names under a group root that are not apps (Dubbo's own, and ours).
-const NOT_APPS: [&str; 3] = ["mapping", "metadata", "introspect"];
+const NOT_APPS: [&str; 4] = ["mapping", "metadata", "introspect", "config"];
 
 impl Paths {
     /// The layout under group `group` (`/dev` or `dev`).
     pub fn with_group(group: &str) -> Result<Self> {
-        let name = group.strip_prefix('/').unwrap_or(group);
-        let valid = !name.is_empty()
-            && name.len() <= 128
-            && !name.contains('/')
-            && name != "."
-            && name != ".."
-            && name != "zookeeper"
-            && !name.chars().any(|c| c.is_control() || c.is_whitespace());
-        if !valid {
-            return Err(Error::InvalidName {
-                kind: "group",
-                value: Error::shorten(group),
-                reason: "must be one path segment, like dev or /dev, without whitespace",
-            });
-        }
+        let name = segment("group", group)?;
         let root = format!("/{name}");
         Ok(Paths {
             epoch: format!("{root}/introspect/epoch"),
             consumers: format!("{root}/introspect/consumers"),
+            config: format!("{root}/config"),
             instances: root.clone(),
             dubbo: root,
         })
+    }
+
+    /// The same layout with config items under `/{namespace}/config` (`dev` or `/dev`).
+    pub fn with_config_namespace(mut self, namespace: &str) -> Result<Self> {
+        self.config = format!("/{}/config", segment("namespace", namespace)?);
+        Ok(self)
+    }
+
+    /// `/dubbo/config/{group}/{key}`: a config item.
+    pub fn config(&self, group: &str, key: &str) -> String {
+        format!("{}/{group}/{key}", self.config)
     }
 
     /// The node whose children are the apps: `/services`.
@@ -142,6 +149,26 @@ impl Paths {
     }
 }
 
+/// A root's one path segment, `dev` from `dev` or `/dev`.
+fn segment<'a>(kind: &'static str, value: &'a str) -> Result<&'a str> {
+    let name = value.strip_prefix('/').unwrap_or(value);
+    let valid = !name.is_empty()
+        && name.len() <= 128
+        && !name.contains('/')
+        && name != "."
+        && name != ".."
+        && name != "zookeeper"
+        && !name.chars().any(|c| c.is_control() || c.is_whitespace());
+    if !valid {
+        return Err(Error::InvalidName {
+            kind,
+            value: Error::shorten(value),
+            reason: "must be one path segment, like dev or /dev, without whitespace",
+        });
+    }
+    Ok(name)
+}
+
 /// The parent of `path` (`/a/b` → `/a`), `None` for a top-level node.
 pub(super) fn parent(path: &str) -> Option<&str> {
     let (parent, _) = path.rsplit_once('/')?;
@@ -185,6 +212,16 @@ mod tests {
         for bad in ["", "/", "a/b", "..", "a b", "zookeeper"] {
             assert!(Paths::with_group(bad).is_err(), "{bad:?}");
         }
+        assert_eq!(
+            p.config("dubbo", "shop.tag-router"),
+            "/dubbo/config/dubbo/shop.tag-router"
+        );
+        assert_eq!(g.config("dubbo", "k"), "/dev/config/dubbo/k");
+        assert!(!g.is_app_node("config"));
+        let ns = g.clone().with_config_namespace("prod").unwrap();
+        assert_eq!(ns.config("dubbo", "k"), "/prod/config/dubbo/k");
+        assert_eq!(ns.mapping("i"), "/dev/mapping/i");
+        assert!(p.clone().with_config_namespace("a/b").is_err());
         assert_eq!(parent("/a/b"), Some("/a"));
         assert_eq!(parent("/a"), None);
     }

@@ -125,6 +125,51 @@ impl Store for EtcdStore {
         .await
     }
 
+    async fn compare_and_delete(
+        &self,
+        key: &str,
+        expected_mod_revision: i64,
+    ) -> Result<CasOutcome> {
+        if expected_mod_revision < 1 {
+            // An absent key compares as revision 0: never "delete if absent".
+            return Ok(CasOutcome::Conflict {
+                current: self.get(key).await?,
+            });
+        }
+        let what = || format!("etcd compare-and-delete {}", Error::shorten(key));
+        self.timed(what, |client| async move {
+            let txn = Txn::new()
+                .when([Compare::mod_revision(
+                    key,
+                    CompareOp::Equal,
+                    expected_mod_revision,
+                )])
+                .and_then([TxnOp::delete(key, None)])
+                .or_else([TxnOp::get(key, None)]);
+            let response = self
+                .kv(&client)
+                .txn(txn)
+                .await
+                .map_err(|e| map_error(e, &what()))?;
+            let revision = header_revision(response.header(), &what())?;
+            if response.succeeded() {
+                return Ok(CasOutcome::Written { revision });
+            }
+            let mut current = None;
+            for op in response.0.responses {
+                if let Some(PbTxnOpResponse::ResponseRange(range)) = op.response {
+                    current = range
+                        .kvs
+                        .into_iter()
+                        .find(|kv| kv.key == key.as_bytes())
+                        .and_then(convert_kv);
+                }
+            }
+            Ok(CasOutcome::Conflict { current })
+        })
+        .await
+    }
+
     async fn watch_prefix(&self, prefix: &str, from_revision: i64) -> Result<Watch> {
         super::watch::open(self, prefix, from_revision).await
     }

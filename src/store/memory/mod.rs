@@ -159,6 +159,26 @@ impl Store for MemoryStore {
         })
     }
 
+    async fn compare_and_delete(
+        &self,
+        key: &str,
+        expected_mod_revision: i64,
+    ) -> Result<CasOutcome> {
+        let mut state = self.shared.lock();
+        let current = state.kvs.get(key);
+        match current {
+            Some(kv) if expected_mod_revision > 0 && kv.mod_revision == expected_mod_revision => {
+                state.delete(key);
+                Ok(CasOutcome::Written {
+                    revision: state.revision,
+                })
+            }
+            _ => Ok(CasOutcome::Conflict {
+                current: current.cloned(),
+            }),
+        }
+    }
+
     async fn watch_prefix(&self, prefix: &str, from_revision: i64) -> Result<Watch> {
         let mut state = self.shared.lock();
         let (tx, watch) = Watch::channel();

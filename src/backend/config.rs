@@ -1,0 +1,319 @@
+//! The config-centre part of the seam: where governance rules (configurators, tag rules,
+//! condition rules, migration rules) live, read, followed and written by compare-and-set.
+//!
+//! A Dubbo Java 3.3 member with no config centre of its own uses its registry as one
+//! (`DefaultApplicationDeployer.useRegistryAsConfigCenterIfNecessary`), so every backend
+//! keeps its config items where Java reads them from that registry:
+//!
+//! * etcd and the memory store: the key `/dubbo/config/{group}/{key}` (Dubbo's
+//!   `EtcdDynamicConfiguration`), under the layout's namespace;
+//! * ZooKeeper: the node `/{namespace}/config/{group}/{key}` (`TreePathDynamicConfiguration`;
+//!   the namespace is `dubbo` unless the registry's names another);
+//! * Nacos: the config `dataId={key}` in group `{group}` of the registry's namespace
+//!   (`NacosDynamicConfiguration`, `$` written `___` and `/` written `-`).
+//!
+//! Rules are read under group [`DEFAULT_GROUP`] (`dubbo`). Content is untrusted: an item
+//! over [`MAX_RULE_BYTES`] or not UTF-8 is refused with [`Error::Rule`] naming the key,
+//! never a panic. Versions are opaque and per backend ([`ConfigVersion`]); a write against
+//! a stale one fails with [`Error::Conflict`], which carries the current item.
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use crate::consumer::routing::MAX_RULE_BYTES;
+use crate::error::{Error, Result};
+
+/// The group Dubbo reads and writes governance rules in (`DynamicConfiguration.DEFAULT_GROUP`).
+pub const DEFAULT_GROUP: &str = "dubbo";
+
+/// The longest key or group accepted (Nacos's limit on a `dataId`).
+const MAX_NAME_LEN: usize = 256;
+
+/// A config item: its text and the version to compare-and-set against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigItem {
+    /// The text, UTF-8, at most [`MAX_RULE_BYTES`] bytes.
+    pub content: String,
+    /// The version it was read at.
+    pub version: ConfigVersion,
+}
+
+/// An opaque version of a config item, only compared and handed back: the ZooKeeper node's
+/// creation and data versions, the MD5 of a Nacos config's content, the etcd key's
+/// modification revision.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConfigVersion(String);
+
+impl ConfigVersion {
+    /// A version as a backend (or an earlier read, kept as text) gives it.
+    pub fn new(version: impl Into<String>) -> Self {
+        ConfigVersion(version.into())
+    }
+
+    /// The version as text, to keep and give back later.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The error for a version this backend never gave out.
+    pub(crate) fn foreign(&self, backend: &str) -> Error {
+        Error::InvalidName {
+            kind: "config version",
+            value: Error::shorten(&self.0),
+            reason: match backend {
+                "zookeeper" => "not a ZooKeeper config version (read the item first)",
+                "nacos" => "not a Nacos config version (read the item first)",
+                _ => "not a store revision (read the item first)",
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A stream of one key's states: the current one first, then each change (`None`: the key
+/// was deleted), in order. Changes that come faster than they are read may fold into the
+/// newest; the same state never comes twice in a row. Dropping it stops following.
+///
+/// An [`Error::Rule`] says the key now holds content that cannot be read (over the size
+/// bound, not UTF-8): the follow goes on, and the previous good state is the caller's to
+/// keep. Any other `Err` is final: follow again.
+#[derive(Debug)]
+pub struct ConfigFollow {
+    states: mpsc::Receiver<Result<Option<ConfigItem>>>,
+}
+
+impl ConfigFollow {
+    /// States buffered before the backend ends the stream of a slow follower.
+    pub const BUFFER: usize = 64;
+
+    /// A stream and the sender that feeds it (implementers feed it with `try_send`, ending
+    /// the stream when it is full, like a [`super::MappingFollow`]).
+    pub fn channel() -> (mpsc::Sender<Result<Option<ConfigItem>>>, ConfigFollow) {
+        let (sender, states) = mpsc::channel(Self::BUFFER);
+        (sender, ConfigFollow { states })
+    }
+
+    /// The next state; see the type's docs for which errors are final.
+    pub async fn next(&mut self) -> Result<Option<ConfigItem>> {
+        match self.states.recv().await {
+            Some(state) => state,
+            None => Err(Error::WatchEnded(
+                "config stream closed by the registry backend".into(),
+            )),
+        }
+    }
+}
+
+/// The config-centre part of a registry backend. See the module docs.
+#[async_trait]
+pub trait ConfigCentre: Send + Sync + 'static {
+    /// The item under `key` in `group`, `None` when absent.
+    async fn get(&self, key: &str, group: &str) -> Result<Option<ConfigItem>>;
+
+    /// Follows one key: its current state first, then each change; see [`ConfigFollow`].
+    async fn follow(&self, key: &str, group: &str) -> Result<ConfigFollow>;
+
+    /// Writes `content` if the item's version is still `expected` (`None`: it must be
+    /// absent); returns the new version. A stale `expected` fails with [`Error::Conflict`].
+    async fn put(
+        &self,
+        key: &str,
+        group: &str,
+        content: &str,
+        expected: Option<&ConfigVersion>,
+    ) -> Result<ConfigVersion>;
+
+    /// Deletes the item if its version is still `expected`; a stale one (or an absent item)
+    /// fails with [`Error::Conflict`].
+    async fn delete(&self, key: &str, group: &str, expected: &ConfigVersion) -> Result<()>;
+}
+
+/// Checks a config key as Dubbo's rule keys look: `shop.tag-router`,
+/// `com.foo.Svc:1.0:grp.configurators`, `com.foo.Svc::.condition-router`.
+pub fn validate_key(key: &str) -> Result<()> {
+    validate("config key", key)
+}
+
+/// Checks a config group (`dubbo`): one segment, no `/`.
+pub fn validate_group(group: &str) -> Result<()> {
+    validate("config group", group)
+}
+
+fn validate(kind: &'static str, value: &str) -> Result<()> {
+    let reason = if value.is_empty() {
+        Some("must not be empty")
+    } else if value.len() > MAX_NAME_LEN {
+        Some("is longer than 256 bytes")
+    } else if value == "." || value == ".." {
+        Some("must not be . or ..")
+    } else if !value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '$'))
+    {
+        Some("may hold only letters, digits and . _ - : $ (no / or whitespace)")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::InvalidName {
+            kind,
+            value: Error::shorten(value),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks both names.
+pub(crate) fn validate_names(key: &str, group: &str) -> Result<()> {
+    validate_key(key)?;
+    validate_group(group)
+}
+
+/// How an error names an item: `{group}/{key}`.
+pub(crate) fn item_name(key: &str, group: &str) -> String {
+    format!("{group}/{key}")
+}
+
+/// The refusal of content over the bound, of `size` bytes.
+pub(crate) fn too_large(key: &str, group: &str, size: usize) -> Error {
+    Error::Rule {
+        key: item_name(key, group),
+        reason: format!("{size} bytes, over the limit of {MAX_RULE_BYTES}"),
+    }
+}
+
+/// Content as read: refused when over the bound or not UTF-8.
+pub(crate) fn decode(key: &str, group: &str, bytes: Vec<u8>) -> Result<String> {
+    if bytes.len() > MAX_RULE_BYTES {
+        return Err(too_large(key, group, bytes.len()));
+    }
+    String::from_utf8(bytes).map_err(|e| Error::Rule {
+        key: item_name(key, group),
+        reason: format!("not UTF-8 text ({})", e.utf8_error()),
+    })
+}
+
+/// Content to write: refused when empty (Dubbo reads an empty item as absent, and Nacos
+/// refuses one) or over the bound.
+pub(crate) fn check_content(key: &str, group: &str, content: &str) -> Result<()> {
+    if content.is_empty() {
+        return Err(Error::Rule {
+            key: item_name(key, group),
+            reason: "empty content: delete the item instead".into(),
+        });
+    }
+    if content.len() > MAX_RULE_BYTES {
+        return Err(too_large(key, group, content.len()));
+    }
+    Ok(())
+}
+
+/// The conflict of a write whose expected version is stale.
+pub(crate) fn conflict(key: &str, group: &str, current: Option<ConfigItem>) -> Error {
+    Error::Conflict {
+        key: item_name(key, group),
+        current,
+    }
+}
+
+/// The config part of a backend that keeps no config centre.
+pub(crate) struct NoConfig {
+    /// The backend's name, for the error.
+    pub(crate) backend: &'static str,
+}
+
+impl NoConfig {
+    fn refused(&self) -> Error {
+        Error::Config(format!(
+            "the {} backend keeps no config centre",
+            self.backend
+        ))
+    }
+}
+
+#[async_trait]
+impl ConfigCentre for NoConfig {
+    async fn get(&self, _: &str, _: &str) -> Result<Option<ConfigItem>> {
+        Err(self.refused())
+    }
+
+    async fn follow(&self, _: &str, _: &str) -> Result<ConfigFollow> {
+        Err(self.refused())
+    }
+
+    async fn put(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: Option<&ConfigVersion>,
+    ) -> Result<ConfigVersion> {
+        Err(self.refused())
+    }
+
+    async fn delete(&self, _: &str, _: &str, _: &ConfigVersion) -> Result<()> {
+        Err(self.refused())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dubbo_rule_keys_pass_and_path_breakers_do_not() {
+        for key in [
+            "shop.tag-router",
+            "shop.condition-router",
+            "shop.configurators",
+            "com.foo.Svc:1.0:grp.configurators",
+            "com.foo.Svc::.condition-router",
+            "org.Outer$Inner.configurators",
+            "shop.migration",
+        ] {
+            validate_key(key).unwrap();
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "a\nb", "ä", &"k".repeat(257)] {
+            assert!(
+                matches!(validate_key(bad), Err(Error::InvalidName { .. })),
+                "{bad:?}"
+            );
+        }
+        validate_group(DEFAULT_GROUP).unwrap();
+        assert!(validate_group("a/b").is_err());
+        assert!(validate_group("").is_err());
+    }
+
+    #[test]
+    fn content_is_bounded_and_utf8() {
+        let big = vec![b'a'; MAX_RULE_BYTES + 1];
+        let err = decode("shop.tag-router", "dubbo", big).unwrap_err();
+        assert!(matches!(&err, Error::Rule { key, .. } if key == "dubbo/shop.tag-router"));
+        assert!(err.to_string().contains("65537 bytes"), "{err}");
+        let err = decode("k", "dubbo", vec![0xff, 0xfe]).unwrap_err();
+        assert!(err.to_string().contains("not UTF-8"), "{err}");
+        assert_eq!(decode("k", "g", b"tags: []".to_vec()).unwrap(), "tags: []");
+        assert!(check_content("k", "g", "").is_err());
+        assert!(check_content("k", "g", &"a".repeat(MAX_RULE_BYTES + 1)).is_err());
+        check_content("k", "g", &"a".repeat(MAX_RULE_BYTES)).unwrap();
+    }
+
+    #[test]
+    fn a_conflict_shows_the_current_version() {
+        let current = ConfigItem {
+            content: "force: true".into(),
+            version: ConfigVersion::new("7"),
+        };
+        let err = conflict("shop.tag-router", "dubbo", Some(current)).to_string();
+        assert!(err.contains("dubbo/shop.tag-router"), "{err}");
+        assert!(err.contains("version 7"), "{err}");
+        let err = conflict("k", "dubbo", None).to_string();
+        assert!(err.contains("absent"), "{err}");
+    }
+}

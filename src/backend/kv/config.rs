@@ -1,0 +1,137 @@
+//! The config centre on a key-value store: each item is the key
+//! `/dubbo/config/{group}/{key}` ([`Layout::config_key`]), as Dubbo's etcd config centre
+//! keeps it; its version is the key's modification revision, and writes are the store's
+//! compare-and-swap and compare-and-delete on it.
+//!
+//! A follow reads the key (with the store revision of the read), then watches it from the
+//! next revision, so nothing falls between them; each put or delete of the exact key becomes
+//! a state.
+//!
+//! [`Layout::config_key`]: super::layout::Layout::config_key
+
+use async_trait::async_trait;
+use tokio::sync::mpsc::error::TrySendError;
+
+use super::KvBackend;
+use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
+use crate::error::Result;
+use crate::store::{CasOutcome, KeyValue, WatchEvent};
+
+/// An item as read from the store (its content checked).
+fn item(key: &str, group: &str, kv: KeyValue) -> Result<ConfigItem> {
+    Ok(ConfigItem {
+        content: config::decode(key, group, kv.value)?,
+        version: revision_version(kv.mod_revision),
+    })
+}
+
+fn revision_version(revision: i64) -> ConfigVersion {
+    ConfigVersion::new(revision.to_string())
+}
+
+/// The store revision a version stands for.
+fn revision_of(version: &ConfigVersion, backend: &str) -> Result<i64> {
+    version
+        .as_str()
+        .parse::<i64>()
+        .ok()
+        .filter(|r| *r > 0)
+        .ok_or_else(|| version.foreign(backend))
+}
+
+/// The current item under `path`, for a conflict (unreadable content reads as its error).
+fn current(key: &str, group: &str, kv: Option<KeyValue>) -> Result<Option<ConfigItem>> {
+    kv.map(|kv| item(key, group, kv)).transpose()
+}
+
+#[async_trait]
+impl ConfigCentre for KvBackend {
+    async fn get(&self, key: &str, group: &str) -> Result<Option<ConfigItem>> {
+        config::validate_names(key, group)?;
+        let path = self.layout.config_key(group, key);
+        current(key, group, self.store.get(&path).await?)
+    }
+
+    async fn follow(&self, key: &str, group: &str) -> Result<ConfigFollow> {
+        config::validate_names(key, group)?;
+        let path = self.layout.config_key(group, key);
+        // A prefix read gives the store revision even when the key is absent.
+        let range = self.store.get_prefix(&path).await?;
+        let first = range.kvs.into_iter().find(|kv| kv.key == path);
+        let mut last = first.as_ref().map(|kv| kv.mod_revision);
+        let mut watch = self.store.watch_prefix(&path, range.revision + 1).await?;
+        let (states, follow) = ConfigFollow::channel();
+        let (key, group) = (key.to_owned(), group.to_owned());
+        let _ = states.try_send(current(&key, &group, first));
+        tokio::spawn(async move {
+            loop {
+                let events = tokio::select! {
+                    () = states.closed() => return,
+                    events = watch.next() => events,
+                };
+                let events = match events {
+                    Ok(events) => events,
+                    Err(e) => {
+                        let _ = states.try_send(Err(e));
+                        return;
+                    }
+                };
+                // The prefix also matches longer keys: only the exact one counts.
+                for event in events.into_iter().filter(|e| e.key() == path) {
+                    let (now, state) = match event {
+                        WatchEvent::Put(kv) => {
+                            (Some(kv.mod_revision), current(&key, &group, Some(kv)))
+                        }
+                        WatchEvent::Delete { .. } => (None, Ok(None)),
+                    };
+                    if now == last {
+                        continue;
+                    }
+                    last = now;
+                    if let Err(TrySendError::Full(_) | TrySendError::Closed(_)) =
+                        states.try_send(state)
+                    {
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(follow)
+    }
+
+    async fn put(
+        &self,
+        key: &str,
+        group: &str,
+        content: &str,
+        expected: Option<&ConfigVersion>,
+    ) -> Result<ConfigVersion> {
+        config::validate_names(key, group)?;
+        config::check_content(key, group, content)?;
+        let backend = self.store.backend();
+        let expected = expected.map(|v| revision_of(v, backend)).transpose()?;
+        let path = self.layout.config_key(group, key);
+        let outcome = self
+            .store
+            .compare_and_swap(&path, expected.unwrap_or(0), content.into(), None)
+            .await?;
+        match outcome {
+            CasOutcome::Written { revision } => Ok(revision_version(revision)),
+            CasOutcome::Conflict { current: now } => {
+                Err(config::conflict(key, group, current(key, group, now)?))
+            }
+        }
+    }
+
+    async fn delete(&self, key: &str, group: &str, expected: &ConfigVersion) -> Result<()> {
+        config::validate_names(key, group)?;
+        let expected = revision_of(expected, self.store.backend())?;
+        let path = self.layout.config_key(group, key);
+        match self.store.compare_and_delete(&path, expected).await? {
+            CasOutcome::Written { .. } => Ok(()),
+            CasOutcome::Conflict { current: now } => {
+                Err(config::conflict(key, group, current(key, group, now)?))
+            }
+        }
+    }
+}

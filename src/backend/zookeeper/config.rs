@@ -1,0 +1,235 @@
+//! The config centre on ZooKeeper, where Dubbo Java's `ZookeeperDynamicConfiguration` keeps
+//! it: a persistent node `/{namespace}/config/{group}/{key}` ([`Paths::config`]) holding
+//! the item's text as UTF-8 (an empty node reads as an item with empty text; Java reads it
+//! as no item).
+//!
+//! Versions are the node's creation zxid and data version (`{czxid}.{version}`): Java
+//! compares the data version alone (`publishConfigCas`), which a node deleted and created
+//! again since the read would pass; the creation zxid tells the two nodes apart. Writing
+//! against `None` creates the node (`NodeExists` is a conflict); against a version,
+//! `setData` with the data version once the node is the one read (`BadVersion` is a
+//! conflict); deleting likewise with `delete`.
+//!
+//! Reads look at the node's size first and never fetch data over the bound. A follow is a
+//! persistent watch on the node set before the first read; each event reads the node again
+//! and a state goes out when its version differs from the last. The session ending ends
+//! the follow.
+//!
+//! [`Paths::config`]: super::Paths::config
+
+use async_trait::async_trait;
+use tokio::sync::mpsc::error::TrySendError;
+use zookeeper_client as zk;
+
+use super::ZooKeeperBackend;
+use super::follow::{session_ended, watch_ended};
+use super::session::{self, map_error};
+use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
+use crate::consumer::routing::MAX_RULE_BYTES;
+use crate::error::Result;
+
+/// A node as read: its version, and its content or why it cannot be read.
+struct Node {
+    version: ConfigVersion,
+    item: Result<ConfigItem>,
+}
+
+fn node_version(stat: &zk::Stat) -> ConfigVersion {
+    ConfigVersion::new(format!("{}.{}", stat.czxid, stat.version))
+}
+
+/// The creation zxid and data version a version stands for.
+fn parse_version(version: &ConfigVersion) -> Result<(i64, i32)> {
+    version
+        .as_str()
+        .split_once('.')
+        .and_then(|(czxid, data)| Some((czxid.parse().ok()?, data.parse().ok()?)))
+        .ok_or_else(|| version.foreign("zookeeper"))
+}
+
+/// Reads the node at `path`; `None` when absent.
+async fn read(client: &zk::Client, path: &str, key: &str, group: &str) -> Result<Option<Node>> {
+    let what = || format!("read {path}");
+    let Some(stat) = client
+        .check_stat(path)
+        .await
+        .map_err(|e| map_error(e, &what()))?
+    else {
+        return Ok(None);
+    };
+    let size = usize::try_from(stat.data_length).unwrap_or(0);
+    if size > MAX_RULE_BYTES {
+        return Ok(Some(Node {
+            version: node_version(&stat),
+            item: Err(config::too_large(key, group, size)),
+        }));
+    }
+    let (data, stat) = match client.get_data(path).await {
+        Ok(read) => read,
+        Err(zk::Error::NoNode) => return Ok(None),
+        Err(e) => return Err(map_error(e, &what())),
+    };
+    let version = node_version(&stat);
+    let item = config::decode(key, group, data).map(|content| ConfigItem {
+        content,
+        version: version.clone(),
+    });
+    Ok(Some(Node { version, item }))
+}
+
+/// The item at `path` now, for a conflict.
+async fn current(
+    client: &zk::Client,
+    path: &str,
+    key: &str,
+    group: &str,
+) -> Result<Option<ConfigItem>> {
+    read(client, path, key, group)
+        .await?
+        .map(|node| node.item)
+        .transpose()
+}
+
+/// The conflict error, with the item as it is now.
+async fn conflict(client: &zk::Client, path: &str, key: &str, group: &str) -> crate::Error {
+    match current(client, path, key, group).await {
+        Ok(now) => config::conflict(key, group, now),
+        Err(e) => e,
+    }
+}
+
+/// Whether the node at `path` is the one created at `czxid`; `Ok(false)` when absent.
+async fn same_node(client: &zk::Client, path: &str, czxid: i64) -> Result<bool> {
+    let stat = client
+        .check_stat(path)
+        .await
+        .map_err(|e| map_error(e, &format!("read {path}")))?;
+    Ok(stat.is_some_and(|stat| stat.czxid == czxid))
+}
+
+#[async_trait]
+impl ConfigCentre for ZooKeeperBackend {
+    async fn get(&self, key: &str, group: &str) -> Result<Option<ConfigItem>> {
+        config::validate_names(key, group)?;
+        let path = self.paths().config(group, key);
+        current(&self.reader().await?, &path, key, group).await
+    }
+
+    async fn follow(&self, key: &str, group: &str) -> Result<ConfigFollow> {
+        config::validate_names(key, group)?;
+        let path = self.paths().config(group, key);
+        let client = self.reader().await?;
+        let mut watcher = client
+            .watch(&path, zk::AddWatchMode::Persistent)
+            .await
+            .map_err(|e| map_error(e, &format!("watch {path}")))?;
+        let first = read(&client, &path, key, group).await?;
+        let mut last = first.as_ref().map(|node| node.version.clone());
+        let (states, follow) = ConfigFollow::channel();
+        let _ = states.try_send(first.map(|node| node.item).transpose());
+        let (key, group) = (key.to_owned(), group.to_owned());
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    () = states.closed() => return,
+                    event = watcher.changed() => event,
+                };
+                let state = if event.event_type == zk::EventType::Session {
+                    match session_ended(event.session_state) {
+                        Some(error) => Err(error),
+                        None => continue,
+                    }
+                } else {
+                    match read(&client, &path, &key, &group).await {
+                        Ok(node) => {
+                            let now = node.as_ref().map(|node| node.version.clone());
+                            if now == last {
+                                continue;
+                            }
+                            last = now;
+                            node.map(|node| node.item).transpose()
+                        }
+                        Err(e) => Err(watch_ended(e)),
+                    }
+                };
+                let end = matches!(&state, Err(e) if !matches!(e, crate::Error::Rule { .. }));
+                if let Err(TrySendError::Full(_) | TrySendError::Closed(_)) = states.try_send(state)
+                {
+                    return;
+                }
+                if end {
+                    return;
+                }
+            }
+        });
+        Ok(follow)
+    }
+
+    async fn put(
+        &self,
+        key: &str,
+        group: &str,
+        content: &str,
+        expected: Option<&ConfigVersion>,
+    ) -> Result<ConfigVersion> {
+        config::validate_names(key, group)?;
+        config::check_content(key, group, content)?;
+        let path = self.paths().config(group, key);
+        let client = self.reader().await?;
+        let what = || format!("write {path}");
+        let written = match expected {
+            None => {
+                let mode = zk::CreateMode::Persistent;
+                session::create(&client, &path, content.as_bytes(), mode, self.acls()).await
+            }
+            Some(expected) => {
+                let (czxid, version) = parse_version(expected)?;
+                if !same_node(&client, &path, czxid).await? {
+                    return Err(conflict(&client, &path, key, group).await);
+                }
+                client
+                    .set_data(&path, content.as_bytes(), Some(version))
+                    .await
+            }
+        };
+        match written {
+            Ok(stat) => Ok(node_version(&stat)),
+            Err(zk::Error::NodeExists | zk::Error::BadVersion | zk::Error::NoNode) => {
+                Err(conflict(&client, &path, key, group).await)
+            }
+            Err(e) => Err(map_error(e, &what())),
+        }
+    }
+
+    async fn delete(&self, key: &str, group: &str, expected: &ConfigVersion) -> Result<()> {
+        config::validate_names(key, group)?;
+        let (czxid, version) = parse_version(expected)?;
+        let path = self.paths().config(group, key);
+        let client = self.reader().await?;
+        if !same_node(&client, &path, czxid).await? {
+            return Err(conflict(&client, &path, key, group).await);
+        }
+        match client.delete(&path, Some(version)).await {
+            Ok(()) => Ok(()),
+            Err(zk::Error::BadVersion | zk::Error::NoNode) => {
+                Err(conflict(&client, &path, key, group).await)
+            }
+            Err(e) => Err(map_error(e, &format!("delete {path}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_round_trip_and_foreign_ones_are_refused() {
+        let stat_version = ConfigVersion::new("4294967297.3");
+        assert_eq!(parse_version(&stat_version).unwrap(), (4_294_967_297, 3));
+        for bad in ["", "3", "a.b", "1.2.3", "1.99999999999"] {
+            let err = parse_version(&ConfigVersion::new(bad)).unwrap_err();
+            assert!(matches!(err, crate::Error::InvalidName { .. }), "{bad:?}");
+        }
+    }
+}
