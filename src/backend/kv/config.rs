@@ -135,3 +135,63 @@ impl ConfigCentre for KvBackend {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::backend::Backend;
+    use crate::backend::config::DEFAULT_GROUP;
+    use crate::layout::Layout;
+    use crate::store::{MemoryStore, Store};
+
+    #[tokio::test]
+    async fn the_part_survives_deadline_and_layout_and_keys_go_where_java_reads() {
+        let store = Arc::new(MemoryStore::new());
+        let backend =
+            Backend::from(store.clone() as Arc<dyn Store>).with_deadline(Duration::from_secs(5));
+        let version = backend
+            .config()
+            .put("shop.tag-router", DEFAULT_GROUP, "tags: []", None)
+            .await
+            .unwrap();
+        let raw = store
+            .get("/dubbo/config/dubbo/shop.tag-router")
+            .await
+            .unwrap();
+        assert_eq!(
+            raw.map(|kv| kv.mod_revision.to_string()),
+            Some(version.to_string())
+        );
+        let staged = backend.with_layout(Layout::new("/staging").unwrap());
+        assert_eq!(
+            staged
+                .config()
+                .get("shop.tag-router", DEFAULT_GROUP)
+                .await
+                .unwrap(),
+            None
+        );
+        staged
+            .config()
+            .put("shop.tag-router", DEFAULT_GROUP, "tags: []", None)
+            .await
+            .unwrap();
+        assert!(
+            store
+                .get("/staging/dubbo/config/dubbo/shop.tag-router")
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let foreign = crate::backend::ConfigVersion::new("a.b");
+        assert!(matches!(
+            staged
+                .config()
+                .delete("shop.tag-router", DEFAULT_GROUP, &foreign)
+                .await,
+            Err(crate::Error::InvalidName { .. })
+        ));
+    }
+}
