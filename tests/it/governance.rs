@@ -42,20 +42,14 @@
 //! Introspect consumer with it: the same providers reached, and each one's share within
 //! [`MARGIN`] of Java's (2,000 calls: a share's standard deviation is at most 1.1 points).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::collections::BTreeSet;
 
-use crate::support::greeter::pb::HelloRequest;
-use crate::support::greeter::pb::greeter_client::GreeterClient;
-use crate::support::greeter::{GreeterNode, greeter_service, start_greeter_exporting};
-use crate::support::peer_cases::{INTERFACE, PeerRegistry};
-use crate::support::peers::{BuiltPeer, ConsumerOptions, ConsumerRun, Peer};
-use crate::support::wait::eventually;
-use introspect::consumer::{BalancedChannel, ChannelHandle, ChannelOptions, SubscriptionHandle};
-use introspect::{Resolver, ServiceInfo, Subscription};
+use crate::support::governed::{
+    APP, Fleet, MARGIN, Tagging, UNTAGGED, assert_alike, java_shares, rust_consumer, rust_shares,
+};
+use crate::support::peer_cases::PeerRegistry;
+use crate::support::peers::{ConsumerOptions, Peer};
 
-/// The providers' app.
-const APP: &str = "governed-greeter";
 /// Untagged calls each consumer makes: enough that shares are a few tenths of a point apart
 /// from run to run.
 const CALLS: u32 = 2_000;
@@ -63,110 +57,6 @@ const CALLS: u32 = 2_000;
 const TAGGED_CALLS: u32 = 200;
 /// Calls each consumer makes that are to fail (a forced tag that no provider has).
 const FAILING_CALLS: u32 = 20;
-/// How long an Introspect call waits for an endpoint that may take it: short, so that calls
-/// routed to no provider fail fast (once the channel knows A and B, no other call waits).
-const ENDPOINT_WAIT: Duration = Duration::from_millis(500);
-/// How far (in percentage points) a provider's share of the Introspect consumer's calls may
-/// be from its share of the Java consumer's.
-const MARGIN: f64 = 5.0;
-
-/// The four providers, by name.
-struct Fleet {
-    nodes: Vec<(&'static str, GreeterNode)>,
-}
-
-impl Fleet {
-    /// Starts A (weight 300), B (weight 100, written out), C (tagged gray) and D (disabled) as
-    /// instances of [`APP`] in `registry`.
-    async fn start(registry: &PeerRegistry) -> Fleet {
-        let providers: [(&str, ServiceInfo); 4] = [
-            ("A", greeter_service().with_param("weight", "300")),
-            ("B", greeter_service().with_param("weight", "100")),
-            ("C", greeter_service().with_param("dubbo.tag", "gray")),
-            ("D", greeter_service().with_param("disabled", "true")),
-        ];
-        let mut nodes = Vec::new();
-        for (name, service) in providers {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let node = start_greeter_exporting(
-                registry.backend.clone(),
-                APP,
-                Duration::from_secs(4),
-                Duration::from_millis(200),
-                listener,
-                None,
-                service,
-            )
-            .await;
-            nodes.push((name, node));
-        }
-        Fleet { nodes }
-    }
-
-    /// The provider whose answer `message` is (`Hello X from 127.0.0.1:PORT`), or the
-    /// message itself when none of them gave it.
-    fn who(&self, message: &str) -> String {
-        self.nodes
-            .iter()
-            .find(|(_, node)| message.ends_with(&format!(" from {}", node.address)))
-            .map_or_else(|| message.to_owned(), |(name, _)| (*name).to_owned())
-    }
-
-    /// The ports of the named providers.
-    fn ports(&self, names: &[&str]) -> BTreeSet<u16> {
-        self.nodes
-            .iter()
-            .filter(|(name, _)| names.contains(name))
-            .map(|(_, node)| node.address.port())
-            .collect()
-    }
-}
-
-/// Where one consumer's calls went: calls answered per provider name, and the failures.
-#[derive(Debug, Default)]
-struct Shares {
-    answered: BTreeMap<String, u64>,
-    failed: u64,
-    errors: BTreeSet<String>,
-}
-
-impl Shares {
-    /// Calls answered.
-    fn ok(&self) -> u64 {
-        self.answered.values().sum()
-    }
-
-    /// The providers that answered any call.
-    fn reached(&self) -> BTreeSet<&str> {
-        self.answered.keys().map(String::as_str).collect()
-    }
-
-    /// `name`'s share of the answered calls, in percent.
-    fn percent(&self, name: &str) -> f64 {
-        let ok = self.ok().max(1) as f64;
-        self.answered.get(name).copied().unwrap_or(0) as f64 * 100.0 / ok
-    }
-
-    /// A Java consumer's run, by provider.
-    fn of_java(run: &ConsumerRun, fleet: &Fleet) -> Shares {
-        let mut shares = Shares {
-            failed: run.failed,
-            ..Shares::default()
-        };
-        for (message, count) in &run.shares {
-            *shares.answered.entry(fleet.who(message)).or_default() += count;
-        }
-        shares.errors.clone_from(&run.call_errors);
-        shares
-    }
-}
-
-/// How a consumer tags its calls.
-#[derive(Clone, Copy, Debug)]
-struct Tagging {
-    tag: Option<&'static str>,
-    force: bool,
-}
 
 /// One case: calls tagged one way, and what the Java consumer was measured to do with them.
 struct Case {
@@ -180,10 +70,7 @@ struct Case {
 const CASES: [Case; 5] = [
     Case {
         what: "untagged",
-        tagging: Tagging {
-            tag: None,
-            force: false,
-        },
+        tagging: UNTAGGED,
         calls: CALLS,
         reached: &["A", "B"],
     },
@@ -225,144 +112,6 @@ const CASES: [Case; 5] = [
     },
 ];
 
-/// Runs the Java consumer: `calls` calls of the Greeter found through the mapping, tagged as
-/// `tagging` says.
-async fn java_shares(
-    java: &BuiltPeer,
-    registry: &PeerRegistry,
-    fleet: &Fleet,
-    calls: u32,
-    tagging: Tagging,
-) -> (Shares, ConsumerRun) {
-    let options = ConsumerOptions {
-        tag: tagging.tag,
-        force_tag: tagging.force,
-        ..ConsumerOptions::default()
-    };
-    let run = java
-        .consumer_with(&registry.url, "governed-java-consumer", calls, &options)
-        .await;
-    (Shares::of_java(&run, fleet), run)
-}
-
-/// An Introspect consumer's calls: `calls` calls of `SayHello` through `channel`, each
-/// tagged as `tagging` says (the headers Dubbo's Triple consumer sends), counted by the
-/// provider that answered.
-async fn rust_shares(
-    channel: &BalancedChannel,
-    fleet: &Fleet,
-    calls: u32,
-    tagging: Tagging,
-) -> Shares {
-    let mut client = GreeterClient::new(channel.clone());
-    let mut shares = Shares::default();
-    for i in 0..calls {
-        let mut request = tonic::Request::new(HelloRequest {
-            name: format!("introspect-{i}"),
-        });
-        request.set_timeout(Duration::from_secs(3));
-        if let Some(tag) = tagging.tag {
-            request
-                .metadata_mut()
-                .insert("dubbo.tag", tag.parse().unwrap());
-        }
-        if tagging.force {
-            request
-                .metadata_mut()
-                .insert("dubbo.force.tag", "true".parse().unwrap());
-        }
-        match tokio::time::timeout(Duration::from_secs(5), client.say_hello(request)).await {
-            Ok(Ok(reply)) => {
-                let name = fleet.who(&reply.into_inner().message);
-                *shares.answered.entry(name).or_default() += 1;
-            }
-            Ok(Err(status)) => {
-                shares.failed += 1;
-                shares.errors.insert(status.to_string());
-            }
-            Err(_) => {
-                shares.failed += 1;
-                shares.errors.insert("call timed out".into());
-            }
-        }
-    }
-    shares
-}
-
-/// An Introspect consumer of the Greeter through the mapping: a balanced channel, once the
-/// subscription's view holds A, B and C (D may be left out of it: it is disabled) and the
-/// channel's balancer A and B (untagged and enabled: routable in any reading).
-async fn rust_consumer(registry: &PeerRegistry, fleet: &Fleet) -> RustConsumer {
-    let resolver = Resolver::builder(registry.backend.clone()).build();
-    let live = resolver
-        .subscribe(Subscription::new(INTERFACE))
-        .await
-        .unwrap();
-    let wanted = fleet.ports(&["A", "B", "C"]);
-    eventually(
-        Duration::from_secs(20),
-        "the consumer's view to hold A, B and C",
-        || {
-            let held: BTreeSet<u16> = live.current().iter().map(|e| e.port).collect();
-            let all = wanted.is_subset(&held);
-            async move { all }
-        },
-    )
-    .await;
-    let options = ChannelOptions::default().endpoint_wait(ENDPOINT_WAIT);
-    let (channel, mut handle) = resolver.balanced_channel_with(&live, options).unwrap();
-    let untagged = fleet.ports(&["A", "B"]);
-    let known = async {
-        loop {
-            let held: BTreeSet<u16> = handle
-                .addresses()
-                .iter()
-                .filter_map(|a| a.to_string().rsplit_once(':')?.1.parse().ok())
-                .collect();
-            if untagged.is_subset(&held) {
-                break;
-            }
-            handle.changed().await.unwrap();
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(20), known)
-        .await
-        .expect("the channel's balancer learns A and B");
-    RustConsumer {
-        _resolver: resolver,
-        _live: live,
-        _handle: handle,
-        channel,
-    }
-}
-
-/// What [`rust_consumer`] makes: the channel, and what keeps it fed.
-struct RustConsumer {
-    _resolver: Resolver,
-    _live: SubscriptionHandle,
-    _handle: ChannelHandle,
-    channel: BalancedChannel,
-}
-
-/// Asserts that the Introspect consumer's calls went where the Java consumer's did: the same
-/// providers reached, each one's share within [`MARGIN`], and as many calls failed.
-fn assert_alike(case: &str, java: &Shares, rust: &Shares) {
-    let report = format!("{case}: Dubbo Java {java:?}; Introspect {rust:?}");
-    assert_eq!(rust.failed, java.failed, "calls failed; {report}");
-    assert_eq!(
-        rust.reached(),
-        java.reached(),
-        "providers reached; {report}"
-    );
-    for name in java.reached() {
-        let (theirs, ours) = (java.percent(name), rust.percent(name));
-        assert!(
-            (theirs - ours).abs() <= MARGIN,
-            "{name}'s share: Dubbo Java {theirs:.1}%, Introspect {ours:.1}%; {report}"
-        );
-    }
-}
-
 async fn routes_as_dubbo_java(registry: Option<PeerRegistry>) {
     let Some(registry) = registry else { return };
     let Some(java) = Peer::Java.find() else {
@@ -380,7 +129,15 @@ async fn routes_as_dubbo_java(registry: Option<PeerRegistry>) {
         let mut runs = Vec::new();
         for case in &CASES {
             let started = std::time::Instant::now();
-            let run = java_shares(&java, &registry, &fleet, case.calls, case.tagging).await;
+            let run = java_shares(
+                &java,
+                &registry,
+                &fleet,
+                case.calls,
+                case.tagging,
+                ConsumerOptions::default(),
+            )
+            .await;
             eprintln!("{}: Java took {:?}", case.what, started.elapsed());
             runs.push(run);
         }

@@ -28,6 +28,8 @@ mod generated_code;
 mod golden_records;
 #[cfg(feature = "zookeeper")]
 mod governance;
+#[cfg(feature = "zookeeper")]
+mod governance_rules;
 mod health_and_snapshot;
 mod held_endpoints;
 mod identity;

@@ -11,6 +11,7 @@ pub mod etcd_cluster;
 pub mod examples;
 pub mod faulty;
 pub mod fleet;
+pub mod governed;
 pub mod greeter;
 pub mod hostile;
 pub mod killable;

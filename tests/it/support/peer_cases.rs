@@ -21,7 +21,7 @@ use super::nacos::NacosServer;
 use super::peers::{BuiltPeer, ConsumerRun, Peer, PeerProvider, etcd_registry};
 use super::wait::eventually;
 #[cfg(feature = "zookeeper")]
-use super::zookeeper::{ZooKeeperServer, raw_client};
+use super::zookeeper::{ZooKeeperServer, create_with_parents, raw_client};
 
 /// The interface every side exports or calls.
 pub const INTERFACE: &str = "helloworld.Greeter";
@@ -157,6 +157,49 @@ impl PeerRegistry {
             },
         )
         .await;
+    }
+
+    /// Writes a governance rule where a Dubbo consumer whose config centre is this registry
+    /// reads it: on ZooKeeper the node `/dubbo/config/dubbo/{key}` (the default namespace and
+    /// group), its data `text`, created or replaced. Only ZooKeeper is supported.
+    #[cfg(feature = "zookeeper")]
+    pub async fn put_rule(&self, key: &str, text: &str) {
+        match &self.server {
+            Server::ZooKeeper { raw, .. } => {
+                let path = format!("/dubbo/config/dubbo/{key}");
+                match raw.set_data(&path, text.as_bytes(), None).await {
+                    Ok(_) => {}
+                    Err(zookeeper_client::Error::NoNode) => {
+                        create_with_parents(raw, &path, text.as_bytes()).await;
+                    }
+                    Err(e) => panic!("write the rule {path}: {e}"),
+                }
+            }
+            #[allow(unreachable_patterns)]
+            _ => panic!(
+                "governance rules are written on ZooKeeper only, not {}",
+                self.kind
+            ),
+        }
+    }
+
+    /// Removes the governance rule `key` written by [`put_rule`](Self::put_rule), if any.
+    #[cfg(feature = "zookeeper")]
+    pub async fn delete_rule(&self, key: &str) {
+        match &self.server {
+            Server::ZooKeeper { raw, .. } => {
+                let path = format!("/dubbo/config/dubbo/{key}");
+                match raw.delete(&path, None).await {
+                    Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
+                    Err(e) => panic!("delete the rule {path}: {e}"),
+                }
+            }
+            #[allow(unreachable_patterns)]
+            _ => panic!(
+                "governance rules are written on ZooKeeper only, not {}",
+                self.kind
+            ),
+        }
     }
 
     /// Everything written into the registry, as a map from a key to its value (a JSON value

@@ -280,6 +280,9 @@ impl BuiltPeer {
             interval,
             tag,
             force_tag,
+            config_centre,
+            await_invokers,
+            log_calls,
         } = *options;
         let mut args: Vec<String> = [
             "--registry",
@@ -306,8 +309,26 @@ impl BuiltPeer {
             assert_eq!(self.peer, Peer::Java, "only the Java consumer tags calls");
             args.push("--force-tag".to_owned());
         }
+        for (on, flag) in [
+            (config_centre, "--config-centre"),
+            (log_calls, "--log-calls"),
+        ] {
+            if on {
+                assert_eq!(self.peer, Peer::Java, "only the Java consumer has {flag}");
+                args.push(flag.to_owned());
+            }
+        }
+        if let Some(invokers) = await_invokers {
+            assert_eq!(
+                self.peer,
+                Peer::Java,
+                "only the Java consumer awaits invokers"
+            );
+            args.extend(["--await-invokers".to_owned(), invokers.to_string()]);
+        }
         let (mut status, mut logs) = self.run_consumer(&args).await;
         let mut shares = share_lines(logs.path());
+        let mut logged = logged_calls(logs.path());
         let mut errors = call_errors(logs.path());
         let mut result = result_line(logs.path());
         if self.peer == Peer::Java && result.is_none() && start_failed(logs.path()) {
@@ -320,6 +341,7 @@ impl BuiltPeer {
             (status, logs) = self.run_consumer(&args).await;
             result = result_line(logs.path());
             shares = share_lines(logs.path());
+            logged = logged_calls(logs.path());
             errors = call_errors(logs.path());
         }
         let output = read_output(logs.path());
@@ -348,6 +370,7 @@ impl BuiltPeer {
                 .map(|(_, m)| m.to_owned())
                 .unwrap_or_default(),
             shares,
+            logged,
             call_errors: errors,
             output,
         }
@@ -401,6 +424,24 @@ pub struct ConsumerOptions<'a> {
     /// Whether the tag is forced (`--force-tag`: the attachment `dubbo.force.tag=true`;
     /// Java only).
     pub force_tag: bool,
+    /// Whether the registry is also the config centre, whose governance rules the consumer
+    /// then obeys (`--config-centre`; Java only).
+    pub config_centre: bool,
+    /// Instead of waiting for a first answer, wait until the reference's directory holds this
+    /// many invokers (`--await-invokers`; Java only): for rules that leave a call no provider.
+    pub await_invokers: Option<u32>,
+    /// Whether each call is printed with the time it returned (`--log-calls`; Java only), in
+    /// [`ConsumerRun::logged`].
+    pub log_calls: bool,
+}
+
+/// One call a consumer logged (`--log-calls`).
+#[derive(Clone, Debug)]
+pub struct LoggedCall {
+    /// When it returned: milliseconds since the Unix epoch, by the machine's clock.
+    pub at_ms: u64,
+    /// Its answer's message, or why it failed.
+    pub outcome: Result<String, String>,
 }
 
 /// What a peer consumer reported.
@@ -421,6 +462,8 @@ pub struct ConsumerRun {
     /// How many of the calls each distinct answer answered (its `SHARE` lines; empty for a
     /// peer that prints none).
     pub shares: BTreeMap<String, u64>,
+    /// Each call in order, when it was asked for with `log_calls` (otherwise empty).
+    pub logged: Vec<LoggedCall>,
     /// The distinct errors of its failed calls (its `call failed: ...` lines).
     pub call_errors: BTreeSet<String>,
     /// Everything it printed, for failure messages.
@@ -537,6 +580,25 @@ fn share_lines(dir: &Path) -> BTreeMap<String, u64> {
             let rest = line.trim().strip_prefix("SHARE calls=")?;
             let (count, message) = rest.split_once(" message=")?;
             Some((message.to_owned(), count.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The calls a consumer logged one by one (`CALL at_ms=T message=M` or `... failed=E`).
+fn logged_calls(dir: &Path) -> Vec<LoggedCall> {
+    read(dir, "stdout")
+        .lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("CALL at_ms=")?;
+            let (at, outcome) = rest.split_once(' ')?;
+            let outcome = match outcome.strip_prefix("message=") {
+                Some(message) => Ok(message.to_owned()),
+                None => Err(outcome.strip_prefix("failed=")?.to_owned()),
+            };
+            Some(LoggedCall {
+                at_ms: at.parse().ok()?,
+                outcome,
+            })
         })
         .collect()
 }

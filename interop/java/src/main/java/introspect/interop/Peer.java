@@ -35,7 +35,7 @@ import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
  * <pre>
  * provider --registry URL --app NAME --port PORT --metadata-port PORT [--tag TAG] [--weight W] [--name NAME]
  * consumer --registry URL --app NAME [--provided-by APP] --calls N [--wait-seconds S] [--interval-ms MS]
- *          [--tag TAG] [--force-tag]
+ *          [--tag TAG] [--force-tag] [--config-centre] [--await-invokers N] [--log-calls]
  * bench --registry URL --app NAME --expect N [--provided-by APP] [--wait-seconds S] [--connect-timeout-ms MS]
  * </pre>
  *
@@ -54,6 +54,16 @@ import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
  * a Java user tags a call), and with {@code --force-tag} each of the N calls also
  * {@code dubbo.force.tag=true} (the first answer, which only says that discovery is done,
  * is asked for unforced: a forced tag may match no provider).
+ *
+ * <p>With {@code --config-centre} the consumer also uses its registry as its config centre and
+ * so obeys the governance rules there (configurators, tag and condition routers, read from the
+ * default group {@code dubbo}); without it, it reads none. With {@code --await-invokers N} it
+ * does not wait for a first answer but until the reference's directory holds N invokers (a
+ * rule may leave every call without a provider), then makes its N calls. With
+ * {@code --log-calls} it prints one line per call,
+ * {@code CALL at_ms=T message=...} or {@code CALL at_ms=T failed=...} (T: the wall clock in
+ * epoch milliseconds when the call returned), so that a test can tell when a rule written
+ * during the run took effect.
  *
  * <p>The bench role measures discovery alone and makes no call: with the application started
  * (registry connected) it prints {@code STARTED startup_ms=S rss_kb=R}, subscribes to the
@@ -107,12 +117,20 @@ public final class Peer {
      * under the name etcd, its interface-level registry under etcd3).
      */
     private static RegistryConfig registry(Map<String, String> options) {
+        return registry(options, false);
+    }
+
+    /**
+     * The registry, as {@link #registry(Map)}; with {@code configCentre} also the config centre
+     * the governance rules are read from (for ZooKeeper, {@code /dubbo/config/dubbo/KEY}).
+     */
+    private static RegistryConfig registry(Map<String, String> options, boolean configCentre) {
         RegistryConfig registry = new RegistryConfig(need(options, "registry"));
         registry.setRegisterMode("instance");
         Map<String, String> parameters = new HashMap<>();
         parameters.put("registry-type", "service");
         registry.setParameters(parameters);
-        registry.setUseAsConfigCenter(false);
+        registry.setUseAsConfigCenter(configCentre);
         // The registry doubles as the metadata report where Dubbo has one for it (ZooKeeper,
         // Nacos: the interface-app mapping is written and read there); none is released for
         // etcd.
@@ -155,6 +173,9 @@ public final class Peer {
         long intervalMillis = Long.parseLong(options.getOrDefault("interval-ms", "0"));
         String tag = options.get("tag");
         boolean forceTag = options.containsKey("force-tag");
+        boolean configCentre = options.containsKey("config-centre");
+        boolean logCalls = options.containsKey("log-calls");
+        int awaitInvokers = Integer.parseInt(options.getOrDefault("await-invokers", "0"));
         ReferenceConfig<Greeter> reference = new ReferenceConfig<>();
         reference.setInterface(Greeter.class);
         reference.setProtocol("tri");
@@ -169,16 +190,29 @@ public final class Peer {
         reference.setParameters(parameters);
         DubboBootstrap bootstrap = DubboBootstrap.getInstance()
                 .application(application(options))
-                .registry(registry(options))
+                .registry(registry(options, configCentre))
                 .reference(reference)
                 .start();
         Greeter greeter = reference.get();
         HelloRequest request = HelloRequest.newBuilder().setName("dubbo-java").build();
 
-        // Discovery takes a moment: wait for the first answer, bounded.
+        // Discovery takes a moment: wait for the first answer (or the invokers asked for),
+        // bounded.
         long started = System.currentTimeMillis();
         String message = null;
         String lastError = "";
+        if (awaitInvokers > 0) {
+            int seen = addresses(reference.getInvoker());
+            while (seen < awaitInvokers && System.currentTimeMillis() - started < waitMillis) {
+                sleep(20);
+                seen = addresses(reference.getInvoker());
+            }
+            if (seen >= awaitInvokers) {
+                message = "";
+            } else {
+                lastError = "only " + seen + " of " + awaitInvokers + " invokers";
+            }
+        }
         while (message == null && System.currentTimeMillis() - started < waitMillis) {
             try {
                 // Discovery is done once any provider answers the call: forced, the tag
@@ -208,9 +242,16 @@ public final class Peer {
                     message = greeter.sayHello(request).getMessage();
                     shares.merge(message, 1L, Long::sum);
                     ok++;
+                    if (logCalls) {
+                        System.out.println("CALL at_ms=" + System.currentTimeMillis() + " message=" + message);
+                    }
                 } catch (RuntimeException e) {
                     failed++;
                     System.err.println("call failed: " + firstLine(e.getMessage()));
+                    if (logCalls) {
+                        System.out.println(
+                                "CALL at_ms=" + System.currentTimeMillis() + " failed=" + firstLine(e.getMessage()));
+                    }
                 }
             }
         }
@@ -336,7 +377,7 @@ public final class Peer {
     }
 
     /** Options that take no value. */
-    private static final Set<String> FLAGS = Set.of("force-tag");
+    private static final Set<String> FLAGS = Set.of("force-tag", "config-centre", "log-calls");
 
     private static Map<String, String> parse(String[] args) {
         Map<String, String> options = new HashMap<>();
