@@ -13,19 +13,38 @@
 //! * `tag`: a call's tag ([`CallTag`]) and Java's static-tag selection.
 //! * `pick`: the weighted choice among the routed, healthy endpoints.
 //! * `facts`: what rules match against, one provider and one call.
+//! * `tag_rule`: dynamic tag rules (`{providerApp}.tag-router`, [`TagRule`]) and the tag
+//!   stage of routing ([`route_by_tag`]), Java's `TagStateRouter`; static tags alone when
+//!   there is no valid, enabled rule.
+//! * `configurator`: override rules (`{app}.configurators`,
+//!   `{interface}:{version}:{group}.configurators`, [`Configurators`]) applied to a
+//!   provider's parameters as a consumer sees them, or to a provider's own.
+//! * `rule_yaml`: a rule's YAML read as Java's SnakeYAML maps and casts read it.
+//! * `string_match`: the v3.0 match forms rules share (`exact`, `prefix`, `wildcard`,
+//!   `empty`, `noempty`, `oneof`, address and parameter matches).
+//! * `ip_pattern`: Java's IP expressions (`host`, `host:port`, `*`, ranges, CIDR).
 //!
-//! Rules from the config centre (configurators, tag and condition rules) are not read yet:
-//! only what providers publish routes calls.
+//! Rules are pure values here: parsing one from its text, and evaluating it against the
+//! providers and a call. Reading them from the config centre is the caller's.
 
+mod configurator;
 mod facts;
+mod ip_pattern;
 mod params;
 mod pick;
+mod rule_yaml;
+mod string_match;
 mod tag;
+mod tag_rule;
 mod weight;
 
+pub use configurator::{
+    CONFIGURATORS_SUFFIX, Configurators, configure_for_consumer, configure_for_provider,
+};
 pub use facts::{CallFacts, MAX_RULE_BYTES, ProviderFacts};
 pub use params::{BadParam, RouteParams};
 pub(crate) use pick::pick;
 pub use tag::CallTag;
 pub(crate) use tag::{TagSelection, select_by_tag};
+pub use tag_rule::{TAG_RULE_SUFFIX, TagRoute, TagRule, route_by_tag};
 pub use weight::{DEFAULT_WARMUP_MS, DEFAULT_WEIGHT, effective_weight};
