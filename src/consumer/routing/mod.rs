@@ -20,19 +20,28 @@
 //! only what providers publish routes calls.
 
 mod condition;
+mod configurator;
 mod facts;
+mod ip_pattern;
 mod params;
 mod pick;
 mod route;
 mod rule_set;
+mod rule_yaml;
+mod string_match;
 mod tag;
+mod tag_rule;
 mod weight;
 
 pub use condition::{CallReads, ConditionRoute, ConditionRule, ConditionVersion, MAX_DESTINATIONS};
+pub use configurator::{
+    CONFIGURATORS_SUFFIX, Configurators, configure_for_consumer, configure_for_provider,
+};
 pub use facts::{CallFacts, ConsumerIdentity, MAX_RULE_BYTES, ProviderFacts};
 pub use params::{BadParam, RouteParams};
 pub(crate) use pick::pick;
 pub use route::{Choice, Routing, route};
 pub use rule_set::{RuleProblem, RuleSet};
 pub use tag::CallTag;
+pub use tag_rule::{TAG_RULE_SUFFIX, TagRoute, TagRule, route_by_tag};
 pub use weight::{DEFAULT_WARMUP_MS, DEFAULT_WEIGHT, effective_weight};
