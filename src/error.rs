@@ -113,7 +113,7 @@ pub enum Error {
         /// The item, `{group}/{key}`.
         key: String,
         /// The item as it is now (`None`: absent).
-        current: Option<crate::backend::ConfigItem>,
+        current: Option<crate::config_item::ConfigItem>,
     },
 
     /// A call did not finish within its deadline.
@@ -253,7 +253,7 @@ pub enum Error {
 
 /// How a conflict's message shows the current item: its version and size, never its
 /// (untrusted, possibly large) content.
-fn describe_current(current: &Option<crate::backend::ConfigItem>) -> String {
+fn describe_current(current: &Option<crate::config_item::ConfigItem>) -> String {
     match current {
         Some(item) => format!(
             "version {} ({} bytes)",

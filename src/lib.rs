@@ -91,8 +91,10 @@
 //!                     record shapes, endpoints, the Authority address
 //!                     type, names and keys, the consumer record and its endpoint digest
 //! backend/            the seam: instances (Registration, follow as reset/changes),
-//!                     mapping, reports, consumers (optional records) traits; Backend; url (Dubbo registry URLs, pure),
-//!                     connect, deadline (a bound on every call of any backend)
+//!                     mapping, reports, consumers (optional records), config (the config
+//!                     centre: get, follow, compare-and-set by key and group) traits;
+//!                     Backend; url (Dubbo registry URLs, pure), connect, deadline (a
+//!                     bound on every call of any backend)
 //!   kv/               the backend over a Store: layout (Dubbo's keys), registry, mapping,
 //!                     report (the typed layers that alone know the keys and the JSON),
 //!                     registration (a lease per instance), follow (list + watch),
@@ -115,7 +117,13 @@
 //!                     flight, verification), rejections (identity refusals counted and
 //!                     logged), early (metadata fetched while a list is read), endpoints
 //!                     (pure), hosts, channel (a balanced channel over a subscription),
-//!                     follow (one app's view, observed)
+//!                     follow (one app's view, observed), route_report (where a call
+//!                     would go, and why)
+//!   routing/          pure: what providers publish for routing (params, weight, tag), the
+//!                     rules (condition, tag_rule, configurator and what they share:
+//!                     rule_yaml, string_match, ip_pattern), keys, rule_set, and the chain
+//!                     of one call (route), in Dubbo Java's order
+//!   rules/            the rules watcher: each rule key followed, the last good rule kept
 //!   seen/             the optional consumer record: table (what the subscriptions see),
 //!                     pace (when it is rewritten, pure), task (lease, rewrites, deletion)
 //!   views/            one shared follow and parsed view per app and per mapping: source
@@ -126,10 +134,12 @@
 //!                     restore, handle, options
 //!   health/           a leaf: options, tracker (pure), registry, prober
 //!   balance/          the data plane: discover, feeder, admission (identity: checked
-//!                     before joining, refused ones rechecked), passive (passive health,
-//!                     panic mode), deadline, dial; knows health and a stream of changes,
-//!                     never the resolver
+//!                     before joining, refused ones rechecked), balancer (routing per call
+//!                     input, health, the weighted pick), passive (passive health), deadline,
+//!                     dial; knows health, routing and a stream of changes, never the
+//!                     resolver
 //! limits, warnings    size limits; aggregated warnings
+//! config_item         a config-centre item and its version (plain values)
 //! drop_later          large values (a cold list's pages) freed off the caller's path
 //! metrics/            the published series, bounded labels
 //! ```
@@ -192,6 +202,7 @@ pub mod store;
 pub use backend::kv::{layout, mapping, registry, report};
 
 mod backoff;
+mod config_item;
 mod drop_later;
 mod tls;
 mod warnings;

@@ -20,7 +20,6 @@
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use crate::consumer::routing::MAX_RULE_BYTES;
 use crate::error::{Error, Result};
 
 /// The group Dubbo reads and writes governance rules in (`DynamicConfiguration.DEFAULT_GROUP`).
@@ -29,49 +28,18 @@ pub const DEFAULT_GROUP: &str = "dubbo";
 /// The longest key or group accepted (Nacos's limit on a `dataId`).
 const MAX_NAME_LEN: usize = 256;
 
-/// A config item: its text and the version to compare-and-set against.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigItem {
-    /// The text, UTF-8, at most [`MAX_RULE_BYTES`] bytes.
-    pub content: String,
-    /// The version it was read at.
-    pub version: ConfigVersion,
-}
+pub use crate::config_item::{ConfigItem, ConfigVersion, MAX_RULE_BYTES};
 
-/// An opaque version of a config item, only compared and handed back: the ZooKeeper node's
-/// creation and data versions, the MD5 of a Nacos config's content, the etcd key's
-/// modification revision.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ConfigVersion(String);
-
-impl ConfigVersion {
-    /// A version as a backend (or an earlier read, kept as text) gives it.
-    pub fn new(version: impl Into<String>) -> Self {
-        ConfigVersion(version.into())
-    }
-
-    /// The version as text, to keep and give back later.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The error for a version this backend never gave out.
-    pub(crate) fn foreign(&self, backend: &str) -> Error {
-        Error::InvalidName {
-            kind: "config version",
-            value: Error::shorten(&self.0),
-            reason: match backend {
-                "zookeeper" => "not a ZooKeeper config version (read the item first)",
-                "nacos" => "not a Nacos config version (read the item first)",
-                _ => "not a store revision (read the item first)",
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for ConfigVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+/// The error for a version this backend never gave out.
+pub(crate) fn foreign_version(version: &ConfigVersion, backend: &str) -> Error {
+    Error::InvalidName {
+        kind: "config version",
+        value: Error::shorten(version.as_str()),
+        reason: match backend {
+            "zookeeper" => "not a ZooKeeper config version (read the item first)",
+            "nacos" => "not a Nacos config version (read the item first)",
+            _ => "not a store revision (read the item first)",
+        },
     }
 }
 

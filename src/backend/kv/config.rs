@@ -36,7 +36,7 @@ fn revision_of(version: &ConfigVersion, backend: &str) -> Result<i64> {
         .parse::<i64>()
         .ok()
         .filter(|r| *r > 0)
-        .ok_or_else(|| version.foreign(backend))
+        .ok_or_else(|| crate::backend::config::foreign_version(version, backend))
 }
 
 /// The current item under `path`, for a conflict (unreadable content reads as its error).

@@ -69,7 +69,7 @@ fn check_version(version: &ConfigVersion) -> Result<&str> {
     if md5 {
         Ok(text)
     } else {
-        Err(version.foreign("nacos"))
+        Err(crate::backend::config::foreign_version(version, "nacos"))
     }
 }
 
@@ -224,7 +224,7 @@ mod tests {
         let md5 = ConfigVersion::new(content_md5("force: true"));
         assert!(check_version(&md5).is_ok());
         assert!(check_version(&ConfigVersion::new("12")).is_err());
-        let big = "a".repeat(crate::consumer::routing::MAX_RULE_BYTES + 1);
+        let big = "a".repeat(crate::config_item::MAX_RULE_BYTES + 1);
         let read = read_raw("k", "dubbo", Some(big.clone()));
         assert!(matches!(read, Err(Error::Rule { .. })));
         assert_eq!(state_of(&read, Some(&big)), Some(content_md5(&big)));

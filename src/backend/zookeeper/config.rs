@@ -25,7 +25,7 @@ use super::ZooKeeperBackend;
 use super::follow::{session_ended, watch_ended};
 use super::session::{self, map_error};
 use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
-use crate::consumer::routing::MAX_RULE_BYTES;
+use crate::config_item::MAX_RULE_BYTES;
 use crate::error::Result;
 
 /// A node as read: its version, and its content or why it cannot be read.
@@ -44,7 +44,7 @@ fn parse_version(version: &ConfigVersion) -> Result<(i64, i32)> {
         .as_str()
         .split_once('.')
         .and_then(|(czxid, data)| Some((czxid.parse().ok()?, data.parse().ok()?)))
-        .ok_or_else(|| version.foreign("zookeeper"))
+        .ok_or_else(|| crate::backend::config::foreign_version(version, "zookeeper"))
 }
 
 /// Reads the node at `path`; `None` when absent.
