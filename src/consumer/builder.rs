@@ -51,6 +51,8 @@ pub struct ResolverBuilder {
     protection: ProtectionOptions,
     consumer: Option<ConsumerSettings>,
     application: Option<String>,
+    host: Option<String>,
+    rules: bool,
 }
 
 impl Resolver {
@@ -84,6 +86,8 @@ impl ResolverBuilder {
             protection: ProtectionOptions::default(),
             consumer: None,
             application: None,
+            host: None,
+            rules: true,
         }
     }
 
@@ -94,6 +98,15 @@ impl ResolverBuilder {
     /// matching `application` match it.
     pub fn application(mut self, app: impl Into<String>) -> Self {
         self.application = Some(app.into());
+        self
+    }
+
+    /// Whether balanced channels read governance rules from the config centre (default
+    /// `true`, as every Dubbo Java consumer does): configurators, tag rules and condition
+    /// rules of the service, its providers' apps and the consumer's app. Without them,
+    /// calls are routed by what providers publish alone (static tags, `disabled`, weights).
+    pub fn rules(mut self, read: bool) -> Self {
+        self.rules = read;
         self
     }
 
@@ -195,20 +208,23 @@ impl ResolverBuilder {
     pub fn register_consumer(mut self, app: impl Into<String>) -> Self {
         self.consumer = Some(ConsumerSettings {
             app: app.into(),
-            host: None,
+            host: self.host.clone(),
             ttl: DEFAULT_CONSUMER_TTL,
             refresh: DEFAULT_CONSUMER_REFRESH,
         });
         self
     }
 
-    /// Sets the host the consumer record names (default: the IP of the interface that
-    /// routes outward, else `127.0.0.1`), as a user would recognise it. Only with
-    /// [`register_consumer`](Self::register_consumer).
+    /// Sets the consumer's own host (default: the IP of the interface that routes outward,
+    /// else `127.0.0.1`), as a user would recognise it: what the consumer record names
+    /// (with [`register_consumer`](Self::register_consumer)) and what the `addresses` of
+    /// consumer-side rules match.
     pub fn consumer_host(mut self, host: impl Into<String>) -> Self {
+        let host = host.into();
         if let Some(consumer) = &mut self.consumer {
-            consumer.host = Some(host.into());
+            consumer.host = Some(host.clone());
         }
+        self.host = Some(host);
         self
     }
 
@@ -249,7 +265,7 @@ impl ResolverBuilder {
         let governed = Arc::new(ConsumerIdentity::new(
             self.application
                 .or_else(|| self.consumer.as_ref().map(|c| c.app.clone())),
-            self.consumer.as_ref().and_then(|c| c.host.clone()),
+            self.host.clone(),
         ));
         let consumer = self.consumer.and_then(|settings| {
             let checked = crate::model::names::validate_app(&settings.app).and_then(|()| {
@@ -321,6 +337,7 @@ impl ResolverBuilder {
             tls,
             identity: self.identity,
             consumer: governed,
+            rules: self.rules,
         };
         let parts = SubscribeParts {
             views,

@@ -15,9 +15,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use tokio_util::sync::CancellationToken;
+
 use super::balance::{self, BalancedChannel, ChannelOptions, Discovery, Feed};
 use super::resolver::Resolver;
-use super::routing::RuleSet;
+use super::routing::{RuleSet, service_key};
+use super::rules::{RulesScope, watch_rules};
 use super::subscribe::SubscriptionHandle;
 use crate::error::{Error, Result};
 use crate::model::Authority;
@@ -99,9 +102,32 @@ impl Resolver {
             interface = %subscription.subscription().interface
         );
         let discovery: Discovery = subscription.discover();
+        // Stopping the handle stops the feeder and the rules watcher: the channel keeps its
+        // endpoints and rules as they are.
+        let cancel = CancellationToken::new();
+        let rules = if parts.rules {
+            let wanted = subscription.subscription();
+            let scope = RulesScope {
+                consumer_app: parts.consumer.app.clone(),
+                service: service_key(
+                    &wanted.interface,
+                    wanted.version.as_deref(),
+                    wanted.group.as_deref(),
+                ),
+                provided_by: wanted.provided_by.clone(),
+            };
+            watch_rules(
+                self.backend().config().clone(),
+                scope,
+                subscription.watch(),
+                cancel.clone(),
+            )
+        } else {
+            tokio::sync::watch::channel(Arc::new(RuleSet::none())).1
+        };
         let governance = balance::Governance {
             consumer: parts.consumer.clone(),
-            rules: tokio::sync::watch::channel(Arc::new(RuleSet::none())).1,
+            rules,
         };
         let (channel, feed) = balance::balanced_channel(
             discovery,
@@ -109,6 +135,7 @@ impl Resolver {
             options,
             subscription.why_empty_watch(),
             governance,
+            cancel,
             span,
         )?;
         let handle = ChannelHandle {

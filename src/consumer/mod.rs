@@ -58,7 +58,9 @@ mod hosts;
 mod metadata;
 mod rejections;
 mod resolver;
+mod route_report;
 pub mod routing;
+mod rules;
 mod seen;
 mod stats;
 mod subscribe;
@@ -82,6 +84,7 @@ pub use health::{
     DEFAULT_PROBE_TIMEOUT, HealthOptions, Probe,
 };
 pub use resolver::Resolver;
+pub use route_report::{ProviderRoute, RouteProblem, RouteQuery, RouteReport};
 pub use seen::{DEFAULT_CONSUMER_REFRESH, DEFAULT_CONSUMER_TTL};
 pub use stats::{ResolverStats, RevisionChecks, RuleCounts};
 pub use subscribe::coalesce::{CoalesceOptions, DEFAULT_COALESCE_WINDOW};

@@ -51,6 +51,7 @@ mod readme;
 mod reflection;
 mod revision;
 mod revision_rules;
+mod rules;
 mod shared_health;
 mod shared_views;
 mod sigterm;

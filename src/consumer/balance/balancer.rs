@@ -16,6 +16,7 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures::FutureExt as _;
+use futures::future::BoxFuture;
 use rand::SeedableRng as _;
 use rand::rngs::SmallRng;
 use tokio::sync::{mpsc, watch};
@@ -69,21 +70,9 @@ impl Slot {
 
     /// Applies the configurators of `rules` (what a consumer of `consumer` sees of it).
     fn configure(&mut self, rules: &RuleSet, consumer: &ConsumerIdentity) {
-        let facts = facts_of(&self.endpoint, self.endpoint.params());
+        let facts = ProviderFacts::of(&self.endpoint, self.endpoint.params());
         self.overridden = rules.configure(consumer, &facts).map(Arc::new);
         self.route = Arc::new(RouteParams::of_overridden(&self.endpoint, self.params()));
-    }
-}
-
-/// What rules see of `endpoint` when its parameters read `params`.
-fn facts_of<'a>(endpoint: &'a Endpoint, params: &'a BTreeMap<String, String>) -> ProviderFacts<'a> {
-    ProviderFacts {
-        host: &endpoint.host,
-        port: endpoint.port,
-        protocol: &endpoint.protocol,
-        app: &endpoint.app,
-        interface: &endpoint.service.name,
-        params,
     }
 }
 
@@ -107,6 +96,8 @@ pub(super) struct Balancer {
     consumer: Arc<ConsumerIdentity>,
     rule_changes: watch::Receiver<Arc<RuleSet>>,
     rules: Arc<RuleSet>,
+    /// Set while calls wait for the config centre's first answers.
+    rules_wait: Option<BoxFuture<'static, ()>>,
     health: Arc<HealthRegistry>,
     health_changes: watch::Receiver<u64>,
     counters: Arc<Counters>,
@@ -141,6 +132,7 @@ impl Balancer {
             consumer,
             rule_changes,
             rules,
+            rules_wait: None,
             health_changes: health.changes(),
             health,
             counters,
@@ -203,6 +195,39 @@ impl Balancer {
         self.routed.clear();
     }
 
+    /// Waits for the config centre's first answers (the watcher gives up waiting after a
+    /// bound of its own, and a watcher gone leaves the rules as they are).
+    fn wait_for_rules(&mut self, cx: &mut TaskContext<'_>) -> Poll<()> {
+        loop {
+            self.refresh_rules();
+            if self.rules.is_loaded() {
+                self.rules_wait = None;
+                return Poll::Ready(());
+            }
+            let wait = self.rules_wait.get_or_insert_with(|| {
+                let mut changes = self.rule_changes.clone();
+                async move {
+                    if changes.changed().await.is_err() {
+                        futures::future::pending::<()>().await;
+                    }
+                }
+                .boxed()
+            });
+            match wait.poll_unpin(cx) {
+                Poll::Ready(()) => self.rules_wait = None,
+                Poll::Pending => {
+                    if self.rule_changes.has_changed().is_err() {
+                        // No watcher: route without its rules.
+                        self.rules = Arc::new(RuleSet::none());
+                        self.rules_wait = None;
+                        return Poll::Ready(());
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
     /// What of `request` routing depends on, under the rules in force.
     fn input_of(&self, request: &Request) -> CallInput {
         let tag = CallTag::of_request(request.headers(), &self.default_tag);
@@ -234,7 +259,7 @@ impl Balancer {
         let providers: Vec<ProviderFacts<'_>> = self
             .slots
             .iter()
-            .map(|slot| facts_of(&slot.endpoint, slot.params()))
+            .map(|slot| ProviderFacts::of(&slot.endpoint, slot.params()))
             .collect();
         let enabled: Vec<bool> = self.slots.iter().map(|s| s.route.enabled).collect();
         let call = CallFacts {
@@ -303,6 +328,9 @@ impl Service<Request> for Balancer {
         // A closed feeder leaves the endpoints as they are.
         while let Poll::Ready(Some(update)) = self.updates.poll_recv(cx) {
             self.apply(update);
+        }
+        if !self.rules.is_loaded() && self.wait_for_rules(cx).is_pending() {
+            return Poll::Pending;
         }
         if self.slots.is_empty() {
             Poll::Pending

@@ -253,6 +253,8 @@ pub(crate) struct ChannelParts {
     pub identity: Option<IdentityCheck>,
     /// Who the consumer is, for rules.
     pub consumer: Arc<crate::consumer::routing::ConsumerIdentity>,
+    /// Whether channels read rules from the config centre.
+    pub rules: bool,
 }
 
 /// A channel balancing calls over the endpoints `discovery` yields, with `parts`' health
@@ -266,6 +268,7 @@ pub(crate) fn balanced_channel(
     options: ChannelOptions,
     why_empty: watch::Receiver<Option<Arc<crate::consumer::explain::Explanation>>>,
     governance: Governance,
+    cancel: CancellationToken,
     span: tracing::Span,
 ) -> Result<(BalancedChannel, Feed)> {
     let tls = match options.tls {
@@ -318,7 +321,6 @@ pub(crate) fn balanced_channel(
         refused: refused_tx,
         all_refused,
     };
-    let cancel = CancellationToken::new();
     let feeder = Feeder::new(
         discovery,
         changes,

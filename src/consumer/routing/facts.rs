@@ -6,10 +6,9 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::tag::CallTag;
+use crate::model::Endpoint;
 
-/// The largest rule the config centre may hand us, in bytes (the Go admin's bound on
-/// scripts). A larger one is refused with its key and size; the previous one stays.
-pub const MAX_RULE_BYTES: usize = 64 * 1024;
+pub use crate::config_item::MAX_RULE_BYTES;
 
 /// One provider as rules see it: where it is and what its service publishes (after
 /// configurators, when those have applied).
@@ -30,6 +29,19 @@ pub struct ProviderFacts<'a> {
 }
 
 impl<'a> ProviderFacts<'a> {
+    /// What rules see of `endpoint` when its service parameters read `params` (its own,
+    /// or as configurators override them).
+    pub fn of(endpoint: &'a Endpoint, params: &'a BTreeMap<String, String>) -> Self {
+        ProviderFacts {
+            host: &endpoint.host,
+            port: endpoint.port,
+            protocol: &endpoint.protocol,
+            app: &endpoint.app,
+            interface: &endpoint.service.name,
+            params,
+        }
+    }
+
     /// The value a rule's key reads on this provider, as Java reads a provider URL:
     /// `host`, `port`, `address` (`host:port`), `protocol`, `application` (also
     /// `remote.application`), `interface` (also `path`), else the service parameter.

@@ -13,16 +13,29 @@
 //! * `tag`: a call's tag ([`CallTag`]) and Java's static-tag selection.
 //! * `pick`: the weighted choice among the routed, healthy endpoints.
 //! * `facts`: what rules match against, one provider and one call.
+//! * `keys`: which config-centre keys a channel reads ([`RuleKey`]), as Java names them.
 //! * `condition`: condition rules ([`ConditionRule`]), v3.0 `when => then` and v3.1
-//!   weighted destinations, parsed and evaluated as Java does; the balancer applies them.
+//!   weighted destinations, parsed and evaluated as Java does.
+//! * `tag_rule`: tag rules (`{providerApp}.tag-router`, [`TagRule`]), the first stage of
+//!   routing ([`route_by_tag`]), Java's `TagStateRouter`; static tags alone when there is
+//!   no valid, enabled rule.
+//! * `configurator`: override rules (`{app}.configurators`,
+//!   `{interface}:{version}:{group}.configurators`, [`Configurators`]) applied to a
+//!   provider's parameters as a consumer sees them, or to a provider's own.
+//! * `rule_yaml`, `string_match`, `ip_pattern`: what the rules share: YAML read as Java's
+//!   SnakeYAML maps read it, the v3.0 match forms, Java's IP expressions.
+//! * `rule_set`: the rules in force for one channel ([`RuleSet`]), one [`Rule`] per key,
+//!   and those refused or not applied.
+//! * `route`: the chain of one call input ([`route`]), in Java's order.
 //!
-//! Rules from the config centre (configurators, tag and condition rules) are not read yet:
-//! only what providers publish routes calls.
+//! Rules are pure values here; the rules watcher (`consumer/rules`) reads them from the
+//! config centre and the balancer routes each call by the chain.
 
 mod condition;
 mod configurator;
 mod facts;
 mod ip_pattern;
+mod keys;
 mod params;
 mod pick;
 mod route;
@@ -38,10 +51,11 @@ pub use configurator::{
     CONFIGURATORS_SUFFIX, Configurators, configure_for_consumer, configure_for_provider,
 };
 pub use facts::{CallFacts, ConsumerIdentity, MAX_RULE_BYTES, ProviderFacts};
+pub use keys::{RuleKey, rule_keys, service_key};
 pub use params::{BadParam, RouteParams};
 pub(crate) use pick::pick;
 pub use route::{Choice, Routing, route};
-pub use rule_set::{RuleProblem, RuleSet};
+pub use rule_set::{Rule, RuleProblem, RuleSet};
 pub use tag::CallTag;
 pub use tag_rule::{TAG_RULE_SUFFIX, TagRoute, TagRule, route_by_tag};
 pub use weight::{DEFAULT_WARMUP_MS, DEFAULT_WEIGHT, effective_weight};

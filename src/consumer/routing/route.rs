@@ -8,9 +8,10 @@
 //! chooses among; the steps after it run once per destination, so the outcome is a short
 //! list of weighted choices, and a call's choice costs one weighted draw.
 
+use super::condition::ConditionRoute;
 use super::facts::{CallFacts, ProviderFacts};
 use super::rule_set::RuleSet;
-use super::tag::{TagSelection, select_by_tag};
+use super::tag_rule::route_by_tag;
 
 /// The most destinations one outcome keeps (v3.1 rules, one after another, multiply them);
 /// past it the heaviest are kept.
@@ -33,6 +34,8 @@ pub struct Routing {
     /// How each step decided, in order: for `explain`, and the error of a call routed to
     /// none.
     pub steps: Vec<String>,
+    /// Per provider, the step that routed it out (`None`: it may be called).
+    pub routed_out: Vec<Option<String>>,
 }
 
 impl Routing {
@@ -45,6 +48,11 @@ impl Routing {
     pub fn why(&self) -> String {
         self.steps.join("; ")
     }
+
+    /// Whether provider `i` may be called (it is in some choice).
+    pub fn reaches(&self, i: usize) -> bool {
+        self.choices.iter().any(|c| c.indices.contains(&i))
+    }
 }
 
 /// Routes a call with `call` over `providers`, of which those with `enabled[i]` false are
@@ -56,9 +64,15 @@ pub fn route(
     enabled: &[bool],
 ) -> Routing {
     let mut steps = Vec::new();
+    let mut routed_out: Vec<Option<String>> = vec![None; providers.len()];
     let candidates: Vec<usize> = (0..providers.len())
         .filter(|&i| enabled.get(i).copied().unwrap_or(true))
         .collect();
+    for (i, out) in routed_out.iter_mut().enumerate() {
+        if !enabled.get(i).copied().unwrap_or(true) {
+            *out = Some("disabled (its parameters, configurators applied)".to_owned());
+        }
+    }
     let disabled = providers.len() - candidates.len();
     if disabled > 0 {
         steps.push(format!(
@@ -71,20 +85,98 @@ pub fn route(
         return Routing {
             choices: Vec::new(),
             steps,
+            routed_out,
         };
     }
     let tagged = tag_step(rules, call, providers, &candidates, &mut steps);
+    mark_out(&mut routed_out, &candidates, &[&tagged], || {
+        format!("tag: {}", steps.last().map_or("", String::as_str))
+    });
     let mut choices = vec![Choice {
         indices: tagged,
         weight: 1,
     }];
-    let _ = MAX_CHOICES;
+    for (key, rule) in rules.conditions() {
+        let key = key.key();
+        let mut next = Vec::with_capacity(choices.len());
+        for choice in choices {
+            if choice.indices.is_empty() {
+                next.push(choice);
+                continue;
+            }
+            let kept: Vec<Choice> = match rule.route(call, providers, &choice.indices) {
+                ConditionRoute::Unchanged { why } => {
+                    steps.push(format!("{key}: {why}"));
+                    vec![choice.clone()]
+                }
+                ConditionRoute::Kept { indices, why } => {
+                    steps.push(format!("{key}: {why}"));
+                    vec![Choice {
+                        indices,
+                        weight: choice.weight,
+                    }]
+                }
+                ConditionRoute::Destinations { choices, why } => {
+                    steps.push(format!("{key}: {why}"));
+                    choices
+                        .into_iter()
+                        .map(|(indices, weight)| Choice {
+                            indices,
+                            weight: choice.weight.saturating_mul(weight),
+                        })
+                        .collect()
+                }
+                ConditionRoute::NotApplicable { reason } => {
+                    steps.push(format!("{key}: not applied: {reason}"));
+                    vec![choice.clone()]
+                }
+            };
+            let subsets: Vec<&Vec<usize>> = kept.iter().map(|c| &c.indices).collect();
+            mark_out(&mut routed_out, &choice.indices, &subsets, || {
+                format!("condition rule {key}")
+            });
+            next.extend(kept);
+        }
+        choices = next;
+        if choices.len() > MAX_CHOICES {
+            choices.sort_by_key(|c| std::cmp::Reverse(c.weight));
+            choices.truncate(MAX_CHOICES);
+        }
+    }
     choices.retain(|c| !c.indices.is_empty() && c.weight > 0);
-    Routing { choices, steps }
+    Routing {
+        choices,
+        steps,
+        routed_out,
+    }
 }
 
-/// The tag step: static tags (a tag rule, when one is in force for the providers' app,
-/// replaces it).
+/// Notes `why` for each of `before` in none of `after` (and not noted yet).
+fn mark_out(
+    routed_out: &mut [Option<String>],
+    before: &[usize],
+    after: &[&Vec<usize>],
+    why: impl Fn() -> String,
+) {
+    let mut kept = vec![false; routed_out.len()];
+    for &i in after.iter().flat_map(|subset| subset.iter()) {
+        if let Some(k) = kept.get_mut(i) {
+            *k = true;
+        }
+    }
+    for &i in before {
+        if kept.get(i).copied().unwrap_or(true) {
+            continue;
+        }
+        if let Some(out @ None) = routed_out.get_mut(i) {
+            *out = Some(why());
+        }
+    }
+}
+
+/// The tag step, per provider app: the app's tag rule when one is in force, else static
+/// tags (Java reads the tag rule of its providers' app; a channel over several apps applies
+/// each app's to its own providers).
 fn tag_step(
     rules: &RuleSet,
     call: &CallFacts<'_>,
@@ -92,26 +184,25 @@ fn tag_step(
     candidates: &[usize],
     steps: &mut Vec<String>,
 ) -> Vec<usize> {
-    let _ = rules;
-    let tags = candidates.iter().map(|&i| {
-        providers[i]
-            .params
-            .get(super::params::TAG_KEY)
-            .map(String::as_str)
-    });
-    let (kept, selection) = select_by_tag(call.tag, tags);
-    let tag = call.tag.tag.as_deref().unwrap_or_default();
-    steps.push(match selection {
-        TagSelection::Untagged => "untagged call: untagged providers (static tags)".to_owned(),
-        TagSelection::Tagged => format!("call tagged {tag:?}: providers tagged {tag:?}"),
-        TagSelection::FellBack => format!(
-            "call tagged {tag:?}: no provider has the tag{}",
-            if call.tag.force {
-                " and the tag is forced (dubbo.force.tag)"
-            } else {
-                ", so untagged providers"
-            }
-        ),
-    });
-    kept.into_iter().map(|k| candidates[k]).collect()
+    let mut apps: Vec<&str> = candidates.iter().map(|&i| providers[i].app).collect();
+    apps.sort_unstable();
+    apps.dedup();
+    if let [app] = apps.as_slice() {
+        let routed = route_by_tag(rules.tag_rule(app), call, providers, candidates);
+        steps.push(routed.why);
+        return routed.indices;
+    }
+    let mut kept = Vec::new();
+    for app in apps {
+        let of_app: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&i| providers[i].app == app)
+            .collect();
+        let routed = route_by_tag(rules.tag_rule(app), call, providers, &of_app);
+        steps.push(format!("{app}: {}", routed.why));
+        kept.extend(routed.indices);
+    }
+    kept.sort_unstable();
+    kept
 }

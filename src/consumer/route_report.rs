@@ -1,0 +1,224 @@
+//! Explaining where a call would go ([`Resolver::explain_route`]): the subscription's
+//! providers, the rules the config centre holds for them now, and for each provider whether
+//! a call of the given input is routed to it, by which rule or parameter it is not, and
+//! its effective weight. The same chain the balanced channel runs, on one read of the
+//! rules.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::resolver::Resolver;
+use super::routing::{
+    CallFacts, CallTag, ProviderFacts, RouteParams, Rule, RuleProblem, RuleSet, effective_weight,
+    route, rule_keys, service_key,
+};
+use super::subscribe::SubscriptionHandle;
+use crate::backend::config::DEFAULT_GROUP;
+use crate::error::Result;
+use crate::model::Endpoint;
+
+/// The call to explain: what the balanced channel would route by.
+#[derive(Clone, Debug, Default)]
+pub struct RouteQuery {
+    /// The method called (`SayHello`); `None`: no method in particular.
+    pub method: Option<String>,
+    /// The request's headers (attachments), by name.
+    pub headers: BTreeMap<String, String>,
+    /// The call's tag (the request's `dubbo.tag` header wins over it, as in calls).
+    pub tag: CallTag,
+}
+
+/// Where a call of a [`RouteQuery`] goes. See the module docs.
+#[derive(Clone, Debug, Serialize)]
+pub struct RouteReport {
+    /// The consumer's app the rules were read for (empty: unknown).
+    pub consumer_app: String,
+    /// The keys of the rules in force, in the order they apply.
+    pub rules_in_force: Vec<String>,
+    /// Rules refused or not applied, with why.
+    pub problems: Vec<RouteProblem>,
+    /// How each step of the chain decided.
+    pub steps: Vec<String>,
+    /// Each provider (one per dialable address).
+    pub providers: Vec<ProviderRoute>,
+}
+
+/// A rule refused or not applied.
+#[derive(Clone, Debug, Serialize)]
+pub struct RouteProblem {
+    /// Its key.
+    pub key: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// One provider's part in a [`RouteReport`].
+#[derive(Clone, Debug, Serialize)]
+pub struct ProviderRoute {
+    /// Where calls go (`host:port`).
+    pub address: String,
+    /// Its app.
+    pub app: String,
+    /// Its revision.
+    pub revision: String,
+    /// Its tag, configurators applied.
+    pub tag: Option<String>,
+    /// Whether it is enabled, configurators applied.
+    pub enabled: bool,
+    /// Whether a call of the query may go to it.
+    pub routed: bool,
+    /// Why not, when it may not.
+    pub routed_out_by: Option<String>,
+    /// Its effective weight now (warm-up applied) for the query's method.
+    pub weight: u32,
+    /// The parameters configurators changed, with their new values.
+    pub configured: BTreeMap<String, String>,
+    /// Parameters that did not parse, read as their defaults.
+    pub bad_params: Vec<String>,
+}
+
+impl Resolver {
+    /// Explains where a call of `query` through a balanced channel of `subscription` goes
+    /// now: the rules are read from the config centre once (as a channel would watch
+    /// them), the providers are the subscription's current endpoints.
+    pub async fn explain_route(
+        &self,
+        subscription: &SubscriptionHandle,
+        query: &RouteQuery,
+    ) -> Result<RouteReport> {
+        let consumer = self.channel_parts().consumer.clone();
+        let mut endpoints: Vec<Endpoint> = subscription.current().to_vec();
+        endpoints.sort_by_key(Endpoint::authority);
+        endpoints.dedup_by_key(|e| e.authority());
+        let wanted = subscription.subscription();
+        let service = service_key(
+            &wanted.interface,
+            wanted.version.as_deref(),
+            wanted.group.as_deref(),
+        );
+        let apps: BTreeSet<&str> = endpoints.iter().map(|e| &*e.app).collect();
+        let config = self.backend().config();
+        let mut rules = Vec::new();
+        let mut problems = Vec::new();
+        for key in rule_keys(&consumer.app, &service, apps) {
+            let name = key.key();
+            match config.get(&name, DEFAULT_GROUP).await {
+                Ok(None) => {}
+                Ok(Some(item)) => match Rule::parse(&key, &item.content) {
+                    Ok(rule) => rules.push((key, rule)),
+                    Err(error) => problems.push(RuleProblem {
+                        key: name,
+                        reason: error.to_string(),
+                    }),
+                },
+                Err(error) => problems.push(RuleProblem {
+                    key: name,
+                    reason: error.to_string(),
+                }),
+            }
+        }
+        let set = RuleSet::new(rules, problems);
+        let overridden: Vec<Option<BTreeMap<String, String>>> = endpoints
+            .iter()
+            .map(|e| set.configure(&consumer, &ProviderFacts::of(e, e.params())))
+            .collect();
+        let params: Vec<&BTreeMap<String, String>> = endpoints
+            .iter()
+            .zip(&overridden)
+            .map(|(e, o)| o.as_ref().unwrap_or_else(|| e.params()))
+            .collect();
+        let routes: Vec<RouteParams> = endpoints
+            .iter()
+            .zip(&params)
+            .map(|(e, p)| RouteParams::of_overridden(e, p))
+            .collect();
+        let providers: Vec<ProviderFacts<'_>> = endpoints
+            .iter()
+            .zip(&params)
+            .map(|(e, p)| ProviderFacts::of(e, p))
+            .collect();
+        let enabled: Vec<bool> = routes.iter().map(|r| r.enabled).collect();
+        let headers: BTreeMap<String, String> = query
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect();
+        let tag = call_tag(&headers, &query.tag);
+        let call = CallFacts {
+            consumer_app: &consumer.app,
+            consumer_host: &consumer.host,
+            consumer_params: &consumer.params,
+            method: query.method.as_deref(),
+            attachments: &headers,
+            tag: &tag,
+        };
+        let routing = route(&set, &call, &providers, &enabled);
+        let now = crate::consumer::seen::now_ms();
+        let now = i64::try_from(now).unwrap_or(i64::MAX);
+        let reports = endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let r = &routes[i];
+                let configured = match &overridden[i] {
+                    Some(o) => o
+                        .iter()
+                        .filter(|(k, v)| e.params().get(*k) != Some(*v))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                    None => BTreeMap::new(),
+                };
+                ProviderRoute {
+                    address: e.address(),
+                    app: e.app.to_string(),
+                    revision: e.revision.to_string(),
+                    tag: r.tag.as_deref().map(str::to_owned),
+                    enabled: r.enabled,
+                    routed: routing.reaches(i),
+                    routed_out_by: routing.routed_out[i].clone(),
+                    weight: effective_weight(
+                        r.weight_for(query.method.as_deref()),
+                        r.warmup_ms,
+                        r.timestamp_ms,
+                        now,
+                    ),
+                    configured,
+                    bad_params: r
+                        .bad
+                        .iter()
+                        .map(|b| format!("{}={}", b.key, b.value))
+                        .collect(),
+                }
+            })
+            .collect();
+        Ok(RouteReport {
+            consumer_app: consumer.app.clone(),
+            rules_in_force: set.in_force().collect(),
+            problems: set
+                .problems()
+                .iter()
+                .map(|p| RouteProblem {
+                    key: p.key.clone(),
+                    reason: p.reason.clone(),
+                })
+                .collect(),
+            steps: routing.steps,
+            providers: reports,
+        })
+    }
+}
+
+/// The call's tag as a request with `headers` would carry it.
+fn call_tag(headers: &BTreeMap<String, String>, default: &CallTag) -> CallTag {
+    let mut map = http::HeaderMap::new();
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            http::header::HeaderName::from_bytes(name.as_bytes()),
+            http::HeaderValue::from_str(value),
+        ) {
+            map.insert(name, value);
+        }
+    }
+    CallTag::of_request(&map, default)
+}
