@@ -8,7 +8,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use introspect::consumer::{Resolver, SnapshotOptions, SubscribeOptions, Subscription};
+use introspect::consumer::routing::CallTag;
+use introspect::consumer::{Resolver, RouteQuery, SnapshotOptions, SubscribeOptions, Subscription};
 use introspect::metrics::Metrics;
 use introspect::{Error, Layout, Limits};
 use introspect_cli::demo::DemoOptions;
@@ -114,6 +115,31 @@ enum Command {
     Consumers {
         /// The interface name.
         interface: String,
+    },
+    /// Where a call to an interface would go, as a balanced channel routes it: each
+    /// provider routed or not, by which rule (its config-centre key) or parameter, and its
+    /// effective weight now; the rules in force, and those refused or not applied.
+    Route {
+        #[command(flatten)]
+        target: Target,
+        /// The consumer's app (its `{app}.configurators` and `{app}.condition-router`).
+        #[arg(long)]
+        consumer_app: Option<String>,
+        /// The consumer's host, as rules' `addresses` match it (default: this machine's).
+        #[arg(long)]
+        consumer_host: Option<String>,
+        /// The method called.
+        #[arg(long)]
+        method: Option<String>,
+        /// A request header (attachment) the call carries, `NAME=VALUE`; repeatable.
+        #[arg(long = "header", value_name = "NAME=VALUE")]
+        headers: Vec<String>,
+        /// The call's tag (`dubbo.tag`).
+        #[arg(long)]
+        tag: Option<String>,
+        /// The tag is forced (`dubbo.force.tag=true`).
+        #[arg(long)]
+        force_tag: bool,
     },
     /// Follow the endpoints of an interface, printing each change until Ctrl-C or SIGTERM.
     Watch {
@@ -225,6 +251,19 @@ async fn run(cli: Cli) -> Result<(), Error> {
     let out = Output::new(cli.json);
     let instances = backend.instances().clone();
     let mut resolver = Resolver::builder(backend.clone());
+    if let Command::Route {
+        consumer_app,
+        consumer_host,
+        ..
+    } = &cli.command
+    {
+        if let Some(app) = consumer_app {
+            resolver = resolver.application(app.clone());
+        }
+        if let Some(host) = consumer_host {
+            resolver = resolver.consumer_host(host.clone());
+        }
+    }
     if let Command::Watch {
         snapshot: Some(dir),
         ..
@@ -376,6 +415,29 @@ async fn run(cli: Cli) -> Result<(), Error> {
                     }
                 }
             }
+        }
+        Command::Route {
+            target,
+            method,
+            headers,
+            tag,
+            force_tag,
+            ..
+        } => {
+            let mut query = RouteQuery {
+                method: method.clone(),
+                tag: CallTag::new(tag.as_deref().unwrap_or_default(), *force_tag),
+                ..RouteQuery::default()
+            };
+            for header in headers {
+                let (name, value) = header.split_once('=').ok_or_else(|| {
+                    Error::Config(format!("--header {header:?}: expected NAME=VALUE"))
+                })?;
+                query.headers.insert(name.to_owned(), value.to_owned());
+            }
+            let subscription = resolver.subscribe(target.subscription()).await?;
+            let report = resolver.explain_route(&subscription, &query).await?;
+            out.route(&report)?;
         }
         Command::Xds(args) => xds::run(resolver, args).await?,
         Command::Console(args) => introspect_cli::console::run(resolver, args).await?,

@@ -345,3 +345,50 @@ impl Output {
         })
     }
 }
+
+impl Output {
+    /// Where a call would go: each provider, routed or not and why, and the rules.
+    pub fn route(&self, report: &introspect::consumer::RouteReport) -> io::Result<()> {
+        self.emit(serde_json::to_value(report).unwrap_or_default(), |t| {
+            let _ = writeln!(
+                t,
+                "{:<24} {:<20} {:<8} {:>6}  {:<8} ROUTED",
+                "PROVIDER", "APP", "TAG", "WEIGHT", "ENABLED"
+            );
+            for p in &report.providers {
+                let routed = match &p.routed_out_by {
+                    None if p.routed => "yes".to_owned(),
+                    None => "no".to_owned(),
+                    Some(why) => format!("no: {why}"),
+                };
+                let _ = writeln!(
+                    t,
+                    "{:<24} {:<20} {:<8} {:>6}  {:<8} {routed}",
+                    p.address,
+                    p.app,
+                    p.tag.as_deref().unwrap_or("-"),
+                    p.weight,
+                    if p.enabled { "yes" } else { "no" },
+                );
+                for (key, value) in &p.configured {
+                    let _ = writeln!(t, "  configured: {key}={value}");
+                }
+                for bad in &p.bad_params {
+                    let _ = writeln!(t, "  unparsed, read as default: {bad}");
+                }
+            }
+            let in_force = if report.rules_in_force.is_empty() {
+                "none".to_owned()
+            } else {
+                report.rules_in_force.join(", ")
+            };
+            let _ = writeln!(t, "rules in force: {in_force}");
+            for problem in &report.problems {
+                let _ = writeln!(t, "not applied: {}: {}", problem.key, problem.reason);
+            }
+            for step in &report.steps {
+                let _ = writeln!(t, "step: {step}");
+            }
+        })
+    }
+}
