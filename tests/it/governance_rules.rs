@@ -57,7 +57,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::support::governed::{
-    APP, Fleet, JAVA_CONSUMER_APP, MARGIN, Shares, Tagging, UNTAGGED, java_shares,
+    APP, Fleet, JAVA_CONSUMER_APP, MARGIN, Shares, Tagging, UNTAGGED, assert_alike,
+    assert_same_providers, java_shares, rust_consumer_of, rust_shares,
 };
 use crate::support::peer_cases::{INTERFACE, PeerRegistry};
 use crate::support::peers::{BuiltPeer, ConsumerOptions, LoggedCall, Peer};
@@ -66,6 +67,13 @@ use crate::support::peers::{BuiltPeer, ConsumerOptions, LoggedCall, Peer};
 const CALLS: u32 = 2_000;
 /// Calls a consumer makes where every call is to reach the same providers, or to fail.
 const FEW_CALLS: u32 = 100;
+/// Why tag rules by address are not compared with Java on loopback (see the module docs):
+/// Java 3.3 matches no loopback provider's address, Introspect does as Dubbo documents.
+const LOOPBACK_TAG_ADDRESSES: &str = "Java matches no tag-rule address of a loopback \
+     provider (NetUtils.matchIpRange); Introspect matches it as Dubbo documents";
+/// The Introspect consumer's app (its own configurators are keyed by it).
+const RUST_CONSUMER_APP: &str = "governed-rust-consumer";
+
 /// The invokers Java's directory holds with no rule: A, B and C (D is disabled, never one).
 const ALL_INVOKERS: u32 = 3;
 
@@ -103,6 +111,9 @@ struct Case {
     /// The invokers Java's directory holds under the rules (its calls start once it does).
     invokers: u32,
     outcome: Outcome,
+    /// Why an Introspect consumer is not held to Java's outcome here, if it is not: a
+    /// defect of Java's that Introspect does not copy.
+    java_defect: Option<&'static str>,
 }
 
 /// The consumer app's configurators key.
@@ -197,6 +208,7 @@ const CASES: [Case; 14] = [
         calls: CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("A", Some(50.0)), ("B", Some(50.0))]),
+        java_defect: None,
     },
     Case {
         what: "service configurator: A weight 100",
@@ -205,6 +217,7 @@ const CASES: [Case; 14] = [
         calls: CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("A", Some(50.0)), ("B", Some(50.0))]),
+        java_defect: None,
     },
     Case {
         what: "app configurator: B disabled",
@@ -213,6 +226,7 @@ const CASES: [Case; 14] = [
         calls: FEW_CALLS,
         invokers: 2,
         outcome: Outcome::Reached(&[("A", None)]),
+        java_defect: None,
     },
     Case {
         what: "tag rule (blue: B), tagged blue",
@@ -221,6 +235,7 @@ const CASES: [Case; 14] = [
         calls: FEW_CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("A", None), ("B", None)]),
+        java_defect: Some(LOOPBACK_TAG_ADDRESSES),
     },
     Case {
         what: "tag rule (blue: B), untagged",
@@ -229,6 +244,7 @@ const CASES: [Case; 14] = [
         calls: FEW_CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("A", None), ("B", None)]),
+        java_defect: Some(LOOPBACK_TAG_ADDRESSES),
     },
     Case {
         what: "tag rule (red: no provider), tagged red",
@@ -237,6 +253,7 @@ const CASES: [Case; 14] = [
         calls: FEW_CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("A", None), ("B", None)]),
+        java_defect: Some(LOOPBACK_TAG_ADDRESSES),
     },
     Case {
         what: "tag rule (red: no provider), forced rule, tagged red",
@@ -245,6 +262,7 @@ const CASES: [Case; 14] = [
         calls: FEW_CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Failed,
+        java_defect: None,
     },
     Case {
         what: "tag rule (blue: weight 100), tagged blue",
@@ -253,6 +271,7 @@ const CASES: [Case; 14] = [
         calls: FEW_CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("A", None), ("B", None)]),
+        java_defect: Some(LOOPBACK_TAG_ADDRESSES),
     },
     Case {
         what: "condition: => port != A",
@@ -261,6 +280,7 @@ const CASES: [Case; 14] = [
         calls: FEW_CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("B", None)]),
+        java_defect: None,
     },
     Case {
         what: "condition: method = sayHello => port = B",
@@ -274,6 +294,7 @@ const CASES: [Case; 14] = [
         calls: FEW_CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("A", None), ("B", None)]),
+        java_defect: None,
     },
     Case {
         what: "condition: method = SayHello => port = B",
@@ -287,6 +308,7 @@ const CASES: [Case; 14] = [
         calls: FEW_CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("B", None)]),
+        java_defect: None,
     },
     Case {
         what: "condition: => port = 1 (no provider), not forced",
@@ -295,6 +317,7 @@ const CASES: [Case; 14] = [
         calls: FEW_CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("A", None), ("B", None)]),
+        java_defect: None,
     },
     Case {
         what: "condition: => port = 1 (no provider), forced",
@@ -303,6 +326,7 @@ const CASES: [Case; 14] = [
         calls: FEW_CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Failed,
+        java_defect: None,
     },
     Case {
         what: "condition v3.1: method=SayHello => A 80, B 20",
@@ -318,6 +342,7 @@ const CASES: [Case; 14] = [
         calls: CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("A", Some(80.0)), ("B", Some(20.0))]),
+        java_defect: None,
     },
 ];
 
@@ -558,11 +583,23 @@ async fn java_obeys_rules(registry: Option<PeerRegistry>) {
     }
     registry.wait_for_mapping(APP).await;
     let target = target_of(&fleet, JAVA_CONSUMER_APP);
+    let rust_target = target_of(&fleet, RUST_CONSUMER_APP);
 
     for case in &CASES {
         write_rules(&registry, &target, case).await;
-        let (shares, output) = java_case(&java, &registry, &fleet, case).await;
-        assert_outcome(case.what, case.outcome, case.calls, &shares, &output);
+        let (java_shares, output) = java_case(&java, &registry, &fleet, case).await;
+        assert_outcome(case.what, case.outcome, case.calls, &java_shares, &output);
+        // Then an Introspect consumer under the same rules (its own app's where a rule is
+        // keyed by the consumer's app), against the judge.
+        write_rules(&registry, &rust_target, case).await;
+        let consumer = rust_consumer_of(&registry, &fleet, Some(RUST_CONSUMER_APP)).await;
+        let rust = rust_shares(&consumer.channel, &fleet, case.calls, case.tagging).await;
+        eprintln!("{}: Introspect {rust:?}", case.what);
+        match case.java_defect {
+            None if case.calls >= CALLS => assert_alike(case.what, &java_shares, &rust),
+            None => assert_same_providers(case.what, &java_shares, &rust),
+            Some(defect) => eprintln!("{}: not compared with Java: {defect}", case.what),
+        }
     }
     java_follows_live_rules(&java, &registry, &fleet, &target).await;
 }
