@@ -1,17 +1,20 @@
-//! Per-call cost of the balanced channel's routing and weighted pick, side by side with
-//! tower's power-of-two-choices balancer over the same endpoints (the channel's balancer
-//! before routing) and with one plain tonic channel (the floor).
+//! Per-call cost of the balanced channel's routing and weighted pick: with no rules read,
+//! with rules read and none in force, under a tag rule and under a v3.1 condition rule
+//! (drawn per call), side by side with tower's power-of-two-choices balancer over the same
+//! endpoints (the channel's balancer before routing) and one plain tonic channel (the
+//! floor).
 //!
-//! Five Greeter providers on loopback, registered in the memory store: four untagged of the
-//! default weight, one tagged `gray`. Sequential calls (one in flight) and 64 concurrent
-//! callers, in alternating rounds; the median of the rounds per path.
+//! Greeter providers on loopback, registered in the memory store: five of one app (four
+//! untagged, one tagged `gray`), five of another (grouped by a tag rule). Sequential calls
+//! (one in flight) and 64 concurrent callers, in alternating rounds; the median of the
+//! rounds per path.
 //! `cargo bench --bench channel`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use introspect::consumer::ChannelOptions;
-use introspect::{MemoryStore, Provider, Resolver, ServiceInfo, Store, Subscription};
+use introspect::consumer::{BalancedChannel, ChannelHandle, ChannelOptions, SubscriptionHandle};
+use introspect::{Backend, MemoryStore, Provider, Resolver, ServiceInfo, Store, Subscription};
 use tonic::{Request, Response, Status};
 use tower::ServiceExt as _;
 
@@ -25,6 +28,11 @@ use pb::greeter_server::{Greeter, GreeterServer};
 use pb::{HelloReply, HelloRequest};
 
 const APP: &str = "bench-greeter";
+/// The app of the providers a tag rule groups.
+const RULED_APP: &str = "bench-ruled-greeter";
+/// The consumer app whose condition rule splits its calls.
+const V31_CONSUMER: &str = "bench-v31-consumer";
+const INTERFACE: &str = "helloworld.Greeter";
 const ROUNDS: usize = 5;
 const SEQUENTIAL_CALLS: usize = 5_000;
 const CONCURRENT_CALLERS: usize = 64;
@@ -44,11 +52,11 @@ impl Greeter for Hello {
     }
 }
 
-/// Starts a provider exporting `service`; returns its address.
-async fn provider(store: &Arc<dyn Store>, service: ServiceInfo) -> std::net::SocketAddr {
+/// Starts a provider of `app` exporting `service`; returns its address.
+async fn provider(store: &Arc<dyn Store>, app: &str, service: ServiceInfo) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let provider = Provider::builder(APP, store.clone())
+    let provider = Provider::builder(app, store.clone())
         .export(service)
         .build()
         .unwrap();
@@ -138,65 +146,127 @@ fn main() {
     runtime.block_on(run());
 }
 
-async fn run() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let mut untagged = Vec::new();
-    for _ in 0..4 {
-        untagged.push(provider(&store, ServiceInfo::new("helloworld.Greeter")).await);
-    }
-    let gray = provider(
-        &store,
-        ServiceInfo::new("helloworld.Greeter").with_param("dubbo.tag", "gray"),
-    )
-    .await;
-    let resolver = Resolver::new(store.clone());
+/// A balanced channel of `resolver` to the Greeters of `app`, once it has `count` of them.
+async fn channel_to(resolver: &Resolver, app: &str, count: usize) -> (BalancedChannel, Kept) {
     let subscription = resolver
-        .subscribe(Subscription::new("helloworld.Greeter"))
+        .subscribe(Subscription::new(INTERFACE).provided_by([app.to_owned()]))
         .await
         .unwrap();
-    while subscription.current().len() < 5 {
+    while subscription.current().len() < count {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (balanced, _handle) = resolver
+    let (channel, handle) = resolver
         .balanced_channel_with(&subscription, ChannelOptions::default())
         .unwrap();
+    (channel, (subscription, handle))
+}
+
+/// What keeps a channel fed while it is measured.
+type Kept = (SubscriptionHandle, ChannelHandle);
+
+async fn run() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let backend = Backend::from(store.clone());
+    let mut untagged = Vec::new();
+    for _ in 0..4 {
+        untagged.push(provider(&store, APP, ServiceInfo::new(INTERFACE)).await);
+    }
+    provider(
+        &store,
+        APP,
+        ServiceInfo::new(INTERFACE).with_param("dubbo.tag", "gray"),
+    )
+    .await;
+    let mut ruled = Vec::new();
+    for _ in 0..5 {
+        ruled.push(provider(&store, RULED_APP, ServiceInfo::new(INTERFACE)).await);
+    }
+    // A tag rule of the second app (blue: one of its providers, so untagged calls go to the
+    // other four), and a v3.1 condition rule of one consumer's app splitting its calls
+    // 50 : 50 between two pairs of the first app's untagged providers.
+    let config = backend.config();
+    let tag_rule = format!(
+        "configVersion: v3.0\nforce: false\nenabled: true\nkey: {RULED_APP}\ntags:\n  \
+         - name: blue\n    addresses: ['{}']\n",
+        ruled[0]
+    );
+    config
+        .put(&format!("{RULED_APP}.tag-router"), "dubbo", &tag_rule, None)
+        .await
+        .unwrap();
+    let v31 = format!(
+        "configVersion: v3.1\nscope: application\nkey: {V31_CONSUMER}\nenabled: true\n\
+         conditions:\n  - from:\n      match: 'method=SayHello'\n    to:\n      \
+         - match: 'port={}'\n        weight: 50\n      - match: 'port={}'\n        \
+         weight: 50\n",
+        untagged[0].port(),
+        untagged[1].port()
+    );
+    config
+        .put(
+            &format!("{V31_CONSUMER}.condition-router"),
+            "dubbo",
+            &v31,
+            None,
+        )
+        .await
+        .unwrap();
+
+    let unruled = Resolver::builder(store.clone()).rules(false).build();
+    let reading = Resolver::new(store.clone());
+    let split = Resolver::builder(store.clone())
+        .application(V31_CONSUMER)
+        .build();
+    let (off, _a) = channel_to(&unruled, APP, 5).await;
+    let (none, _b) = channel_to(&reading, APP, 5).await;
+    let (tagged, _c) = channel_to(&reading, RULED_APP, 5).await;
+    let (drawn, _d) = channel_to(&split, APP, 5).await;
     let p2c = tower_p2c(&untagged);
-    let floor = tonic::transport::Endpoint::from_shared(format!("http://{gray}"))
+    let floor = tonic::transport::Endpoint::from_shared(format!("http://{}", untagged[0]))
         .unwrap()
         .connect_lazy();
 
     println!(
         "per call, median of {ROUNDS} alternating rounds; sequential: {SEQUENTIAL_CALLS} calls, \
-         concurrent: {CONCURRENT_CALLERS} callers x {CONCURRENT_CALLS_EACH}"
+         concurrent: {CONCURRENT_CALLERS} callers x {CONCURRENT_CALLS_EACH}; ratios to the \
+         channel that reads no rules"
     );
     println!(
-        "| calls | balanced, untagged | balanced, tagged gray | tower p2c | one plain channel |"
+        "| calls | rules not read | no rule in force | a tag rule | a v3.1 condition rule \
+         | tower p2c | one plain channel |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for concurrent in [false, true] {
-        let mut samples: [Vec<Duration>; 4] = Default::default();
+        let mut samples: [Vec<Duration>; 6] = Default::default();
         // A warm-up round, not counted: connections made, code paths hot.
-        per_call(balanced.clone(), None, concurrent).await;
+        for channel in [&off, &none, &tagged, &drawn] {
+            per_call(channel.clone(), None, concurrent).await;
+        }
         per_call(p2c.clone(), None, concurrent).await;
         per_call(floor.clone(), None, concurrent).await;
         for _ in 0..ROUNDS {
-            samples[0].push(per_call(balanced.clone(), None, concurrent).await);
-            samples[1].push(per_call(balanced.clone(), Some("gray"), concurrent).await);
-            samples[2].push(per_call(p2c.clone(), None, concurrent).await);
-            samples[3].push(per_call(floor.clone(), None, concurrent).await);
+            samples[0].push(per_call(off.clone(), None, concurrent).await);
+            samples[1].push(per_call(none.clone(), None, concurrent).await);
+            samples[2].push(per_call(tagged.clone(), None, concurrent).await);
+            samples[3].push(per_call(drawn.clone(), None, concurrent).await);
+            samples[4].push(per_call(p2c.clone(), None, concurrent).await);
+            samples[5].push(per_call(floor.clone(), None, concurrent).await);
         }
-        let [routed, tagged, tower, plain] = samples.map(median);
+        let medians = samples.map(median);
         let mode = if concurrent {
             "concurrent"
         } else {
             "sequential"
         };
-        let ratio = |d: Duration| d.as_secs_f64() / tower.as_secs_f64();
-        println!(
-            "| {mode} | {routed:?} ({:.2}x) | {tagged:?} ({:.2}x) | {tower:?} (1.00x) | {plain:?} ({:.2}x) |",
-            ratio(routed),
-            ratio(tagged),
-            ratio(plain)
-        );
+        let row: Vec<String> = medians
+            .iter()
+            .map(|d| {
+                format!(
+                    "{d:.1?} ({:.2}x)",
+                    d.as_secs_f64() / medians[0].as_secs_f64()
+                )
+            })
+            .collect();
+        println!("| {mode} | {} |", row.join(" | "));
     }
 }
