@@ -23,9 +23,11 @@ use crate::consumer::routing::{RuleKey, rule_keys};
 use crate::error::Error;
 use crate::model::Endpoint;
 
-/// How long a new channel waits for the config centre's first answers before it routes
-/// without the rules still missing (and says so).
-pub(crate) const FIRST_RULES_WAIT: Duration = Duration::from_secs(2);
+/// How long a new channel's calls wait for the config centre's first answers before they
+/// are routed without the rules still missing (said in a warning): long enough for a
+/// registry that answers (milliseconds), short enough that a slow or unreachable one does
+/// not fail calls with deadlines of a second.
+pub(crate) const FIRST_RULES_WAIT: Duration = Duration::from_millis(500);
 
 /// What one key's follower reports.
 enum KeyState {
