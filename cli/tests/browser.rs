@@ -19,12 +19,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use introspect::consumer::{Resolver, Subscription};
-use introspect::{MemoryStore, ServiceInfo, Store};
+use introspect::{Backend, MemoryStore, ServiceInfo, Store};
 use introspect_cli::console::{self, ConsoleOptions};
 use support::faulty::FaultyStore;
 use support::fleet::start_provider_with;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
+
+/// A condition rule of the service the page shows in force; it routes only `Refund` calls.
+const CONDITION_RULE: (&str, &str) = (
+    "shop.OrderService::.condition-router",
+    "configVersion: v3.0\nscope: service\nkey: shop.OrderService\nenabled: true\n\
+     conditions:\n  - 'method = Refund => port != 1'\n",
+);
+/// A tag rule of the first app that is not YAML: the page marks it "not applied".
+const BROKEN_RULE: (&str, &str) = (
+    "shop-orders.tag-router",
+    "configVersion: v3.0\nkey: shop-orders\ntags: [\n  - name: gray\n",
+);
 
 /// The app that loses most of its providers at once.
 const FLEET_APP: &str = "shop-stock";
@@ -79,6 +91,10 @@ async fn a_person_reads_a_live_fleet_its_holds_and_a_stale_consumer() {
     for _ in 0..FLEET_SIZE {
         fleet.push(start_provider_with(&store, FLEET_APP, vec![service("200")], short_lease).await);
     }
+    let config = Backend::from(store.clone()).config().clone();
+    for (key, text) in [CONDITION_RULE, BROKEN_RULE] {
+        config.put(key, "dubbo", text, None).await.unwrap();
+    }
     let options = ConsoleOptions {
         discover_every: Duration::from_millis(500),
         audit_every: Duration::from_millis(500),
@@ -108,6 +124,8 @@ async fn a_person_reads_a_live_fleet_its_holds_and_a_stale_consumer() {
         .arg("shop-orders")
         .arg(FLEET_APP)
         .arg(FLEET_SIZE.to_string())
+        .arg(CONDITION_RULE.0)
+        .arg(BROKEN_RULE.0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)

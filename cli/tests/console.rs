@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use introspect::consumer::{ProtectionOptions, Resolver, Subscription};
-use introspect::{Limits, MemoryStore, ServiceInfo, Store};
+use introspect::{Backend, Limits, MemoryStore, ServiceInfo, Store};
 use introspect_cli::console::{self, Console, ConsoleOptions};
 use serde_json::Value;
 use support::etcd::EtcdServer;
@@ -349,6 +349,208 @@ async fn the_api_follows_a_live_fleet() {
     for kind in ["left", "stopped", "registered", "listed"] {
         assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
     }
+    console.stop().await;
+}
+
+/// Writes `text` under `key` (group `dubbo`) through the backend's config part, as an
+/// operator's tool writes a rule.
+async fn put_rule(backend: &Backend, key: &str, text: &str) {
+    let config = backend.config();
+    let current = config.get(key, "dubbo").await.unwrap();
+    config
+        .put(key, "dubbo", text, current.as_ref().map(|c| &c.version))
+        .await
+        .unwrap();
+}
+
+/// The provider of `report` at `address`.
+fn provider<'a>(report: &'a Value, address: &str) -> &'a Value {
+    report["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["address"] == address)
+        .unwrap_or_else(|| panic!("{address} in {report}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_route_of_an_interface_shows_rules_in_force_and_not_applied_per_provider() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let backend = Backend::from(store.clone());
+    // Four providers: a light one (weight 50, no warm-up), two plain, one tagged `gray`.
+    let mut light = service("shop.OrderService", "3000");
+    light.params.insert("weight".into(), "50".into());
+    light.params.insert("warmup".into(), "0".into());
+    let mut gray = service("shop.OrderService", "3000");
+    gray.params.insert("dubbo.tag".into(), "gray".into());
+    let plain = service("shop.OrderService", "3000");
+    let mut providers = Vec::new();
+    for services in [vec![light], vec![plain.clone()], vec![gray], vec![plain]] {
+        providers.push(start_provider(&store, "shop", services).await);
+    }
+    let console = console_over(&store, None).await;
+    let path = "/api/route?interface=shop.OrderService";
+    eventually(Duration::from_secs(5), "four providers routed", || async {
+        get(&console, path).await.json()["providers_total"] == 4
+    })
+    .await;
+    let before = get(&console, path).await.json();
+    assert_eq!(before["rules_in_force"], serde_json::json!([]));
+    let addresses: Vec<String> = before["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["address"].as_str().unwrap().to_owned())
+        .collect();
+    let mut by_role = Vec::new();
+    for p in &providers {
+        let registered = address_of(p).await;
+        let port = registered.rsplit(':').next().unwrap().to_owned();
+        let address = addresses
+            .iter()
+            .find(|a| a.ends_with(&format!(":{port}")))
+            .unwrap_or_else(|| panic!("{registered} in {addresses:?}"))
+            .clone();
+        by_role.push((address, port));
+    }
+    let [
+        (light, light_port),
+        (plain, plain_port),
+        (gray, _),
+        (other, _),
+    ] = &by_role[..]
+    else {
+        unreachable!()
+    };
+
+    // A condition rule of the service routes the light one out; the consumer app's rule
+    // routes a plain one out of `Refund` calls; a tag rule that is not YAML is refused.
+    put_rule(
+        &backend,
+        "shop.OrderService::.condition-router",
+        &format!(
+            "configVersion: v3.0\nscope: service\nkey: shop.OrderService\nenabled: true\n\
+             force: false\nruntime: true\nconditions:\n  - '=> port != {light_port}'\n"
+        ),
+    )
+    .await;
+    put_rule(
+        &backend,
+        "shop-web.condition-router",
+        &format!(
+            "configVersion: v3.0\nscope: application\nkey: shop-web\nenabled: true\n\
+             conditions:\n  - 'method = Refund => port != {plain_port}'\n"
+        ),
+    )
+    .await;
+    put_rule(
+        &backend,
+        "shop.tag-router",
+        "configVersion: v3.0\nkey: shop\ntags: [\n  - name: gray\n",
+    )
+    .await;
+
+    let report = get(&console, path).await;
+    assert_eq!(report.status, 200);
+    assert_eq!(report.headers["cache-control"], "no-store");
+    let report = report.json();
+    assert_eq!(report["registry"], "memory");
+    assert_eq!(report["interface"], "shop.OrderService");
+    assert_eq!(
+        report["rules_in_force"],
+        serde_json::json!(["shop.OrderService::.condition-router"])
+    );
+    let problems = report["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0]["key"], "shop.tag-router");
+    assert!(!problems[0]["reason"].as_str().unwrap().is_empty());
+    let routed_out = provider(&report, light);
+    assert_eq!(routed_out["routed"], false);
+    assert_eq!(
+        routed_out["routed_out_by"],
+        "condition rule shop.OrderService::.condition-router"
+    );
+    assert_eq!(routed_out["weight"], 50);
+    assert_eq!(routed_out["enabled"], true);
+    assert_eq!(routed_out["app"], "shop");
+    let tagged = provider(&report, gray);
+    assert_eq!(tagged["tag"], "gray");
+    assert_eq!(tagged["routed"], false);
+    assert!(
+        tagged["routed_out_by"].as_str().unwrap().starts_with("tag"),
+        "{tagged}"
+    );
+    for address in [plain, other] {
+        let p = provider(&report, address);
+        assert_eq!(p["routed"], true, "{p}");
+        assert_eq!(p["routed_out_by"], Value::Null);
+        assert_eq!(p["tag"], Value::Null);
+    }
+    assert!(!report["steps"].as_array().unwrap().is_empty());
+
+    // As consumer app `shop-web` calling `Refund`: its own rule joins and routes one out.
+    let refund = get(
+        &console,
+        &format!("{path}&consumer_app=shop-web&method=Refund"),
+    )
+    .await
+    .json();
+    assert_eq!(refund["consumer_app"], "shop-web");
+    assert_eq!(refund["method"], "Refund");
+    assert_eq!(
+        refund["rules_in_force"],
+        serde_json::json!([
+            "shop.OrderService::.condition-router",
+            "shop-web.condition-router"
+        ])
+    );
+    assert_eq!(
+        provider(&refund, plain)["routed_out_by"],
+        "condition rule shop-web.condition-router"
+    );
+    assert_eq!(provider(&refund, other)["routed"], true);
+
+    // A call tagged `gray` goes to the gray provider alone.
+    let tagged = get(&console, &format!("{path}&tag=gray")).await.json();
+    assert_eq!(tagged["tag"], "gray");
+    assert_eq!(provider(&tagged, gray)["routed"], true);
+    for address in [light, plain, other] {
+        assert_eq!(provider(&tagged, address)["routed"], false, "{address}");
+    }
+
+    // Bad input: clear 400s, as JSON.
+    for (bad, says) in [
+        ("/api/route", "interface is required"),
+        ("/api/route?interface=a/b", "interface"),
+        (
+            "/api/route?interface=shop.OrderService&consumer_app=a/b",
+            "consumer_app",
+        ),
+        (
+            "/api/route?interface=shop.OrderService&force_tag=maybe",
+            "bad query",
+        ),
+        (
+            "/api/route?interface=shop.OrderService&method=%00",
+            "control character",
+        ),
+    ] {
+        let answer = get(&console, bad).await;
+        assert_eq!(answer.status, 400, "{bad}: {}", answer.body);
+        let error = answer.json()["error"].as_str().unwrap().to_owned();
+        assert!(error.contains(says), "{bad}: {error}");
+    }
+    let long = "x".repeat(10_000);
+    let answer = get(&console, &format!("/api/route?interface={long}")).await;
+    assert_eq!(answer.status, 400);
+    assert!(answer.body.len() < 500, "{}", answer.body.len());
+
+    // An interface no app provides: no providers, and why.
+    let nobody = get(&console, "/api/route?interface=shop.Nobody")
+        .await
+        .json();
+    assert_eq!(nobody["providers_total"], 0);
+    assert!(nobody["why_empty"].is_string(), "{nobody}");
     console.stop().await;
 }
 
@@ -717,6 +919,7 @@ async fn a_token_guards_the_api_by_bearer_or_cookie() {
     assert_eq!(refused.status, 401);
     assert_eq!(refused.json()["error"], "a token is needed: log in");
     assert_eq!(get(&console, "/api/events").await.status, 401);
+    assert_eq!(get(&console, "/api/route?interface=S").await.status, 401);
     assert_eq!(
         get(&console, "/").await.status,
         200,

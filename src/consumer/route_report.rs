@@ -5,13 +5,14 @@
 //! rules.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::resolver::Resolver;
 use super::routing::{
-    CallFacts, CallTag, ProviderFacts, RouteParams, Rule, RuleProblem, RuleSet, effective_weight,
-    route, rule_keys, service_key,
+    CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Rule, RuleProblem, RuleSet,
+    effective_weight, route, rule_keys, service_key,
 };
 use super::subscribe::SubscriptionHandle;
 use crate::backend::config::DEFAULT_GROUP;
@@ -27,6 +28,10 @@ pub struct RouteQuery {
     pub headers: BTreeMap<String, String>,
     /// The call's tag (the request's `dubbo.tag` header wins over it, as in calls).
     pub tag: CallTag,
+    /// The consumer's app to explain for, in place of the resolver's own (`None`: the
+    /// resolver's): one resolver (a console's) can then explain the calls of any app
+    /// without building another.
+    pub consumer_app: Option<String>,
 }
 
 /// Where a call of a [`RouteQuery`] goes. See the module docs.
@@ -87,7 +92,14 @@ impl Resolver {
         subscription: &SubscriptionHandle,
         query: &RouteQuery,
     ) -> Result<RouteReport> {
-        let consumer = self.channel_parts().consumer.clone();
+        let own = &self.channel_parts().consumer;
+        let consumer = match &query.consumer_app {
+            Some(app) => Arc::new(ConsumerIdentity::new(
+                Some(app.clone()),
+                Some(own.host.clone()),
+            )),
+            None => own.clone(),
+        };
         let mut endpoints: Vec<Endpoint> = subscription.current().to_vec();
         endpoints.sort_by_key(Endpoint::authority);
         endpoints.dedup_by_key(|e| e.authority());

@@ -19,12 +19,14 @@ use futures::Stream;
 use introspect::consumer::Subscription;
 use introspect::{Error, ServiceInstance};
 use serde_json::{Value, json};
+use tokio::sync::Semaphore;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::assets;
 use super::auth::Auth;
 use super::bounded::clip;
 use super::fleet::{Fleet, holds_json, share, summary};
+use super::routing;
 use crate::json::{endpoint_json, revision_report_json};
 
 /// Instances per page of `/api/app` by default, and at most.
@@ -37,22 +39,30 @@ const MAX_CONSUMERS: usize = 2000;
 /// Apps `/api/apps` lists at most (the total is always exact).
 const MAX_APPS: usize = 5000;
 /// How long an answer waits for metadata or a resolve.
-const READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What every handler reads: the fleet, the access rules, and the turns of the route
+/// explanations (see [`routing`](super::routing)).
 #[derive(Clone)]
-struct Shared {
-    fleet: Arc<Fleet>,
+pub(super) struct Shared {
+    pub(super) fleet: Arc<Fleet>,
     auth: Arc<Auth>,
+    pub(super) explains: Arc<Semaphore>,
 }
 
 /// The console's routes over `fleet`, guarded by `auth`.
 pub fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {
-    let shared = Shared { fleet, auth };
+    let shared = Shared {
+        fleet,
+        auth,
+        explains: Arc::new(Semaphore::new(routing::MAX_EXPLAINS)),
+    };
     let api = Router::new()
         .route("/apps", get(apps))
         .route("/app", get(app))
         .route("/service", get(service))
         .route("/consumers", get(consumers))
+        .route("/route", get(routing::route))
         .route("/events", get(events))
         .route_layer(middleware::from_fn_with_state(shared.clone(), guard))
         .route("/login", post(login))
@@ -115,12 +125,13 @@ fn timed_out() -> Error {
     }
 }
 
-fn failure(status: StatusCode, message: &str) -> Response {
+/// An error answer: `{"error": message}` with `status`.
+pub(super) fn failure(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(json!({"error": message}))).into_response()
 }
 
 /// `value` as a JSON answer, every string cut (see [`clip`]).
-fn answer(mut value: Value) -> Response {
+pub(super) fn answer(mut value: Value) -> Response {
     clip(&mut value);
     axum::Json(value).into_response()
 }

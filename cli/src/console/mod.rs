@@ -14,6 +14,10 @@
 //! * `GET /api/consumers[?interface=IFACE|app=APP]`: the consumers that registered a
 //!   record (of an interface, or routing to an app), each subscription's digest compared
 //!   with the console's own: same, different, or stale (see [`audit`]);
+//! * `GET /api/route?interface=IFACE[&group=G&version=V&protocol=P][&consumer_app=APP]
+//!   [&method=M][&tag=T&force_tag=true]`: where a call would go now, as a balanced channel
+//!   routes it under the config centre's rules (what `introspect route` prints): the rules
+//!   in force, those not applied and why, and each provider's tag, state and weight;
 //! * `GET /api/events`: server-sent events, one per change the resolver's own follows see;
 //! * `POST /api/login` `{"token": "..."}`: exchanges the token for a session cookie.
 //!
@@ -30,6 +34,7 @@
 //! * `audit`: the registered consumers, and which see a stale or different set;
 //! * `bounded`: every string sent cut short;
 //! * `api`: the JSON handlers and the event stream;
+//! * `routing`: the route explanation of one interface;
 //! * `assets`: the embedded page.
 
 mod api;
@@ -38,6 +43,7 @@ pub mod audit;
 pub mod auth;
 mod bounded;
 mod fleet;
+mod routing;
 
 use std::io::Write as _;
 use std::net::SocketAddr;

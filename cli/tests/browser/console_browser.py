@@ -1,12 +1,14 @@
 """Drives the console in headless Chromium, as a person would: searches an app, opens it,
 sees its instances grouped by revision and the difference of its two revisions, has a
-provider killed and sees it leave, resolves the interface and sees who consumes it, then
+provider killed and sees it leave, resolves the interface and sees who consumes it and its
+routing panel (the rule in force, the broken one marked "not applied", each provider's
+tag, state, weight and whether it is routed), then
 opens a second app and sees self-preservation hold it when most of its providers crash at
 once, and last sees a consumer whose connection was cut marked stale.
 
 Run by cli/tests/browser.rs, which starts the fleet and the console and passes the URL:
 
-    console_browser.py URL APP FLEET_APP FLEET_SIZE
+    console_browser.py URL APP FLEET_APP FLEET_SIZE RULE_IN_FORCE BROKEN_RULE
 
 The test and the script talk over standard streams: the script prints `KILL ADDRESS` when
 it wants that provider killed, and the test answers `KILLED` on a line of its own; it
@@ -30,6 +32,7 @@ TIMEOUT_MS = 10_000
 
 def main() -> int:
     url, app, fleet_app, fleet_size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    rule_in_force, broken_rule = sys.argv[5], sys.argv[6]
     chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         print("no chromium: apt-get install chromium", file=sys.stderr)
@@ -91,9 +94,28 @@ def main() -> int:
         page.fill("#service-name", "shop.OrderService")
         page.click("#service-form button")
         expect(page.locator("main h2")).to_have_text("shop.OrderService", timeout=TIMEOUT_MS)
-        orders = page.locator("main table tbody tr", has_text=app)
+        orders = page.locator("main > table tbody tr", has_text=app)
         expect(orders).to_have_count(2, timeout=TIMEOUT_MS)
         expect(page.locator("main")).not_to_contain_text(victim)
+
+        # Its routing panel: the rule in force, the broken one marked as not applied with
+        # why, and per provider its tag, state, weight and whether calls go to it.
+        routing = page.locator("#routing")
+        in_force = routing.locator(f'li[data-rule="{rule_in_force}"]')
+        expect(in_force).to_contain_text("in force", timeout=TIMEOUT_MS)
+        broken = routing.locator(f'li.not-applied[data-rule="{broken_rule}"]')
+        expect(broken).to_contain_text("not applied")
+        expect(broken).to_contain_text("not YAML")
+        routes = routing.locator("table.routes tbody tr", has_text=app)
+        expect(routes).to_have_count(2, timeout=TIMEOUT_MS)
+        expect(routes.first).to_contain_text("enabled")
+        expect(routes.first.locator(".tag.ok", has_text="routed")).to_be_visible()
+        expect(routes.first.locator("td.num")).to_have_text("100")
+        # Asked as a `Refund` call, the rule routes nothing out: every provider is routed.
+        page.fill("#route-method", "Refund")
+        page.click("#route-form button")
+        expect(routing.locator("p.muted").first).to_contain_text("method Refund", timeout=TIMEOUT_MS)
+        expect(routing.locator("table.routes tbody tr[data-routed=false]")).to_have_count(0)
 
         # A second app loses most of its providers at once: self-preservation holds them,
         # and the page says so with the count and the time left, without a reload.

@@ -2,7 +2,8 @@
 // (textContent, text nodes), never as markup.
 "use strict";
 
-const state = { apps: new Map(), view: null, refresh: null, holdsAt: 0, offset: 0, diff: null };
+const state = { apps: new Map(), view: null, refresh: null, holdsAt: 0, offset: 0, diff: null,
+  routeQuery: { consumer_app: "", method: "", tag: "" } };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -196,7 +197,7 @@ async function showApp(name) {
     el("h3", {}, el("span", { class: "mono", title: r.revision }, short(r.revision)), ` — ${r.instances} instances (${pct(r.share)})`),
     r.error ? el("p", { class: "error" }, "metadata unavailable: " + r.error)
       : el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "match key"), el("th", {}, "port"), el("th", {}, "path"), el("th", {}, "params"))),
-        el("tbody", {}, (r.services || []).map((sv) => el("tr", {}, el("td", { class: "mono" }, sv.match_key), el("td", {}, sv.port), el("td", { class: "mono" }, sv.path), el("td", {}, params(sv.params)))))),
+        el("tbody", {}, (r.services || []).map((sv) => el("tr", {}, el("td", { class: "mono" }, el("a", { href: "#/service/" + encodeURIComponent(sv.name), title: "endpoints and routing" }, sv.match_key)), el("td", {}, sv.port), el("td", { class: "mono" }, sv.path), el("td", {}, params(sv.params)))))),
     el("table", { class: "instances" }, el("thead", {}, el("tr", {}, el("th", {}, "address"), el("th", {}, "state"), el("th", {}, "registered for"), el("th", {}, "MetadataService"))),
       el("tbody", {}, (byRevision.get(r.revision) || []).map(instanceRow)))));
   const revs = a.revisions.map((r) => r.revision);
@@ -242,11 +243,72 @@ function consumersTable(c, withInterface) {
       : el("p", { class: "muted" }, "no consumer registered a record (ResolverBuilder::register_consumer)"));
 }
 
+// ---- routing panel ----
+
+// Where a call to the interface would go now, as a balanced channel routes it under the
+// config centre's rules; an answer that fails shows in the panel, not as a broken page.
+async function routeOf(name) {
+  const q = state.routeQuery;
+  let path = "/api/route?interface=" + encodeURIComponent(name);
+  for (const k of ["consumer_app", "method", "tag"]) if (q[k]) path += "&" + k + "=" + encodeURIComponent(q[k]);
+  try { return await api(path); } catch (e) { return { error: e.message }; }
+}
+
+function routeForm() {
+  const field = (key, label, hint) => el("input", { id: "route-" + key, value: state.routeQuery[key], placeholder: hint, "aria-label": label,
+    on: { input: (e) => { state.routeQuery[key] = e.target.value.trim(); } } });
+  return el("form", { id: "route-form", class: "inline", on: { submit: (e) => { e.preventDefault(); refresh(); } } },
+    field("consumer_app", "consumer app", "consumer app"), field("method", "method", "method"), field("tag", "tag", "tag (dubbo.tag)"),
+    el("button", { type: "submit" }, "explain"));
+}
+
+function routedCell(p) {
+  if (p.routed) return el("span", { class: "tag ok" }, "routed");
+  return [el("span", { class: "tag bad" }, "routed out"), " ", el("span", { class: "muted" }, p.routed_out_by || "")];
+}
+
+function routeRow(p) {
+  const notes = [];
+  const configured = Object.entries(p.configured || {});
+  if (configured.length) notes.push(el("div", { class: "muted mono" }, "configured: " + configured.map(([k, v]) => k + "=" + v).join(", ")));
+  if ((p.bad_params || []).length) notes.push(el("div", { class: "error mono" }, "unparsed, read as default: " + p.bad_params.join(", ")));
+  return el("tr", { "data-address": p.address, "data-routed": String(p.routed) },
+    el("td", { class: "mono" }, p.address, notes), el("td", {}, appLink(p.app)),
+    el("td", {}, p.tag ? el("span", { class: "tag" }, p.tag) : el("span", { class: "muted" }, "–")),
+    el("td", {}, el("span", { class: "tag " + (p.enabled ? "ok" : "bad") }, p.enabled ? "enabled" : "disabled")),
+    el("td", { class: "num" }, p.weight), el("td", {}, routedCell(p)));
+}
+
+function routingPanel(r) {
+  const parts = [el("h3", {}, "routing"), routeForm()];
+  if (r.error) return el("div", { class: "revision", id: "routing" }, parts, el("p", { class: "error" }, r.error));
+  const asked = [r.consumer_app ? "consumer app " + r.consumer_app : "no consumer app", r.method ? "method " + r.method : "any method",
+    r.tag ? "tag " + r.tag : "untagged"].join(", ");
+  parts.push(el("p", { class: "muted" }, `a call as ${asked}, read at ${new Date().toLocaleTimeString()}`));
+  const rules = el("ul", { class: "rules" },
+    r.rules_in_force.map((k) => el("li", { "data-rule": k }, el("span", { class: "tag ok" }, "in force"), " ", el("span", { class: "mono" }, k))),
+    r.problems.map((p) => el("li", { "data-rule": p.key, class: "not-applied" }, el("span", { class: "tag warn" }, "not applied"), " ",
+      el("span", { class: "mono" }, p.key), " ", el("span", { class: "muted" }, p.reason))));
+  parts.push(rules.children.length ? rules : el("p", { class: "muted" }, "no rules in force: calls go by what the providers publish"));
+  if (r.steps.length) parts.push(el("details", {}, el("summary", {}, `steps (${r.steps.length})`), el("ol", { class: "mono" }, r.steps.map((s) => el("li", {}, s)))));
+  if (r.why_empty) parts.push(el("p", { class: "error" }, "no providers: " + r.why_empty));
+  const routed = r.providers.filter((p) => p.routed).length;
+  parts.push(el("p", { class: "muted" }, `${routed} of ${r.providers_total} providers routed` +
+    (r.providers_total > r.providers.length ? ` (first ${r.providers.length} shown)` : "")));
+  if (r.providers.length) {
+    parts.push(el("table", { class: "routes" }, el("thead", {}, el("tr", {}, ["provider", "app", "tag", "state", "weight", "routed"].map((h) =>
+      el("th", { class: h === "weight" ? "num" : null }, h)))), el("tbody", {}, r.providers.map(routeRow))));
+  }
+  return el("div", { class: "revision", id: "routing" }, parts);
+}
+
 // ---- service page ----
 
 async function showService(name) {
-  const [s, c] = await Promise.all([api("/api/service?name=" + encodeURIComponent(name)), consumersOf("interface=" + encodeURIComponent(name))]);
+  const [s, c, r] = await Promise.all([api("/api/service?name=" + encodeURIComponent(name)), consumersOf("interface=" + encodeURIComponent(name)), routeOf(name)]);
   if (state.view.name !== name) return;
+  // A refresh keeps the cursor in the routing form.
+  const focused = document.activeElement && document.activeElement.id.startsWith("route-") ? document.activeElement.id : null;
   main(el("h2", {}, s.interface),
     el("p", {}, "apps the mapping names: ", s.apps.length ? s.apps.map((a, n) => [n ? ", " : "", appLink(a)]) : el("span", { class: "muted" }, "none")),
     s.error ? el("p", { class: "error" }, s.error) : null,
@@ -257,7 +319,12 @@ async function showService(name) {
         el("td", { class: "mono" }, e.host.includes(":") ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`),
         el("td", {}, e.protocol), el("td", { class: "mono", title: e.revision }, short(e.revision)),
         el("td", { class: "mono" }, matchKey(e.service)))))),
+    routingPanel(r),
     consumersTable(c, false));
+  if (focused) {
+    const input = document.getElementById(focused);
+    if (input) { input.focus(); input.setSelectionRange(input.value.length, input.value.length); }
+  }
 }
 
 function matchKey(s) {
@@ -284,7 +351,9 @@ function refresh() {
 
 function route() {
   const next = parseRoute();
-  if (!state.view || state.view.kind !== next.kind || state.view.name !== next.name) { state.offset = 0; state.diff = null; }
+  if (!state.view || state.view.kind !== next.kind || state.view.name !== next.name) {
+    state.offset = 0; state.diff = null; state.routeQuery = { consumer_app: "", method: "", tag: "" };
+  }
   state.view = next;
   return refresh();
 }
