@@ -112,3 +112,81 @@ pub fn snapshot_file(data: &[u8]) {
         );
     }
 }
+
+/// Governance rules come from the config centre, written by any operator or tool. Whatever
+/// parses, under any key role, routes a small fleet without panicking and never names a
+/// provider outside it.
+pub fn governance_rule(data: &[u8]) {
+    use introspect::consumer::routing::{
+        CallFacts, CallTag, ProviderFacts, Rule, RuleKey, RuleSet, route,
+    };
+    use std::collections::BTreeMap;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let roles = [
+        RuleKey::ServiceConfigurators("helloworld.Greeter::".into()),
+        RuleKey::ConsumerConfigurators("shop".into()),
+        RuleKey::TagRule("greeter".into()),
+        RuleKey::ServiceConditions("helloworld.Greeter::".into()),
+        RuleKey::ConsumerAppConditions("shop".into()),
+    ];
+    let rules: Vec<(RuleKey, Rule)> = roles
+        .into_iter()
+        .filter_map(|key| Rule::parse(&key, text).ok().map(|rule| (key, rule)))
+        .collect();
+    if rules.is_empty() {
+        return;
+    }
+    let set = RuleSet::new(rules, Vec::new());
+    let params: Vec<BTreeMap<String, String>> = vec![
+        BTreeMap::new(),
+        BTreeMap::from([("dubbo.tag".to_owned(), "gray".to_owned())]),
+        BTreeMap::from([("weight".to_owned(), "300".to_owned())]),
+    ];
+    let consumer = introspect::consumer::routing::ConsumerIdentity::new(
+        Some("shop".into()),
+        Some("10.0.0.9".into()),
+    );
+    let providers: Vec<ProviderFacts<'_>> = params
+        .iter()
+        .enumerate()
+        .map(|(i, params)| ProviderFacts {
+            host: "10.0.0.1",
+            port: 50051 + i as u16,
+            protocol: "tri",
+            app: "greeter",
+            interface: "helloworld.Greeter",
+            params,
+        })
+        .collect();
+    let configured: Vec<Option<BTreeMap<String, String>>> = providers
+        .iter()
+        .map(|p| set.configure(&consumer, p))
+        .collect();
+    let attachments = BTreeMap::from([("x-user".to_owned(), "42".to_owned())]);
+    for tag in [
+        CallTag::none(),
+        CallTag::new("gray", false),
+        CallTag::new("blue", true),
+    ] {
+        let call = CallFacts {
+            consumer_app: &consumer.app,
+            consumer_host: &consumer.host,
+            consumer_params: &consumer.params,
+            method: Some("SayHello"),
+            attachments: &attachments,
+            tag: &tag,
+        };
+        let routing = route(
+            &set,
+            &call,
+            &providers,
+            &[true, true, configured[2].is_none()],
+        );
+        for choice in &routing.choices {
+            assert!(choice.indices.iter().all(|&i| i < providers.len()));
+        }
+        assert_eq!(routing.routed_out.len(), providers.len());
+    }
+}

@@ -72,6 +72,15 @@ fn valid_snapshot_body() -> Vec<u8> {
 }
 
 /// Bytes of `valid` with a few bytes overwritten, inserted or cut.
+/// Rules as the admins write them: a v3.0 condition rule, a v3.1 one, a tag rule and a
+/// consumer-side configurator.
+const VALID_RULES: [&str; 4] = [
+    "configVersion: v3.0\nscope: service\nkey: helloworld.Greeter\nforce: true\nconditions:\n  - 'method = SayHello & attachments[x-user] = 4* => port != 50051,50052'\n",
+    "configVersion: v3.1\nscope: service\nkey: helloworld.Greeter\nconditions:\n  - from:\n      match: 'method=SayHello'\n    to:\n      - match: 'port=50051'\n        weight: 80\n      - match: 'dubbo.tag=gray'\n        weight: 20\n",
+    "configVersion: v3.0\nforce: false\nenabled: true\nkey: greeter\ntags:\n  - name: gray\n    addresses: ['10.0.0.1:50052']\n  - name: blue\n    match:\n      - key: weight\n        value:\n          exact: '300'\n",
+    "configVersion: v3.0\nscope: service\nkey: helloworld.Greeter\nconfigs:\n  - side: consumer\n    addresses: [0.0.0.0]\n    providerAddresses: ['10.0.0.1:50053']\n    parameters:\n      weight: 100\n      disabled: 'true'\n",
+];
+
 fn mutated(valid: Vec<u8>) -> impl Strategy<Value = Vec<u8>> {
     let len = valid.len();
     (
@@ -127,6 +136,21 @@ proptest! {
     fn metadata_wire_mutated(data in mutated(to_wire(&valid_metadata()).encode_to_vec())) { checks::metadata_wire(&data) }
 
     #[test]
+    fn governance_rule_arbitrary(data in prop::collection::vec(any::<u8>(), 0..512)) { checks::governance_rule(&data) }
+
+    #[test]
+    fn governance_rule_mutated(data in mutated(VALID_RULES[0].as_bytes().to_vec())) { checks::governance_rule(&data) }
+
+    #[test]
+    fn governance_rule_v31_mutated(data in mutated(VALID_RULES[1].as_bytes().to_vec())) { checks::governance_rule(&data) }
+
+    #[test]
+    fn governance_tag_rule_mutated(data in mutated(VALID_RULES[2].as_bytes().to_vec())) { checks::governance_rule(&data) }
+
+    #[test]
+    fn governance_configurator_mutated(data in mutated(VALID_RULES[3].as_bytes().to_vec())) { checks::governance_rule(&data) }
+
+    #[test]
     fn mapping_value_arbitrary(data in prop::collection::vec(any::<u8>(), 0..256)) { checks::mapping_value(&data) }
 
     #[test]
@@ -157,4 +181,21 @@ fn valid_seeds_parse() {
     let file = introspect::consumer::snapshot::Snapshot::frame(&body);
     introspect::consumer::snapshot::Snapshot::decode(&file, &introspect::Limits::default())
         .unwrap();
+}
+
+/// The rules the mutations start from parse, so the mutated cases reach the routing.
+#[test]
+fn the_valid_rules_parse() {
+    use introspect::consumer::routing::{Rule, RuleKey};
+    let roles = [
+        RuleKey::ServiceConditions("helloworld.Greeter::".into()),
+        RuleKey::ServiceConditions("helloworld.Greeter::".into()),
+        RuleKey::TagRule("greeter".into()),
+        RuleKey::ServiceConfigurators("helloworld.Greeter::".into()),
+    ];
+    for (text, role) in VALID_RULES.iter().zip(&roles) {
+        if let Err(e) = Rule::parse(role, text) {
+            panic!("{text}: {e}");
+        }
+    }
 }
