@@ -28,7 +28,7 @@ mod generated_code;
 mod golden_records;
 #[cfg(feature = "zookeeper")]
 mod governance;
-#[cfg(feature = "zookeeper")]
+#[cfg(any(feature = "zookeeper", feature = "nacos"))]
 mod governance_rules;
 mod health_and_snapshot;
 mod held_endpoints;

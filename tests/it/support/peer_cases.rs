@@ -22,6 +22,8 @@ use super::peers::{BuiltPeer, ConsumerRun, Peer, PeerProvider, etcd_registry};
 use super::wait::eventually;
 #[cfg(feature = "zookeeper")]
 use super::zookeeper::{ZooKeeperServer, create_with_parents, raw_client};
+#[cfg(feature = "nacos")]
+use introspect::backend::config::DEFAULT_GROUP;
 
 /// The interface every side exports or calls.
 pub const INTERFACE: &str = "helloworld.Greeter";
@@ -160,11 +162,15 @@ impl PeerRegistry {
     }
 
     /// Writes a governance rule where a Dubbo consumer whose config centre is this registry
-    /// reads it: on ZooKeeper the node `/dubbo/config/dubbo/{key}` (the default namespace and
-    /// group), its data `text`, created or replaced. Only ZooKeeper is supported.
-    #[cfg(feature = "zookeeper")]
+    /// reads it, created or replaced with `text`: on ZooKeeper the node
+    /// `/dubbo/config/dubbo/{key}` (the default namespace and group), written raw; on Nacos
+    /// the config `dataId={key}` in group `dubbo` of the registry's namespace (where Java's
+    /// `NacosDynamicConfiguration` reads it), written through the backend's config part.
+    /// Only ZooKeeper and Nacos are supported.
+    #[cfg(any(feature = "zookeeper", feature = "nacos"))]
     pub async fn put_rule(&self, key: &str, text: &str) {
         match &self.server {
+            #[cfg(feature = "zookeeper")]
             Server::ZooKeeper { raw, .. } => {
                 let path = format!("/dubbo/config/dubbo/{key}");
                 match raw.set_data(&path, text.as_bytes(), None).await {
@@ -175,18 +181,37 @@ impl PeerRegistry {
                     Err(e) => panic!("write the rule {path}: {e}"),
                 }
             }
+            #[cfg(feature = "nacos")]
+            Server::Nacos { .. } => {
+                let config = self.backend.config();
+                let current = config
+                    .get(key, DEFAULT_GROUP)
+                    .await
+                    .unwrap_or_else(|e| panic!("read the rule {key}: {e}"));
+                // The one writer of its rules: a conflict here is a defect of the test.
+                config
+                    .put(
+                        key,
+                        DEFAULT_GROUP,
+                        text,
+                        current.as_ref().map(|item| &item.version),
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("write the rule {key}: {e}"));
+            }
             #[allow(unreachable_patterns)]
             _ => panic!(
-                "governance rules are written on ZooKeeper only, not {}",
+                "governance rules are written on ZooKeeper and Nacos only, not {}",
                 self.kind
             ),
         }
     }
 
     /// Removes the governance rule `key` written by [`put_rule`](Self::put_rule), if any.
-    #[cfg(feature = "zookeeper")]
+    #[cfg(any(feature = "zookeeper", feature = "nacos"))]
     pub async fn delete_rule(&self, key: &str) {
         match &self.server {
+            #[cfg(feature = "zookeeper")]
             Server::ZooKeeper { raw, .. } => {
                 let path = format!("/dubbo/config/dubbo/{key}");
                 match raw.delete(&path, None).await {
@@ -194,9 +219,23 @@ impl PeerRegistry {
                     Err(e) => panic!("delete the rule {path}: {e}"),
                 }
             }
+            #[cfg(feature = "nacos")]
+            Server::Nacos { .. } => {
+                let config = self.backend.config();
+                let current = config
+                    .get(key, DEFAULT_GROUP)
+                    .await
+                    .unwrap_or_else(|e| panic!("read the rule {key}: {e}"));
+                if let Some(item) = current {
+                    config
+                        .delete(key, DEFAULT_GROUP, &item.version)
+                        .await
+                        .unwrap_or_else(|e| panic!("delete the rule {key}: {e}"));
+                }
+            }
             #[allow(unreachable_patterns)]
             _ => panic!(
-                "governance rules are written on ZooKeeper only, not {}",
+                "governance rules are written on ZooKeeper and Nacos only, not {}",
                 self.kind
             ),
         }
