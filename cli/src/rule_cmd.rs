@@ -13,13 +13,15 @@ use serde_json::json;
 
 use crate::output::Output;
 
-/// The subcommands of `introspect rule`.
+/// The subcommands of `introspect rule`. A rule's key is the field `rule`: `key` is the
+/// id of the global TLS flag `--key`.
 #[derive(Subcommand, Clone, Debug)]
 pub enum RuleCommand {
     /// Print a rule's text and its version (the version to give `put --expect`).
     Get {
         /// The rule's key, e.g. shop.tag-router, helloworld.Greeter::.condition-router.
-        key: String,
+        #[arg(value_name = "KEY")]
+        rule: String,
         /// The config group.
         #[arg(long, default_value = DEFAULT_GROUP)]
         group: String,
@@ -28,7 +30,8 @@ pub enum RuleCommand {
     Put {
         /// The rule's key; its suffix says the form (.configurators, .tag-router,
         /// .condition-router; .migration in group DUBBO_SERVICEDISCOVERY_MIGRATION).
-        key: String,
+        #[arg(value_name = "KEY")]
+        rule: String,
         /// The rule file (YAML, as dubbo-admin writes it).
         file: PathBuf,
         /// The config group.
@@ -47,7 +50,8 @@ pub enum RuleCommand {
     /// Delete a rule by compare-and-delete.
     Delete {
         /// The rule's key.
-        key: String,
+        #[arg(value_name = "KEY")]
+        rule: String,
         /// The config group.
         #[arg(long, default_value = DEFAULT_GROUP)]
         group: String,
@@ -121,7 +125,7 @@ pub fn check(out: &Output, path: &Path, key: Option<&str>) -> Result<(), Error> 
 pub async fn run(out: &Output, backend: &Backend, command: &RuleCommand) -> Result<(), Error> {
     let config = &**backend.config();
     match command {
-        RuleCommand::Get { key, group } => {
+        RuleCommand::Get { rule: key, group } => {
             let item = write::get(config, key, group).await?;
             let value = json!({
                 "key": key, "group": group,
@@ -135,7 +139,7 @@ pub async fn run(out: &Output, backend: &Backend, command: &RuleCommand) -> Resu
             out.show(value, &text)?;
         }
         RuleCommand::Put {
-            key,
+            rule: key,
             file: path,
             group,
             expect,
@@ -176,7 +180,11 @@ pub async fn run(out: &Output, backend: &Backend, command: &RuleCommand) -> Resu
             let value = json!({"key": key, "group": group, "version": version.as_str()});
             out.show(value, &format!("wrote {group}/{key}: version {version}\n"))?;
         }
-        RuleCommand::Delete { key, group, expect } => {
+        RuleCommand::Delete {
+            rule: key,
+            group,
+            expect,
+        } => {
             let expected = expect.clone().map(ConfigVersion::new);
             let version = write::delete(config, key, group, expected).await?;
             let value = json!({

@@ -1,6 +1,6 @@
 //! How a parsed rule reads: its settings, then per item, tag or condition what it targets
 //! and what it changes, as a table for people ([`text`]) and as JSON for scripts
-//! ([`json`]). The two show the same fields.
+//! ([`json()`]). The two show the same fields.
 
 use std::fmt::Write as _;
 
