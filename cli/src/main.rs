@@ -1,6 +1,7 @@
 //! `introspect`: run the demo, and see what is registered without writing code.
 
 mod output;
+mod rule_cmd;
 mod xds;
 
 use std::collections::BTreeMap;
@@ -36,7 +37,9 @@ use output::Output;
         introspect --etcd http://127.0.0.1:2379 watch shop.OrderService\n  \
         introspect --etcd http://127.0.0.1:2379 consumers shop.OrderService  # who routes to what\n  \
         introspect --etcd http://127.0.0.1:2379 xds --listen 127.0.0.1:18000  # for any gRPC client\n  \
-        introspect --etcd http://127.0.0.1:2379 console --listen 127.0.0.1:8080  # live web console\n\n\
+        introspect --etcd http://127.0.0.1:2379 console --listen 127.0.0.1:8080  # live web console\n  \
+        introspect rule check shop.tag-router.yaml --key shop.tag-router  # offline\n  \
+        introspect --registry zookeeper://127.0.0.1:2181 rule put shop.tag-router shop.tag-router.yaml\n\n\
         The registry is --registry URL (INTROSPECT_REGISTRY: zookeeper://, nacos://, etcd://,\n\
         memory://) or etcd at --etcd (INTROSPECT_ETCD); the password of --user comes from\n\
         INTROSPECT_PASSWORD or a prompt. The demo runs on the embedded store unless given one."
@@ -157,6 +160,10 @@ enum Command {
     Xds(xds::XdsArgs),
     /// Serve a live, read-only web console of the fleet (loopback unless given a token).
     Console(introspect_cli::console::ConsoleArgs),
+    /// Read, write, list and check governance rules where dubbo-admin writes them (the
+    /// registry's config centre): every write is checked first and compare-and-set.
+    #[command(subcommand)]
+    Rule(rule_cmd::RuleCommand),
 }
 
 /// An interface and its optional qualifiers.
@@ -205,7 +212,17 @@ async fn main() -> ExitCode {
         // `introspect ... | head`: the reader has gone, so stop quietly.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "error: {e}");
+            let mut stderr = std::io::stderr();
+            let _ = writeln!(stderr, "error: {e}");
+            // A write that lost shows what won, so nothing is lost to the operator.
+            if let Error::Conflict {
+                current: Some(item),
+                ..
+            } = &e
+            {
+                let _ = writeln!(stderr, "current rule (version {}):", item.version);
+                let _ = writeln!(stderr, "{}", item.content.trim_end());
+            }
             ExitCode::FAILURE
         }
     }
@@ -230,6 +247,13 @@ fn is_broken_pipe(error: &Error) -> bool {
 }
 
 async fn run(cli: Cli) -> Result<(), Error> {
+    // `rule check` works offline: no registry is opened. The global `--key` (a TLS flag,
+    // unused offline) names the rule's key there.
+    if let Command::Rule(rule_cmd::RuleCommand::Check { file, rule_key }) = &cli.command {
+        let from_tls_flag = cli.store.key.as_ref().map(|k| k.display().to_string());
+        let key = rule_key.clone().or(from_tls_flag);
+        return rule_cmd::check(&Output::new(cli.json), file, key.as_deref());
+    }
     let mut store_args = cli.store.clone();
     // The demo fills a store of its own: the embedded one unless a registry is named.
     if matches!(cli.command, Command::Demo { .. })
@@ -441,6 +465,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Xds(args) => xds::run(resolver, args).await?,
         Command::Console(args) => introspect_cli::console::run(resolver, args).await?,
+        Command::Rule(command) => rule_cmd::run(&out, &backend, command).await?,
     }
     Ok(())
 }

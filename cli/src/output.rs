@@ -41,6 +41,11 @@ impl Output {
         write_out(&t)
     }
 
+    /// Writes `value` as JSON, or `text` as it is.
+    pub fn show(&self, value: serde_json::Value, text: &str) -> io::Result<()> {
+        self.emit(value, |t| t.push_str(text))
+    }
+
     pub fn apps(&self, apps: &BTreeMap<String, InstanceList>) -> io::Result<()> {
         let revisions = |instances: &Instances| -> BTreeMap<String, usize> {
             let mut counts = BTreeMap::new();

@@ -28,6 +28,10 @@ pub const DEFAULT_GROUP: &str = "dubbo";
 /// The longest key or group accepted (Nacos's limit on a `dataId`).
 const MAX_NAME_LEN: usize = 256;
 
+/// The most keys [`ConfigCentre::list`] returns for one group: a group holding more is an
+/// error rather than an unbounded answer.
+pub const MAX_LISTED_KEYS: usize = 10_000;
+
 pub use crate::config_item::{ConfigItem, ConfigVersion, MAX_RULE_BYTES};
 
 /// The error for a version this backend never gave out.
@@ -99,6 +103,12 @@ pub trait ConfigCentre: Send + Sync + 'static {
     /// Deletes the item if its version is still `expected`; a stale one (or an absent item)
     /// fails with [`Error::Conflict`].
     async fn delete(&self, key: &str, group: &str, expected: &ConfigVersion) -> Result<()>;
+
+    /// The keys present in `group`, sorted, so operators can see which rules exist (Java's
+    /// `getConfigKeys`: the children of the group's node on ZooKeeper). Names that are not
+    /// valid keys ([`validate_key`]) are left out; more than [`MAX_LISTED_KEYS`] is an error.
+    /// Backends that cannot list (Nacos) fail with [`Error::Config`] saying so.
+    async fn list(&self, group: &str) -> Result<Vec<String>>;
 }
 
 /// Checks a config key as Dubbo's rule keys look: `shop.tag-router`,
@@ -182,6 +192,23 @@ pub(crate) fn check_content(key: &str, group: &str, content: &str) -> Result<()>
     Ok(())
 }
 
+/// The keys of a group as listed: valid ones only, sorted, refused over the bound.
+pub(crate) fn listed(group: &str, names: impl IntoIterator<Item = String>) -> Result<Vec<String>> {
+    let mut keys: Vec<String> = names
+        .into_iter()
+        .filter(|name| validate_key(name).is_ok())
+        .collect();
+    if keys.len() > MAX_LISTED_KEYS {
+        return Err(Error::Config(format!(
+            "group {group} holds {} keys, over the {MAX_LISTED_KEYS} listed",
+            keys.len()
+        )));
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    Ok(keys)
+}
+
 /// The conflict of a write whose expected version is stale.
 pub(crate) fn conflict(key: &str, group: &str, current: Option<ConfigItem>) -> Error {
     Error::Conflict {
@@ -228,6 +255,10 @@ impl ConfigCentre for NoConfig {
     async fn delete(&self, _: &str, _: &str, _: &ConfigVersion) -> Result<()> {
         Err(self.refused())
     }
+
+    async fn list(&self, _: &str) -> Result<Vec<String>> {
+        Err(self.refused())
+    }
 }
 
 #[cfg(test)]
@@ -270,6 +301,21 @@ mod tests {
         assert!(check_content("k", "g", "").is_err());
         assert!(check_content("k", "g", &"a".repeat(MAX_RULE_BYTES + 1)).is_err());
         check_content("k", "g", &"a".repeat(MAX_RULE_BYTES)).unwrap();
+    }
+
+    #[test]
+    fn listed_keys_are_valid_sorted_and_bounded() {
+        let names = [
+            "b.tag-router",
+            "a.configurators",
+            "bad name",
+            "b.tag-router",
+        ];
+        let keys = listed("dubbo", names.map(String::from)).unwrap();
+        assert_eq!(keys, ["a.configurators", "b.tag-router"]);
+        let many = (0..=MAX_LISTED_KEYS).map(|i| format!("k{i}"));
+        let err = listed("dubbo", many).unwrap_err().to_string();
+        assert!(err.contains("group dubbo"), "{err}");
     }
 
     #[test]

@@ -259,4 +259,8 @@ impl ConfigCentre for Deadline<dyn ConfigCentre> {
         self.run("config delete", self.inner.delete(key, group, expected))
             .await
     }
+
+    async fn list(&self, group: &str) -> Result<Vec<String>> {
+        self.run("config list", self.inner.list(group)).await
+    }
 }

@@ -538,6 +538,65 @@ pub mod cases {
         }
     }
 
+    pub async fn config_keys_are_listed_per_group(s: Subject) {
+        let config = s.backend.config();
+        config
+            .put("shop.tag-router", DEFAULT_GROUP, TAG_RULE, None)
+            .await
+            .unwrap();
+        config
+            .put(
+                "shop.migration",
+                "DUBBO_SERVICEDISCOVERY_MIGRATION",
+                "step: APPLICATION_FIRST",
+                None,
+            )
+            .await
+            .unwrap();
+        // One written where Java writes it, not through the backend.
+        (s.put_config_raw)(
+            DEFAULT_GROUP.into(),
+            "com.foo.Svc::.condition-router".into(),
+            CONDITION_RULE.as_bytes().to_vec(),
+        )
+        .await;
+        let listed = config.list(DEFAULT_GROUP).await;
+        if s.backend.name() == "nacos" {
+            let err = listed.expect_err("Nacos cannot list").to_string();
+            assert!(err.contains("not supported on Nacos"), "{err}");
+            return;
+        }
+        assert_eq!(
+            listed.unwrap(),
+            ["com.foo.Svc::.condition-router", "shop.tag-router"]
+        );
+        assert_eq!(
+            config
+                .list("DUBBO_SERVICEDISCOVERY_MIGRATION")
+                .await
+                .unwrap(),
+            ["shop.migration"]
+        );
+        assert!(config.list("nobody").await.unwrap().is_empty());
+        assert!(matches!(
+            config.list("a/b").await,
+            Err(Error::InvalidName { .. })
+        ));
+        let item = config
+            .get("shop.tag-router", DEFAULT_GROUP)
+            .await
+            .unwrap()
+            .unwrap();
+        config
+            .delete("shop.tag-router", DEFAULT_GROUP, &item.version)
+            .await
+            .unwrap();
+        assert_eq!(
+            config.list(DEFAULT_GROUP).await.unwrap(),
+            ["com.foo.Svc::.condition-router"]
+        );
+    }
+
     pub async fn a_report_is_written_once_read_listed_and_removed(s: Subject) {
         let limits = Limits::default();
         let reports = s.backend.reports();
@@ -774,4 +833,5 @@ backend_conformance!(
     a_config_follow_sees_each_state_in_order,
     unreadable_config_content_is_refused_and_the_follow_goes_on,
     a_rule_written_where_java_reads_it_is_read,
+    config_keys_are_listed_per_group,
 );

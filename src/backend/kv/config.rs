@@ -134,6 +134,38 @@ impl ConfigCentre for KvBackend {
             }
         }
     }
+
+    /// A prefix read of the group's keys, in pages pinned to the first one's revision;
+    /// keys deeper than one segment are not the group's items and are left out.
+    async fn list(&self, group: &str) -> Result<Vec<String>> {
+        config::validate_group(group)?;
+        let prefix = self.layout.config_key(group, "");
+        let mut names = Vec::new();
+        let mut page = self.store.get_prefix_page(&prefix, None, 0).await?;
+        let revision = page.revision;
+        loop {
+            names.extend(
+                page.kvs
+                    .iter()
+                    .filter_map(|kv| kv.key.strip_prefix(&prefix))
+                    .map(str::to_owned),
+            );
+            if names.len() > config::MAX_LISTED_KEYS {
+                break;
+            }
+            match page.kvs.last() {
+                Some(last) if page.more => {
+                    let after = last.key.clone();
+                    page = self
+                        .store
+                        .get_prefix_page(&prefix, Some(&after), revision)
+                        .await?;
+                }
+                _ => break,
+            }
+        }
+        config::listed(group, names)
+    }
 }
 
 #[cfg(test)]
@@ -185,6 +217,21 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
+        staged
+            .config()
+            .put("shop.configurators", DEFAULT_GROUP, "configs: []", None)
+            .await
+            .unwrap();
+        // A deeper key is not an item of the group.
+        store
+            .put("/staging/dubbo/config/dubbo/a/b", b"x".to_vec(), None)
+            .await
+            .unwrap();
+        assert_eq!(
+            staged.config().list(DEFAULT_GROUP).await.unwrap(),
+            ["shop.configurators", "shop.tag-router"]
+        );
+        assert!(staged.config().list("other").await.unwrap().is_empty());
         let foreign = crate::backend::ConfigVersion::new("a.b");
         assert!(matches!(
             staged

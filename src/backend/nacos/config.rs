@@ -196,6 +196,17 @@ impl ConfigCentre for NacosBackend {
             .map_err(|e| map_error(e, &format!("remove config {nacos_group}/{data_id}")))?;
         Ok(())
     }
+
+    /// Not supported: the SDK (0.8.3) has no way to list a group's configs, and Java 3.3's
+    /// Nacos config centre has none either.
+    async fn list(&self, group: &str) -> Result<Vec<String>> {
+        config::validate_group(group)?;
+        Err(Error::Config(
+            "listing config keys is not supported on Nacos (its SDK cannot list a group's \
+             configs); get a rule by its key instead"
+                .into(),
+        ))
+    }
 }
 
 /// An item from content as the SDK read it.

@@ -217,6 +217,20 @@ impl ConfigCentre for ZooKeeperBackend {
             Err(e) => Err(map_error(e, &format!("delete {path}"))),
         }
     }
+
+    /// The children of the group's node, as Java's `ZookeeperDynamicConfiguration`
+    /// lists config keys; an absent group has none.
+    async fn list(&self, group: &str) -> Result<Vec<String>> {
+        config::validate_group(group)?;
+        let path = self.paths().config(group, "");
+        let path = path.trim_end_matches('/');
+        let client = self.reader().await?;
+        match client.list_children(path).await {
+            Ok(children) => config::listed(group, children),
+            Err(zk::Error::NoNode) => Ok(Vec::new()),
+            Err(e) => Err(map_error(e, &format!("list {path}"))),
+        }
+    }
 }
 
 #[cfg(test)]

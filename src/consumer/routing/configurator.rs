@@ -78,9 +78,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_yaml_ng::{Mapping, Value};
 
+use super::configurator_item::ConfiguratorItem;
 use super::facts::ProviderFacts;
 use super::rule_yaml::{
-    boolean, field, kind, load, mapping, mappings, rule_error, scalar_text, string, string_list,
+    boolean, field, flow, kind, load, mapping, mappings, rule_error, scalar_text, string,
+    string_list,
 };
 use super::string_match::{AddressMatch, ListStringMatch, ParamMatch};
 
@@ -114,6 +116,12 @@ const SECURITY_KEYS: [&str; 5] = ["accesslog.fixed.path", "router", "rule", "run
 pub struct Configurators {
     key: String,
     items: Vec<Override>,
+    /// The document's own fields and items as written, to show it.
+    config_version: Option<String>,
+    scope: Option<String>,
+    rule_key: Option<String>,
+    enabled: bool,
+    configs: Vec<ConfiguratorItem>,
 }
 
 /// One override URL: where it applies and what it sets.
@@ -234,9 +242,10 @@ impl Configurators {
                 ));
             }
         }
+        let scope = string(key, &map, "scope")?;
         let doc = Document {
-            version: version.unwrap_or_else(|| "null".to_owned()),
-            app_scope: string(key, &map, "scope")?.as_deref() == Some("application"),
+            version: version.clone().unwrap_or_else(|| "null".to_owned()),
+            app_scope: scope.as_deref() == Some("application"),
             key: string(key, &map, "key")?,
             enabled: boolean(&map, "enabled").unwrap_or(true),
         };
@@ -274,12 +283,42 @@ impl Configurators {
         Ok(Configurators {
             key: key.to_owned(),
             items: keyed.into_iter().map(|(_, o)| o).collect(),
+            config_version: version,
+            scope,
+            rule_key: doc.key.clone(),
+            enabled: doc.enabled,
+            configs: items.into_iter().map(|item| item.written).collect(),
         })
     }
 
     /// The key the document was stored under.
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// Its `configVersion` as written (`v2.7`, `v3.0`; absent reads as v2.7).
+    pub fn config_version(&self) -> Option<&str> {
+        self.config_version.as_deref()
+    }
+
+    /// Its `scope` as written (`application`, else service scope).
+    pub fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+
+    /// Its own `key` field: the application, or the service `group/interface:version`.
+    pub fn rule_key(&self) -> Option<&str> {
+        self.rule_key.as_deref()
+    }
+
+    /// The document's `enabled` (default true).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Its `configs` items as written, in order, to show what each targets and sets.
+    pub fn configs(&self) -> &[ConfiguratorItem] {
+        &self.configs
     }
 
     /// How many override items the document holds (one per address and service or
@@ -538,15 +577,9 @@ struct Document {
 
 /// One `configs` item as Java's `ConfigItem` reads it.
 struct Item {
-    kind: Option<String>,
-    enabled: Option<bool>,
-    addresses: Vec<String>,
-    provider_addresses: Vec<String>,
-    services: Vec<String>,
-    applications: Vec<String>,
-    parameters: Vec<(String, String)>,
+    /// The item as written (also kept in the document, to show it).
+    written: ConfiguratorItem,
     condition: Option<ConditionMatch>,
-    side: Option<String>,
 }
 
 impl Item {
@@ -577,25 +610,26 @@ impl Item {
             .map(|m| ConditionMatch::parse(key, m))
             .transpose()?;
         let list = |name| Ok::<_, crate::Error>(string_list(key, map, name)?.unwrap_or_default());
-        Ok(Item {
-            kind: string(key, map, "type")?,
-            enabled: boolean(map, "enabled"),
+        let written = ConfiguratorItem {
+            side: string(key, map, "side")?,
             addresses: list("addresses")?,
             provider_addresses: list("providerAddresses")?,
             services: list("services")?,
             applications: list("applications")?,
             parameters,
-            condition,
-            side: string(key, map, "side")?,
-        })
+            match_text: field(map, "match").map(flow),
+            kind: string(key, map, "type")?,
+            enabled: boolean(map, "enabled"),
+        };
+        Ok(Item { written, condition })
     }
 
     /// The item's addresses, `0.0.0.0` when it names none.
     fn addresses(&self) -> Vec<&str> {
-        if self.addresses.is_empty() {
+        if self.written.addresses.is_empty() {
             vec![ANYHOST]
         } else {
-            self.addresses.iter().map(String::as_str).collect()
+            self.written.addresses.iter().map(String::as_str).collect()
         }
     }
 }
@@ -603,15 +637,16 @@ impl Item {
 impl Document {
     /// The override URLs of `item`, as Java's `ConfigParser` builds them.
     fn overrides(&self, key: &str, item: &Item, out: &mut Vec<Override>) -> crate::Result<()> {
-        if item.parameters.is_empty() {
+        if item.written.parameters.is_empty() {
             return Err(rule_error(
                 key,
                 "an item has no parameters (Java refuses the document)",
             ));
         }
-        let enabled = match item.kind.as_deref() {
+        let enabled = match item.written.kind.as_deref() {
             None | Some("general") => self.enabled.to_string(),
             Some(_) => item
+                .written
                 .enabled
                 .map_or_else(|| "null".to_owned(), |e| e.to_string()),
         };
@@ -619,10 +654,10 @@ impl Document {
             let host = override_host(key, address)?;
             let services: Vec<&str> = if !self.app_scope {
                 vec![self.key.as_deref().unwrap_or("")]
-            } else if item.services.is_empty() {
+            } else if item.written.services.is_empty() {
                 vec!["*"]
             } else {
-                item.services.iter().map(String::as_str).collect()
+                item.written.services.iter().map(String::as_str).collect()
             };
             for service in services {
                 let (path, mut params) = service_params(key, service)?;
@@ -638,11 +673,12 @@ impl Document {
                     params.push(("category".into(), "appdynamicconfigurators".into()));
                 }
                 params.push(("configVersion".into(), self.version.clone()));
-                let apps: Vec<Option<&String>> = if self.app_scope || item.applications.is_empty() {
-                    vec![None]
-                } else {
-                    item.applications.iter().map(Some).collect()
-                };
+                let apps: Vec<Option<&String>> =
+                    if self.app_scope || item.written.applications.is_empty() {
+                        vec![None]
+                    } else {
+                        item.written.applications.iter().map(Some).collect()
+                    };
                 for app in apps {
                     let mut all = params.clone();
                     if let Some(app) = app {
@@ -667,16 +703,16 @@ impl Document {
     /// Java's `toParameterString`: category, side, the parameters, provider addresses.
     fn item_params(&self, item: &Item) -> Vec<(String, String)> {
         let mut params = vec![("category".to_owned(), "dynamicconfigurators".to_owned())];
-        if let Some(side) = &item.side {
+        if let Some(side) = &item.written.side {
             params.push(("side".into(), side.clone()));
         }
-        params.extend(item.parameters.iter().cloned());
-        if !item.provider_addresses.is_empty() {
+        params.extend(item.written.parameters.iter().cloned());
+        if !item.written.provider_addresses.is_empty() {
             params.push((
                 "providerAddresses".into(),
-                item.provider_addresses.join(","),
+                item.written.provider_addresses.join(","),
             ));
-        } else if item.side.as_deref() == Some("provider") {
+        } else if item.written.side.as_deref() == Some("provider") {
             params.push(("providerAddresses".into(), item.addresses().join(",")));
         }
         params
@@ -1264,5 +1300,36 @@ configs:
                 let _ = d.apply_for_provider("k", host, 65535, "k", &mut own);
             }
         }
+    }
+
+    #[test]
+    fn the_document_shows_as_written() {
+        let text = "configVersion: v3.0\nscope: application\nkey: shop-web\nenabled: false\nconfigs:\n  - side: consumer\n    addresses: [10.0.0.9]\n    providerAddresses: ['10.0.0.7:20880']\n    services: [helloworld.Greeter]\n    parameters: {timeout: 3000, weight: 200}\n    match:\n      param: [{key: env, value: {exact: gray}}]\n  - side: provider\n    type: special\n    enabled: true\n    parameters: {disabled: true}\n";
+        let doc = Configurators::parse("shop-web.configurators", text).unwrap();
+        assert_eq!(doc.config_version(), Some("v3.0"));
+        assert_eq!(doc.scope(), Some("application"));
+        assert_eq!(doc.rule_key(), Some("shop-web"));
+        assert!(!doc.enabled());
+        let [first, second] = doc.configs() else {
+            panic!("two items: {:?}", doc.configs());
+        };
+        assert_eq!(first.side.as_deref(), Some("consumer"));
+        assert_eq!(first.addresses, ["10.0.0.9"]);
+        assert_eq!(first.provider_addresses, ["10.0.0.7:20880"]);
+        assert_eq!(first.services, ["helloworld.Greeter"]);
+        assert_eq!(
+            first.parameters,
+            [
+                ("timeout".to_owned(), "3000".to_owned()),
+                ("weight".to_owned(), "200".to_owned())
+            ]
+        );
+        assert_eq!(
+            first.match_text.as_deref(),
+            Some("{param: [{key: env, value: {exact: gray}}]}")
+        );
+        assert_eq!(second.kind.as_deref(), Some("special"));
+        assert_eq!(second.enabled, Some(true));
+        assert_eq!(second.match_text, None);
     }
 }

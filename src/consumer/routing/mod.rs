@@ -21,7 +21,8 @@
 //!   no valid, enabled rule.
 //! * `configurator`: override rules (`{app}.configurators`,
 //!   `{interface}:{version}:{group}.configurators`, [`Configurators`]) applied to a
-//!   provider's parameters as a consumer sees them, or to a provider's own.
+//!   provider's parameters as a consumer sees them, or to a provider's own;
+//!   `configurator_item` keeps each item as written ([`ConfiguratorItem`]), to show it.
 //! * `rule_yaml`, `string_match`, `ip_pattern`: what the rules share: YAML read as Java's
 //!   SnakeYAML maps read it, the v3.0 match forms, Java's IP expressions.
 //! * `rule_set`: the rules in force for one channel ([`RuleSet`]), one [`Rule`] per key,
@@ -33,6 +34,7 @@
 
 mod condition;
 mod configurator;
+mod configurator_item;
 mod facts;
 mod ip_pattern;
 mod keys;
@@ -46,10 +48,13 @@ mod tag;
 mod tag_rule;
 mod weight;
 
-pub use condition::{CallReads, ConditionRoute, ConditionRule, ConditionVersion, MAX_DESTINATIONS};
+pub use condition::{
+    CallReads, ConditionItem, ConditionRoute, ConditionRule, ConditionVersion, MAX_DESTINATIONS,
+};
 pub use configurator::{
     CONFIGURATORS_SUFFIX, Configurators, configure_for_consumer, configure_for_provider,
 };
+pub use configurator_item::ConfiguratorItem;
 pub use facts::{CallFacts, ConsumerIdentity, MAX_RULE_BYTES, ProviderFacts};
 pub use keys::{RuleKey, rule_keys, service_key};
 pub use params::{BadParam, RouteParams};
@@ -57,5 +62,5 @@ pub(crate) use pick::pick;
 pub use route::{Choice, Routing, route};
 pub use rule_set::{Rule, RuleProblem, RuleSet};
 pub use tag::CallTag;
-pub use tag_rule::{TAG_RULE_SUFFIX, TagRoute, TagRule, route_by_tag};
+pub use tag_rule::{TAG_RULE_SUFFIX, TagItem, TagRoute, TagRule, route_by_tag};
 pub use weight::{DEFAULT_WARMUP_MS, DEFAULT_WEIGHT, effective_weight};

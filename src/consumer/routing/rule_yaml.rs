@@ -153,6 +153,47 @@ pub(crate) fn scalar_text(value: &Value) -> Option<String> {
     }
 }
 
+/// A value on one line in YAML's flow style (`{cird: 10.0.0.0/8}`), to show a `match` as
+/// written. The value comes from a bounded text, so the line is bounded too.
+pub(crate) fn flow(value: &Value) -> String {
+    let mut out = String::new();
+    write_flow(value, &mut out);
+    out
+}
+
+fn write_flow(value: &Value, out: &mut String) {
+    match value {
+        Value::Sequence(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_flow(item, out);
+            }
+            out.push(']');
+        }
+        Value::Mapping(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_flow(k, out);
+                out.push_str(": ");
+                write_flow(v, out);
+            }
+            out.push('}');
+        }
+        Value::Tagged(tagged) => {
+            out.push_str(&tagged.tag.to_string());
+            out.push(' ');
+            write_flow(&tagged.value, out);
+        }
+        scalar => out.push_str(&scalar_text(scalar).unwrap_or_default()),
+    }
+}
+
 /// `map[field]` as a mapping when present; anything else but null fails the rule.
 pub(crate) fn mapping<'a>(
     key: &str,
@@ -225,6 +266,13 @@ mod tests {
             None,
             "not a list: ignored"
         );
+    }
+
+    #[test]
+    fn a_match_shows_on_one_line() {
+        let map = load("k", "m:\n  address:\n    cird: 10.0.0.0/8\n  p: [1, x]\n").unwrap();
+        let shown = flow(field(&map, "m").unwrap());
+        assert_eq!(shown, "{address: {cird: 10.0.0.0/8}, p: [1, x]}");
     }
 
     #[test]

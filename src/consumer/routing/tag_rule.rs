@@ -59,7 +59,9 @@ use serde_yaml_ng::Mapping;
 use super::facts::{CallFacts, ProviderFacts};
 use super::ip_pattern::match_ip_expression;
 use super::params::TAG_KEY;
-use super::rule_yaml::{boolean, field, int, load, mappings, rule_error, string, string_list};
+use super::rule_yaml::{
+    boolean, field, flow, int, load, mappings, rule_error, string, string_list,
+};
 use super::string_match::ParamMatch;
 use super::tag::{CallTag, TagSelection, select_by_tag};
 
@@ -70,6 +72,9 @@ pub const TAG_RULE_SUFFIX: &str = ".tag-router";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TagRule {
     key: String,
+    config_version: Option<String>,
+    scope: Option<String>,
+    rule_key: Option<String>,
     v3: bool,
     enabled: bool,
     force: bool,
@@ -86,6 +91,21 @@ struct TagDef {
     addresses: Vec<String>,
     /// The v3.0 matchers, `None` when the item has none (or the rule is not v3.0).
     matches: Option<Vec<ParamMatch>>,
+    /// Its `match` on one line, as written (v3.0 only, as the matchers).
+    match_text: Option<String>,
+}
+
+/// One tag of a rule as written, to show it: its name, its addresses and (v3.0) the
+/// `match` that picks providers by their parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TagItem<'a> {
+    /// `name` (the tag a call asks for).
+    pub name: Option<&'a str>,
+    /// `addresses`: Java's IP expressions of the providers in the tag.
+    pub addresses: &'a [String],
+    /// The v3.0 `match`, on one line in YAML's flow style.
+    pub match_text: Option<&'a str>,
 }
 
 /// Where a call tagged one way may go, and why (for `explain` and for the error of a call
@@ -112,9 +132,9 @@ impl TagRule {
     pub fn parse(key: &str, yaml: &str) -> crate::Result<TagRule> {
         let map = load(key, yaml)?;
         // Java casts these to String; a wrong type fails the rule.
-        for name in ["rawRule", "scope", "key"] {
-            string(key, &map, name)?;
-        }
+        string(key, &map, "rawRule")?;
+        let scope = string(key, &map, "scope")?;
+        let rule_key = string(key, &map, "key")?;
         let version = string(key, &map, "configVersion")?;
         let v3 = match version.as_deref() {
             None | Some("v2.7") => false,
@@ -143,6 +163,9 @@ impl TagRule {
         let valid = boolean(&map, "valid").unwrap_or(true) && !tags.is_empty();
         Ok(TagRule {
             key: key.to_owned(),
+            config_version: version,
+            scope,
+            rule_key,
             v3,
             enabled: boolean(&map, "enabled").unwrap_or(true),
             force: boolean(&map, "force").unwrap_or(false),
@@ -161,6 +184,41 @@ impl TagRule {
     /// Whether the rule routes at all: valid (it has tags) and enabled.
     pub fn is_active(&self) -> bool {
         self.valid && self.enabled
+    }
+
+    /// Its `enabled` (default true).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Whether it is valid: `valid` is not false and it has tags (an invalid rule routes
+    /// as no rule).
+    pub fn is_valid(&self) -> bool {
+        self.valid
+    }
+
+    /// Its `configVersion` as written (absent, `v2.7` or `v3.0…`).
+    pub fn config_version(&self) -> Option<&str> {
+        self.config_version.as_deref()
+    }
+
+    /// Its `scope` as written (Java does not check it).
+    pub fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+
+    /// Its own `key` field as written (the provider application).
+    pub fn rule_key(&self) -> Option<&str> {
+        self.rule_key.as_deref()
+    }
+
+    /// Its tags as written, in order, to show them.
+    pub fn tags(&self) -> impl Iterator<Item = TagItem<'_>> {
+        self.tags.iter().map(|t| TagItem {
+            name: t.name.as_deref(),
+            addresses: &t.addresses,
+            match_text: t.match_text.as_deref(),
+        })
     }
 
     /// Whether a tag's group that matched none of a call's providers routes the call to
@@ -242,10 +300,16 @@ impl TagDef {
                 ),
             ));
         }
+        let match_text = if v3 {
+            field(map, "match").map(flow)
+        } else {
+            None
+        };
         Ok(TagDef {
             name,
             addresses,
             matches,
+            match_text,
         })
     }
 }
@@ -798,5 +862,26 @@ tags:
         );
         assert_eq!(f.route_input(None, "", false, &[]), Vec::<usize>::new());
         assert_eq!(f.route_input(None, "", false, &[7, 8]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn the_rule_shows_as_written() {
+        let text = "configVersion: v3.0\nscope: application\nkey: shop\nforce: true\nenabled: false\ntags:\n  - name: gray\n    addresses: ['10.0.0.7:20880']\n  - name: blue\n    match:\n      - key: env\n        value: {exact: blue}\n";
+        let rule = TagRule::parse("shop.tag-router", text).unwrap();
+        assert_eq!(rule.config_version(), Some("v3.0"));
+        assert_eq!(rule.scope(), Some("application"));
+        assert_eq!(rule.rule_key(), Some("shop"));
+        assert!(rule.force() && !rule.enabled() && rule.is_valid() && !rule.is_active());
+        let tags: Vec<TagItem<'_>> = rule.tags().collect();
+        assert_eq!(tags.len(), 2);
+        assert_eq!(tags[0].name, Some("gray"));
+        assert_eq!(tags[0].addresses, ["10.0.0.7:20880"]);
+        assert_eq!(tags[0].match_text, None);
+        assert_eq!(
+            tags[1].match_text,
+            Some("[{key: env, value: {exact: blue}}]")
+        );
+        let empty = TagRule::parse("shop.tag-router", "key: shop\n").unwrap();
+        assert!(!empty.is_valid() && empty.tags().next().is_none());
     }
 }

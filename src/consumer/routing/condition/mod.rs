@@ -13,9 +13,11 @@
 //! * `pattern`: globs, integer ranges and `$` references.
 //! * `route`: the chain of conditions and its outcome ([`ConditionRoute`]).
 //! * `doc`: how Java reads the document's values.
+//! * `item`: a condition as written, to show it ([`ConditionItem`]).
 
 mod doc;
 mod grammar;
+mod item;
 mod pattern;
 mod route;
 mod rule;
@@ -25,5 +27,6 @@ mod v31;
 #[cfg(test)]
 mod tests;
 
+pub use item::ConditionItem;
 pub use route::{ConditionRoute, MAX_DESTINATIONS};
 pub use rule::{CallReads, ConditionRule, ConditionVersion};

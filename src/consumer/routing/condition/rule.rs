@@ -8,6 +8,7 @@ use serde_yaml_ng::{Mapping, Value};
 
 use super::doc::{self, get, kind};
 use super::grammar::Condition;
+use super::item::ConditionItem;
 use super::route::{self, ConditionRoute, Step};
 use super::term::Source;
 use super::v31::MultiDest;
@@ -199,6 +200,15 @@ impl ConditionRule {
     /// Its `priority` (default 0); Java reads it but does not order condition rules by it.
     pub fn priority(&self) -> i32 {
         self.priority
+    }
+
+    /// Its conditions as written, in order, to show them; none for a disabled v3.0 rule,
+    /// whose conditions are not read (as Java does not parse them).
+    pub fn conditions(&self) -> Vec<ConditionItem<'_>> {
+        match &self.body {
+            Body::V30(conditions) => conditions.iter().map(ConditionItem::v30).collect(),
+            Body::V31(conditions) => conditions.iter().map(ConditionItem::v31).collect(),
+        }
     }
 
     /// What of a call the rule reads: whether the method, and which attachments (so the

@@ -600,3 +600,43 @@ proptest! {
         let _ = ConditionRule::parse("k", &format!("conditions:\n  - '{}'\n", text.replace('\'', "''")));
     }
 }
+
+/// A condition as shown: its `when`, and each destination with its weight.
+type Shown = (String, Vec<(String, Option<u32>)>);
+
+#[test]
+fn conditions_show_as_written() {
+    let v30 = ConditionRule::parse(
+        "S::.condition-router",
+        "scope: service\nkey: S\nconditions:\n  - method=a => region=hz\n  - region=bj\n  - host=1.1.1.1 =>\n",
+    )
+    .unwrap();
+    let shown: Vec<Shown> = v30
+        .conditions()
+        .iter()
+        .map(|c| {
+            let then = c.then.iter().map(|(t, w)| ((*t).to_owned(), *w)).collect();
+            (c.when.to_owned(), then)
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("method=a".to_owned(), vec![("region=hz".to_owned(), None)]),
+            (String::new(), vec![("region=bj".to_owned(), None)]),
+            ("host=1.1.1.1".to_owned(), vec![]),
+        ]
+    );
+    let v31 = ConditionRule::parse(
+        "S::.condition-router",
+        "configVersion: v3.1\nconditions:\n  - from: {match: env=gray}\n    to:\n      - match: env=gray\n        weight: 20\n      - match: ''\n",
+    )
+    .unwrap();
+    let items = v31.conditions();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].when, "env=gray");
+    assert_eq!(items[0].then, [("env=gray", Some(20)), ("", Some(100))]);
+    let disabled =
+        ConditionRule::parse("k", "enabled: false\nconditions:\n  - a=b => c=d\n").unwrap();
+    assert!(disabled.conditions().is_empty());
+}
