@@ -225,6 +225,8 @@ impl Audit {
                 endpoints: 0,
                 position: 0,
                 changed_ms: 0,
+                rules_digest: None,
+                rules: Vec::new(),
             };
             let subscribed = tokio::time::timeout(
                 SUBSCRIBE_TIMEOUT,
