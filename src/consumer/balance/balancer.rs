@@ -28,7 +28,7 @@ use crate::consumer::routing::{
     CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleSet,
     effective_weight, pick, route,
 };
-use crate::consumer::seen::rules::RulesReport;
+use crate::consumer::rules::RulesReport;
 use crate::consumer::stats::Counters;
 use crate::model::{Authority, Endpoint};
 

@@ -240,7 +240,7 @@ pub(crate) struct Governance {
     pub rules: watch::Receiver<Arc<crate::consumer::routing::RuleSet>>,
     /// The channel's report of its rules in the consumer record, kept while the balancer
     /// routes (it routes by the last rules even once the watcher stopped).
-    pub report: Option<Arc<crate::consumer::seen::rules::RulesReport>>,
+    pub report: Option<Arc<crate::consumer::rules::RulesReport>>,
 }
 
 #[derive(Clone)]

@@ -1,17 +1,16 @@
 //! One read of the rules the config centre holds for a channel, parsed as the channel's
-//! rules watcher parses them: what [`Resolver::explain_route`] routes by, and what a
-//! console compares a consumer's rules digest with ([`Resolver::rules_now`]).
+//! rules watcher parses them: what
+//! [`Resolver::explain_route`](crate::Resolver::explain_route) routes by, and what a
+//! console compares a consumer's rules digest with
+//! ([`Resolver::rules_now`](crate::Resolver::rules_now)).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use futures::future::join_all;
 
 use crate::backend::config::{ConfigCentre, DEFAULT_GROUP};
-use crate::consumer::Resolver;
-use crate::consumer::routing::{Rule, RuleKey, RuleProblem, RuleSet, rule_keys, service_key};
-use crate::consumer::subscription::Subscription;
-use crate::error::{Error, Result};
+use crate::consumer::routing::{Rule, RuleKey, RuleProblem};
+use crate::error::Error;
 
 /// What one read found: the rules that parse, the keys refused (as the watcher refuses
 /// them) and the keys that could not be read at all.
@@ -53,38 +52,4 @@ pub(crate) async fn read_rules(config: &Arc<dyn ConfigCentre>, keys: Vec<RuleKey
         }
     }
     read
-}
-
-impl Resolver {
-    /// The rules the config centre holds now for a balanced channel of `subscription` in a
-    /// consumer of `consumer_app` whose providers are of `provider_apps` (with the
-    /// subscription's `provided_by`), read once and parsed as the channel's rules watcher
-    /// would: its [`RuleSet::digest`] is what such a consumer's record says it routes by,
-    /// once it follows the rules written now.
-    ///
-    /// A rule that does not parse is a problem of the set, and no rule (a consumer that
-    /// read an earlier good one keeps it, and so routes by an older set). Fails when a key
-    /// cannot be read at all, with that key's error: the set would not be the config
-    /// centre's.
-    pub async fn rules_now<'a>(
-        &self,
-        consumer_app: &str,
-        subscription: &Subscription,
-        provider_apps: impl IntoIterator<Item = &'a str>,
-    ) -> Result<RuleSet> {
-        subscription.validate()?;
-        let service = service_key(
-            &subscription.interface,
-            subscription.version.as_deref(),
-            subscription.group.as_deref(),
-        );
-        let mut apps: BTreeSet<&str> = provider_apps.into_iter().collect();
-        apps.extend(subscription.provided_by.iter().map(String::as_str));
-        let keys = rule_keys(consumer_app, &service, apps);
-        let read = read_rules(self.backend().config(), keys).await;
-        if let Some((_, error)) = read.unread.into_iter().next() {
-            return Err(error);
-        }
-        Ok(RuleSet::new(read.rules, read.refused))
-    }
 }

@@ -20,7 +20,7 @@ use crate::backend::config::{ConfigCentre, DEFAULT_GROUP};
 use crate::backoff::Backoff;
 use crate::consumer::routing::{Rule, RuleProblem, RuleSet};
 use crate::consumer::routing::{RuleKey, rule_keys};
-use crate::consumer::seen::rules::RulesReport;
+use crate::consumer::rules::RulesReport;
 use crate::error::Error;
 use crate::model::Endpoint;
 

@@ -12,13 +12,12 @@
 //! governance rules the channel routes by, so that a console can tell who routes by an
 //! older rule set.
 //!
-//! * `table`: what the subscriptions see, written by their tasks and their channels;
-//! * `rules`: a channel's report of its rules, alive while the channel is;
+//! * `table`: what the subscriptions see, written by their tasks and their channels (a
+//!   channel's report of its rules is `consumer/rules`' `report`);
 //! * `pace`: when the record is rewritten (pure);
 //! * `task`: registration, keep-alive, rewrites, registering again, deletion.
 
 mod pace;
-pub(crate) mod rules;
 pub(crate) mod table;
 mod task;
 

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use super::table::{RulesSeen, Seen};
 use crate::consumer::routing::RuleSet;
+use crate::consumer::seen::table::{RulesSeen, Seen};
 use crate::model::consumer_record::MAX_RULE_KEYS;
 use crate::model::names::validate_rule_key;
 
