@@ -40,6 +40,15 @@ pub fn consumer_record(data: &[u8]) {
         let again = ConsumerRecord::from_json(&json, &Limits::default()).expect("round trip");
         assert_eq!(again, record);
         let _ = record.consumes("a.B");
+        // What a record says its channels route by is bounded as checked.
+        for s in &record.subscriptions {
+            assert!(s.rules.len() <= introspect::model::consumer_record::MAX_RULE_KEYS);
+            assert!(
+                s.rules_digest
+                    .as_ref()
+                    .is_none_or(|d| (1..=64).contains(&d.len()))
+            );
+        }
     }
 }
 

@@ -118,12 +118,14 @@
 //!                     logged), early (metadata fetched while a list is read), endpoints
 //!                     (pure), hosts, channel (a balanced channel over a subscription),
 //!                     follow (one app's view, observed), route_report (where a call
-//!                     would go, and why)
+//!                     would go, and why), rules_now (the rules written now, read once)
 //!   routing/          pure: what providers publish for routing (params, weight, tag), the
 //!                     rules (condition, tag_rule, configurator and what they share:
-//!                     rule_yaml, string_match, ip_pattern), keys, rule_set, and the chain
-//!                     of one call (route), in Dubbo Java's order
-//!   rules/            the rules watcher: each rule key followed, the last good rule kept
+//!                     rule_yaml, string_match, ip_pattern), keys, rule_set, rules_digest,
+//!                     and the chain of one call (route), in Dubbo Java's order
+//!   rules/            the rules watcher: each rule key followed, the last good rule kept;
+//!                     read (the same keys read once), report (what a channel routes by,
+//!                     into the consumer record)
 //!   seen/             the optional consumer record: table (what the subscriptions see),
 //!                     pace (when it is rewritten, pure), task (lease, rewrites, deletion)
 //!   views/            one shared follow and parsed view per app and per mapping: source

@@ -92,6 +92,8 @@ pub fn consumers_json(report: &ConsumersReport) -> serde_json::Value {
                 "group": s.group, "version": s.version, "protocol": s.protocol,
                 "endpoints": s.endpoints, "digest": s.digest, "position": s.position,
                 "changedMs": s.changed_ms, "currentDigest": row.current, "same": row.same(),
+                "rulesDigest": s.rules_digest, "ruleKeys": s.rules,
+                "currentRulesDigest": row.current_rules, "rules": row.rules().name(),
             })
         })
         .collect();

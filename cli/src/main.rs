@@ -113,8 +113,9 @@ enum Command {
     /// The endpoints of an interface.
     Resolve(Target),
     /// The consumers whose records say they subscribe to an interface: host, app, id, how
-    /// long registered, endpoints, digest, registry position, and whether the digest is
-    /// the tool's own digest of that subscription now (same/different).
+    /// long registered, endpoints, digest, registry position, whether the digest is the
+    /// tool's own digest of that subscription now (same/different), and whether it routes
+    /// by the rules the config centre holds now for its app (same/different/unknown).
     Consumers {
         /// The interface name.
         interface: String,

@@ -311,7 +311,8 @@ impl Output {
 }
 
 impl Output {
-    /// The consumers subscribing to an interface, each digest compared with the tool's.
+    /// The consumers subscribing to an interface, each digest compared with the tool's, and
+    /// the rules each routes by with those written now.
     pub fn consumers(&self, report: &ConsumersReport) -> io::Result<()> {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -319,8 +320,8 @@ impl Output {
         self.emit(consumers_json(report), |t| {
             let _ = writeln!(
                 t,
-                "{:<22} {:<20} {:<12} {:>8} {:>9}  {:<16} {:>10}  VS NOW",
-                "HOST", "APP", "ID", "UP", "ENDPOINTS", "DIGEST", "POSITION"
+                "{:<22} {:<20} {:<12} {:>8} {:>9}  {:<16} {:>10}  {:<9}  RULES",
+                "HOST", "APP", "ID", "UP", "ENDPOINTS", "DIGEST", "POSITION", "VS NOW"
             );
             for row in &report.rows {
                 let s = &row.service;
@@ -331,7 +332,7 @@ impl Output {
                 };
                 let _ = writeln!(
                     t,
-                    "{:<22} {:<20} {:<12} {:>8} {:>9}  {:<16} {:>10}  {verdict}",
+                    "{:<22} {:<20} {:<12} {:>8} {:>9}  {:<16} {:>10}  {verdict:<9}  {}",
                     row.record.host,
                     row.record.app,
                     row.record.id.get(..12).unwrap_or(&row.record.id),
@@ -339,6 +340,7 @@ impl Output {
                     s.endpoints,
                     s.digest,
                     s.position,
+                    row.rules().name(),
                 );
             }
             for (key, reason) in &report.skipped {

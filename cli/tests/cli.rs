@@ -231,7 +231,7 @@ async fn revision_shows_why_two_instances_differ() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn consumers_shows_who_routes_to_what_against_the_tools_own_digest() {
+async fn consumers_shows_who_routes_to_what_and_by_which_rules_against_the_tools_own_digests() {
     let Some(etcd) = EtcdServer::start().await else {
         return;
     };
@@ -250,11 +250,21 @@ async fn consumers_shows_who_routes_to_what_against_the_tools_own_digest() {
         .await
         .unwrap();
     assert_eq!(handle.current().len(), 1);
-    // A stale consumer (its digest is of some other set) and a record that is garbage.
+    // Its calls go through a balanced channel, which follows the rules written for it.
+    let (_channel, _routing) = resolver.balanced_channel(&handle).unwrap();
+    let rule = "configVersion: v3.0\nscope: service\nkey: shop.OrderService\nenabled: true\n\
+                conditions:\n  - 'method = Cancel => port != 1'\n";
+    introspect::Backend::from(store.clone())
+        .config()
+        .put("shop.OrderService::.condition-router", "dubbo", rule, None)
+        .await
+        .unwrap();
+    // A stale consumer (its digests are of some other set and rules) and a record that is
+    // garbage.
     let stale = serde_json::json!({
         "app": "shop-admin", "id": "stale1", "host": "admin-1.example", "registeredMs": 1,
         "subscriptions": [{"interface": "shop.OrderService", "digest": "0000000000000000",
-            "endpoints": 3, "position": 7, "changedMs": 1}],
+            "endpoints": 3, "position": 7, "changedMs": 1, "rulesDigest": "0000000000000000"}],
     });
     store
         .put(
@@ -287,7 +297,7 @@ async fn consumers_shows_who_routes_to_what_against_the_tools_own_digest() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|c| c["id"] == id.as_str() && c["endpoints"] == 1);
+            .any(|c| c["id"] == id.as_str() && c["endpoints"] == 1 && c["rules"] == "same");
         if ours {
             break;
         }
@@ -299,8 +309,18 @@ async fn consumers_shows_who_routes_to_what_against_the_tools_own_digest() {
     assert_eq!(ours["same"], true, "{json}");
     assert_eq!(ours["host"], "web-7.example");
     assert_eq!(ours["digest"], ours["currentDigest"]);
+    assert_eq!(ours["rulesDigest"], ours["currentRulesDigest"], "{json}");
+    assert_ne!(
+        ours["rulesDigest"], "e3b0c44298fc1c14",
+        "the rule is in: {json}"
+    );
+    assert_eq!(
+        ours["ruleKeys"],
+        serde_json::json!(["shop.OrderService::.condition-router"])
+    );
     let theirs = consumers.iter().find(|c| c["id"] == "stale1").unwrap();
     assert_eq!(theirs["same"], false, "{json}");
+    assert_eq!(theirs["rules"], "different", "{json}");
     assert_eq!(json["skipped"].as_array().unwrap().len(), 1, "{json}");
 
     let (ok, out, err) = run(&["consumers", "shop.OrderService"]);

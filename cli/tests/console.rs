@@ -729,6 +729,100 @@ async fn consumers_are_listed_and_one_whose_connection_is_cut_turns_stale() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_routing_by_an_older_rule_set_is_listed_as_such() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let backend = Backend::from(store.clone());
+    let _a = start_provider(&store, "shop", vec![service("shop.OrderService", "3000")]).await;
+    let console = console_over(&store, None).await;
+    // Two consumers with balanced channels: one follows the config centre's rules, one
+    // reads none.
+    let mut held = Vec::new();
+    for (app, rules) in [("shop-web", true), ("shop-batch", false)] {
+        let resolver = Resolver::builder(store.clone())
+            .register_consumer(app)
+            .consumer_refresh(Duration::from_millis(200))
+            .rules(rules)
+            .build();
+        let handle = resolver
+            .subscribe(Subscription::new("shop.OrderService"))
+            .await
+            .unwrap();
+        let channel = resolver.balanced_channel(&handle).unwrap();
+        held.push((resolver, handle, channel));
+    }
+    let rows = || async {
+        get(&console, "/api/consumers?interface=shop.OrderService")
+            .await
+            .json()
+    };
+    let rules_of = |c: &Value, app: &str| {
+        c["consumers"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["app"] == app).cloned())
+            .map(|r| r["rules"].as_str().unwrap_or_default().to_owned())
+    };
+    eventually(
+        Duration::from_secs(10),
+        "both by the same (no) rules",
+        || async {
+            let c = rows().await;
+            rules_of(&c, "shop-web").as_deref() == Some("same")
+                && rules_of(&c, "shop-batch").as_deref() == Some("same")
+        },
+    )
+    .await;
+    assert_eq!(rows().await["older_rules"], 0);
+
+    let rule = "configVersion: v3.0\nscope: service\nkey: shop.OrderService\nenabled: true\n\
+                conditions:\n  - 'method = Cancel => port != 1'\n";
+    let mut live = events(&console, &[]).await;
+    put_rule(&backend, "shop.OrderService::.condition-router", rule).await;
+    next_matching(
+        &mut live,
+        Duration::from_secs(10),
+        "one consumer by older rules",
+        |n, d| n == "consumers" && d["older_rules"] == 1,
+    )
+    .await;
+    eventually(
+        Duration::from_secs(10),
+        "the follower by the new rule",
+        || async {
+            let c = rows().await;
+            rules_of(&c, "shop-web").as_deref() == Some("same")
+                && rules_of(&c, "shop-batch").as_deref() == Some("different")
+        },
+    )
+    .await;
+    let c = rows().await;
+    assert_eq!(c["older_rules"], 1, "{c}");
+    let row = |app: &str| {
+        c["consumers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["app"] == app)
+            .unwrap()
+            .clone()
+    };
+    let (web, batch) = (row("shop-web"), row("shop-batch"));
+    assert_eq!(web["rules_digest"], web["current_rules_digest"], "{c}");
+    assert_eq!(
+        web["rule_keys"],
+        serde_json::json!(["shop.OrderService::.condition-router"])
+    );
+    assert_eq!(
+        batch["rules_digest"], "e3b0c44298fc1c14",
+        "routes by none: {c}"
+    );
+    assert!(batch["rule_keys"].as_array().is_none_or(|k| k.is_empty()));
+    assert_eq!(batch["current_rules_digest"], web["rules_digest"]);
+    assert_eq!(batch["verdict"], "same", "the endpoints agree: {c}");
+    drop(held);
+    console.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_not_asking_to_register_is_not_listed() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let _a = start_provider(&store, "shop", vec![service("shop.OrderService", "3000")]).await;

@@ -197,7 +197,10 @@ impl ResolverBuilder {
     /// this consumer is (`app`, a random id per resolver, its host, when it registered) and
     /// what each live subscription routes to (an
     /// [`endpoint_digest`](crate::model::endpoint_digest) of every endpoint it holds, their
-    /// number, the registry position seen, when the digest last changed). Written apart
+    /// number, the registry position seen, when the digest last changed) and, for a
+    /// subscription with a balanced channel, the
+    /// [`rules_digest`](crate::consumer::routing::rules_digest()) and keys of the
+    /// governance rules the channel routes by. Written apart
     /// from the instances (see [`crate::backend::consumers`]), alive like a provider's
     /// record, registered again when its liveness is lost, rewritten when what it shows
     /// changes (at most once per [`consumer_refresh`](Self::consumer_refresh)), and

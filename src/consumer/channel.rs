@@ -7,6 +7,11 @@
 //! held by self-preservation stay (set aside until their instance answers a probe), and a
 //! failed registry read never empties it.
 //!
+//! With a consumer record ([`super::ResolverBuilder::register_consumer`]), the channel
+//! reports the [`rules_digest`](super::routing::rules_digest()) of the rules it routes by
+//! into its subscription's entry (the empty set's digest when it reads no rules), for as
+//! long as it routes.
+//!
 //! The feeder stops when every clone of the channel has been dropped (the balancer is
 //! gone), when the subscription ends, or on [`ChannelHandle::stop`]; the channel then keeps
 //! the endpoints it has. Dropping the [`ChannelHandle`] alone does not stop it: the channel
@@ -20,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::balance::{self, BalancedChannel, ChannelOptions, Discovery, Feed};
 use super::resolver::Resolver;
 use super::routing::{RuleSet, service_key};
+use super::rules::RulesReport;
 use super::rules::{RulesScope, watch_rules};
 use super::subscribe::SubscriptionHandle;
 use crate::error::{Error, Result};
@@ -105,6 +111,10 @@ impl Resolver {
         // Stopping the handle stops the feeder and the rules watcher: the channel keeps its
         // endpoints and rules as they are.
         let cancel = CancellationToken::new();
+        // The consumer record's entry of the subscription says what the channel routes by.
+        let report = self
+            .seen()
+            .map(|seen| RulesReport::new(seen.clone(), subscription.id()));
         let rules = if parts.rules {
             let wanted = subscription.subscription();
             let scope = RulesScope {
@@ -120,14 +130,21 @@ impl Resolver {
                 self.backend().config().clone(),
                 scope,
                 subscription.watch(),
+                report.clone(),
                 cancel.clone(),
             )
         } else {
-            tokio::sync::watch::channel(Arc::new(RuleSet::none())).1
+            // No rules read: the channel routes by none, and says so.
+            let none = Arc::new(RuleSet::none());
+            if let Some(report) = &report {
+                report.report(&none);
+            }
+            tokio::sync::watch::channel(none).1
         };
         let governance = balance::Governance {
             consumer: parts.consumer.clone(),
             rules,
+            report,
         };
         let (channel, feed) = balance::balanced_channel(
             discovery,

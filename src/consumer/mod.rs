@@ -61,6 +61,7 @@ mod resolver;
 mod route_report;
 pub mod routing;
 mod rules;
+mod rules_now;
 mod seen;
 mod stats;
 mod subscribe;

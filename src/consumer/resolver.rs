@@ -13,6 +13,7 @@ use super::endpoints::{self, RevisionEndpoints, by_revision};
 use super::explain::{AppFindings, Explanation};
 use super::follow::AppFollow;
 use super::seen::ConsumerHandle;
+use super::seen::table::Seen;
 use super::stats::{Counters, ResolverStats};
 use super::subscribe::{self, SubscribeOptions, SubscribeParts, SubscriptionHandle};
 use super::subscription::Subscription;
@@ -322,6 +323,11 @@ impl Resolver {
     /// identity check.
     pub(super) fn channel_parts(&self) -> &ChannelParts {
         &self.channel_parts
+    }
+
+    /// What the subscriptions see, for the consumer record (when there is one).
+    pub(super) fn seen(&self) -> Option<&Arc<Seen>> {
+        self.parts.seen.as_ref()
     }
 
     /// A copy of the counters.

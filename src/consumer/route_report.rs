@@ -11,11 +11,11 @@ use serde::Serialize;
 
 use super::resolver::Resolver;
 use super::routing::{
-    CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Rule, RuleProblem, RuleSet,
+    CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, RuleProblem, RuleSet,
     effective_weight, route, rule_keys, service_key,
 };
+use super::rules::read_rules;
 use super::subscribe::SubscriptionHandle;
-use crate::backend::config::DEFAULT_GROUP;
 use crate::error::Result;
 use crate::model::Endpoint;
 
@@ -110,27 +110,14 @@ impl Resolver {
             wanted.group.as_deref(),
         );
         let apps: BTreeSet<&str> = endpoints.iter().map(|e| &*e.app).collect();
-        let config = self.backend().config();
-        let mut rules = Vec::new();
-        let mut problems = Vec::new();
-        for key in rule_keys(&consumer.app, &service, apps) {
-            let name = key.key();
-            match config.get(&name, DEFAULT_GROUP).await {
-                Ok(None) => {}
-                Ok(Some(item)) => match Rule::parse(&key, &item.content) {
-                    Ok(rule) => rules.push((key, rule)),
-                    Err(error) => problems.push(RuleProblem {
-                        key: name,
-                        reason: error.to_string(),
-                    }),
-                },
-                Err(error) => problems.push(RuleProblem {
-                    key: name,
-                    reason: error.to_string(),
-                }),
-            }
-        }
-        let set = RuleSet::new(rules, problems);
+        let keys = rule_keys(&consumer.app, &service, apps);
+        let read = read_rules(self.backend().config(), keys).await;
+        let mut problems = read.refused;
+        problems.extend(read.unread.into_iter().map(|(key, error)| RuleProblem {
+            key,
+            reason: error.to_string(),
+        }));
+        let set = RuleSet::new(read.rules, problems);
         let overridden: Vec<Option<BTreeMap<String, String>>> = endpoints
             .iter()
             .map(|e| set.configure(&consumer, &ProviderFacts::of(e, e.params())))

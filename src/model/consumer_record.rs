@@ -8,8 +8,16 @@
 //! {"app":"shop-web","id":"5f0c…","host":"10.0.0.9","registeredMs":1764600000000,
 //!  "subscriptions":[{"interface":"shop.OrderService","group":"","version":"1.0",
 //!    "protocol":"","digest":"3f2a9c0b7d1e4a55","endpoints":4,"position":1207,
-//!    "changedMs":1764600004200}]}
+//!    "changedMs":1764600004200,"rulesDigest":"9d1c07e4b2a3f618",
+//!    "rules":["shop.OrderService:1.0:.condition-router"]}]}
 //! ```
+//!
+//! `rulesDigest` and `rules` say which governance rules the subscription's balanced
+//! channel routes by (the
+//! [`rules_digest`](crate::consumer::routing::rules_digest()) of the rules in force, and
+//! their keys); they are absent where the subscription has no balanced channel (or its
+//! rules are not loaded yet), and in records of writers that predate them. Readers ignore
+//! fields they do not know, so records of later writers parse too.
 //!
 //! Every record read from a registry is someone else's: [`ConsumerRecord::from_json`]
 //! bounds its size and the number of subscriptions, and checks every name, so a hostile
@@ -26,6 +34,9 @@ use crate::model::{Endpoint, names};
 pub const DIGEST_LEN: usize = 16;
 /// Longest consumer id accepted in a record (ids this crate writes have 32 characters).
 pub const MAX_CONSUMER_ID_LEN: usize = 64;
+/// Rule keys listed per subscription at most (the digest covers every rule in force; a
+/// writer lists the first ones).
+pub const MAX_RULE_KEYS: usize = 64;
 
 /// The digest of an endpoint set: the first [`DIGEST_LEN`] lowercase hex characters of the
 /// SHA-256 of the set's lines `{address} {revision}\n`, where `address` is
@@ -85,6 +96,18 @@ pub struct ConsumedService {
     pub position: i64,
     /// When the digest last changed, in milliseconds since the Unix epoch.
     pub changed_ms: u64,
+    /// The [`rules_digest`](crate::consumer::routing::rules_digest()) of the governance
+    /// rules the subscription's balanced channel routes by (the empty set's digest when it
+    /// routes by none, rules watching off included). `None` when the subscription has no
+    /// balanced channel, before its channel's first rules are loaded, and in records of
+    /// earlier writers. With several channels over one subscription, the newest report of
+    /// the live ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules_digest: Option<String>,
+    /// The keys of those rules, in the order they apply (at most [`MAX_RULE_KEYS`]; empty
+    /// with no rules, or no digest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
 }
 
 /// What a consumer writes about itself. See the module docs.
@@ -127,8 +150,9 @@ impl ConsumerRecord {
     }
 
     /// Checks every name: the app, the id (1 to [`MAX_CONSUMER_ID_LEN`] ASCII letters,
-    /// digits, `-` or `_`), the host, and each subscription's interface, qualifiers and
-    /// digest (1 to 64 lowercase hex characters).
+    /// digits, `-` or `_`), the host, and each subscription's interface, qualifiers,
+    /// digests (1 to 64 lowercase hex characters) and rule keys (at most
+    /// [`MAX_RULE_KEYS`], each [`names::validate_rule_key`]).
     pub fn validate(&self) -> Result<()> {
         names::validate_app(&self.app)?;
         validate_id(&self.id)?;
@@ -138,13 +162,19 @@ impl ConsumerRecord {
             names::validate_qualifier("group", &s.group)?;
             names::validate_qualifier("version", &s.version)?;
             names::validate_qualifier("protocol", &s.protocol)?;
-            let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
-            if s.digest.is_empty() || s.digest.len() > 64 || !s.digest.chars().all(hex) {
-                return Err(Error::InvalidName {
-                    kind: "endpoint digest",
-                    value: Error::shorten(&s.digest),
-                    reason: "must be 1 to 64 lowercase hex characters",
+            validate_digest("endpoint digest", &s.digest)?;
+            if let Some(digest) = &s.rules_digest {
+                validate_digest("rules digest", digest)?;
+            }
+            if s.rules.len() > MAX_RULE_KEYS {
+                return Err(Error::TooLarge {
+                    what: "rule keys of a consumer subscription",
+                    size: s.rules.len(),
+                    limit: MAX_RULE_KEYS,
                 });
+            }
+            for key in &s.rules {
+                names::validate_rule_key(key)?;
             }
         }
         Ok(())
@@ -185,6 +215,19 @@ impl ConsumerRecord {
             limits.max_services,
         )
     }
+}
+
+/// Checks a digest of a record: 1 to 64 lowercase hex characters.
+fn validate_digest(kind: &'static str, digest: &str) -> Result<()> {
+    let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+    if digest.is_empty() || digest.len() > 64 || !digest.chars().all(hex) {
+        return Err(Error::InvalidName {
+            kind,
+            value: Error::shorten(digest),
+            reason: "must be 1 to 64 lowercase hex characters",
+        });
+    }
+    Ok(())
 }
 
 /// Checks a consumer id: 1 to [`MAX_CONSUMER_ID_LEN`] ASCII letters, digits, `-` or `_`.
@@ -231,7 +274,16 @@ mod tests {
             endpoints: 4,
             position: 1207,
             changed_ms: 1_764_600_004_200,
+            rules_digest: None,
+            rules: Vec::new(),
         });
+        r
+    }
+
+    fn ruled() -> ConsumerRecord {
+        let mut r = record();
+        r.subscriptions[0].rules_digest = Some("9d1c07e4b2a3f618".into());
+        r.subscriptions[0].rules = vec!["shop.OrderService:1.0:.condition-router".into()];
         r
     }
 
@@ -267,6 +319,75 @@ mod tests {
         assert_eq!(ConsumerRecord::from_json(&json, &limits).unwrap(), record());
         assert!(record().consumes("shop.OrderService"));
         assert!(!record().consumes("shop.Other"));
+    }
+
+    #[test]
+    fn the_rules_fields_are_optional_both_ways() {
+        let limits = Limits::default();
+        // Written only when known: a record without rules reads as before.
+        let plain = String::from_utf8(record().to_json(&limits).unwrap()).unwrap();
+        assert!(!plain.contains("rules"), "{plain}");
+        let json = ruled().to_json(&limits).unwrap();
+        let text = String::from_utf8(json.clone()).unwrap();
+        assert!(
+            text.contains("\"rulesDigest\":\"9d1c07e4b2a3f618\""),
+            "{text}"
+        );
+        assert!(text.contains("\"rules\":[\"shop.OrderService:1.0:.condition-router\"]"));
+        assert_eq!(ConsumerRecord::from_json(&json, &limits).unwrap(), ruled());
+        // A record of an earlier writer parses, with no rules digest.
+        let earlier = r#"{"app":"a","id":"x","host":"h","registeredMs":1,"subscriptions":
+            [{"interface":"i","digest":"ab","endpoints":1,"changedMs":1}]}"#;
+        let read = ConsumerRecord::from_json(earlier.as_bytes(), &limits).unwrap();
+        assert_eq!(read.subscriptions[0].rules_digest, None);
+        assert!(read.subscriptions[0].rules.is_empty());
+        // A later writer's fields, in the record and in a subscription, are ignored.
+        let later = r#"{"app":"a","id":"x","host":"h","registeredMs":1,"more":{},"subscriptions":
+            [{"interface":"i","digest":"ab","endpoints":1,"changedMs":1,"rulesDigest":"cd",
+              "rules":["i::.condition-router"],"rulesChangedMs":5,"next":[1]}]}"#;
+        let read = ConsumerRecord::from_json(later.as_bytes(), &limits).unwrap();
+        assert_eq!(read.subscriptions[0].rules_digest.as_deref(), Some("cd"));
+        assert_eq!(read.subscriptions[0].rules, ["i::.condition-router"]);
+    }
+
+    #[test]
+    fn hostile_rules_fields_are_refused() {
+        let limits = Limits::default();
+        let refused = |digest: &str, keys: &str| {
+            let json = format!(
+                r#"{{"app":"a","id":"x","host":"h","registeredMs":1,"subscriptions":
+                [{{"interface":"i","digest":"ab","endpoints":1,"changedMs":1,
+                   "rulesDigest":{digest},"rules":{keys}}}]}}"#
+            );
+            ConsumerRecord::from_json(json.as_bytes(), &limits)
+        };
+        assert!(refused("\"ab\"", "[]").is_ok());
+        for digest in ["\"<b>\"", "\"\"", "\"AB\"", "1", "[]"] {
+            assert!(refused(digest, "[]").is_err(), "{digest}");
+        }
+        for keys in [
+            "[\"\"]",
+            "[\"a b\"]",
+            "[\"../x\"]",
+            "[\"x\\u0000\"]",
+            "\"x\"",
+            "[1]",
+        ] {
+            assert!(refused("\"ab\"", keys).is_err(), "{keys}");
+        }
+        let long = format!("[\"{}\"]", "k".repeat(names::MAX_RULE_KEY_LEN + 1));
+        assert!(matches!(
+            refused("\"ab\"", &long),
+            Err(Error::InvalidName { .. })
+        ));
+        let many = format!("[{}]", vec!["\"k\""; MAX_RULE_KEYS + 1].join(","));
+        assert!(matches!(
+            refused("\"ab\"", &many),
+            Err(Error::TooLarge { .. })
+        ));
+        let mut writer = ruled();
+        writer.subscriptions[0].rules = vec!["k".into(); MAX_RULE_KEYS + 1];
+        assert!(writer.to_json(&limits).is_err(), "a writer checks too");
     }
 
     #[test]

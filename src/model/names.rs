@@ -16,6 +16,9 @@ pub const MAX_QUALIFIER_LEN: usize = 128;
 pub const MAX_HOST_LEN: usize = 253;
 /// Longest revision accepted, in bytes.
 pub const MAX_REVISION_LEN: usize = 128;
+/// Longest config-centre rule key accepted in a record: an interface, a version and a
+/// group with a suffix fit well within it.
+pub const MAX_RULE_KEY_LEN: usize = 1024;
 
 struct Rule {
     kind: &'static str,
@@ -146,6 +149,21 @@ pub fn validate_revision(revision: &str) -> Result<()> {
             forbidden: &['/', ',', ':'],
         },
         revision,
+    )
+}
+
+/// Checks a config-centre rule key as a consumer record lists it
+/// (`helloworld.Greeter:1.0:grp.condition-router`): non-empty, at most
+/// [`MAX_RULE_KEY_LEN`] bytes, no `/`, `,`, whitespace or control characters.
+pub fn validate_rule_key(key: &str) -> Result<()> {
+    check(
+        &Rule {
+            kind: "rule key",
+            max_len: MAX_RULE_KEY_LEN,
+            may_be_empty: false,
+            forbidden: &['/', ','],
+        },
+        key,
     )
 }
 

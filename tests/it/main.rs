@@ -52,6 +52,7 @@ mod reflection;
 mod revision;
 mod revision_rules;
 mod rules;
+mod rules_digest;
 mod shared_health;
 mod shared_views;
 mod sigterm;

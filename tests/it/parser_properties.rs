@@ -35,7 +35,8 @@ fn valid_consumer_record() -> Vec<u8> {
     br#"{"app":"shop-web","id":"5f0c1a2b","host":"10.0.0.9","registeredMs":1764600000000,
         "subscriptions":[{"interface":"shop.OrderService","group":"","version":"1.0",
         "protocol":"tri","digest":"3f2a9c0b7d1e4a55","endpoints":4,"position":1207,
-        "changedMs":1764600004200}]}"#
+        "changedMs":1764600004200,"rulesDigest":"9d1c07e4b2a3f618",
+        "rules":["shop.OrderService:1.0:.condition-router","shop-web.configurators"]}]}"#
         .to_vec()
 }
 

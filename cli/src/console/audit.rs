@@ -8,8 +8,19 @@
 //! from the console's for longer than the records' own refresh can explain is **stale**:
 //! that consumer routes to a set the registry no longer holds.
 //!
+//! Records also say, per subscription with a balanced channel, the rules digest of the
+//! governance rules the channel routes by. Each round the console reads, once per
+//! subscription and consumer app, the rules the config centre holds now for that app
+//! ([`Resolver::rules_now`], with the apps its own subscription routes to), digests them as
+//! the consumer's watcher would, and says whether the consumer routes by them: `same`,
+//! `different` (an older rule set: its record not rewritten since the write, rules not
+//! read, or a bad rule written over a good one it keeps) or `unknown` (no channel, an
+//! earlier writer, rules that could not be read).
+//!
 //! Memory stays bounded: at most [`MAX_AUDITED`] subscriptions are followed, the records
-//! are those one [`Resolver::consumers`] read returns (bounded by the library).
+//! are those one [`Resolver::consumers`] read returns (bounded by the library), and rules
+//! are read for at most [`MAX_AUDITED`] subscription and app pairs a round (the others
+//! are `unknown`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -22,7 +33,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::fleet::Fleet;
-use crate::consumers::subscription_of;
+use crate::consumers::{RulesVerdict, current_rules, subscription_of};
 
 /// Distinct subscriptions the console follows for the audit at most; consumers of others
 /// are listed with an unknown verdict.
@@ -119,6 +130,10 @@ pub struct Audited {
     pub apps: Arc<BTreeSet<String>>,
     /// The comparison.
     pub verdict: Verdict,
+    /// The console's rules digest of the same subscription for the consumer's app.
+    pub current_rules: Option<String>,
+    /// How the rules the consumer routes by compare with those written now.
+    pub rules: RulesVerdict,
 }
 
 /// The console's own view of one subscription.
@@ -177,9 +192,14 @@ impl Audit {
             .iter()
             .filter(|r| matches!(r.verdict, Verdict::Stale(_)))
             .count();
+        let older_rules = kept
+            .iter()
+            .filter(|r| r.rules == RulesVerdict::Different)
+            .count();
         json!({
             "total": kept.len(),
             "stale": stale,
+            "older_rules": older_rules,
             "consumers": kept.iter().take(max).map(|r| row_json(r)).collect::<Vec<_>>(),
             "skipped": state.skipped.iter().map(|(at, why)| json!({"at": at, "reason": why})).collect::<Vec<_>>(),
             "truncated": state.truncated,
@@ -225,6 +245,8 @@ impl Audit {
                 endpoints: 0,
                 position: 0,
                 changed_ms: 0,
+                rules_digest: None,
+                rules: Vec::new(),
             };
             let subscribed = tokio::time::timeout(
                 SUBSCRIBE_TIMEOUT,
@@ -241,9 +263,8 @@ impl Audit {
             };
             self.lock().own.insert(key, Own { handle });
         }
-        let now = Instant::now();
-        let mut state = self.lock();
-        let own: BTreeMap<Key, (Option<String>, Arc<BTreeSet<String>>)> = state
+        let own: BTreeMap<Key, (Option<String>, Arc<BTreeSet<String>>)> = self
+            .lock()
             .own
             .iter()
             .map(|(k, o)| {
@@ -251,6 +272,10 @@ impl Audit {
                 (k.clone(), (digest, Arc::new(apps)))
             })
             .collect();
+        // Outside the lock: reads of the config centre take a while.
+        let rules = rules_now(resolver, &records, &own).await;
+        let now = Instant::now();
+        let mut state = self.lock();
         let mut since = std::mem::take(&mut state.since);
         let mut seen = HashMap::new();
         let mut rows = Vec::new();
@@ -271,14 +296,19 @@ impl Audit {
                     self.stale_after,
                 );
                 if let Some(first) = first {
-                    seen.insert(id, first);
+                    seen.insert(id.clone(), first);
                 }
+                let current_rules = rules.get(&(id.1, record.app.clone())).cloned().flatten();
+                let rules =
+                    RulesVerdict::of(service.rules_digest.as_deref(), current_rules.as_deref());
                 rows.push(Audited {
                     record: record.clone(),
                     service: service.clone(),
                     current,
                     apps,
                     verdict,
+                    current_rules,
+                    rules,
                 });
             }
         }
@@ -288,6 +318,8 @@ impl Audit {
                     || a.service != b.service
                     || a.current != b.current
                     || a.verdict.name() != b.verdict.name()
+                    || a.current_rules != b.current_rules
+                    || a.rules != b.rules
             })
             || state.error.is_some();
         state.rows = rows;
@@ -304,6 +336,39 @@ impl Audit {
         state.error = Some(error);
         changed
     }
+}
+
+/// The rules digest of each subscription and consumer app of `records` (at most
+/// [`MAX_AUDITED`] pairs), from what the config centre holds now, with the apps of the
+/// console's own subscription; `None` where the console has no set of its own or the
+/// rules cannot be read. Read at the same time, each bounded.
+async fn rules_now(
+    resolver: &Resolver,
+    records: &[Arc<ConsumerRecord>],
+    own: &BTreeMap<Key, (Option<String>, Arc<BTreeSet<String>>)>,
+) -> HashMap<(Key, String), Option<String>> {
+    let pairs: BTreeMap<(Key, String), &ConsumedService> = records
+        .iter()
+        .flat_map(|r| {
+            r.subscriptions
+                .iter()
+                .map(|s| ((key_of(s), r.app.clone()), s))
+        })
+        .filter(|((key, _), _)| own.get(key).is_some_and(|(digest, _)| digest.is_some()))
+        .take(MAX_AUDITED)
+        .collect();
+    let reads = pairs.iter().map(|((key, app), service)| async move {
+        let apps = own
+            .get(key)
+            .map(|(_, apps)| apps.clone())
+            .unwrap_or_default();
+        let read = tokio::time::timeout(
+            SUBSCRIBE_TIMEOUT,
+            current_rules(resolver, app, service, &apps),
+        );
+        ((key.clone(), app.clone()), read.await.ok().flatten())
+    });
+    futures::future::join_all(reads).await.into_iter().collect()
 }
 
 /// One row as the API gives it.
@@ -327,6 +392,10 @@ fn row_json(row: &Audited) -> Value {
         "routes_to": &*row.apps,
         "verdict": row.verdict.name(),
         "differs_for_ms": row.verdict.lasted().as_millis() as u64,
+        "rules_digest": s.rules_digest,
+        "rule_keys": s.rules,
+        "current_rules_digest": row.current_rules,
+        "rules": row.rules.name(),
     })
 }
 
@@ -343,7 +412,11 @@ pub async fn run(fleet: Weak<Fleet>, every: Duration) {
             let summary = fleet.audit.rows(|_| true, 0);
             fleet.send(
                 "consumers",
-                json!({"total": summary["total"], "stale": summary["stale"]}),
+                json!({
+                    "total": summary["total"],
+                    "stale": summary["stale"],
+                    "older_rules": summary["older_rules"],
+                }),
             );
         }
     }

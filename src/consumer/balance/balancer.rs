@@ -28,6 +28,7 @@ use crate::consumer::routing::{
     CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleSet,
     effective_weight, pick, route,
 };
+use crate::consumer::rules::RulesReport;
 use crate::consumer::stats::Counters;
 use crate::model::{Authority, Endpoint};
 
@@ -96,6 +97,9 @@ pub(super) struct Balancer {
     consumer: Arc<ConsumerIdentity>,
     rule_changes: watch::Receiver<Arc<RuleSet>>,
     rules: Arc<RuleSet>,
+    /// The channel's report of its rules in the consumer record: kept, not read, so that
+    /// it lasts as long as the balancer routes.
+    _report: Option<Arc<RulesReport>>,
     /// Set while calls wait for the config centre's first answers.
     rules_wait: Option<BoxFuture<'static, ()>>,
     health: Arc<HealthRegistry>,
@@ -121,6 +125,7 @@ impl Balancer {
         default_tag: CallTag,
         consumer: Arc<ConsumerIdentity>,
         mut rule_changes: watch::Receiver<Arc<RuleSet>>,
+        report: Option<Arc<RulesReport>>,
         health: Arc<HealthRegistry>,
         counters: Arc<Counters>,
     ) -> Self {
@@ -132,6 +137,7 @@ impl Balancer {
             consumer,
             rule_changes,
             rules,
+            _report: report,
             rules_wait: None,
             health_changes: health.changes(),
             health,

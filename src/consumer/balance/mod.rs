@@ -238,6 +238,9 @@ pub(crate) struct Feed {
 pub(crate) struct Governance {
     pub consumer: Arc<crate::consumer::routing::ConsumerIdentity>,
     pub rules: watch::Receiver<Arc<crate::consumer::routing::RuleSet>>,
+    /// The channel's report of its rules in the consumer record, kept while the balancer
+    /// routes (it routes by the last rules even once the watcher stopped).
+    pub report: Option<Arc<crate::consumer::rules::RulesReport>>,
 }
 
 #[derive(Clone)]
@@ -304,6 +307,7 @@ pub(crate) fn balanced_channel(
         options.tag.clone(),
         governance.consumer,
         governance.rules,
+        governance.report,
         parts.health.clone(),
         parts.counters.clone(),
     );

@@ -27,6 +27,8 @@
 //!   SnakeYAML maps read it, the v3.0 match forms, Java's IP expressions.
 //! * `rule_set`: the rules in force for one channel ([`RuleSet`]), one [`Rule`] per key,
 //!   and those refused or not applied.
+//! * `rules_digest`: a short, stable digest of rules by key and text ([`rules_digest()`]),
+//!   what a consumer's record says it routes by.
 //! * `route`: the chain of one call input ([`route`]), in Java's order.
 //!
 //! Rules are pure values here; the rules watcher (`consumer/rules`) reads them from the
@@ -43,6 +45,7 @@ mod pick;
 mod route;
 mod rule_set;
 mod rule_yaml;
+mod rules_digest;
 mod string_match;
 mod tag;
 mod tag_rule;
@@ -61,6 +64,7 @@ pub use params::{BadParam, RouteParams};
 pub(crate) use pick::pick;
 pub use route::{Choice, Routing, route};
 pub use rule_set::{Rule, RuleProblem, RuleSet};
+pub use rules_digest::rules_digest;
 pub use tag::CallTag;
 pub use tag_rule::{TAG_RULE_SUFFIX, TagItem, TagRoute, TagRule, route_by_tag};
 pub use weight::{DEFAULT_WARMUP_MS, DEFAULT_WEIGHT, effective_weight};

@@ -9,6 +9,7 @@ use super::condition::{CallReads, ConditionRule};
 use super::configurator::{Configurators, configure_for_consumer};
 use super::facts::{ConsumerIdentity, ProviderFacts};
 use super::keys::RuleKey;
+use super::rules_digest::rules_digest;
 use super::tag_rule::TagRule;
 use crate::error::Result;
 
@@ -163,6 +164,21 @@ impl RuleSet {
             .map(|(key, _)| key.key())
     }
 
+    /// The [`rules_digest`](super::rules_digest()) of the rules in force, from their keys
+    /// and texts: what a consumer's record says it routes by, and what a console computes
+    /// from one read of the config centre to compare. Script and mesh rules, not applied,
+    /// are left out; a rule refused under a key leaves the previous good one in force, and
+    /// so in the digest.
+    pub fn digest(&self) -> String {
+        let keys: Vec<(String, &str)> = self
+            .rules
+            .iter()
+            .filter(|(_, rule)| !matches!(rule.kind, RuleKind::NotApplied))
+            .map(|(key, rule)| (key.key(), rule.source()))
+            .collect();
+        rules_digest(keys.iter().map(|(key, text)| (key.as_str(), *text)))
+    }
+
     /// Rules refused or not applied.
     pub fn problems(&self) -> &[RuleProblem] {
         &self.problems
@@ -218,6 +234,32 @@ impl RuleSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_digest_covers_the_rules_in_force_by_key_and_text() {
+        let service = RuleKey::ServiceConditions("helloworld.Greeter::".into());
+        let text = "configVersion: v3.0\nscope: service\nkey: helloworld.Greeter\n\
+                    enabled: true\nconditions:\n  - '=> port != 50051'\n";
+        let rule = Rule::parse(&service, text).unwrap();
+        let set = RuleSet::new([(service.clone(), rule.clone())], Vec::new());
+        assert_eq!(
+            set.digest(),
+            rules_digest([("helloworld.Greeter::.condition-router", text)])
+        );
+        assert_eq!(RuleSet::none().digest(), rules_digest([]));
+        assert_ne!(set.digest(), RuleSet::none().digest());
+        // A script rule is present, not applied: not in the digest.
+        let script = RuleKey::Script("greeter".into());
+        let with_script = RuleSet::new(
+            [
+                (service, rule),
+                (script.clone(), Rule::parse(&script, "anything").unwrap()),
+            ],
+            Vec::new(),
+        );
+        assert_eq!(with_script.digest(), set.digest());
+        assert_eq!(with_script.in_force().count(), 1);
+    }
 
     #[test]
     fn a_malformed_rule_does_not_parse() {

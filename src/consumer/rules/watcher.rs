@@ -20,6 +20,7 @@ use crate::backend::config::{ConfigCentre, DEFAULT_GROUP};
 use crate::backoff::Backoff;
 use crate::consumer::routing::{Rule, RuleProblem, RuleSet};
 use crate::consumer::routing::{RuleKey, rule_keys};
+use crate::consumer::rules::RulesReport;
 use crate::error::Error;
 use crate::model::Endpoint;
 
@@ -63,10 +64,13 @@ pub(crate) struct RulesScope {
 /// Starts watching the rules of `scope` in `config`, the provider apps following
 /// `endpoints`, until every receiver is dropped, the subscription ends or `cancel`. The
 /// receiver holds [`RuleSet::pending`] until the first answers, or [`FIRST_RULES_WAIT`].
+/// Each set published is told to `report` (the consumer record's entry of the
+/// subscription), when there is one.
 pub(crate) fn watch_rules(
     config: Arc<dyn ConfigCentre>,
     scope: RulesScope,
     endpoints: watch::Receiver<Arc<Vec<Endpoint>>>,
+    report: Option<Arc<RulesReport>>,
     cancel: CancellationToken,
 ) -> watch::Receiver<Arc<RuleSet>> {
     let (publish, rules) = watch::channel(Arc::new(RuleSet::pending()));
@@ -76,6 +80,7 @@ pub(crate) fn watch_rules(
         scope,
         endpoints,
         publish,
+        report,
         states,
         followers: HashMap::new(),
         entries: BTreeMap::new(),
@@ -90,6 +95,8 @@ struct Watcher {
     scope: RulesScope,
     endpoints: watch::Receiver<Arc<Vec<Endpoint>>>,
     publish: watch::Sender<Arc<RuleSet>>,
+    /// Where the sets published are reported, for the consumer record.
+    report: Option<Arc<RulesReport>>,
     states: mpsc::Sender<(RuleKey, KeyState)>,
     followers: HashMap<RuleKey, JoinHandle<()>>,
     entries: BTreeMap<RuleKey, Entry>,
@@ -244,14 +251,17 @@ impl Watcher {
                 rules.push((key.clone(), rule.clone()));
             }
         }
-        let set = RuleSet::new(rules, problems);
-        self.publish.send_if_modified(|current| {
-            if **current == set {
+        let set = Arc::new(RuleSet::new(rules, problems));
+        let published = self.publish.send_if_modified(|current| {
+            if **current == *set {
                 return false;
             }
-            *current = Arc::new(set);
+            *current = set.clone();
             true
         });
+        if published && let Some(report) = &self.report {
+            report.report(&set);
+        }
     }
 }
 

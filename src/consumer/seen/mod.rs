@@ -7,9 +7,13 @@
 //! live subscription with the [`endpoint_digest`](crate::model::endpoint_digest) of every
 //! endpoint it holds (before consumer-side health), their number, the registry position
 //! it has seen and when the digest last changed, so that a console can compare what a
-//! consumer routes to with what the registry holds.
+//! consumer routes to with what the registry holds; and, for a subscription with a
+//! balanced channel, the [`rules_digest`](crate::consumer::routing::rules_digest()) of the
+//! governance rules the channel routes by, so that a console can tell who routes by an
+//! older rule set.
 //!
-//! * `table`: what the subscriptions see, written by their tasks;
+//! * `table`: what the subscriptions see, written by their tasks and their channels (a
+//!   channel's report of its rules is `consumer/rules`' `report`);
 //! * `pace`: when the record is rewritten (pure);
 //! * `task`: registration, keep-alive, rewrites, registering again, deletion.
 

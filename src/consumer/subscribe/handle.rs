@@ -14,6 +14,8 @@ use crate::model::Endpoint;
 
 /// What the handles and the task share.
 pub(super) struct Shared {
+    /// The subscription's id: its entry in the consumer record.
+    pub(super) id: u64,
     pub(super) protection_active: AtomicBool,
     pub(super) serving_snapshot: AtomicBool,
     /// Why the subscription stopped following the registry, once it did.
@@ -63,6 +65,11 @@ impl SubscriptionHandle {
     pub(super) fn seen(mut self) -> Self {
         self.endpoints.borrow_and_update();
         self
+    }
+
+    /// The subscription's id among the resolver's: its entry in the consumer record.
+    pub(crate) fn id(&self) -> u64 {
+        self.shared.id
     }
 
     /// What was subscribed to.

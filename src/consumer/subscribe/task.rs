@@ -79,6 +79,7 @@ impl Task {
         let (reports_tx, reports) = mpsc::channel(REPORT_BUFFER);
         let (updates_tx, updates) = mpsc::channel(UPDATE_BUFFER);
         let shared = Arc::new(Shared {
+            id,
             protection_active: AtomicBool::new(false),
             serving_snapshot: AtomicBool::new(false),
             ended: std::sync::Mutex::new(None),

@@ -229,17 +229,24 @@ function verdictTag(c) {
   return el("span", { class: c.verdict === "same" ? "tag ok" : c.verdict === "unknown" ? "tag" : "tag warn", "data-verdict": c.verdict }, text);
 }
 
+// Whether the consumer routes by the rules written now: same, different (an older set), unknown.
+function rulesTag(c) {
+  const title = `routes by ${c.rules_digest || "none"} (${(c.rule_keys || []).join(", ") || "no rule"}); written now: ${c.current_rules_digest || "unknown"}`;
+  const text = c.rules === "different" ? "older rules" : c.rules;
+  return el("span", { class: c.rules === "same" ? "tag ok" : c.rules === "different" ? "tag warn" : "tag", "data-rules": c.rules, title }, text);
+}
+
 function consumersTable(c, withInterface) {
-  const head = ["consumer app", "host", "id", "registered for"].concat(withInterface ? ["interface"] : [], ["endpoints", "digest", "position", "set"]);
+  const head = ["consumer app", "host", "id", "registered for"].concat(withInterface ? ["interface"] : [], ["endpoints", "digest", "position", "set", "rules"]);
   return el("div", { class: "revision", id: "consumers" },
-    el("h3", {}, `consumers: ${c.total}` + (c.stale ? `, ${c.stale} stale` : "")),
+    el("h3", {}, `consumers: ${c.total}` + (c.stale ? `, ${c.stale} stale` : "") + (c.older_rules ? `, ${c.older_rules} by older rules` : "")),
     c.error ? el("p", { class: "error" }, c.error) : null,
     c.total ? el("table", {}, el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
       el("tbody", {}, c.consumers.map((r) => el("tr", { "data-consumer": r.id },
         el("td", {}, r.app), el("td", { class: "mono" }, r.host), el("td", { class: "mono", title: r.id }, short(r.id)),
         el("td", {}, ago(r.registered_ms)), withInterface ? el("td", { class: "mono" }, r.interface) : null,
         el("td", {}, r.endpoints), el("td", { class: "mono", title: "the console's: " + (r.current_digest || "none") }, r.digest),
-        el("td", {}, r.position || "–"), el("td", {}, verdictTag(r))))))
+        el("td", {}, r.position || "–"), el("td", {}, verdictTag(r)), el("td", {}, rulesTag(r))))))
       : el("p", { class: "muted" }, "no consumer registered a record (ResolverBuilder::register_consumer)"));
 }
 
