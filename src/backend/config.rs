@@ -109,6 +109,15 @@ pub trait ConfigCentre: Send + Sync + 'static {
     /// valid keys ([`validate_key`]) are left out; more than [`MAX_LISTED_KEYS`] is an error.
     /// Backends that cannot list (Nacos) fail with [`Error::Config`] saying so.
     async fn list(&self, group: &str) -> Result<Vec<String>>;
+
+    /// The item some dubbo-admin versions write where no Dubbo member reads it (on
+    /// ZooKeeper the flat `/dubbo/config/{key}`, without the group: apache/dubbo-admin#1523),
+    /// if one is there: for tools to flag as "written where nobody reads it", never to
+    /// apply. `None` on backends without such a place.
+    async fn misplaced(&self, key: &str) -> Result<Option<ConfigItem>> {
+        validate_key(key)?;
+        Ok(None)
+    }
 }
 
 /// Checks a config key as Dubbo's rule keys look: `shop.tag-router`,

@@ -263,4 +263,8 @@ impl ConfigCentre for Deadline<dyn ConfigCentre> {
     async fn list(&self, group: &str) -> Result<Vec<String>> {
         self.run("config list", self.inner.list(group)).await
     }
+
+    async fn misplaced(&self, key: &str) -> Result<Option<ConfigItem>> {
+        self.run("config read", self.inner.misplaced(key)).await
+    }
 }

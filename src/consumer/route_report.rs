@@ -110,13 +110,25 @@ impl Resolver {
             wanted.group.as_deref(),
         );
         let apps: BTreeSet<&str> = endpoints.iter().map(|e| &*e.app).collect();
-        let keys = rule_keys(&consumer.app, &service, apps);
+        let keys = rule_keys(&consumer.app, &service, apps.iter().copied());
         let read = read_rules(self.backend().config(), keys).await;
         let mut problems = read.refused;
         problems.extend(read.unread.into_iter().map(|(key, error)| RuleProblem {
             key,
             reason: error.to_string(),
         }));
+        for key in rule_keys(&consumer.app, &service, apps.iter().copied()) {
+            let name = key.key();
+            if let Ok(Some(_)) = self.backend().config().misplaced(&name).await {
+                problems.push(RuleProblem {
+                    key: name,
+                    reason: "also written where nobody reads it (ZooKeeper /dubbo/config/{key}, \
+                             without the group, as some dubbo-admin versions write it); Dubbo \
+                             members read /dubbo/config/dubbo/{key}"
+                        .to_owned(),
+                });
+            }
+        }
         let set = RuleSet::new(read.rules, problems);
         let overridden: Vec<Option<BTreeMap<String, String>>> = endpoints
             .iter()

@@ -332,3 +332,83 @@ async fn a_v31_condition_rule_splits_calls_by_destination_weight() {
         "{first}% to the first ({answered:?})"
     );
 }
+
+/// Some dubbo-admin versions write a rule on ZooKeeper at `/dubbo/config/{key}`, without
+/// the group, where no Dubbo member reads it: it is not applied, and the explanation says
+/// where it was found.
+#[cfg(feature = "zookeeper")]
+#[tokio::test]
+async fn a_rule_written_where_nobody_reads_it_is_flagged_not_applied() {
+    use crate::support::zookeeper::{ZooKeeperServer, create_with_parents, raw_client};
+    use introspect::consumer::RouteQuery;
+    let Some(server) = ZooKeeperServer::start().await else {
+        return;
+    };
+    let backend = server.backend().await;
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        nodes.push(
+            start_greeter_exporting(
+                backend.clone(),
+                APP,
+                Duration::from_secs(4),
+                Duration::from_millis(100),
+                listener,
+                None,
+                greeter_service(),
+            )
+            .await,
+        );
+    }
+    let raw = raw_client(&server).await;
+    let flat = format!("/dubbo/config/{SERVICE_CONDITIONS}");
+    create_with_parents(
+        &raw,
+        &flat,
+        avoid(nodes[0].address.port(), false).as_bytes(),
+    )
+    .await;
+    let resolver = Resolver::builder(backend.clone())
+        .application(CONSUMER)
+        .build();
+    let subscription = resolver
+        .subscribe(Subscription::new("helloworld.Greeter"))
+        .await
+        .unwrap();
+    eventually(OBEYED_WITHIN, "two endpoints", || {
+        let n = subscription.current().len();
+        async move { n == 2 }
+    })
+    .await;
+    let report = resolver
+        .explain_route(&subscription, &RouteQuery::default())
+        .await
+        .unwrap();
+    assert!(report.rules_in_force.is_empty(), "{report:?}");
+    assert!(report.providers.iter().all(|p| p.routed), "{report:?}");
+    let problem = report
+        .problems
+        .iter()
+        .find(|p| p.key == SERVICE_CONDITIONS)
+        .expect("the misplaced rule is reported");
+    assert!(
+        problem.reason.contains("where nobody reads it"),
+        "{problem:?}"
+    );
+    let (channel, _handle) = resolver
+        .balanced_channel_with(&subscription, ChannelOptions::default())
+        .unwrap();
+    let before = nodes[0].calls();
+    let mut client = GreeterClient::new(channel);
+    for _ in 0..40 {
+        client
+            .say_hello(HelloRequest { name: "z".into() })
+            .await
+            .unwrap();
+    }
+    assert!(
+        nodes[0].calls() > before,
+        "the misplaced rule routes nothing"
+    );
+}

@@ -115,6 +115,15 @@ impl ConfigCentre for ZooKeeperBackend {
         current(&self.reader().await?, &path, key, group).await
     }
 
+    async fn misplaced(&self, key: &str) -> Result<Option<ConfigItem>> {
+        config::validate_key(key)?;
+        let path = self.paths().config_flat(key);
+        // A group node (`/dubbo/config/dubbo`) holds no text: only a node with data counts.
+        Ok(current(&self.reader().await?, &path, key, "(no group)")
+            .await?
+            .filter(|item| !item.content.is_empty()))
+    }
+
     async fn follow(&self, key: &str, group: &str) -> Result<ConfigFollow> {
         config::validate_names(key, group)?;
         let path = self.paths().config(group, key);

@@ -77,6 +77,12 @@ impl Paths {
         format!("{}/{group}/{key}", self.config)
     }
 
+    /// `/dubbo/config/{key}`: where some dubbo-admin versions write a rule, without its
+    /// group, and no Dubbo member reads it.
+    pub fn config_flat(&self, key: &str) -> String {
+        format!("{}/{key}", self.config)
+    }
+
     /// The node whose children are the apps: `/services`.
     pub fn instances_root(&self) -> &str {
         &self.instances
