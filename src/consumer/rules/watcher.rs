@@ -294,6 +294,14 @@ async fn follow_key(
                     return;
                 }
             },
+            Err(error) if error.is_permanent() => {
+                // No config centre, or no right to read it: following again cannot help.
+                // The key counts as answered, and the reason shows where rules are shown.
+                tracing::debug!(key = %name, %error, "rule key cannot be read; not followed");
+                let reason = format!("cannot be read: {error}");
+                let _ = states.send((key, KeyState::Refused(reason))).await;
+                return;
+            }
             Err(error) => {
                 tracing::debug!(key = %name, %error, "cannot follow rule key");
             }
@@ -307,5 +315,42 @@ fn reason_of(error: Error) -> String {
     match error {
         Error::Rule { reason, .. } => reason,
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::config::NoConfig;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backend_without_a_config_centre_loads_at_once_and_says_why_per_key() {
+        let config: Arc<dyn ConfigCentre> = Arc::new(NoConfig { backend: "custom" });
+        let (_endpoints, watched) = watch::channel(Arc::new(Vec::new()));
+        let scope = RulesScope {
+            consumer_app: "shop".into(),
+            service: "helloworld.Greeter::".into(),
+            provided_by: vec!["greeter".into()],
+        };
+        let mut rules = watch_rules(config, scope, watched, None, CancellationToken::new());
+        let loaded = async {
+            while !rules.borrow_and_update().is_loaded() {
+                rules.changed().await.unwrap();
+            }
+        };
+        tokio::time::timeout(FIRST_RULES_WAIT / 5, loaded)
+            .await
+            .expect("loaded without waiting for the first-answer bound");
+        let set = rules.borrow().clone();
+        let keys = rule_keys("shop", "helloworld.Greeter::", ["greeter"]);
+        assert_eq!(set.problems().len(), keys.len(), "{:?}", set.problems());
+        assert!(
+            set.problems()
+                .iter()
+                .all(|p| p.reason.contains("keeps no config centre")),
+            "{:?}",
+            set.problems()
+        );
+        assert_eq!(set.in_force().count(), 0);
     }
 }
