@@ -151,6 +151,10 @@ stats! {
     counter panic_routes = "panic_routes_total":
         "Times a balanced channel found every endpoint set aside and routed to all of them \
          (panic mode).";
+    counter unparsed_route_params = "unparsed_route_params_total":
+        "Routing parameters a provider publishes (weight, warmup, {method}.weight) that do \
+         not parse, read as Java's defaults: counted each time an endpoint joins a balanced \
+         channel or its parameters change (explain_route shows which).";
     counter oversized_mappings = "oversized_mappings_total":
         "Mapping reads ignored because they named more apps than the limit.";
     counter released_apps = "released_apps_total":

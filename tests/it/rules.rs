@@ -412,3 +412,42 @@ async fn a_rule_written_where_nobody_reads_it_is_flagged_not_applied() {
         "the misplaced rule routes nothing"
     );
 }
+
+/// A weight that does not parse is read as Java's default, counted, and shown by
+/// `explain_route`; calls still reach the provider.
+#[tokio::test]
+async fn an_unparsed_weight_is_counted_and_explained() {
+    use introspect::consumer::RouteQuery;
+    let backend = Backend::memory();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let node = start_greeter_exporting(
+        backend.clone(),
+        APP,
+        Duration::from_secs(4),
+        Duration::from_millis(100),
+        listener,
+        None,
+        greeter_service().with_param("weight", "heavy"),
+    )
+    .await;
+    let resolver = Resolver::new(backend.clone());
+    let subscription = resolver
+        .subscribe(Subscription::new("helloworld.Greeter"))
+        .await
+        .unwrap();
+    let (channel, _handle) = resolver
+        .balanced_channel_with(&subscription, ChannelOptions::default())
+        .unwrap();
+    GreeterClient::new(channel)
+        .say_hello(HelloRequest { name: "w".into() })
+        .await
+        .unwrap();
+    assert_eq!(node.calls(), 1);
+    assert_eq!(resolver.stats().await.unparsed_route_params, 1);
+    let report = resolver
+        .explain_route(&subscription, &RouteQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(report.providers[0].bad_params, ["weight=heavy"]);
+    assert_eq!(report.providers[0].weight, 100, "read as Java's default");
+}

@@ -171,6 +171,7 @@ impl Balancer {
                     in_flight: Arc::default(),
                 };
                 slot.configure(&self.rules, &self.consumer);
+                count_unparsed(&self.counters, &slot.route);
                 match self.slots.iter().position(|s| s.address == slot.address) {
                     Some(i) => self.slots[i] = slot,
                     None => self.slots.push(slot),
@@ -180,6 +181,7 @@ impl Balancer {
                 if let Some(slot) = self.slots.iter_mut().find(|s| s.address == address) {
                     slot.endpoint = endpoint;
                     slot.configure(&self.rules, &self.consumer);
+                    count_unparsed(&self.counters, &slot.route);
                 }
             }
             Update::Remove(address) => self.slots.retain(|s| s.address != address),
@@ -404,6 +406,12 @@ impl Service<Request> for Balancer {
         }
         .boxed()
     }
+}
+
+/// Counts what an endpoint publishes for routing that does not parse (read as Java's
+/// defaults).
+fn count_unparsed(counters: &Counters, route: &RouteParams) {
+    Counters::add(&counters.unparsed_route_params, route.bad.len() as u64);
 }
 
 /// The method of a gRPC call's path (`/pkg.Service/Method`), if it names one.
