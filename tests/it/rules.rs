@@ -306,6 +306,14 @@ async fn a_consumer_configurator_disables_one_provider_for_this_consumer() {
             a[2] == 0 && a[0] > 0 && a[1] > 0 && e.is_empty()
         })
         .await;
+    // Deleting the rule gives the provider its calls back at once (Java's consumer never
+    // resumes a provider whose provider-side disable rule was deleted: not copied).
+    delete(&fleet.backend, &format!("{CONSUMER}.configurators")).await;
+    fleet
+        .until("the provider takes calls again", &[], |a, e| {
+            a[2] > 0 && e.is_empty()
+        })
+        .await;
 }
 
 #[tokio::test]
