@@ -12,7 +12,7 @@ use crate::support::greeter::pb::greeter_client::GreeterClient;
 use crate::support::greeter::{GreeterNode, greeter_service, start_greeter_exporting};
 use crate::support::wait::eventually;
 use introspect::consumer::{BalancedChannel, ChannelHandle, ChannelOptions, SubscriptionHandle};
-use introspect::{Backend, MemoryStore, Resolver, Store, Subscription};
+use introspect::{Backend, MemoryStore, Resolver, ServiceInfo, Store, Subscription};
 
 const APP: &str = "ruled-greeter";
 const CONSUMER: &str = "shop";
@@ -42,19 +42,7 @@ impl Fleet {
         let backend = Backend::from(store.clone());
         let mut nodes = Vec::new();
         for _ in 0..3 {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            nodes.push(
-                start_greeter_exporting(
-                    backend.clone(),
-                    APP,
-                    Duration::from_secs(4),
-                    Duration::from_millis(100),
-                    listener,
-                    None,
-                    greeter_service(),
-                )
-                .await,
-            );
+            nodes.push(provider(&backend, greeter_service()).await);
         }
         let ports: Vec<u16> = nodes.iter().map(|n| n.address.port()).collect();
         for (key, rule) in before {
@@ -134,6 +122,21 @@ impl Fleet {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// A Greeter provider of [`APP`] on loopback exporting `service`, registered in `backend`.
+async fn provider(backend: &Backend, service: ServiceInfo) -> GreeterNode {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    start_greeter_exporting(
+        backend.clone(),
+        APP,
+        Duration::from_secs(4),
+        Duration::from_millis(100),
+        listener,
+        None,
+        service,
+    )
+    .await
 }
 
 async fn put(backend: &Backend, key: &str, text: &str) {
@@ -355,19 +358,7 @@ async fn a_rule_written_where_nobody_reads_it_is_flagged_not_applied() {
     let backend = server.backend().await;
     let mut nodes = Vec::new();
     for _ in 0..2 {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        nodes.push(
-            start_greeter_exporting(
-                backend.clone(),
-                APP,
-                Duration::from_secs(4),
-                Duration::from_millis(100),
-                listener,
-                None,
-                greeter_service(),
-            )
-            .await,
-        );
+        nodes.push(provider(&backend, greeter_service()).await);
     }
     let raw = raw_client(&server).await;
     let flat = format!("/dubbo/config/{SERVICE_CONDITIONS}");
@@ -427,17 +418,7 @@ async fn a_rule_written_where_nobody_reads_it_is_flagged_not_applied() {
 async fn an_unparsed_weight_is_counted_and_explained() {
     use introspect::consumer::RouteQuery;
     let backend = Backend::memory();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let node = start_greeter_exporting(
-        backend.clone(),
-        APP,
-        Duration::from_secs(4),
-        Duration::from_millis(100),
-        listener,
-        None,
-        greeter_service().with_param("weight", "heavy"),
-    )
-    .await;
+    let node = provider(&backend, greeter_service().with_param("weight", "heavy")).await;
     let resolver = Resolver::new(backend.clone());
     let subscription = resolver
         .subscribe(Subscription::new("helloworld.Greeter"))
