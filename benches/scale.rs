@@ -19,11 +19,14 @@
 //! 4. metadata calls for 100 to 10,000 instances in 1 to 10 revisions with 1,000 concurrent
 //!    resolvers: must equal the revision count;
 //! 5. cold resolve of 10,000 instances in 10 revisions against its floor (the registry's raw
-//!    read of the same records plus one MetadataService call), on the memory store, etcd,
-//!    ZooKeeper and Nacos (`scale/rig.rs`, `scale/zookeeper.rs`, `scale/nacos.rs`);
+//!    read of the same records plus one MetadataService call), on the memory store, etcd and
+//!    ZooKeeper (`scale/rig.rs`, `scale/zookeeper.rs`), and on Nacos at 3,000 and 10,000
+//!    (6b);
 //! 6. propagation from a registration to a live subscription's update against the same
 //!    registry's raw write → event (a put → watch event; on ZooKeeper a create → persistent
 //!    watch event; on Nacos a registration → the SDK's subscribe callback), on the same four;
+//!    6b. Nacos around and over the SDK's 4 MiB gRPC limit: cold resolve and propagation in
+//!    fleets of 3,000 and 10,000 (`scale/nacos.rs`; `--only nacos`);
 //! 7. failure: 60% of a fleet of 20 killed at once under consumers calling through balanced
 //!    channels, with and without consumer-side health (`scale/failure.rs`);
 //! 8. xDS push latency: registration → an ADS client's pushed load assignment, next to the
@@ -127,6 +130,7 @@ static GLOBAL: CountingAlloc = CountingAlloc;
 // Sizes and the report.
 
 /// The sizes of one run.
+#[derive(Clone)]
 struct Sizes {
     volume_instances: usize,
     memory_instances: usize,
@@ -136,8 +140,9 @@ struct Sizes {
     cold_instances: usize,
     cold_revisions: usize,
     cold_trials: usize,
-    /// The cold-resolve fleet on Nacos (see `scale/nacos.rs`).
-    cold_instances_nacos: usize,
+    /// The fleets of Nacos's cold-resolve and propagation rows around and over the SDK's
+    /// 4 MiB gRPC limit (see `scale/nacos.rs`).
+    nacos_large: Vec<usize>,
     propagation_fleets: Vec<usize>,
     propagation_trials: usize,
     /// Trials on etcd and ZooKeeper.
@@ -165,7 +170,7 @@ impl Sizes {
             cold_instances: 10_000,
             cold_revisions: 10,
             cold_trials: 11,
-            cold_instances_nacos: 10_000,
+            nacos_large: vec![3_000, 10_000],
             propagation_fleets: vec![1, 100],
             propagation_trials: 2_000,
             propagation_trials_etcd: 400,
@@ -191,7 +196,7 @@ impl Sizes {
             cold_instances: 200,
             cold_revisions: 2,
             cold_trials: 3,
-            cold_instances_nacos: 200,
+            nacos_large: vec![200],
             propagation_fleets: vec![1, 10],
             propagation_trials: 30,
             propagation_trials_etcd: 10,
@@ -1053,21 +1058,7 @@ async fn cold(
     cold_on(sizes, servers, etcd, StoreRig::etcd, rows, notes).await?;
     let zookeeper = ("ZooKeeper", "ZooKeeper", n);
     cold_on(sizes, servers, zookeeper, ZooKeeperRig::start, rows, notes).await?;
-    let (fits, bytes) = nacos::fitting(&synthetic(&servers.templates[0], 0));
-    let nacos_n = sizes.cold_instances_nacos.min(fits);
-    if nacos_n < sizes.cold_instances_nacos {
-        notes.push(format!(
-            "Cold resolve, Nacos: {nacos_n} instances, not {}: a getAllInstances answer is one \
-             gRPC message, and the SDK (nacos-sdk 0.8, tonic's default) takes at most {} MiB; \
-             at ~{bytes} bytes a record, {nacos_n} is the largest multiple of 1,000 within 85% \
-             of that (Introspect's backend reads through the same SDK, so the limit is the \
-             same on both sides).",
-            sizes.cold_instances_nacos,
-            nacos::MESSAGE_LIMIT / 1024 / 1024,
-        ));
-    }
-    let nacos = ("Nacos", "rnacos", nacos_n);
-    cold_on(sizes, servers, nacos, NacosRig::start, rows, notes).await?;
+    // Nacos at 3,000 and 10,000 instances: `nacos_large`.
     Ok(())
 }
 
@@ -1316,6 +1307,58 @@ async fn propagation(
 }
 
 // ---------------------------------------------------------------------------------------
+// 6b. Nacos around and over the SDK's gRPC limit.
+
+/// Cold resolve and propagation on Nacos in fleets of `sizes.nacos_large`: 3,000 fit in
+/// one gRPC answer of the SDK (4 MiB), 10,000 do not, so both sides read them over HTTP
+/// and the app's follow polls (see `scale/nacos.rs` for the floors).
+async fn nacos_large(
+    sizes: &Sizes,
+    servers: &Servers,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    for &n in &sizes.nacos_large {
+        cold_on(
+            sizes,
+            servers,
+            ("Nacos", "rnacos", n),
+            NacosRig::start,
+            rows,
+            notes,
+        )
+        .await?;
+    }
+    let large = Sizes {
+        propagation_fleets: sizes.nacos_large.clone(),
+        ..sizes.clone()
+    };
+    let trials = sizes.propagation_trials_nacos;
+    let spaced = propagation_on(
+        &large,
+        servers,
+        ("Nacos", "rnacos", trials),
+        NacosRig::start,
+        rows,
+    )
+    .await?;
+    notes.push(format!(
+        "Nacos fleets of {:?}: {} trials of propagation each, interleaved with the floor, on a \
+         fresh server per fleet; with the default coalescing window, {} spaced trials in the \
+         largest fleet: {}. A list over the SDK's 4 MiB (about 4,500 of these records) is read \
+         over HTTP by both sides, and the app's follow then polls it every {} s instead of \
+         following pushes, which the SDK cannot receive; the floor's subscriber then holds a \
+         service of its own without the fleet (the server's push delay alone).",
+        sizes.nacos_large,
+        trials,
+        sizes.propagation_spaced_trials,
+        spaced.unwrap_or_else(|| "–".to_owned()),
+        2,
+    ));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
 // The run.
 
 /// Facts about the machine, one per line.
@@ -1401,6 +1444,10 @@ async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>
         propagation(sizes, &servers, &mut rows, &mut notes).await?;
         done("propagation");
     }
+    if wanted("nacos") {
+        nacos_large(sizes, &servers, &mut rows, &mut notes).await?;
+        done("nacos");
+    }
     if wanted("failure") {
         scale_failure::failure(&mut rows, &mut notes).await?;
         done("failure");
@@ -1472,7 +1519,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let bench = args.iter().any(|a| a == "--bench");
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only NAME` (volume, memory, calls, cold, propagation, failure, xds, curve, many)
+    // `--only NAME` (volume, memory, calls, cold, propagation, nacos, failure, xds, curve, many)
     // runs one scenario, for profiling; it writes nothing. `cold` and `propagation` run on
     // every registry (memory store, etcd, ZooKeeper, Nacos).
     let only = args

@@ -7,7 +7,12 @@
 //! cargo run --example greeter_provider -- --etcd http://127.0.0.1:2379
 //! cargo run --example greeter_provider -- --etcd http://127.0.0.1:2379 --listen 127.0.0.1:50052 --metrics 127.0.0.1:9101
 //! cargo run --example greeter_provider --features zookeeper -- --registry zookeeper://127.0.0.1:2181
+//! cargo run --example greeter_provider -- --etcd http://127.0.0.1:2379 --weight 300 --tag gray
 //! ```
+//!
+//! The provider applies its own rules from the config centre (its registry), as dubbo-admin
+//! or `introspect rule put` writes them: a `side: provider` configurator naming its address
+//! disables it, reweights it or tags it, republished as a new revision.
 //!
 //! Then call them with `cargo run --example greeter_consumer -- --etcd http://127.0.0.1:2379`.
 //! `RUST_LOG=introspect=debug` shows registration, lease renewals and the drain.
@@ -44,6 +49,15 @@ struct Args {
     /// Serve Prometheus metrics at http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
+    /// A static tag (`dubbo.tag`): calls tagged the same come here, untagged ones never.
+    #[arg(long)]
+    tag: Option<String>,
+    /// The weight among the app's providers (default 100; negative is refused).
+    #[arg(long, allow_negative_numbers = true)]
+    weight: Option<i64>,
+    /// The warm-up in milliseconds: consumers ramp the weight up over it (default 600000).
+    #[arg(long, value_name = "MS")]
+    warmup_ms: Option<u64>,
 }
 
 #[tokio::main]
@@ -59,6 +73,15 @@ async fn main() -> Result<(), BoxError> {
         .export_service::<GreeterServer<HelloGreeter>>();
     if let Some(host) = args.host {
         builder = builder.host(host);
+    }
+    if let Some(tag) = args.tag {
+        builder = builder.tag(tag);
+    }
+    if let Some(weight) = args.weight {
+        builder = builder.weight(weight);
+    }
+    if let Some(warmup) = args.warmup_ms {
+        builder = builder.warmup(Duration::from_millis(warmup));
     }
     let provider = builder.build()?;
     println!(

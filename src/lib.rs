@@ -110,8 +110,10 @@
 //!                     verifier (webpki chain and name, the rustls verifier), check (the
 //!                     consumer's), server (the provider's)
 //! tls                 TLS and identity types present without the feature, refusals
-//! provider/           builder, address, record (pure), lease, mappings, report_cleanup,
-//!                     serve, own_server, routes, reflection, check, stop
+//! provider/           builder, address, options (tag, weight, warm-up), record (pure),
+//!                     overrides (its own rules applied, pure), rules (followed live,
+//!                     republished), lease, mappings, report_cleanup, serve, own_server,
+//!                     routes, reflection, check, stop
 //! consumer/           resolver (the facade), builder (how the parts are put together),
 //!                     subscription, stats (one table of counters), metadata (cache, single
 //!                     flight, verification), rejections (identity refusals counted and
@@ -123,7 +125,8 @@
 //!                     rules (condition, tag_rule, configurator and what they share:
 //!                     rule_yaml, string_match, ip_pattern), keys, rule_set, rules_digest,
 //!                     and the chain of one call (route), in Dubbo Java's order
-//!   rules/            the rules watcher: each rule key followed, the last good rule kept;
+//!   rules/            the rules watcher: each rule key followed (follow, shared with the
+//!                     provider's own rules), the last good rule kept;
 //!                     read (the same keys read once), report (what a channel routes by,
 //!                     into the consumer record)
 //!   seen/             the optional consumer record: table (what the subscriptions see),
@@ -143,6 +146,7 @@
 //! limits, warnings    size limits; aggregated warnings
 //! config_item         a config-centre item and its version (plain values)
 //! drop_later          large values (a cold list's pages) freed off the caller's path
+//! outward_ip          the local IP outward traffic leaves from (provider host, consumer host)
 //! metrics/            the published series, bounded labels
 //! ```
 //!
@@ -206,11 +210,14 @@ pub use backend::kv::{layout, mapping, registry, report};
 mod backoff;
 mod config_item;
 mod drop_later;
+mod outward_ip;
 mod tls;
 mod warnings;
 
 pub use backend::Backend;
-pub use consumer::{Resolver, ResolverStats, SubscribeOptions, Subscription, SubscriptionHandle};
+pub use consumer::{
+    MigrationStep, Resolver, ResolverStats, SubscribeOptions, Subscription, SubscriptionHandle,
+};
 pub use error::{Error, Result};
 pub use layout::Layout;
 pub use limits::Limits;

@@ -98,6 +98,21 @@ impl ExportedMetadata {
             .map(|(info, _)| info.clone())
     }
 
+    /// The revisions answered now: the current one first, then the earlier ones still in
+    /// their grace period, newest first, each once.
+    pub fn revisions(&self) -> Vec<String> {
+        let mut revisions = vec![self.current().revision.clone()];
+        let now = Instant::now();
+        let mut previous = self.previous.lock().unwrap_or_else(|p| p.into_inner());
+        previous.retain(|(_, until)| *until > now);
+        for (info, _) in previous.iter().rev() {
+            if !revisions.contains(&info.revision) {
+                revisions.push(info.revision.clone());
+            }
+        }
+        revisions
+    }
+
     /// How many `GetMetadataInfo` requests were answered (found or not).
     pub fn served(&self) -> u64 {
         self.served.load(Ordering::Relaxed)

@@ -5,11 +5,15 @@
 //!
 //! * The cold-resolve floor's read: one `getAllInstances` of the app (asked of the server,
 //!   not of the SDK's cache), as the backend itself reads a list, without the epoch read
-//!   and without parsing the records.
+//!   and without parsing the records. A fleet whose answer is over the SDK's 4 MiB gRPC
+//!   limit is read with one `GET /nacos/v1/ns/instance/list` instead (the answer decoded
+//!   into the SDK's instances), the cheapest read of it a client has.
 //! * The propagation floor: a registration through a connected naming client until the
 //!   SDK's own subscribe callback fires on another client. A Nacos push carries the whole
 //!   list of the service, so the floor's service (`bench-raw`) holds a copy of the app's
-//!   fleet and its pushes are as large as the app's.
+//!   fleet and its pushes are as large as the app's; for a fleet over the SDK's limit (whose
+//!   pushes no SDK client receives) it holds none, so the floor is the server's push delay
+//!   alone, a bound below any client's.
 //! * Registrations of the timed trials go through one connected naming client too, with
 //!   the record Introspect's provider writes (`record::to_nacos`): Introspect's own
 //!   provider opens a connection per registration (Nacos keys a client's registrations by
@@ -19,7 +23,7 @@
 //!   its own, the clients kept connected while the rig lives.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use introspect::backend::Backend;
 use introspect::backend::nacos::{names, record};
@@ -48,14 +52,18 @@ pub const MESSAGE_LIMIT: usize = 4 * 1024 * 1024;
 /// bound.
 const SERVER_FIELDS: usize = 250;
 
-/// The largest fleet (in thousands) of records like `record` whose `getAllInstances`
-/// answer fits in 85% of [`MESSAGE_LIMIT`], at least 1,000; and the bytes counted per
-/// record.
-pub fn fitting(record: &ServiceInstance) -> (usize, usize) {
-    let bytes =
-        serde_json::to_vec(&record::to_nacos(record)).map_or(0, |v| v.len()) + SERVER_FIELDS;
-    let n = MESSAGE_LIMIT * 85 / 100 / bytes / 1_000 * 1_000;
-    (n.max(1_000), bytes)
+/// The estimated size of the `getAllInstances` answer listing `records`.
+fn answer_size(records: &[ServiceInstance]) -> usize {
+    records
+        .iter()
+        .map(|r| serde_json::to_vec(&record::to_nacos(r)).map_or(0, |v| v.len()) + SERVER_FIELDS)
+        .sum()
+}
+
+/// The answer of `GET /nacos/v1/ns/instance/list`, the part read.
+#[derive(serde::Deserialize)]
+struct HttpList {
+    hosts: Vec<NacosInstance>,
 }
 
 /// An rnacos server with Introspect's backend and plain naming clients on it.
@@ -69,6 +77,9 @@ pub struct NacosRig {
     /// The fleet's batch clients, kept connected (their instances live as long).
     fleet: Mutex<Vec<NamingService>>,
     clients: AtomicUsize,
+    /// Whether the fleet's list is over [`MESSAGE_LIMIT`] (read over HTTP, not pushed).
+    over_limit: AtomicBool,
+    http: reqwest::Client,
     cache: TempDir,
     /// Kept running while the rig is used (declared last: dropped after the clients).
     _server: NacosServer,
@@ -91,6 +102,8 @@ impl NacosRig {
             subscriber,
             fleet: Mutex::default(),
             clients: AtomicUsize::new(0),
+            over_limit: AtomicBool::new(false),
+            http: reqwest::Client::new(),
             cache,
             _server: server,
         })
@@ -170,6 +183,10 @@ impl Rig for NacosRig {
     }
 
     async fn write_fleet(&self, records: Vec<ServiceInstance>) -> Result<()> {
+        self.over_limit.store(
+            answer_size(&records) > MESSAGE_LIMIT * 85 / 100,
+            Ordering::Relaxed,
+        );
         self.register_batches(&names::service_name(APP), &records)
             .await?;
         let limits = Limits::default();
@@ -180,6 +197,30 @@ impl Rig for NacosRig {
     }
 
     async fn read_raw(&self) -> Result<Self::Read> {
+        if self.over_limit.load(Ordering::Relaxed) {
+            let url = format!("http://{}/nacos/v1/ns/instance/list", self.address);
+            let query = [
+                ("serviceName", names::service_name(APP)),
+                ("groupName", names::DEFAULT_GROUP.to_owned()),
+                ("healthyOnly", "false".to_owned()),
+            ];
+            let http_error =
+                |e: reqwest::Error| introspect::Error::StoreUnavailable(format!("HTTP list: {e}"));
+            let body = self
+                .http
+                .get(url)
+                .query(&query)
+                .send()
+                .await
+                .map_err(http_error)?
+                .bytes()
+                .await
+                .map_err(http_error)?;
+            let list: HttpList = serde_json::from_slice(&body).map_err(|e| {
+                introspect::Error::StoreUnavailable(format!("HTTP list answer: {e}"))
+            })?;
+            return Ok(list.hosts);
+        }
         self.writer
             .get_all_instances(
                 names::service_name(APP),
@@ -196,7 +237,12 @@ impl Rig for NacosRig {
     }
 
     async fn raw_feed(&self, fleet: &[ServiceInstance]) -> Result<UpdateFeed> {
-        let copy: Vec<ServiceInstance> = fleet
+        let copied = if answer_size(fleet) > MESSAGE_LIMIT * 85 / 100 {
+            &[]
+        } else {
+            fleet
+        };
+        let copy: Vec<ServiceInstance> = copied
             .iter()
             .map(|r| {
                 let mut r = r.clone();
@@ -204,7 +250,9 @@ impl Rig for NacosRig {
                 r
             })
             .collect();
-        self.register_batches(RAW_SERVICE, &copy).await?;
+        if !copy.is_empty() {
+            self.register_batches(RAW_SERVICE, &copy).await?;
+        }
         let (tx, mut rx) = mpsc::unbounded_channel();
         let feed = Arc::new(Feed {
             tx,
@@ -221,12 +269,12 @@ impl Rig for NacosRig {
             .map_err(|e| nacos_error(e, "subscribe"))?;
         // The first pushes show the fleet; the trials' pushes come after.
         let deadline = tokio::time::Instant::now() + FIRST_PUSH;
-        while feed.count.load(Ordering::SeqCst) != fleet.len() {
+        while feed.count.load(Ordering::SeqCst) != copy.len() {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
                 Ok(Some(_)) => {}
                 _ => panic!(
                     "the floor's subscription did not show the fleet of {} within {FIRST_PUSH:?}",
-                    fleet.len()
+                    copy.len()
                 ),
             }
         }

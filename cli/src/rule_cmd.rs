@@ -127,12 +127,28 @@ pub async fn run(out: &Output, backend: &Backend, command: &RuleCommand) -> Resu
     match command {
         RuleCommand::Get { rule: key, group } => {
             let item = write::get(config, key, group).await?;
+            // What consumers and providers make of it: a rule they refuse keeps the last
+            // good one in force where they run, and this says why.
+            let refused = RuleForm::of_key(key)
+                .and_then(|form| ParsedRule::parse_checked(form, key, &item.content).err())
+                .map(|e| match e {
+                    Error::Rule { reason, .. } => reason,
+                    other => other.to_string(),
+                });
             let value = json!({
                 "key": key, "group": group,
                 "version": item.version.as_str(), "content": item.content,
+                "refused": refused,
             });
             // A YAML comment first: the output stays a rule file to edit and put back.
-            let mut text = format!("# {group}/{key} version {}\n{}", item.version, item.content);
+            let mut text = format!("# {group}/{key} version {}\n", item.version);
+            if let Some(reason) = &refused {
+                text.push_str(&format!(
+                    "# refused by consumers and providers (they keep the last good rule): {}\n",
+                    reason.replace('\n', " ")
+                ));
+            }
+            text.push_str(&item.content);
             if !text.ends_with('\n') {
                 text.push('\n');
             }
@@ -160,7 +176,7 @@ pub async fn run(out: &Output, backend: &Backend, command: &RuleCommand) -> Resu
             };
             if parsed.is_some()
                 && group != DEFAULT_GROUP
-                && !matches!(parsed, Some(ParsedRule::Migration { .. }))
+                && !matches!(parsed, Some(ParsedRule::Migration(_)))
             {
                 eprintln!(
                     "warning: consumers read routing rules in group {DEFAULT_GROUP}, not {group}"

@@ -3,7 +3,9 @@
 //! searches an app, opens it, sees the instances grouped by revision and the difference of
 //! two revisions, has a provider killed and sees it leave, then sees self-preservation hold
 //! a second app when 6 of its 8 providers crash at once, and sees a registered consumer
-//! whose connection is cut marked stale once the fleet changes without it.
+//! whose connection is cut marked stale once the fleet changes without it. A second run,
+//! on a console with a token, logs in, disables an instance, sees the action in the
+//! action log and the rule written, and enables it again.
 //!
 //! Opt-in: it needs `scripts/setup.sh --with-browser` (Debian's `chromium` and a
 //! virtualenv with PyPI's `playwright` at `target/browser-venv`, or
@@ -49,6 +51,9 @@ fn service(timeout: &str) -> ServiceInfo {
     s.protocol = "tri".into();
     s.params.insert("timeout".into(), timeout.into());
     s.params.insert("note".into(), "<b>bold</b>".into());
+    // The routing panel shows each provider's effective weight: without warm-up, the
+    // published 100 (a provider seconds old would weigh 1 under Dubbo's 10 minutes).
+    s.params.insert("warmup".into(), "0".into());
     s
 }
 
@@ -62,10 +67,11 @@ fn browser_python() -> Option<PathBuf> {
     python.exists().then_some(python)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_person_reads_a_live_fleet_its_holds_and_a_stale_consumer() {
+/// The virtualenv's python, or `None` (said, and a failure when INTROSPECT_BROWSER=1).
+fn python_or_skip() -> Option<PathBuf> {
     let required = std::env::var("INTROSPECT_BROWSER").is_ok_and(|v| v == "1");
-    let Some(python) = browser_python() else {
+    let python = browser_python();
+    if python.is_none() {
         assert!(
             !required,
             "INTROSPECT_BROWSER=1 but no browser venv: run scripts/setup.sh --with-browser"
@@ -73,6 +79,13 @@ async fn a_person_reads_a_live_fleet_its_holds_and_a_stale_consumer() {
         eprintln!(
             "skipped: no browser venv (scripts/setup.sh --with-browser, then INTROSPECT_BROWSER=1)"
         );
+    }
+    python
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_reads_a_live_fleet_its_holds_and_a_stale_consumer() {
+    let Some(python) = python_or_skip() else {
         return;
     };
     let memory = Arc::new(MemoryStore::new());
@@ -173,6 +186,84 @@ async fn a_person_reads_a_live_fleet_its_holds_and_a_stale_consumer() {
         ok
     };
     let ok = tokio::time::timeout(Duration::from_secs(90), drive)
+        .await
+        .expect("the browser run ends");
+    let status = child.wait().await.unwrap();
+    assert!(
+        status.success() && ok,
+        "the browser script failed: {status}"
+    );
+    console.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_logs_in_disables_an_instance_and_enables_it_again() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let token = "browser-action-token-0123";
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut providers = Vec::new();
+    for timeout in ["3000", "3000"] {
+        providers
+            .push(start_provider_with(&store, "shop-orders", vec![service(timeout)], |b| b).await);
+    }
+    let backend = Backend::from(store.clone());
+    let options = ConsoleOptions {
+        token: Some(token.to_owned()),
+        discover_every: Duration::from_millis(500),
+        ..ConsoleOptions::new("127.0.0.1:0".parse().unwrap())
+    };
+    let console = console::start(Resolver::new(store.clone()), options)
+        .await
+        .unwrap();
+    let url = format!("http://{}/", console.local_addr());
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser/console_browser.py");
+    let mut child = Command::new(python)
+        .arg(script)
+        .args(["actions", &url, "shop-orders"])
+        .env("INTROSPECT_TEST_CONSOLE_TOKEN", token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let drive = async {
+        let mut ok = false;
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.strip_prefix("CHECK ") {
+                let (what, address) = rest.split_once(' ').expect("CHECK WHAT ADDRESS");
+                let text = backend
+                    .config()
+                    .get("shop-orders.configurators", "dubbo")
+                    .await
+                    .unwrap()
+                    .map(|item| item.content);
+                let rules =
+                    introspect_cli::rule::instance::InstanceRules::read(text.as_deref(), None);
+                let holds = match what {
+                    "DISABLED" => rules.disabled == [address],
+                    // Enabling the only disabled instance leaves no item: the key goes.
+                    _ => text.is_none(),
+                };
+                let answer = if holds {
+                    "YES".to_owned()
+                } else {
+                    format!("{text:?}")
+                };
+                stdin
+                    .write_all(format!("{}\n", answer.replace('\n', "\\n")).as_bytes())
+                    .await
+                    .unwrap();
+            } else if line == "OK" {
+                ok = true;
+            }
+        }
+        ok
+    };
+    let ok = tokio::time::timeout(Duration::from_secs(60), drive)
         .await
         .expect("the browser run ends");
     let status = child.wait().await.unwrap();

@@ -1,7 +1,8 @@
 //! The console (`introspect console`) over a real running fleet on the embedded store: the
 //! JSON API's shapes, live events as providers register, stop and crash, holds with their
 //! time left, registered consumers and the stale one among them, hostile and huge values,
-//! 10,000 instances, the token and the cookie.
+//! 10,000 instances, the token and the cookie; the write actions (disable, enable, weight,
+//! tag) and their log, on the embedded store and on a real ZooKeeper.
 
 mod support;
 
@@ -10,6 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use introspect::consumer::routing::{Configurators, TagRule};
 use introspect::consumer::{ProtectionOptions, Resolver, Subscription};
 use introspect::{Backend, Limits, MemoryStore, ServiceInfo, Store};
 use introspect_cli::console::{self, Console, ConsoleOptions};
@@ -18,6 +20,7 @@ use support::etcd::EtcdServer;
 use support::faulty::FaultyStore;
 use support::fleet::{start_provider, start_provider_with};
 use support::wait::eventually;
+use support::zookeeper::ZooKeeperServer;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -1223,4 +1226,743 @@ async fn the_tool_serves_a_real_etcd_fleet_behind_a_token() {
     .json();
     assert_eq!(service["total"], 1);
     child.kill().await.unwrap();
+}
+
+// ---- write actions ----
+
+/// The token of the consoles that act.
+const TOKEN: &str = "action-token-0123456789";
+
+/// Logs in with `token`; the `name=value` pair of the session cookie, and its label.
+async fn login(console: &impl Listening, token: &str) -> (String, String) {
+    let answer = request(
+        console,
+        "POST",
+        "/api/login",
+        &[],
+        &format!(r#"{{"token":"{token}"}}"#),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let pair = answer.headers["set-cookie"]
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let label = answer.json()["session"].as_str().unwrap().to_owned();
+    (pair, label)
+}
+
+/// A POST of `body` to an action with the session cookie `cookie`.
+async fn act(console: &impl Listening, cookie: &str, action: &str, body: &str) -> Answer {
+    let path = format!("/api/actions/{action}");
+    request(console, "POST", &path, &[("Cookie", cookie)], body).await
+}
+
+/// The text under `key` in group `dubbo`, `None` when absent.
+async fn rule_text(backend: &Backend, key: &str) -> Option<String> {
+    backend
+        .config()
+        .get(key, "dubbo")
+        .await
+        .unwrap()
+        .map(|item| item.content)
+}
+
+/// Waits until the console lists `count` instances of `app`.
+async fn sees_instances(console: &impl Listening, cookie: &str, app: &str, count: usize) {
+    let path = format!("/api/app?name={app}");
+    eventually(Duration::from_secs(10), "the app's instances", || async {
+        let answer = request(console, "GET", &path, &[("Cookie", cookie)], "").await;
+        answer.status == 200 && answer.json()["instances"].as_array().map(Vec::len) == Some(count)
+    })
+    .await;
+}
+
+/// The disable item as Dubbo's documentation writes it ("disable a provider"), read by the
+/// library's parser: what the console's own item must read as.
+fn documented_disable(address: &str) -> Configurators {
+    let text = format!(
+        "configVersion: v2.7\nscope: application\nkey: shop\nenabled: true\nconfigs:\n\
+         - addresses: [\"{address}\"]\n  side: provider\n  parameters:\n    disabled: true\n"
+    );
+    Configurators::parse("shop.configurators", &text).unwrap()
+}
+
+/// The weight item as dubbo-admin 0.6's `saveWeight` dumps it.
+fn admin_weight(address: &str, weight: u32) -> Configurators {
+    let text = format!(
+        "configs:\n- addresses:\n  - {address}\n  enabled: true\n  parameters:\n    weight: {weight}\n  \
+         side: provider\n  type: weight\nenabled: true\nkey: shop\nscope: application\n"
+    );
+    Configurators::parse("shop.configurators", &text).unwrap()
+}
+
+/// Actions over `backend` (whose registry the console reads): each action's YAML, the
+/// rules it reads back, enable and clearing taking them away, and the log of it all.
+async fn actions_write_what_dubbo_admin_writes(backend: Backend, a: &str, b: &str) {
+    let registry = backend.name();
+    let resolver = Resolver::builder(backend.clone()).build();
+    let options = ConsoleOptions {
+        token: Some(TOKEN.to_owned()),
+        discover_every: Duration::from_millis(200),
+        ..ConsoleOptions::new("127.0.0.1:0".parse().unwrap())
+    };
+    let console = console::start(resolver, options).await.unwrap();
+    let body = |address: &str| format!(r#"{{"app":"shop","address":"{address}"}}"#);
+    // Without a session: refused, nothing written.
+    let refused = request(&console, "POST", "/api/actions/disable", &[], &body(a)).await;
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    let (cookie, label) = login(&console, TOKEN).await;
+    sees_instances(&console, &cookie, "shop", 2).await;
+    let session = request(&console, "GET", "/api/session", &[("Cookie", &cookie)], "").await;
+    assert_eq!(session.json()["actions"], true, "{}", session.body);
+    assert_eq!(session.json()["session"], label);
+
+    let disabled = act(&console, &cookie, "disable", &body(a)).await;
+    assert_eq!(disabled.status, 200, "{}", disabled.body);
+    assert_eq!(disabled.json()["change"], "written");
+    let text = rule_text(&backend, "shop.configurators").await.unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "configVersion: v3.0\nscope: application\nkey: shop\nenabled: true\nconfigs:\n\
+             - addresses:\n  - {a}\n  side: provider\n  parameters:\n    disabled: true\n"
+        ),
+        "{registry}"
+    );
+    let parsed = Configurators::parse("shop.configurators", &text).unwrap();
+    assert_eq!(parsed.configs(), documented_disable(a).configs());
+    assert_eq!(disabled.json()["content"], text.as_str());
+    // Again: the rule already says it.
+    let again = act(&console, &cookie, "disable", &body(a)).await;
+    assert_eq!(again.json()["change"], "unchanged", "{}", again.body);
+
+    let weighed = act(
+        &console,
+        &cookie,
+        "weight",
+        &format!(r#"{{"app":"shop","address":"{b}","weight":300}}"#),
+    )
+    .await;
+    assert_eq!(weighed.status, 200, "{}", weighed.body);
+    let text = rule_text(&backend, "shop.configurators").await.unwrap();
+    let parsed = Configurators::parse("shop.configurators", &text).unwrap();
+    assert_eq!(parsed.configs().len(), 2, "{text}");
+    assert_eq!(parsed.configs()[0], documented_disable(a).configs()[0]);
+    assert_eq!(parsed.configs()[1], admin_weight(b, 300).configs()[0]);
+
+    let tagged = act(
+        &console,
+        &cookie,
+        "tag",
+        &format!(r#"{{"app":"shop","address":"{a}","tag":"gray"}}"#),
+    )
+    .await;
+    assert_eq!(tagged.status, 200, "{}", tagged.body);
+    let text = rule_text(&backend, "shop.tag-router").await.unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "enabled: true\nforce: false\nkey: shop\npriority: 0\nruntime: false\ntags:\n\
+             - addresses:\n  - {a}\n  name: gray\n"
+        )
+    );
+    let rule = TagRule::parse("shop.tag-router", &text).unwrap();
+    assert!(rule.is_valid() && rule.is_active());
+
+    let read = request(
+        &console,
+        "GET",
+        "/api/actions?app=shop",
+        &[("Cookie", &cookie)],
+        "",
+    )
+    .await
+    .json();
+    assert_eq!(read["disabled"], serde_json::json!([a]), "{read}");
+    assert_eq!(read["weights"][b], "300");
+    assert_eq!(read["tags"][a], "gray");
+
+    // Enable takes the disable item away, and the weight's stays; clearing the weight
+    // leaves no item: the key goes, as dubbo-admin deletes an emptied rule.
+    let enabled = act(&console, &cookie, "enable", &body(a)).await;
+    assert_eq!(enabled.status, 200, "{}", enabled.body);
+    let text = rule_text(&backend, "shop.configurators").await.unwrap();
+    let parsed = Configurators::parse("shop.configurators", &text).unwrap();
+    assert_eq!(parsed.configs(), admin_weight(b, 300).configs());
+    let cleared = act(
+        &console,
+        &cookie,
+        "weight",
+        &format!(r#"{{"app":"shop","address":"{b}","weight":null}}"#),
+    )
+    .await;
+    assert_eq!(cleared.json()["change"], "deleted", "{}", cleared.body);
+    assert_eq!(rule_text(&backend, "shop.configurators").await, None);
+    let untagged = act(
+        &console,
+        &cookie,
+        "tag",
+        &format!(r#"{{"app":"shop","address":"{a}","tag":null}}"#),
+    )
+    .await;
+    assert_eq!(untagged.json()["change"], "deleted", "{}", untagged.body);
+    assert_eq!(rule_text(&backend, "shop.tag-router").await, None);
+
+    // The log: newest first, who (the session's label, the client's address), what, the
+    // versions before and after.
+    let log = request(&console, "GET", "/api/audit", &[("Cookie", &cookie)], "")
+        .await
+        .json();
+    let actions = log["actions"].as_array().unwrap();
+    let names: Vec<&str> = actions
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "untag",
+            "clear-weight",
+            "enable",
+            "tag",
+            "weight",
+            "disable",
+            "disable"
+        ]
+    );
+    for entry in actions {
+        assert_eq!(entry["session"], label);
+        assert_eq!(entry["outcome"], "ok");
+        assert!(entry["client"].as_str().unwrap().starts_with("127.0.0.1:"));
+        assert_eq!(entry["group"], "dubbo");
+    }
+    let first = &actions[6];
+    assert_eq!(first["key"], "shop.configurators");
+    assert_eq!(first["address"], a);
+    assert!(first["version_before"].is_null() && first["version_after"].is_string());
+    assert_eq!(actions[5]["change"], "unchanged");
+    assert_eq!(actions[4]["version_before"], first["version_after"]);
+    assert_eq!(actions[4]["value"], "300");
+    assert!(actions[0]["version_after"].is_null(), "deleted");
+    // Another login is another session in the log.
+    let (other, other_label) = login(&console, TOKEN).await;
+    assert_ne!(other_label, label);
+    act(&console, &other, "enable", &body(a)).await;
+    let log = request(&console, "GET", "/api/audit", &[("Cookie", &other)], "")
+        .await
+        .json();
+    assert_eq!(log["actions"][0]["session"], other_label);
+    assert_eq!(log["recorded"], 8);
+    console.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_write_what_dubbo_admin_writes_on_the_embedded_store() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let services = vec![service("shop.OrderService", "3000")];
+    let one = start_provider(&store, "shop", services.clone()).await;
+    let two = start_provider(&store, "shop", services).await;
+    let (a, b) = (address_of(&one).await, address_of(&two).await);
+    actions_write_what_dubbo_admin_writes(Backend::from(store.clone()), &a, &b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_write_what_dubbo_admin_writes_on_zookeeper() {
+    let Some(server) = ZooKeeperServer::start().await else {
+        return;
+    };
+    let backend = server.backend().await;
+    let provider = |backend: Backend| async move {
+        introspect::Provider::builder("shop", backend)
+            .serve_metadata_on("127.0.0.1:0".parse().unwrap())
+            .lease_ttl(Duration::from_secs(2))
+            .drain_period(Duration::from_millis(50))
+            .export(service("shop.OrderService", "3000"))
+            .start()
+            .await
+            .expect("provider starts")
+    };
+    let one = provider(backend.clone()).await;
+    let two = provider(backend.clone()).await;
+    let (a, b) = (address_of(&one).await, address_of(&two).await);
+    actions_write_what_dubbo_admin_writes(backend.clone(), &a, &b).await;
+    // Where Dubbo Java reads it: the node /dubbo/config/dubbo/{key}, written through the
+    // backend's own path; a fresh connection reads it there.
+    let fresh = server.backend().await;
+    let resolver = Resolver::builder(fresh.clone()).build();
+    let console = console::start(
+        resolver,
+        ConsoleOptions {
+            token: Some(TOKEN.to_owned()),
+            discover_every: Duration::from_millis(200),
+            ..ConsoleOptions::new("127.0.0.1:0".parse().unwrap())
+        },
+    )
+    .await
+    .unwrap();
+    let (cookie, _) = login(&console, TOKEN).await;
+    sees_instances(&console, &cookie, "shop", 2).await;
+    let body = format!(r#"{{"app":"shop","address":"{a}"}}"#);
+    assert_eq!(act(&console, &cookie, "disable", &body).await.status, 200);
+    let node = zookeeper_client::Client::connect(&server.address())
+        .await
+        .unwrap()
+        .get_data("/dubbo/config/dubbo/shop.configurators")
+        .await
+        .unwrap()
+        .0;
+    let text = String::from_utf8(node).unwrap();
+    assert_eq!(
+        Configurators::parse("shop.configurators", &text)
+            .unwrap()
+            .configs(),
+        documented_disable(&a).configs()
+    );
+    console.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_merge_into_a_changed_rule_and_two_consoles_lose_nothing() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let backend = Backend::from(store.clone());
+    let services = vec![service("shop.OrderService", "3000")];
+    let mut providers = Vec::new();
+    let mut addresses = Vec::new();
+    for _ in 0..4 {
+        let p = start_provider(&store, "shop", services.clone()).await;
+        addresses.push(address_of(&p).await);
+        providers.push(p);
+    }
+    let first = console_over(&store, Some(TOKEN)).await;
+    let second = console_over(&store, Some(TOKEN)).await;
+    let (c1, _) = login(&first, TOKEN).await;
+    let (c2, _) = login(&second, TOKEN).await;
+    sees_instances(&first, &c1, "shop", 4).await;
+    sees_instances(&second, &c2, "shop", 4).await;
+    let body = |address: &str| format!(r#"{{"app":"shop","address":"{address}"}}"#);
+    assert_eq!(
+        act(&first, &c1, "disable", &body(&addresses[0]))
+            .await
+            .status,
+        200
+    );
+    // Someone else adds an item of their own (a consumer-side timeout) by hand.
+    let text = rule_text(&backend, "shop.configurators").await.unwrap();
+    let theirs = format!(
+        "{text}- side: consumer\n  addresses: [0.0.0.0]\n  parameters:\n    timeout: 5000\n"
+    );
+    put_rule(&backend, "shop.configurators", &theirs).await;
+    assert_eq!(
+        act(&first, &c1, "disable", &body(&addresses[1]))
+            .await
+            .status,
+        200
+    );
+    let text = rule_text(&backend, "shop.configurators").await.unwrap();
+    assert!(text.contains("timeout: 5000"), "their item stays: {text}");
+    assert_eq!(
+        Configurators::parse("shop.configurators", &text)
+            .unwrap()
+            .configs()
+            .len(),
+        3
+    );
+    // Two consoles act on the same rule at once: each answer that says ok is in the rule;
+    // one that lost the race twice says so, with the rule as it is now.
+    let asks = [
+        (
+            &first,
+            &c1,
+            "weight",
+            addresses[2].clone(),
+            r#","weight":7"#,
+        ),
+        (
+            &second,
+            &c2,
+            "weight",
+            addresses[3].clone(),
+            r#","weight":9"#,
+        ),
+        (&first, &c1, "disable", addresses[2].clone(), ""),
+        (&second, &c2, "disable", addresses[3].clone(), ""),
+        (&first, &c1, "enable", addresses[0].clone(), ""),
+        (
+            &second,
+            &c2,
+            "tag",
+            addresses[1].clone(),
+            r#","tag":"gray""#,
+        ),
+    ];
+    let answers = futures::future::join_all(asks.iter().map(
+        |(console, cookie, action, address, extra)| {
+            let body = format!(r#"{{"app":"shop","address":"{address}"{extra}}}"#);
+            async move { act(*console, cookie, action, &body).await }
+        },
+    ))
+    .await;
+    let text = rule_text(&backend, "shop.configurators").await.unwrap();
+    let rules = introspect_cli::rule::instance::InstanceRules::read(
+        Some(&text),
+        rule_text(&backend, "shop.tag-router").await.as_deref(),
+    );
+    let mut conflicts = 0;
+    for ((_, _, action, address, _), answer) in asks.iter().zip(&answers) {
+        match answer.status {
+            200 => match *action {
+                "weight" => assert!(rules.weights.contains_key(address), "{text}"),
+                "disable" => assert!(rules.disabled.contains(address), "{text}"),
+                "enable" => assert!(!rules.disabled.contains(address), "{text}"),
+                _ => assert_eq!(rules.tags[address], "gray"),
+            },
+            409 => {
+                conflicts += 1;
+                assert!(
+                    answer.json()["current"]["content"].is_string(),
+                    "{}",
+                    answer.body
+                );
+                assert_eq!(answer.json()["action"]["outcome"], "conflict");
+            }
+            other => panic!("{action} {address}: {other} {}", answer.body),
+        }
+    }
+    assert!(text.contains("timeout: 5000"), "their item stays: {text}");
+    assert!(rules.disabled.contains(&addresses[1]), "{text}");
+    println!("two consoles, six actions at once: {conflicts} lost the race twice");
+    first.stop().await;
+    second.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_need_a_token_a_session_and_sound_input() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let backend = Backend::from(store.clone());
+    let one = start_provider(&store, "shop", vec![service("shop.OrderService", "1")]).await;
+    let a = address_of(&one).await;
+    let body = format!(r#"{{"app":"shop","address":"{a}"}}"#);
+    // A console without a token reads, and refuses every action with why.
+    let open = console_over(&store, None).await;
+    let refused = request(&open, "POST", "/api/actions/disable", &[], &body).await;
+    assert_eq!(refused.status, 403);
+    assert!(
+        refused.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("read-only")
+    );
+    let session = get(&open, "/api/session").await.json();
+    assert_eq!(session["actions"], false);
+    assert!(session["why_not"].as_str().unwrap().contains("--token-env"));
+    open.stop().await;
+
+    let console = console_over(&store, Some(TOKEN)).await;
+    for path in [
+        "/api/actions/disable",
+        "/api/actions/weight",
+        "/api/actions/tag",
+    ] {
+        assert_eq!(
+            request(&console, "POST", path, &[], &body).await.status,
+            401
+        );
+    }
+    let forged = [(
+        "Cookie",
+        "introspect_console=00112233445566778899aabbccddeeff",
+    )];
+    assert_eq!(
+        request(&console, "POST", "/api/actions/disable", &forged, &body)
+            .await
+            .status,
+        401
+    );
+    assert_eq!(get(&console, "/api/audit").await.status, 401);
+    // The token itself acts, as `bearer`.
+    let bearer = format!("Bearer {TOKEN}");
+    let (cookie, _) = login(&console, TOKEN).await;
+    sees_instances(&console, &cookie, "shop", 1).await;
+    let by_bearer = request(
+        &console,
+        "POST",
+        "/api/actions/disable",
+        &[("Authorization", &bearer)],
+        &body,
+    )
+    .await;
+    assert_eq!(by_bearer.status, 200, "{}", by_bearer.body);
+    assert_eq!(by_bearer.json()["action"]["session"], "bearer");
+    // Another site's page is refused even with the cookie.
+    let cross = request(
+        &console,
+        "POST",
+        "/api/actions/enable",
+        &[("Cookie", &cookie), ("Origin", "http://evil.example")],
+        &body,
+    )
+    .await;
+    assert_eq!(cross.status, 403, "{}", cross.body);
+
+    let written = rule_text(&backend, "shop.configurators").await;
+    let w = |weight: &str| format!(r#"{{"app":"shop","address":"{a}","weight":{weight}}}"#);
+    let t = |tag: &str| format!(r#"{{"app":"shop","address":"{a}","tag":{tag}}}"#);
+    for (action, hostile, status, says) in [
+        (
+            "disable",
+            r#"{"app":"sh/op","address":"10.0.0.1:1"}"#.to_owned(),
+            400,
+            "app name",
+        ),
+        (
+            "disable",
+            r#"{"app":"shop","address":"0.0.0.0:20880"}"#.to_owned(),
+            400,
+            "every host",
+        ),
+        (
+            "disable",
+            r#"{"app":"shop","address":"10.0.0.1"}"#.to_owned(),
+            400,
+            "host:port",
+        ),
+        (
+            "disable",
+            r#"{"app":"shop","address":"10.0.0.1:70000"}"#.to_owned(),
+            400,
+            "port",
+        ),
+        (
+            "disable",
+            r#"{"app":"shop","address":"x\ny:1"}"#.to_owned(),
+            400,
+            "DNS name",
+        ),
+        (
+            "disable",
+            r#"{"app":"shop"}"#.to_owned(),
+            400,
+            "address is needed",
+        ),
+        (
+            "disable",
+            r#"{"app":"shop","address":"10.0.0.1:1","weight":3}"#.to_owned(),
+            400,
+            "unknown field",
+        ),
+        ("disable", "[1,2]".to_owned(), 400, "JSON object"),
+        ("disable", "{not json".to_owned(), 400, "JSON"),
+        (
+            "disable",
+            r#"{"app":"shop","address":"10.9.9.9:1"}"#.to_owned(),
+            404,
+            "sees no instance",
+        ),
+        ("weight", w("-1"), 400, "from 0 to 10000"),
+        ("weight", w("10001"), 400, "from 0 to 10000"),
+        ("weight", w("1.5"), 400, "from 0 to 10000"),
+        ("weight", w(r#""100""#), 400, "from 0 to 10000"),
+        (
+            "weight",
+            format!(r#"{{"app":"shop","address":"{a}"}}"#),
+            400,
+            "weight is needed",
+        ),
+        ("tag", t(r#""a b""#), 400, "letters, digits"),
+        (
+            "tag",
+            t(&format!("\"{}\"", "t".repeat(65))),
+            400,
+            "longer than 64",
+        ),
+        ("tag", t("7"), 400, "must be a string"),
+    ] {
+        let answer = act(&console, &cookie, action, &hostile).await;
+        assert_eq!(answer.status, status, "{action} {hostile}: {}", answer.body);
+        let error = answer.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(error.contains(says), "{action} {hostile}: {error}");
+    }
+    // Too large a body is cut off before it is read.
+    let huge = format!(r#"{{"app":"{}","address":"{a}"}}"#, "s".repeat(10_000));
+    assert_eq!(act(&console, &cookie, "disable", &huge).await.status, 413);
+    assert_eq!(
+        rule_text(&backend, "shop.configurators").await,
+        written,
+        "nothing written"
+    );
+    // A rule that does not parse is not overwritten: the action says why.
+    put_rule(&backend, "shop.tag-router", "tags: [\n  - name: gray\n").await;
+    let broken = act(&console, &cookie, "tag", &t(r#""gray""#)).await;
+    assert_eq!(broken.status, 422, "{}", broken.body);
+    assert!(
+        broken.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not parse")
+    );
+    assert_eq!(
+        rule_text(&backend, "shop.tag-router").await.as_deref(),
+        Some("tags: [\n  - name: gray\n")
+    );
+    // The refusals by a session are in the log; the unauthenticated ones are not.
+    let log = request(&console, "GET", "/api/audit", &[("Cookie", &cookie)], "")
+        .await
+        .json();
+    let outcomes: Vec<&str> = log["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "ok").count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "refused").count(),
+        20,
+        "{outcomes:?}"
+    );
+    console.stop().await;
+}
+
+/// A config centre where another writer changes the rule just before each of this
+/// console's next `times` writes: the interleaving a retry exists for, made certain. Its
+/// writes are real ones, to the real store underneath.
+struct Meddler {
+    inner: Arc<dyn introspect::backend::ConfigCentre>,
+    times: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl introspect::backend::ConfigCentre for Meddler {
+    async fn get(
+        &self,
+        key: &str,
+        group: &str,
+    ) -> introspect::Result<Option<introspect::backend::config::ConfigItem>> {
+        self.inner.get(key, group).await
+    }
+
+    async fn follow(
+        &self,
+        key: &str,
+        group: &str,
+    ) -> introspect::Result<introspect::backend::config::ConfigFollow> {
+        self.inner.follow(key, group).await
+    }
+
+    async fn put(
+        &self,
+        key: &str,
+        group: &str,
+        content: &str,
+        expected: Option<&introspect::backend::config::ConfigVersion>,
+    ) -> introspect::Result<introspect::backend::config::ConfigVersion> {
+        use std::sync::atomic::Ordering;
+        let left = self.times.load(Ordering::SeqCst);
+        if left > 0 {
+            self.times.store(left - 1, Ordering::SeqCst);
+            let current = self
+                .inner
+                .get(key, group)
+                .await?
+                .expect("a rule to meddle with");
+            let theirs = format!(
+                "{}- side: consumer\n  parameters:\n    retries: '{left}'\n",
+                current.content
+            );
+            self.inner
+                .put(key, group, &theirs, Some(&current.version))
+                .await?;
+        }
+        self.inner.put(key, group, content, expected).await
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        group: &str,
+        expected: &introspect::backend::config::ConfigVersion,
+    ) -> introspect::Result<()> {
+        self.inner.delete(key, group, expected).await
+    }
+
+    async fn list(&self, group: &str) -> introspect::Result<Vec<String>> {
+        self.inner.list(group).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_meets_another_is_retried_once_then_reported() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let plain = Backend::from(store.clone());
+    let services = vec![service("shop.OrderService", "3000")];
+    let one = start_provider(&store, "shop", services.clone()).await;
+    let two = start_provider(&store, "shop", services).await;
+    let (a, b) = (address_of(&one).await, address_of(&two).await);
+    let meddler = Arc::new(Meddler {
+        inner: plain.config().clone(),
+        times: std::sync::atomic::AtomicUsize::new(0),
+    });
+    // Built of parts: a resolver rebuilds a key-value backend from its store, which would
+    // drop a config centre given with `with_config`.
+    let backend = Backend::new(
+        "memory",
+        plain.instances().clone(),
+        plain.mapping().clone(),
+        plain.reports().clone(),
+    )
+    .with_consumers(plain.consumers().clone())
+    .with_config(meddler.clone());
+    let options = ConsoleOptions {
+        token: Some(TOKEN.to_owned()),
+        discover_every: Duration::from_millis(200),
+        ..ConsoleOptions::new("127.0.0.1:0".parse().unwrap())
+    };
+    let console = console::start(Resolver::builder(backend).build(), options)
+        .await
+        .unwrap();
+    let (cookie, _) = login(&console, TOKEN).await;
+    sees_instances(&console, &cookie, "shop", 2).await;
+    let body = |address: &str| format!(r#"{{"app":"shop","address":"{address}"}}"#);
+    assert_eq!(
+        act(&console, &cookie, "disable", &body(&a)).await.status,
+        200
+    );
+    // Once: read again, merged, written; their item and ours are both there.
+    meddler.times.store(1, std::sync::atomic::Ordering::SeqCst);
+    let retried = act(&console, &cookie, "disable", &body(&b)).await;
+    assert_eq!(retried.status, 200, "{}", retried.body);
+    assert_eq!(retried.json()["action"]["retried"], true);
+    let text = rule_text(&plain, "shop.configurators").await.unwrap();
+    let rules = introspect_cli::rule::instance::InstanceRules::read(Some(&text), None);
+    assert_eq!(rules.disabled, [a.clone(), b.clone()], "{text}");
+    assert!(text.contains("retries: '1'"), "{text}");
+    // Twice: nothing of ours written, the answer shows the rule as it is now.
+    meddler.times.store(2, std::sync::atomic::Ordering::SeqCst);
+    let lost = act(&console, &cookie, "enable", &body(&a)).await;
+    assert_eq!(lost.status, 409, "{}", lost.body);
+    let now = rule_text(&plain, "shop.configurators").await.unwrap();
+    assert_eq!(lost.json()["current"]["content"], now.as_str());
+    assert!(
+        now.contains("retries: '2'") && now.contains("retries: '1'"),
+        "{now}"
+    );
+    let rules = introspect_cli::rule::instance::InstanceRules::read(Some(&now), None);
+    assert_eq!(
+        rules.disabled,
+        [a.clone(), b.clone()],
+        "the enable was not written"
+    );
+    let entry = &lost.json()["action"];
+    assert_eq!(entry["outcome"], "conflict");
+    assert_eq!(entry["retried"], true);
+    console.stop().await;
 }

@@ -15,13 +15,16 @@ use async_trait::async_trait;
 
 use super::config::{ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
 use super::consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
+use super::interfaces::{
+    InterfaceKey, InterfaceProviders, InterfaceRegistration, ProviderUrlFollow, ProviderUrls,
+};
 use super::{
     EarlyInstances, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
     MetadataReports, Registration,
 };
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::{ConsumerRecord, MetadataInfo, ServiceInstance};
+use crate::model::{ConsumerRecord, MetadataInfo, ProviderUrl, ServiceInstance};
 
 /// Runs `call` under `deadline`; a call that takes longer fails with [`Error::Timeout`]
 /// naming `backend` and `what`.
@@ -63,6 +66,29 @@ impl InstanceRegistry for Deadline<dyn InstanceRegistry> {
     ) -> Result<Arc<dyn Registration>> {
         let registration = self
             .run("register", self.inner.register(instance, ttl, limits))
+            .await?;
+        Ok(Arc::new(Deadline {
+            inner: registration,
+            deadline: self.deadline,
+            backend: self.backend,
+        }))
+    }
+
+    fn interface_level(&self) -> bool {
+        self.inner.interface_level()
+    }
+
+    async fn register_liveness(
+        &self,
+        instance: &ServiceInstance,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Arc<dyn Registration>> {
+        let registration = self
+            .run(
+                "register",
+                self.inner.register_liveness(instance, ttl, limits),
+            )
             .await?;
         Ok(Arc::new(Deadline {
             inner: registration,
@@ -124,6 +150,60 @@ impl Registration for Deadline<dyn Registration> {
 
     fn ttl(&self) -> Duration {
         self.inner.ttl()
+    }
+
+    async fn register_interface(
+        &self,
+        url: &ProviderUrl,
+        limits: &Limits,
+    ) -> Result<Arc<dyn InterfaceRegistration>> {
+        let registration = self
+            .run(
+                "interface-level register",
+                self.inner.register_interface(url, limits),
+            )
+            .await?;
+        Ok(Arc::new(Deadline {
+            inner: registration,
+            deadline: self.deadline,
+            backend: self.backend,
+        }))
+    }
+}
+
+#[async_trait]
+impl InterfaceRegistration for Deadline<dyn InterfaceRegistration> {
+    async fn update(&self, url: &ProviderUrl) -> Result<()> {
+        self.run("interface-level update", self.inner.update(url))
+            .await
+    }
+
+    async fn deregister(&self) -> Result<()> {
+        self.run("interface-level deregister", self.inner.deregister())
+            .await
+    }
+
+    fn id(&self) -> String {
+        self.inner.id()
+    }
+}
+
+#[async_trait]
+impl InterfaceProviders for Deadline<dyn InterfaceProviders> {
+    async fn list(&self, key: &InterfaceKey, limits: &Limits) -> Result<ProviderUrls> {
+        self.run(
+            "list interface-level providers",
+            self.inner.list(key, limits),
+        )
+        .await
+    }
+
+    async fn follow(&self, key: &InterfaceKey, limits: &Limits) -> Result<ProviderUrlFollow> {
+        self.run(
+            "follow interface-level providers",
+            self.inner.follow(key, limits),
+        )
+        .await
     }
 }
 

@@ -9,9 +9,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use crate::error::Result;
+use super::interfaces::InterfaceRegistration;
+use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::ServiceInstance;
+use crate::model::{ProviderUrl, ServiceInstance};
 
 /// An app's instances by `{host}:{port}` (the unbracketed form of the registry's keys).
 pub type Instances = BTreeMap<String, Arc<ServiceInstance>>;
@@ -130,6 +131,21 @@ pub trait Registration: Send + Sync + 'static {
     /// last keep-alive (ZooKeeper negotiates the session timeout, so it may differ from the
     /// one asked for).
     fn ttl(&self) -> Duration;
+
+    /// Writes the interface-level `url` under this registration's liveness (see
+    /// [`super::interfaces`]); it must fit `limits`. A backend without an interface-level
+    /// layout fails with [`Error::Config`] (the default).
+    async fn register_interface(
+        &self,
+        url: &ProviderUrl,
+        limits: &Limits,
+    ) -> Result<Arc<dyn InterfaceRegistration>> {
+        let _ = limits;
+        Err(Error::Config(format!(
+            "this registry backend writes no interface-level URL (asked for {})",
+            url.key()
+        )))
+    }
 }
 
 /// The instances part of a registry backend. See the module docs.
@@ -144,6 +160,29 @@ pub trait InstanceRegistry: Send + Sync + 'static {
         ttl: Duration,
         limits: &Limits,
     ) -> Result<Arc<dyn Registration>>;
+
+    /// Whether [`Registration::register_interface`] writes interface-level URLs here (and
+    /// [`Self::register_liveness`] holds them): ZooKeeper and Nacos; not the default.
+    fn interface_level(&self) -> bool {
+        false
+    }
+
+    /// A registration of `instance`'s liveness alone, writing no instance record: for a
+    /// provider that registers at the interface level only. Its `update` writes nothing;
+    /// `deregister` ends the liveness. A backend without an interface-level layout fails with
+    /// [`Error::Config`] (the default).
+    async fn register_liveness(
+        &self,
+        instance: &ServiceInstance,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Arc<dyn Registration>> {
+        let _ = (ttl, limits);
+        Err(Error::Config(format!(
+            "this registry backend has no interface-level layout (asked for {})",
+            instance.service_name
+        )))
+    }
 
     /// Every instance of `app`, skipping (and reporting) records that cannot be used.
     async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList>;

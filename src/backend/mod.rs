@@ -7,6 +7,11 @@
 //! * [`MappingRegistry`]: read an interface's apps, add an app by compare-and-set
 //!   (retried), follow one interface;
 //! * [`MetadataReports`]: get, put if absent, list an app's revisions, remove.
+//! * [`InterfaceRegistration`]: a provider's interface-level URL, written under its
+//!   [`Registration`]'s liveness where the backend has the layout (ZooKeeper, Nacos); see
+//!   [`mod@interfaces`].
+//! * [`InterfaceProviders`]: the interface-level provider URLs a consumer reads and follows
+//!   (ZooKeeper, Nacos; memory and etcd refuse).
 //!
 //! * [`ConsumerRegistry`] (optional): records of who consumes what, in a place of their own,
 //!   with liveness like an instance's; see [`mod@consumers`].
@@ -35,6 +40,7 @@ mod connect;
 pub mod consumers;
 mod deadline;
 mod instances;
+pub mod interfaces;
 pub mod kv;
 mod mapping;
 #[cfg(feature = "nacos")]
@@ -55,6 +61,9 @@ pub use consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
 pub use instances::{
     EarlyInstances, InstanceChange, InstanceEvent, InstanceFollow, InstanceList, InstanceRegistry,
     Instances, Registration,
+};
+pub use interfaces::{
+    InterfaceKey, InterfaceProviders, InterfaceRegistration, ProviderUrlFollow, ProviderUrls,
 };
 pub use mapping::{MappingFollow, MappingRegistry};
 pub use reports::MetadataReports;
@@ -77,6 +86,7 @@ pub struct Backend {
     reports: Arc<dyn MetadataReports>,
     consumers: Arc<dyn ConsumerRegistry>,
     config: Arc<dyn ConfigCentre>,
+    interface_providers: Arc<dyn InterfaceProviders>,
     /// The key-value backend, when this is one (for the builders' `layout`).
     kv: Option<KvBackend>,
 }
@@ -98,6 +108,7 @@ impl Backend {
             reports,
             consumers: Arc::new(consumers::NoConsumers { backend: name }),
             config: Arc::new(config::NoConfig { backend: name }),
+            interface_providers: Arc::new(interfaces::NoInterfaceProviders { backend: name }),
             kv: None,
         }
     }
@@ -114,6 +125,12 @@ impl Backend {
         self
     }
 
+    /// The same backend with `providers` as its interface-level providers part.
+    pub fn with_interface_providers(mut self, providers: Arc<dyn InterfaceProviders>) -> Self {
+        self.interface_providers = providers;
+        self
+    }
+
     /// The key-value backend over `store`, with keys under `layout`'s namespace.
     pub fn kv(store: Arc<dyn Store>, layout: Layout) -> Self {
         let backend = KvBackend::new(store, layout);
@@ -125,6 +142,9 @@ impl Backend {
             reports: shared.clone(),
             consumers: shared.clone(),
             config: shared,
+            interface_providers: Arc::new(interfaces::NoInterfaceProviders {
+                backend: backend.store().backend(),
+            }),
             kv: Some(backend),
         }
     }
@@ -142,6 +162,12 @@ impl Backend {
     /// The instances part.
     pub fn instances(&self) -> &Arc<dyn InstanceRegistry> {
         &self.instances
+    }
+
+    /// Whether this backend writes interface-level provider URLs (see [`mod@interfaces`]):
+    /// ZooKeeper and Nacos.
+    pub fn interface_level(&self) -> bool {
+        self.instances.interface_level()
     }
 
     /// The mapping part.
@@ -162,6 +188,12 @@ impl Backend {
     /// The config-centre part: governance rules where Dubbo Java reads them.
     pub fn config(&self) -> &Arc<dyn ConfigCentre> {
         &self.config
+    }
+
+    /// The interface-level providers part: what consumers read of providers registered at
+    /// the interface level (see [`mod@interfaces`]).
+    pub fn interface_providers(&self) -> &Arc<dyn InterfaceProviders> {
+        &self.interface_providers
     }
 
     /// The key-value backend, when this is one.
@@ -202,6 +234,11 @@ impl Backend {
             }),
             config: Arc::new(Deadline {
                 inner: self.config,
+                deadline,
+                backend: name,
+            }),
+            interface_providers: Arc::new(Deadline {
+                inner: self.interface_providers,
                 deadline,
                 backend: name,
             }),

@@ -16,6 +16,7 @@ use super::seen::{
     ConsumerHandle, ConsumerSettings, DEFAULT_CONSUMER_REFRESH, DEFAULT_CONSUMER_TTL,
 };
 use super::stats::Counters;
+use super::subscribe::migration_follow::MigrationFollow;
 use super::subscribe::{SubscribeOptions, SubscribeParts};
 use super::views::protection::ProtectionOptions;
 use super::views::{ViewParts, Views};
@@ -95,7 +96,9 @@ impl ResolverBuilder {
     /// [`register_consumer`](Self::register_consumer), else none), as a Dubbo consumer's
     /// `dubbo.application.name`: the config centre's rules keyed by it
     /// (`{app}.configurators`, `{app}.condition-router`) then route its calls, and rules
-    /// matching `application` match it.
+    /// matching `application` match it. Its migration rule (`{app}.migration`, see
+    /// [`MigrationRule`](crate::consumer::migration::MigrationRule)) is followed and steers
+    /// each subscription's level; a resolver without an app name reads no migration rule.
     pub fn application(mut self, app: impl Into<String>) -> Self {
         self.application = Some(app.into());
         self
@@ -265,11 +268,15 @@ impl ResolverBuilder {
             backend = backend.with_layout(layout);
         }
         let backend = backend.with_deadline(self.store_timeout);
-        let governed = Arc::new(ConsumerIdentity::new(
-            self.application
-                .or_else(|| self.consumer.as_ref().map(|c| c.app.clone())),
-            self.host.clone(),
-        ));
+        let app = self
+            .application
+            .or_else(|| self.consumer.as_ref().map(|c| c.app.clone()));
+        // The migration rule is the app's: a consumer without a name reads none.
+        let migration = app
+            .clone()
+            .filter(|app| !app.is_empty())
+            .map(|app| MigrationFollow::new(backend.config().clone(), app));
+        let governed = Arc::new(ConsumerIdentity::new(app, self.host.clone()));
         let consumer = self.consumer.and_then(|settings| {
             let checked = crate::model::names::validate_app(&settings.app).and_then(|()| {
                 settings
@@ -343,6 +350,7 @@ impl ResolverBuilder {
             rules: self.rules,
         };
         let parts = SubscribeParts {
+            backend: backend.clone(),
             views,
             metadata,
             health,
@@ -351,6 +359,7 @@ impl ResolverBuilder {
             hosts: Arc::new(HostNames::default()),
             limits: self.limits,
             seen: consumer.as_ref().map(|c| c.seen.clone()),
+            migration,
         };
         Resolver::assemble(
             backend,

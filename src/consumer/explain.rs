@@ -10,8 +10,75 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use super::migration::MigrationStep;
 use super::subscription::Subscription;
 use crate::model::{MetadataInfo, ServiceInfo};
+
+/// What the interface level offers a subscription that reads it (see [`MigrationStep`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InterfaceFindings {
+    /// The step the subscription is at.
+    pub step: MigrationStep,
+    /// Whether the interface level has been read.
+    pub read: bool,
+    /// The callable endpoints it has.
+    pub endpoints: usize,
+    /// URLs of the service whose protocol the channel does not speak, and those protocols.
+    pub uncallable: usize,
+    /// The protocols of those (`dubbo`, …).
+    pub uncallable_protocols: Vec<String>,
+    /// URLs of the service Dubbo would not call (`disabled=true`).
+    pub disabled: usize,
+    /// URLs of the interface with another group, version or protocol than asked.
+    pub other_services: usize,
+    /// URLs that did not read (malformed, over a bound), skipped.
+    pub skipped: usize,
+    /// Why the interface level cannot be read, when it cannot (a backend without it).
+    pub refused: Option<String>,
+}
+
+impl fmt::Display for InterfaceFindings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(refused) = &self.refused {
+            return write!(f, "the interface level cannot be read: {refused}");
+        }
+        if !self.read {
+            return write!(f, "the interface level has not been read yet");
+        }
+        write!(
+            f,
+            "the interface level has {} callable provider URL",
+            self.endpoints
+        )?;
+        if self.endpoints != 1 {
+            f.write_str("s")?;
+        }
+        let mut left_out = Vec::new();
+        if self.uncallable > 0 {
+            left_out.push(format!(
+                "{} of protocol {} (not callable: only tri and grpc are)",
+                self.uncallable,
+                self.uncallable_protocols.join(", ")
+            ));
+        }
+        if self.disabled > 0 {
+            left_out.push(format!("{} disabled", self.disabled));
+        }
+        if self.other_services > 0 {
+            left_out.push(format!(
+                "{} of another group, version or protocol",
+                self.other_services
+            ));
+        }
+        if self.skipped > 0 {
+            left_out.push(format!("{} unreadable, skipped", self.skipped));
+        }
+        if !left_out.is_empty() {
+            write!(f, " ({} left out)", left_out.join("; "))?;
+        }
+        Ok(())
+    }
+}
 
 /// What one app of a subscription offers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -73,6 +140,8 @@ pub struct Explanation {
     pub from_mapping: bool,
     /// What each app offers.
     pub apps: Vec<AppFindings>,
+    /// What the interface level offers, when the subscription reads it.
+    pub interface_level: Option<InterfaceFindings>,
 }
 
 impl Explanation {
@@ -120,6 +189,26 @@ impl Explanation {
 
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.interface_level {
+            Some(level) if level.step == MigrationStep::ForceInterface => {
+                write!(
+                    f,
+                    "{} at {}: {level}",
+                    self.subscription.interface, level.step
+                )
+            }
+            Some(level) => {
+                self.application_level(f)?;
+                write!(f, "; {level}")
+            }
+            None => self.application_level(f),
+        }
+    }
+}
+
+impl Explanation {
+    /// The application level's part of the explanation.
+    fn application_level(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let interface = &self.subscription.interface;
         if !self.read {
             return write!(
@@ -201,6 +290,7 @@ mod tests {
             read: true,
             from_mapping: true,
             apps,
+            interface_level: None,
         }
         .to_string()
     }
@@ -248,6 +338,7 @@ mod tests {
             read: true,
             from_mapping: true,
             apps: vec![AppFindings::new("greeter", 1, 0, [&info])],
+            interface_level: None,
         };
         assert!(found.has_match());
         let mut grouped = found.clone();

@@ -55,12 +55,14 @@ mod explain;
 mod follow;
 mod health;
 mod hosts;
+mod interface_endpoints;
 mod metadata;
+pub mod migration;
 mod rejections;
 mod resolver;
 mod route_report;
 pub mod routing;
-mod rules;
+pub(crate) mod rules;
 mod rules_now;
 mod seen;
 mod stats;
@@ -78,12 +80,13 @@ pub use builder::{
     ResolverBuilder,
 };
 pub use channel::ChannelHandle;
-pub use explain::{AppFindings, Explanation};
+pub use explain::{AppFindings, Explanation, InterfaceFindings};
 pub use follow::AppFollow;
 pub use health::{
     DEFAULT_FAILURE_THRESHOLD, DEFAULT_PROBE_CONCURRENCY, DEFAULT_PROBE_INTERVAL,
     DEFAULT_PROBE_TIMEOUT, HealthOptions, Probe,
 };
+pub use migration::MigrationStep;
 pub use resolver::Resolver;
 pub use route_report::{ProviderRoute, RouteProblem, RouteQuery, RouteReport};
 pub use seen::{DEFAULT_CONSUMER_REFRESH, DEFAULT_CONSUMER_TTL};

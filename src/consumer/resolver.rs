@@ -224,6 +224,7 @@ impl Resolver {
             read: true,
             from_mapping: subscription.provided_by.is_empty(),
             apps: found,
+            interface_level: None,
         })
     }
 

@@ -163,6 +163,15 @@ stats! {
     gauge shared_views = "shared_views":
         "Shared views running: one per app and per mapping followed by some subscription, \
          or in its release grace; each holds one registry watch.";
+    gauge interface_follows = "interface_follows":
+        "Interface-level follows running: one per subscription whose migration step reads \
+         the interface level (FORCE_INTERFACE, APPLICATION_FIRST); each holds one registry \
+         watch.";
+    counter skipped_provider_urls = "skipped_provider_urls_total":
+        "Interface-level provider URLs skipped as malformed or over a bound, per read.";
+    counter uncallable_provider_urls = "uncallable_provider_urls_total":
+        "Interface-level provider URLs of a subscribed service whose protocol the channel \
+         does not speak (dubbo://), left out, per read.";
     counter snapshot_writes = "snapshot_writes_total":
         "Local snapshots written.";
     counter snapshot_loads = "snapshot_loads_total":

@@ -1,5 +1,6 @@
 //! What a consumer asks for: an interface with optional qualifiers.
 
+use super::migration::MigrationStep;
 use crate::error::Result;
 use crate::model::names;
 
@@ -17,6 +18,9 @@ pub struct Subscription {
     pub protocol: Option<String>,
     /// Apps known to provide the interface; when non-empty the mapping is not read.
     pub provided_by: Vec<String>,
+    /// Which level of discovery to read (`None`: the resolver's
+    /// [`SubscribeOptions::migration_step`](crate::SubscribeOptions::migration_step)).
+    pub migration: Option<MigrationStep>,
 }
 
 impl Subscription {
@@ -53,6 +57,13 @@ impl Subscription {
         S: Into<String>,
     {
         self.provided_by = apps.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Reads the level(s) of discovery `step` says (see [`MigrationStep`]), whatever the
+    /// resolver's default.
+    pub fn migration(mut self, step: MigrationStep) -> Self {
+        self.migration = Some(step);
         self
     }
 

@@ -1,6 +1,6 @@
 //! The host a provider registers: checked when given, chosen when not.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::error::{Error, Result};
 use crate::model::names;
@@ -36,7 +36,7 @@ pub(super) fn default_host(local: SocketAddr) -> String {
     if !ip.is_unspecified() {
         return ip.to_string();
     }
-    match outward_ip(ip.is_ipv6()) {
+    match crate::outward_ip::outward_ip(ip.is_ipv6()) {
         Some(ip) => ip.to_string(),
         None => {
             let loopback: IpAddr = if ip.is_ipv6() {
@@ -52,27 +52,6 @@ pub(super) fn default_host(local: SocketAddr) -> String {
             loopback.to_string()
         }
     }
-}
-
-/// The local IP the system would send outward traffic from: a UDP socket "connected" to a
-/// documentation address (RFC 5737 / RFC 3849) picks its source address from the routing
-/// table without sending any packet.
-pub(crate) fn outward_ip(v6: bool) -> Option<IpAddr> {
-    let (bind, probe): (SocketAddr, SocketAddr) = if v6 {
-        (
-            (Ipv6Addr::UNSPECIFIED, 0).into(),
-            (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1), 9).into(),
-        )
-    } else {
-        (
-            (Ipv4Addr::UNSPECIFIED, 0).into(),
-            (Ipv4Addr::new(192, 0, 2, 1), 9).into(),
-        )
-    };
-    let socket = UdpSocket::bind(bind).ok()?;
-    socket.connect(probe).ok()?;
-    let ip = socket.local_addr().ok()?.ip();
-    (!ip.is_unspecified() && !ip.is_loopback()).then_some(ip)
 }
 
 #[cfg(test)]

@@ -10,9 +10,10 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
 
+use super::options::ServiceDefaults;
 use super::{
-    DEFAULT_DRAIN, DEFAULT_LEASE_TTL, DEFAULT_REVISION_GRACE, MetadataServing, Provider, Settings,
-    Shared, State, address,
+    DEFAULT_DRAIN, DEFAULT_LEASE_TTL, DEFAULT_PUBLISH_DELAY, DEFAULT_REVISION_GRACE,
+    MetadataServing, Provider, RegisterMode, Settings, Shared, State, address, interfaces,
 };
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -44,6 +45,10 @@ pub struct ProviderBuilder {
     report_cleanup: Option<Duration>,
     check_metadata_service: bool,
     reflection: bool,
+    defaults: ServiceDefaults,
+    rules: bool,
+    publish_delay: Duration,
+    register_mode: RegisterMode,
 }
 
 impl ProviderBuilder {
@@ -71,6 +76,10 @@ impl ProviderBuilder {
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
             check_metadata_service: true,
             reflection: true,
+            defaults: ServiceDefaults::default(),
+            rules: true,
+            publish_delay: DEFAULT_PUBLISH_DELAY,
+            register_mode: RegisterMode::Instance,
         }
     }
 
@@ -222,8 +231,73 @@ impl ProviderBuilder {
         self
     }
 
+    /// Sets a static tag on every exported service (`dubbo.tag`, as a Java provider's `tag`):
+    /// a call tagged the same goes to the app's providers of that tag, an untagged call
+    /// never reaches them. 1 to 128 bytes without spaces or commas; a service's own
+    /// `dubbo.tag` parameter wins.
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        self.defaults.tag = Some(tag.into());
+        self
+    }
+
+    /// Sets the weight of every exported service (`weight`, default 100 when unset): the
+    /// share of calls it gets beside the app's other providers. 0 to `i32::MAX` (a Java
+    /// `int`; a negative one fails [`Self::build`]); a service's own `weight` wins.
+    pub fn weight(mut self, weight: i64) -> Self {
+        self.defaults.weight = Some(weight);
+        self
+    }
+
+    /// Sets the warm-up of every exported service (`warmup`, default 10 minutes when
+    /// unset): consumers ramp its weight up over this long after the instance's start
+    /// (its record's `timestamp`). At most `i32::MAX` ms; a service's own `warmup` wins.
+    pub fn warmup(mut self, warmup: Duration) -> Self {
+        self.defaults.warmup = Some(warmup);
+        self
+    }
+
+    /// Whether the provider applies its own rules from the config centre (default: on), as
+    /// Dubbo Java's providers do: the `side: provider` items of `{app}.configurators` and of
+    /// each service's `{interface}:{version}:{group}.configurators` that name this
+    /// instance's address (or `0.0.0.0`), such as dubbo-admin's "disable" or "weight".
+    /// What they set goes into the exported services' parameters, republished as a new
+    /// revision; see [`Provider::rules`].
+    pub fn rules(mut self, rules: bool) -> Self {
+        self.rules = rules;
+        self
+    }
+
+    /// Sets how long after a rule change the provider republishes (default
+    /// [`DEFAULT_PUBLISH_DELAY`], Java's `dubbo.application.metadata.publish.delay`):
+    /// changes within one delay make one revision.
+    pub fn rules_publish_delay(mut self, delay: Duration) -> Self {
+        self.publish_delay = delay;
+        self
+    }
+
+    /// Sets which levels the provider registers at (default [`RegisterMode::Instance`], the
+    /// application-level instance record only), as Dubbo's `register-mode`:
+    /// [`RegisterMode::Interface`] writes one interface-level URL per exported service
+    /// instead, [`RegisterMode::All`] both, so that consumers that read only the interface
+    /// level (Dubbo 2.7, Dubbo 3 at `migration.step=FORCE_INTERFACE`) call it too.
+    ///
+    /// The URL is the one a Dubbo Java 3.3 provider writes for a Triple service (see
+    /// [`ProviderUrl`](crate::model::ProviderUrl)), ephemeral, bound to the instance's
+    /// session or connection: on ZooKeeper the node
+    /// `/dubbo/{interface}/providers/{URL}` (root: the registry URL's `group`), on Nacos an
+    /// instance of service `providers:{interface}:{version}:{group}`. It follows the exports
+    /// and the provider's rules (`disabled`, `weight`), and is removed first on a graceful
+    /// stop. Only ZooKeeper and Nacos have the layout: on another backend [`Self::build`]
+    /// fails with [`Error::Config`]; so does a service parameter that cannot be written in a
+    /// URL (a value with `&`).
+    pub fn register_mode(mut self, mode: RegisterMode) -> Self {
+        self.register_mode = mode;
+        self
+    }
+
     /// Validates the settings and builds the provider, without I/O.
     pub fn build(self) -> Result<Provider> {
+        self.defaults.validate()?;
         if let Some(host) = &self.host {
             address::check_host(host)?;
         }
@@ -236,11 +310,27 @@ impl ProviderBuilder {
                 "lease TTL must be at least one second".into(),
             ));
         }
+        let mut declared = self.services;
+        for service in &mut declared {
+            self.defaults.apply(service);
+        }
         let metadata = MetadataInfo::new_with_rule(
             self.app.clone(),
-            self.services,
+            declared.clone(),
             crate::model::PROVIDER_REVISION_RULE,
         )?;
+        if self.register_mode.writes_interface() {
+            if !self.backend.interface_level() {
+                return Err(Error::Config(format!(
+                    "register mode {} asks for interface-level URLs, which the {} backend                      does not write (ZooKeeper and Nacos do); use register mode instance",
+                    self.register_mode,
+                    self.backend.name()
+                )));
+            }
+            // Refused now rather than at the first write: parameters no URL can carry.
+            let host = self.host.as_deref().unwrap_or(address::LOOPBACK);
+            interfaces::urls(&metadata, host, port.max(1), 1)?;
+        }
         let exported = Arc::new(ExportedMetadata::new(metadata, self.revision_grace));
         let backend = match self.layout {
             Some(layout) => self.backend.with_layout(layout),
@@ -269,11 +359,21 @@ impl ProviderBuilder {
                     extra_metadata: self.extra_metadata,
                     registration: None,
                     metadata_port: port,
+                    started_at_ms: 0,
                     stopping: false,
                     stopped: false,
+                    interfaces: BTreeMap::new(),
+                    interfaces_pending: false,
                 }),
                 cancel: CancellationToken::new(),
                 warnings: crate::warnings::Aggregator::default(),
+                defaults: self.defaults,
+                declared: std::sync::Mutex::new(declared),
+                rules: std::sync::Mutex::default(),
+                rules_delay: self.rules.then_some(self.publish_delay),
+                exports_changed: tokio::sync::Notify::new(),
+                publishing: Mutex::new(()),
+                register_mode: self.register_mode,
             }),
             settings: Settings {
                 serving: self.serving,
@@ -286,6 +386,7 @@ impl ProviderBuilder {
                 reflection: self.reflection,
             },
             tasks: std::sync::Mutex::new(Vec::new()),
+            rules_started: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

@@ -23,20 +23,32 @@ impl Shared {
             return Err(Error::Shutdown);
         }
         self.refresh_metadata(&mut state);
-        let registration = self
-            .backend
-            .instances()
-            .register(&state.instance, self.lease_ttl, &self.limits)
-            .await?;
+        let instances = self.backend.instances();
+        let registration = if self.register_mode.writes_instance() {
+            instances
+                .register(&state.instance, self.lease_ttl, &self.limits)
+                .await?
+        } else {
+            instances
+                .register_liveness(&state.instance, self.lease_ttl, &self.limits)
+                .await?
+        };
         state.registration = Some(registration.clone());
+        // Those written went with the liveness they were bound to (or are replaced now).
+        state.interfaces.clear();
         tracing::info!(
             app = %state.instance.service_name,
             address = %state.instance.address(),
             revision = %state.instance.revision(),
             registration = %registration.id(),
             ttl = ?registration.ttl(),
+            mode = %self.register_mode,
             "instance registered"
         );
+        if let Err(e) = self.sync_interfaces(&mut state).await {
+            // Retried at the next keep-alive; the instance is registered.
+            tracing::warn!(error = %e, "interface-level URLs not all written; will retry");
+        }
         Ok(())
     }
 
@@ -63,6 +75,10 @@ impl Shared {
                 Ok(Ok(())) => {
                     tracing::debug!(registration = %id, "registration kept alive");
                     last_renewal = tokio::time::Instant::now();
+                    let mut state = self.state.lock().await;
+                    if state.interfaces_pending {
+                        let _ = self.sync_interfaces(&mut state).await;
+                    }
                     false
                 }
                 Ok(Err(Error::RegistrationLost(reason))) => {

@@ -7,7 +7,11 @@ use crate::backoff::Backoff;
 
 impl Shared {
     /// Adds the app to each exported interface's mapping; returns the interfaces that failed.
+    /// A provider registering at the interface level only writes none, as Dubbo Java.
     pub(super) async fn write_mappings(&self) -> Vec<String> {
+        if !self.register_mode.writes_instance() {
+            return Vec::new();
+        }
         let current = self.exported.current();
         let mut interfaces: Vec<&str> =
             current.services.values().map(|s| s.name.as_str()).collect();

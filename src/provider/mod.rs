@@ -28,8 +28,13 @@
 //! One concept per file:
 //!
 //! * `builder`: the settings, validated without I/O; `address`: the registered host;
+//!   `options`: the typed service defaults (tag, weight, warm-up);
 //! * `record`: the instance record's well-known metadata (pure);
+//! * `overrides`: the exports as the provider's own configurators override them (pure);
+//!   `rules`: those configurators followed live, and the exports republished;
 //! * `lease`: registration under a lease, keep-alive, re-registration;
+//! * `register_mode`: which levels are registered ([`RegisterMode`]); `interfaces`: the
+//!   interface-level URLs, kept in step with the exports;
 //! * `mappings`: interface -> app links, retried in the background;
 //! * `report_cleanup`: removing reported revisions no instance uses;
 //! * `serve`: the user's router served with MetadataService; `own_server`: MetadataService
@@ -41,13 +46,18 @@
 pub(crate) mod address;
 mod builder;
 mod check;
+mod interfaces;
 mod lease;
 mod mappings;
+mod options;
+mod overrides;
 mod own_server;
 mod record;
 mod reflection;
+mod register_mode;
 mod report_cleanup;
 mod routes;
+mod rules;
 mod serve;
 mod signal;
 mod stop;
@@ -63,12 +73,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 pub use builder::ProviderBuilder;
+pub use register_mode::RegisterMode;
+pub use rules::{DEFAULT_PUBLISH_DELAY, ProviderRules};
 pub use signal::shutdown_signal;
 
-use crate::backend::{Backend, Registration};
+use crate::backend::{Backend, InterfaceRegistration, Registration};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::{MetadataInfo, ServiceInfo, ServiceInstance, StorageType, keys};
+use crate::model::{MetadataInfo, ProviderUrl, ServiceInfo, ServiceInstance, StorageType, keys};
 use crate::rpc::{ExportedMetadata, MetadataServer, MetadataServiceV2Server};
 
 /// Default lease TTL: a crashed provider disappears this long after its last keep-alive.
@@ -97,6 +109,8 @@ pub struct Provider {
     shared: Arc<Shared>,
     settings: Settings,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// Whether the rules watcher was started (once, whichever way the provider starts).
+    rules_started: std::sync::atomic::AtomicBool,
 }
 
 /// How the provider serves MetadataService and finds its address.
@@ -128,6 +142,20 @@ struct Shared {
     cancel: CancellationToken,
     /// Repeated warnings (renewals, registrations, mappings while the store is down).
     warnings: crate::warnings::Aggregator,
+    /// The typed service defaults, applied to every declared service.
+    defaults: options::ServiceDefaults,
+    /// The services as declared (typed options applied), before the provider's rules.
+    declared: std::sync::Mutex<Vec<ServiceInfo>>,
+    /// The provider's own rules, last good per key.
+    rules: std::sync::Mutex<rules::OwnRules>,
+    /// The delay between a rule change and its revision; `None`: rules not followed.
+    rules_delay: Option<Duration>,
+    /// Told when the declared services change, so the rules followed follow them.
+    exports_changed: tokio::sync::Notify,
+    /// Serializes publishing new exports (declared changes, rule changes).
+    publishing: Mutex<()>,
+    /// Which levels are registered.
+    register_mode: RegisterMode,
 }
 
 /// The instance record as last written, and the registration (lease, session) that keeps
@@ -137,10 +165,19 @@ struct State {
     extra_metadata: BTreeMap<String, String>,
     registration: Option<Arc<dyn Registration>>,
     metadata_port: u16,
+    /// When the provider started, in ms since the epoch (the record's `timestamp`, which
+    /// consumers warm up from); 0 until it starts.
+    started_at_ms: u64,
     /// Set once the graceful stop began: the record is written marked as stopping.
     stopping: bool,
     /// Set once the record is being deleted: nothing may register it again.
     stopped: bool,
+    /// The interface-level URLs as last written, by [`ProviderUrl::key`], and their
+    /// registrations (empty unless the register mode writes them).
+    interfaces: BTreeMap<String, (ProviderUrl, Arc<dyn InterfaceRegistration>)>,
+    /// Whether the interface-level URLs may differ from the exports' (a write failed): the
+    /// keep-alive loop tries again.
+    interfaces_pending: bool,
 }
 
 impl Provider {
@@ -160,6 +197,17 @@ impl Provider {
     /// What this provider answers MetadataService calls with.
     pub fn exported(&self) -> &Arc<ExportedMetadata> {
         &self.shared.exported
+    }
+
+    /// The interface-level URLs as last written (none unless the register mode writes them,
+    /// see [`ProviderBuilder::register_mode`]).
+    pub async fn interface_urls(&self) -> Vec<ProviderUrl> {
+        let state = self.shared.state.lock().await;
+        state
+            .interfaces
+            .values()
+            .map(|(url, _)| url.clone())
+            .collect()
     }
 
     /// The current revision.
@@ -234,6 +282,8 @@ impl Provider {
     /// the registration is retried in the background, with backoff and aggregated
     /// warnings, until the store answers.
     async fn register_and_spawn(&self, later: bool) -> Result<()> {
+        self.shared.state.lock().await.started_at_ms = now_ms();
+        self.start_rules().await;
         match self.shared.register_with_new_lease().await {
             Ok(()) => {
                 let pending = self.shared.write_mappings().await;
@@ -265,41 +315,53 @@ impl Provider {
 
     /// Changes the exported services: a new revision, the instance record updated under the
     /// same lease, new interfaces mapped. The old revision stays answerable for the grace
-    /// period.
+    /// period. The typed options ([`ProviderBuilder::tag`], [`ProviderBuilder::weight`],
+    /// [`ProviderBuilder::warmup`]) and the provider's rules in force apply to the new
+    /// services too.
     pub async fn set_services(
         &self,
         services: impl IntoIterator<Item = ServiceInfo>,
     ) -> Result<()> {
-        let metadata = MetadataInfo::new_with_rule(
-            self.shared.exported.current().app.clone(),
-            services,
-            crate::model::PROVIDER_REVISION_RULE,
-        )?;
-        if metadata.revision == self.revision() {
-            return Ok(());
+        let app = self.shared.exported.current().app.clone();
+        let mut services: Vec<ServiceInfo> = services.into_iter().collect();
+        for service in &mut services {
+            self.shared.defaults.apply(service);
         }
-        tracing::info!(app = %metadata.app, revision = %metadata.revision, "exports changed");
-        if self.shared.storage_type == StorageType::Remote {
-            self.shared
-                .backend
-                .reports()
-                .put_if_absent(&metadata, &self.shared.limits)
-                .await?;
-        }
-        self.shared.exported.replace(metadata);
-        {
-            let mut state = self.shared.state.lock().await;
-            self.shared.refresh_metadata(&mut state);
-            if let Some(registration) = &state.registration {
-                registration.update(&state.instance).await?;
-            }
-        }
+        // Refused before anything changes: the same checks as the revision's.
+        MetadataInfo::new_with_rule(app, services.clone(), crate::model::PROVIDER_REVISION_RULE)?;
+        *rules::lock(&self.shared.declared) = services;
+        self.shared.exports_changed.notify_one();
+        self.shared.publish_exports().await?;
         let pending = self.shared.write_mappings().await;
         if !pending.is_empty() {
             let shared = self.shared.clone();
             self.spawn(async move { shared.retry_mappings(pending).await });
         }
         Ok(())
+    }
+
+    /// The provider's own rules: the configurator keys in force on it and those refused,
+    /// with the reason (see [`ProviderBuilder::rules`]).
+    pub fn rules(&self) -> ProviderRules {
+        rules::lock(&self.shared.rules).report()
+    }
+
+    /// Starts following the provider's own rules (unless turned off) and waits, briefly,
+    /// for the exports they make, so the first record written already obeys them.
+    async fn start_rules(&self) {
+        let Some(delay) = self.shared.rules_delay else {
+            return;
+        };
+        if self
+            .rules_started
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        let (loaded, first) = tokio::sync::oneshot::channel();
+        let shared = self.shared.clone();
+        self.spawn(async move { shared.rules_loop(delay, loaded).await });
+        let _ = first.await;
     }
 
     /// Stops gracefully: marks the instance as stopping (`enabled: false` and
@@ -365,6 +427,45 @@ impl Drop for Provider {
 }
 
 impl Shared {
+    /// Publishes the exports the declared services and the rules in force make, when their
+    /// revision differs from the current one: the report (storage type `remote`), the
+    /// answers of MetadataService, and the instance record under its lease.
+    async fn publish_exports(&self) -> Result<()> {
+        let _publishing = self.publishing.lock().await;
+        let (host, port) = {
+            let state = self.state.lock().await;
+            (state.instance.host.clone(), state.instance.port)
+        };
+        let app = self.exported.current().app.clone();
+        let services = {
+            let declared = rules::lock(&self.declared);
+            let rules = rules::lock(&self.rules);
+            overrides::overridden(&declared, &rules.documents(), &app, &host, port)
+        };
+        let metadata =
+            MetadataInfo::new_with_rule(app, services, crate::model::PROVIDER_REVISION_RULE)?;
+        if metadata.revision == self.exported.current().revision {
+            return Ok(());
+        }
+        tracing::info!(app = %metadata.app, revision = %metadata.revision, "exports changed");
+        if self.storage_type == StorageType::Remote {
+            self.backend
+                .reports()
+                .put_if_absent(&metadata, &self.limits)
+                .await?;
+        }
+        self.exported.replace(metadata);
+        let mut state = self.state.lock().await;
+        if state.stopped {
+            return Ok(());
+        }
+        self.refresh_metadata(&mut state);
+        if let Some(registration) = &state.registration {
+            registration.update(&state.instance).await?;
+        }
+        self.sync_interfaces(&mut state).await
+    }
+
     /// Rewrites the well-known metadata entries from the current exports (and the stopping
     /// marker while the graceful stop drains).
     fn refresh_metadata(&self, state: &mut State) {
@@ -374,6 +475,7 @@ impl Shared {
             self.storage_type,
             state.instance.port,
             state.metadata_port,
+            state.started_at_ms,
         )
         .into();
         state.instance.metadata.remove(keys::STOPPING);
@@ -381,4 +483,11 @@ impl Shared {
             state.instance.mark_stopping();
         }
     }
+}
+
+/// The wall clock in ms since the epoch (0 before it, which no clock reads).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -14,16 +14,25 @@ use crate::model::{MetadataInfo, ProtocolPort, ServiceInfo, StorageType, keys};
 /// The protocol MetadataService is served with: gRPC-compatible Triple.
 pub(super) const METADATA_SERVICE_PROTOCOL: &str = "tri";
 
+/// The instance metadata key of the provider's start time in ms since the epoch, where Dubbo
+/// Java writes it and consumers read it to warm the instance up.
+const TIMESTAMP_KEY: &str = "timestamp";
+
 /// The metadata map of the instance record: the user's extra entries, then the well-known
-/// keys (which the user cannot override) derived from `current`.
+/// keys (which the user cannot override) derived from `current`, and the start time when
+/// known (`started_at_ms` > 0).
 pub(super) fn instance_metadata(
     extra: &BTreeMap<String, String>,
     current: &MetadataInfo,
     storage_type: StorageType,
     instance_port: u16,
     metadata_port: u16,
+    started_at_ms: u64,
 ) -> BTreeMap<String, String> {
     let mut metadata = extra.clone();
+    if started_at_ms > 0 {
+        metadata.insert(TIMESTAMP_KEY.into(), started_at_ms.to_string());
+    }
     metadata.insert(keys::REVISION.into(), current.revision.clone());
     metadata.insert(keys::STORAGE_TYPE.into(), storage_type.as_str().into());
     metadata.insert(keys::META_V.into(), keys::META_V_2.into());
@@ -146,7 +155,15 @@ mod tests {
                 .with_port(20880)],
         )
         .unwrap();
-        let metadata = instance_metadata(&BTreeMap::new(), &info, StorageType::Local, 50051, 50052);
+        let metadata = instance_metadata(
+            &BTreeMap::new(),
+            &info,
+            StorageType::Local,
+            50051,
+            50052,
+            1_764_579_600_000,
+        );
+        assert_eq!(metadata["timestamp"], "1764579600000");
         let params: BTreeMap<String, String> =
             serde_json::from_str(&metadata[keys::METADATA_SERVICE_URL_PARAMS]).unwrap();
         assert_eq!(params["port"], "50052");

@@ -1,4 +1,9 @@
-//! The graceful stop: marked as stopping first, deregistered after the drain period.
+//! The graceful stop: interface-level URLs removed and the record marked as stopping
+//! first, deregistered after the drain period.
+//!
+//! Interface-level consumers (Dubbo 2.7, Dubbo 3 at `FORCE_INTERFACE`) know no stopping
+//! marker: the URLs are deleted at once, so they move away during the drain while the
+//! server still answers, as they do from a Dubbo Java provider, which unregisters first.
 //!
 //! The record is rewritten with `enabled: false` and the `introspect.stopping=true`
 //! metadata key (see [`crate::model::keys::STOPPING`]): the first is what etcd readers know,
@@ -39,6 +44,7 @@ impl Shared {
                 state.stopped = true;
                 return Ok(());
             };
+            self.withdraw_interfaces(&mut state).await;
             state.stopping = true;
             self.refresh_metadata(&mut state);
             let marked = registration.update(&state.instance).await;

@@ -2,7 +2,8 @@
 //! record as Dubbo Java's `NacosServiceDiscovery` reads it, Java- and Go-shaped records read
 //! back, Rust providers and consumers end to end, and faults judged by the calls routed
 //! through the balanced channel: server restarts, a provider process killed, a consumer
-//! started while the server is down. Last, an app whose list is over gRPC's 4 MiB limit.
+//! started while the server is down. Last, apps whose lists are over the SDK's 4 MiB gRPC
+//! limit: listed over HTTP and followed by polling, up to 10,000 instances.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -665,15 +666,15 @@ async fn a_consumer_started_with_nacos_down_serves_its_snapshot_then_catches_up(
     }
 }
 
-/// Instances one raw client registers in the oversized test: one batch request each
+/// Instances one raw client registers in the large-app tests: one batch request each
 /// (Nacos keeps one batch per service per connection), under the server's own 4 MiB limit
 /// on the requests it reads.
 const BATCH: usize = 1_500;
 /// The app of the oversized test.
 const HUGE: &str = "huge";
 
-/// A raw client holding [`BATCH`] Dubbo Java-shaped instances of [`HUGE`] (`10.{n}.x.y`).
-async fn batch_of_huge(server: &NacosServer, n: usize) -> nacos_sdk::api::naming::NamingService {
+/// [`BATCH`] Dubbo Java-shaped instances of [`HUGE`] (`10.{n}.x.y`).
+fn huge_batch(n: usize) -> Vec<nacos_sdk::api::naming::ServiceInstance> {
     let revision = "b7c1d3e1f1b7b0b4c3a0f1c2d3e4f5a6";
     let metadata: std::collections::HashMap<String, String> = [
         (keys::REVISION, revision),
@@ -688,29 +689,82 @@ async fn batch_of_huge(server: &NacosServer, n: usize) -> nacos_sdk::api::naming
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
-    let instances = (0..BATCH)
+    (0..BATCH)
         .map(|j| nacos_sdk::api::naming::ServiceInstance {
             ip: format!("10.{n}.{}.{}", j / 250, j % 250 + 1),
             port: 20880,
             metadata: metadata.clone(),
             ..Default::default()
         })
-        .collect();
-    let raw = raw_naming(server).await;
-    raw.batch_register_instance(HUGE.into(), Some("DEFAULT_GROUP".into()), instances)
+        .collect()
+}
+
+/// Registers `instances` of `service` in one batch through `raw` (replacing what `raw`
+/// registered of `service` before).
+async fn batch_register(
+    raw: &nacos_sdk::api::naming::NamingService,
+    service: &str,
+    instances: Vec<nacos_sdk::api::naming::ServiceInstance>,
+) {
+    let n = instances.len();
+    raw.batch_register_instance(service.into(), Some("DEFAULT_GROUP".into()), instances)
         .await
-        .unwrap_or_else(|e| panic!("batch {n} of {HUGE}: {e}"));
+        .unwrap_or_else(|e| panic!("a batch of {n} into {service}: {e}"));
+}
+
+/// A raw client holding batch `n` of [`HUGE`].
+async fn batch_of_huge(server: &NacosServer, n: usize) -> nacos_sdk::api::naming::NamingService {
+    let raw = raw_naming(server).await;
+    batch_register(&raw, HUGE, huge_batch(n)).await;
     raw
 }
 
-/// Whether `error` says a reply was over gRPC's message limit.
-fn says_too_large(error: &introspect::Error) -> bool {
-    let text = error.to_string();
-    text.contains("over the gRPC message limit") && text.contains("4 MiB")
+/// Applies the next event of `follow` to `held` (the addresses it holds).
+async fn next_event(
+    follow: &mut introspect::backend::InstanceFollow,
+    held: &mut std::collections::BTreeSet<String>,
+) {
+    use introspect::backend::{InstanceChange, InstanceEvent};
+    match follow.next().await.expect("the follow goes on") {
+        InstanceEvent::Reset(list) => *held = list.instances.keys().cloned().collect(),
+        InstanceEvent::Changes(changes) => {
+            for change in changes {
+                match change {
+                    InstanceChange::Upsert(i) => {
+                        held.insert(format!("{}:{}", i.host, i.port));
+                    }
+                    InstanceChange::Removed(address) | InstanceChange::Skipped { address, .. } => {
+                        held.remove(&address);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Follows events of `follow` until it holds `count` instances, within `limit`.
+async fn follow_until(
+    follow: &mut introspect::backend::InstanceFollow,
+    held: &mut std::collections::BTreeSet<String>,
+    count: usize,
+    limit: Duration,
+    what: &str,
+) {
+    let reached = tokio::time::timeout(limit, async {
+        while held.len() != count {
+            next_event(follow, held).await;
+        }
+    })
+    .await;
+    assert!(
+        reached.is_ok(),
+        "{what}: the follow holds {}, not {count}",
+        held.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_app_whose_list_is_over_grpc_s_4_mib_fails_with_an_error_that_says_so() {
+async fn an_app_that_grows_past_grpc_s_4_mib_is_still_listed_and_followed() {
     let Some(server) = NacosServer::start().await else {
         return;
     };
@@ -723,30 +777,24 @@ async fn an_app_whose_list_is_over_grpc_s_4_mib_fails_with_an_error_that_says_so
     .await;
     let small = backend.instances().list(HUGE, &limits).await.unwrap();
     assert_eq!(small.instances.len(), BATCH);
-    // A follow of the app while it is small enough.
+    // A follow of the app while it is small enough for pushes.
     let mut follow = backend.instances().follow(HUGE, &limits).await.unwrap();
-    match follow.next().await.unwrap() {
-        introspect::backend::InstanceEvent::Reset(list) => assert_eq!(list.instances.len(), BATCH),
-        other => panic!("a follow starts with a reset: {other:?}"),
-    }
+    let mut held = std::collections::BTreeSet::new();
+    next_event(&mut follow, &mut held).await;
+    assert_eq!(
+        held.len(),
+        BATCH,
+        "a follow starts with a reset of the list"
+    );
 
-    // Grown to two batches, which the follow receives (the list is now large enough for
-    // the follow to check it against the server), then to six: the server's answer is over
-    // 4 MiB.
+    // Grown to two batches, which the follow receives pushed, then to six at once: the
+    // server's answer (and its push) is over 4 MiB, which the SDK cannot receive.
     raw.push(batch_of_huge(&server, 1).await);
-    let grown = tokio::time::timeout(LIMIT, async {
-        let mut listed = BATCH;
-        while listed < 2 * BATCH {
-            match follow.next().await.unwrap() {
-                introspect::backend::InstanceEvent::Reset(list) => listed = list.instances.len(),
-                introspect::backend::InstanceEvent::Changes(changes) => listed += changes.len(),
-            }
-        }
-    });
-    grown.await.expect("the follow receives the second batch");
-    for n in 2..6 {
-        raw.push(batch_of_huge(&server, n).await);
-    }
+    follow_until(&mut follow, &mut held, 2 * BATCH, LIMIT, "two batches").await;
+    // (Registered at once, the four batches most often reach the follow in one push.)
+    let grown = futures::future::join_all((2..6).map(|n| batch_of_huge(&server, n))).await;
+    let at = std::time::Instant::now();
+    raw.extend(grown);
     eventually(LIMIT, "all six batches listed", || async {
         hosts(&server, HUGE).await.len() == 6 * BATCH
     })
@@ -762,40 +810,204 @@ async fn an_app_whose_list_is_over_grpc_s_4_mib_fails_with_an_error_that_says_so
     );
     assert!(http.len() > 4 << 20, "the list is over 4 MiB");
 
-    // A list, a resolve and the list of every app fail, saying why: never an empty list.
-    let listed = backend.instances().list(HUGE, &limits).await;
-    let error = listed.expect_err("a list over the limit fails");
-    assert!(says_too_large(&error), "{error}");
-    let resolver = Resolver::new(backend.clone());
-    let resolved = resolver
-        .resolve(&Subscription::new(GREETER).provided_by([HUGE]))
-        .await;
-    let error = resolved.expect_err("a resolve over the limit fails");
-    assert!(says_too_large(&error), "{error}");
-    let error = backend.instances().list_apps(&limits).await.unwrap_err();
-    assert!(says_too_large(&error), "{error}");
+    // A list and the list of every app read it whole (over HTTP).
+    let listed = backend.instances().list(HUGE, &limits).await.unwrap();
+    assert_eq!(listed.instances.len(), 6 * BATCH);
+    let all = backend.instances().list_apps(&limits).await.unwrap();
+    assert_eq!(all[HUGE].instances.len(), 6 * BATCH);
 
-    // The follow cannot receive the server's push of the grown app (the SDK drops it with
-    // its connection): it ends, saying why, instead of keeping the small list silently.
-    let ended = tokio::time::timeout(LIMIT * 2, async {
-        loop {
-            match follow.next().await {
-                Ok(introspect::backend::InstanceEvent::Reset(list)) => {
-                    eprintln!("the follow reset to {}", list.instances.len());
+    // The follow finds the grown app on its next check of the server (within 20 s) and
+    // polls it from then on: it follows half a batch deregistered.
+    follow_until(&mut follow, &mut held, 6 * BATCH, LIMIT, "six batches").await;
+    eprintln!("the follow holds six batches after {:?}", at.elapsed());
+    {
+        use futures::StreamExt;
+        let raw = &raw[5];
+        futures::stream::iter(huge_batch(5).into_iter().take(BATCH / 2))
+            .map(|instance| async move {
+                raw.deregister_instance(HUGE.into(), Some("DEFAULT_GROUP".into()), instance)
+                    .await
+                    .unwrap_or_else(|e| panic!("deregister: {e}"));
+            })
+            .buffer_unordered(32)
+            .collect::<()>()
+            .await;
+    }
+    follow_until(
+        &mut follow,
+        &mut held,
+        5 * BATCH + BATCH / 2,
+        LIMIT,
+        "half a batch deregistered",
+    )
+    .await;
+    // A new follow starts polling at once.
+    let mut again = backend.instances().follow(HUGE, &limits).await.unwrap();
+    let mut held_again = std::collections::BTreeSet::new();
+    next_event(&mut again, &mut held_again).await;
+    assert_eq!(held_again, held);
+    drop(raw);
+}
+
+/// The app of the 10,000-instance test.
+const FLEET: &str = "fleet";
+/// Its size: more than one gRPC answer of the SDK holds of its records (about 6 MB).
+const FLEET_SIZE: usize = 10_000;
+/// Records per batch registration of the fleet (about 1.4 MB a request).
+const FLEET_BATCH: usize = 2_000;
+
+/// Record `i` of the fleet: `template` (a real provider's record) at port `20000 + i` of
+/// loopback, every protocol on that port, its MetadataService still the template's.
+fn fleet_record(template: &introspect::ServiceInstance, i: usize) -> introspect::ServiceInstance {
+    let port = u16::try_from(20_000 + i).expect("a port");
+    let mut record = template.clone();
+    record.host = "127.0.0.1".into();
+    record.port = port;
+    let endpoints: Vec<introspect::model::ProtocolPort> = template
+        .protocol_ports()
+        .into_iter()
+        .map(|p| introspect::model::ProtocolPort {
+            port,
+            protocol: p.protocol,
+        })
+        .collect();
+    record.metadata.insert(
+        keys::ENDPOINTS.into(),
+        serde_json::to_string(&endpoints).unwrap(),
+    );
+    record
+}
+
+/// Registers records `range` of the fleet in one batch on a client of its own.
+async fn fleet_batch(
+    server: &NacosServer,
+    template: &introspect::ServiceInstance,
+    range: std::ops::Range<usize>,
+) -> nacos_sdk::api::naming::NamingService {
+    let raw = raw_naming(server).await;
+    let records = range
+        .map(|i| introspect::backend::nacos::record::to_nacos(&fleet_record(template, i)))
+        .collect();
+    batch_register(&raw, FLEET, records).await;
+    raw
+}
+
+/// Deregisters records `range` of the fleet through `raw`, 32 at a time.
+async fn deregister(
+    raw: &nacos_sdk::api::naming::NamingService,
+    template: &introspect::ServiceInstance,
+    range: std::ops::Range<usize>,
+) {
+    use futures::StreamExt;
+    futures::stream::iter(range)
+        .map(|i| async move {
+            let record = introspect::backend::nacos::record::to_nacos(&fleet_record(template, i));
+            raw.deregister_instance(FLEET.into(), Some("DEFAULT_GROUP".into()), record)
+                .await
+                .unwrap_or_else(|e| panic!("deregister record {i}: {e}"));
+        })
+        .buffer_unordered(32)
+        .collect::<()>()
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_of_ten_thousand_instances_resolves_follows_and_survives_churn() {
+    let Some(server) = NacosServer::start().await else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    // A real provider serves the metadata the fleet's records point at.
+    let provider = start_greeter_on(server.backend().await, FLEET, TTL, DRAIN).await;
+    let backend = server.backend().await;
+    let limits = Limits::default();
+    let template = backend.instances().list(FLEET, &limits).await.unwrap();
+    let template = template.instances.values().next().unwrap().as_ref().clone();
+    let mut raw = Vec::new();
+    for first in (0..FLEET_SIZE).step_by(FLEET_BATCH) {
+        raw.push(fleet_batch(&server, &template, first..first + FLEET_BATCH).await);
+    }
+    let all = FLEET_SIZE + 1;
+    eventually(LIMIT, "the fleet registered", || async {
+        hosts(&server, FLEET).await.len() == all
+    })
+    .await;
+    let size = server
+        .instances_http("DEFAULT_GROUP", FLEET)
+        .await
+        .to_string()
+        .len();
+    eprintln!(
+        "{all} instances: {size} bytes of JSON over HTTP; registered in {:?}",
+        started.elapsed()
+    );
+    assert!(size > 4 << 20, "the list is over the SDK's 4 MiB");
+
+    // Resolved cold, then followed by a live subscription.
+    let resolver = Resolver::new(backend.clone());
+    let subscription = Subscription::new(GREETER).provided_by([FLEET]);
+    let at = std::time::Instant::now();
+    let resolved = resolver.resolve(&subscription).await.unwrap();
+    eprintln!(
+        "resolved {} endpoints in {:?}",
+        resolved.len(),
+        at.elapsed()
+    );
+    assert_eq!(resolved.len(), all);
+    let mut handle = resolver.subscribe(subscription).await.unwrap();
+    let until = |handle: &mut introspect::SubscriptionHandle, count: usize, what: &'static str| {
+        let mut handle = handle.clone();
+        async move {
+            tokio::time::timeout(LIMIT, async {
+                while handle.current().len() != count {
+                    handle.changed().await.unwrap();
                 }
-                Ok(introspect::backend::InstanceEvent::Changes(changes)) => {
-                    eprintln!("the follow went on: {} changes", changes.len());
-                }
-                Err(e) => return e,
-            }
+            })
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{what}: {} endpoints, not {count}", handle.current().len())
+            });
+        }
+    };
+    until(&mut handle, all, "the first full set").await;
+
+    // Churn: half a batch deregistered one by one while as many new instances register,
+    // then another half batch gone. (A batch registration on a client that has one adds to
+    // it on rnacos; Nacos replaces it.)
+    let at = std::time::Instant::now();
+    let gone = 0..FLEET_BATCH / 2;
+    let new = FLEET_SIZE..FLEET_SIZE + FLEET_BATCH / 2;
+    let (newcomers, ()) = tokio::join!(fleet_batch(&server, &template, new.clone()), async {
+        deregister(&raw[0], &template, gone.clone()).await
+    });
+    raw.push(newcomers);
+    let replaced = |handle: &introspect::SubscriptionHandle| {
+        let ports: std::collections::BTreeSet<u16> =
+            handle.current().iter().map(|e| e.port).collect();
+        ports.len() == all
+            && ports.contains(&u16::try_from(20_000 + new.start).unwrap())
+            && !ports.contains(&u16::try_from(20_000 + gone.start).unwrap())
+    };
+    let followed = tokio::time::timeout(LIMIT, async {
+        while !replaced(&handle) {
+            handle.changed().await.unwrap();
         }
     })
-    .await
-    .expect("the follow of an app over the limit ends");
-    assert!(says_too_large(&ended), "{ended}");
-    // Following again fails at once, with the same words.
-    let again = backend.instances().follow(HUGE, &limits).await;
-    let error = again.map(|_| ()).expect_err("a new follow fails");
-    assert!(says_too_large(&error), "{error}");
+    .await;
+    assert!(
+        followed.is_ok(),
+        "the churn not followed: {} endpoints",
+        handle.current().len()
+    );
+    eprintln!("half a batch replaced, followed in {:?}", at.elapsed());
+    deregister(&raw[0], &template, FLEET_BATCH / 2..FLEET_BATCH).await;
+    until(
+        &mut handle,
+        all - FLEET_BATCH / 2,
+        "another half batch gone",
+    )
+    .await;
+    eprintln!("whole test {:?}", started.elapsed());
     drop(raw);
+    provider.shutdown().await;
 }

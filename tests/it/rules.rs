@@ -5,11 +5,14 @@
 //! (`governance_rules.rs` holds the same rules side by side with a real Java consumer.)
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use crate::support::calls::{calls_until, count_calls};
 use crate::support::greeter::pb::HelloRequest;
 use crate::support::greeter::pb::greeter_client::GreeterClient;
 use crate::support::greeter::{GreeterNode, greeter_service, start_greeter_exporting};
+use crate::support::rules::{delete_rule, put_rule};
 use crate::support::wait::eventually;
 use introspect::consumer::{BalancedChannel, ChannelHandle, ChannelOptions, SubscriptionHandle};
 use introspect::{Backend, MemoryStore, Resolver, ServiceInfo, Store, Subscription};
@@ -46,7 +49,7 @@ impl Fleet {
         }
         let ports: Vec<u16> = nodes.iter().map(|n| n.address.port()).collect();
         for (key, rule) in before {
-            put(&backend, key, &rule(&ports)).await;
+            put_rule(&backend, key, &rule(&ports)).await;
         }
         let resolver = Resolver::builder(backend.clone())
             .application(CONSUMER)
@@ -80,47 +83,29 @@ impl Fleet {
     /// Makes `calls` calls (with `headers`), returns how many each provider answered and
     /// the errors.
     async fn calls(&self, calls: u32, headers: &[(&'static str, &str)]) -> (Vec<u64>, Vec<String>) {
-        let before: Vec<u64> = self.nodes.iter().map(GreeterNode::calls).collect();
-        let mut client = GreeterClient::new(self.channel.clone());
-        let mut errors = Vec::new();
-        for _ in 0..calls {
-            let mut request = tonic::Request::new(HelloRequest { name: "r".into() });
-            for (name, value) in headers {
-                request.metadata_mut().insert(*name, value.parse().unwrap());
-            }
-            if let Err(status) = client.say_hello(request).await {
-                errors.push(status.message().to_owned());
-            }
-        }
-        let answered = self
-            .nodes
-            .iter()
-            .zip(before)
-            .map(|(n, b)| n.calls() - b)
-            .collect();
-        (answered, errors)
+        count_calls(&self.channel, &self.counters(), calls, headers).await
     }
 
-    /// Waits until `calls` calls are answered as `check` wants.
+    /// Waits until 60 calls are answered as `check` wants.
     async fn until(
         &self,
         what: &str,
         headers: &[(&'static str, &str)],
         check: impl Fn(&[u64], &[String]) -> bool,
     ) {
-        let deadline = tokio::time::Instant::now() + OBEYED_WITHIN;
-        loop {
-            let (answered, errors) = self.calls(60, headers).await;
-            if check(&answered, &errors) {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{what}: still {answered:?}, errors {:?}",
-                errors.first()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        calls_until(
+            &self.channel,
+            &self.counters(),
+            headers,
+            OBEYED_WITHIN,
+            what,
+            check,
+        )
+        .await;
+    }
+
+    fn counters(&self) -> Vec<Arc<AtomicU64>> {
+        self.nodes.iter().map(GreeterNode::counter).collect()
     }
 }
 
@@ -137,25 +122,6 @@ async fn provider(backend: &Backend, service: ServiceInfo) -> GreeterNode {
         service,
     )
     .await
-}
-
-async fn put(backend: &Backend, key: &str, text: &str) {
-    let config = backend.config();
-    let current = config.get(key, GROUP).await.unwrap();
-    config
-        .put(key, GROUP, text, current.as_ref().map(|c| &c.version))
-        .await
-        .unwrap();
-}
-
-async fn delete(backend: &Backend, key: &str) {
-    let config = backend.config();
-    let current = config
-        .get(key, GROUP)
-        .await
-        .unwrap()
-        .expect("the rule is there");
-    config.delete(key, GROUP, &current.version).await.unwrap();
 }
 
 fn avoid(port: u16, force: bool) -> String {
@@ -175,7 +141,7 @@ async fn a_condition_rule_routes_calls_until_it_is_deleted() {
         "every provider reached: {answered:?}"
     );
 
-    put(
+    put_rule(
         &fleet.backend,
         SERVICE_CONDITIONS,
         &avoid(fleet.port(0), false),
@@ -188,7 +154,7 @@ async fn a_condition_rule_routes_calls_until_it_is_deleted() {
     assert_eq!(answered[0], 0, "the rule stays obeyed: {answered:?}");
     assert!(answered[1] > 0 && answered[2] > 0 && errors.is_empty());
 
-    delete(&fleet.backend, SERVICE_CONDITIONS).await;
+    delete_rule(&fleet.backend, SERVICE_CONDITIONS).await;
     fleet
         .until("the deleted rule stops applying", &[], |a, _| a[0] > 0)
         .await;
@@ -255,7 +221,7 @@ async fn a_rule_that_leaves_no_provider_applies_only_when_forced() {
     );
     assert!(answered.iter().all(|&n| n > 0), "{answered:?}");
 
-    put(&fleet.backend, SERVICE_CONDITIONS, &nowhere(true)).await;
+    put_rule(&fleet.backend, SERVICE_CONDITIONS, &nowhere(true)).await;
     fleet
         .until("the forced rule fails calls", &[], |a, e| {
             a.iter().all(|&n| n == 0) && e.len() == 60
@@ -277,7 +243,7 @@ async fn a_tag_rule_groups_providers_by_address() {
          addresses: ['127.0.0.1:{}']\n",
         fleet.port(1)
     );
-    put(&fleet.backend, &format!("{APP}.tag-router"), &rule).await;
+    put_rule(&fleet.backend, &format!("{APP}.tag-router"), &rule).await;
     fleet
         .until(
             "tagged calls reach the tag's address only",
@@ -303,7 +269,7 @@ async fn a_consumer_configurator_disables_one_provider_for_this_consumer() {
          parameters:\n      disabled: 'true'\n",
         fleet.port(2)
     );
-    put(&fleet.backend, &format!("{CONSUMER}.configurators"), &rule).await;
+    put_rule(&fleet.backend, &format!("{CONSUMER}.configurators"), &rule).await;
     fleet
         .until("the configured provider takes no calls", &[], |a, e| {
             a[2] == 0 && a[0] > 0 && a[1] > 0 && e.is_empty()
@@ -311,7 +277,7 @@ async fn a_consumer_configurator_disables_one_provider_for_this_consumer() {
         .await;
     // Deleting the rule gives the provider its calls back at once (Java's consumer never
     // resumes a provider whose provider-side disable rule was deleted: not copied).
-    delete(&fleet.backend, &format!("{CONSUMER}.configurators")).await;
+    delete_rule(&fleet.backend, &format!("{CONSUMER}.configurators")).await;
     fleet
         .until("the provider takes calls again", &[], |a, e| {
             a[2] > 0 && e.is_empty()
@@ -329,7 +295,7 @@ async fn a_v31_condition_rule_splits_calls_by_destination_weight() {
         fleet.port(0),
         fleet.port(1)
     );
-    put(&fleet.backend, SERVICE_CONDITIONS, &rule).await;
+    put_rule(&fleet.backend, SERVICE_CONDITIONS, &rule).await;
     fleet
         .until("the split applies", &[], |a, e| a[2] == 0 && e.is_empty())
         .await;
@@ -418,7 +384,10 @@ async fn a_rule_written_where_nobody_reads_it_is_flagged_not_applied() {
 async fn an_unparsed_weight_is_counted_and_explained() {
     use introspect::consumer::RouteQuery;
     let backend = Backend::memory();
-    let node = provider(&backend, greeter_service().with_param("weight", "heavy")).await;
+    let service = greeter_service()
+        .with_param("weight", "heavy")
+        .with_param("warmup", "0");
+    let node = provider(&backend, service).await;
     let resolver = Resolver::new(backend.clone());
     let subscription = resolver
         .subscribe(Subscription::new("helloworld.Greeter"))

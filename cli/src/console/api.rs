@@ -6,14 +6,13 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
+use axum::response::Response;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::Stream;
 use introspect::consumer::Subscription;
@@ -22,11 +21,13 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::action_log::Actions;
+use super::actions;
 use super::assets;
 use super::auth::Auth;
-use super::bounded::clip;
 use super::fleet::{Fleet, holds_json, share, summary};
 use super::routing;
+use super::shared::{READ_TIMEOUT, Shared, answer, failure};
 use crate::json::{endpoint_json, revision_report_json};
 
 /// Instances per page of `/api/app` by default, and at most.
@@ -38,17 +39,6 @@ const MAX_ENDPOINTS: usize = 2000;
 const MAX_CONSUMERS: usize = 2000;
 /// Apps `/api/apps` lists at most (the total is always exact).
 const MAX_APPS: usize = 5000;
-/// How long an answer waits for metadata or a resolve.
-pub(super) const READ_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What every handler reads: the fleet, the access rules, and the turns of the route
-/// explanations (see [`routing`](super::routing)).
-#[derive(Clone)]
-pub(super) struct Shared {
-    pub(super) fleet: Arc<Fleet>,
-    auth: Arc<Auth>,
-    pub(super) explains: Arc<Semaphore>,
-}
 
 /// The console's routes over `fleet`, guarded by `auth`.
 pub fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {
@@ -56,6 +46,7 @@ pub fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {
         fleet,
         auth,
         explains: Arc::new(Semaphore::new(routing::MAX_EXPLAINS)),
+        actions: Arc::new(Actions::default()),
     };
     let api = Router::new()
         .route("/apps", get(apps))
@@ -64,6 +55,13 @@ pub fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {
         .route("/consumers", get(consumers))
         .route("/route", get(routing::route))
         .route("/events", get(events))
+        .route("/session", get(actions::session))
+        .route("/audit", get(actions::audit))
+        .route("/actions", get(actions::rules))
+        .route("/actions/disable", post(actions::disable))
+        .route("/actions/enable", post(actions::enable))
+        .route("/actions/weight", post(actions::weight))
+        .route("/actions/tag", post(actions::tag))
         .route_layer(middleware::from_fn_with_state(shared.clone(), guard))
         .route("/login", post(login))
         .fallback(|| async { failure(StatusCode::NOT_FOUND, "no such API") });
@@ -103,9 +101,11 @@ async fn headers(request: Request, next: Next) -> Response {
     response
 }
 
-/// Refuses API requests that show neither the token nor the session (see [`Auth`]).
-async fn guard(State(shared): State<Shared>, request: Request, next: Next) -> Response {
-    if shared.auth.allows(request.headers()) {
+/// Refuses API requests that show neither the token nor a session (see [`Auth`]); the
+/// others carry who asks ([`super::auth::Caller`]) to the handlers.
+async fn guard(State(shared): State<Shared>, mut request: Request, next: Next) -> Response {
+    if let Some(caller) = shared.auth.caller(request.headers()) {
+        request.extensions_mut().insert(caller);
         return next.run(request).await;
     }
     if shared.auth.needs_token() {
@@ -125,17 +125,6 @@ fn timed_out() -> Error {
     }
 }
 
-/// An error answer: `{"error": message}` with `status`.
-pub(super) fn failure(status: StatusCode, message: &str) -> Response {
-    (status, axum::Json(json!({"error": message}))).into_response()
-}
-
-/// `value` as a JSON answer, every string cut (see [`clip`]).
-pub(super) fn answer(mut value: Value) -> Response {
-    clip(&mut value);
-    axum::Json(value).into_response()
-}
-
 #[derive(serde::Deserialize)]
 struct Login {
     token: String,
@@ -152,8 +141,9 @@ async fn login(
     }
     match body {
         Ok(axum::Json(login)) if auth.token_matches(&login.token) => {
-            let mut response = answer(json!({"ok": true}));
-            if let Ok(cookie) = HeaderValue::from_str(&auth.session_cookie()) {
+            let (cookie, label) = auth.open_session();
+            let mut response = answer(json!({"ok": true, "session": format!("session:{label}")}));
+            if let Ok(cookie) = HeaderValue::from_str(&cookie) {
                 response.headers_mut().insert(header::SET_COOKIE, cookie);
             }
             response

@@ -23,7 +23,7 @@
 //! are `unknown`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use introspect::backend::ConsumerList;
@@ -32,7 +32,6 @@ use introspect::model::{ConsumedService, ConsumerRecord};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::fleet::Fleet;
 use crate::consumers::{RulesVerdict, current_rules, subscription_of};
 
 /// Distinct subscriptions the console follows for the audit at most; consumers of others
@@ -397,29 +396,6 @@ fn row_json(row: &Audited) -> Value {
         "current_rules_digest": row.current_rules,
         "rules": row.rules.name(),
     })
-}
-
-/// Audits every `every` while the fleet lives; tells the pages when something changed.
-pub async fn run(fleet: Weak<Fleet>, every: Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let Some(fleet) = fleet.upgrade() else {
-            return;
-        };
-        if fleet.audit.round(&fleet.resolver).await {
-            let summary = fleet.audit.rows(|_| true, 0);
-            fleet.send(
-                "consumers",
-                json!({
-                    "total": summary["total"],
-                    "stale": summary["stale"],
-                    "older_rules": summary["older_rules"],
-                }),
-            );
-        }
-    }
 }
 
 #[cfg(test)]

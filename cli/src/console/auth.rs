@@ -1,13 +1,19 @@
-//! Who may read the console.
+//! Who may read the console, and who is asking.
 //!
-//! With a token, every `/api/` request but the login must carry either the session cookie
+//! With a token, every `/api/` request but the login must carry either a session cookie
 //! (`introspect_console`, HttpOnly, SameSite=Strict, set by `POST /api/login` in exchange
 //! for the token) or `Authorization: Bearer TOKEN`; both are compared in constant time.
-//! The cookie holds a random session value made at start, never the token. Without a
-//! token (loopback only), requests must name a loopback host in `Host`, so a page on
-//! another site cannot read the console through DNS rebinding.
+//! Each login opens a session of its own: the cookie holds a random value made for it,
+//! never the token, and the session has a short random label, unrelated to that value, by
+//! which the action log names it (the token is shared; the label and the client address
+//! tell its users apart). The console keeps the last [`MAX_SESSIONS`] sessions; an older
+//! one must log in again. Without a token (loopback only), requests must name a loopback
+//! host in `Host`, so a page on another site cannot read the console through DNS
+//! rebinding.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::Mutex;
 
 use axum::http::{HeaderMap, header};
 
@@ -15,21 +21,55 @@ use axum::http::{HeaderMap, header};
 pub const COOKIE: &str = "introspect_console";
 /// The shortest token accepted.
 pub const MIN_TOKEN_CHARS: usize = 16;
+/// The most sessions kept; the oldest goes when a login would open one more.
+pub const MAX_SESSIONS: usize = 1000;
+
+/// Who a request comes from, as far as the console can tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// A session opened by a login, by its label.
+    Session(String),
+    /// A request with the token itself (`Authorization: Bearer`).
+    Bearer,
+    /// A console without a token, asked from a loopback host.
+    Loopback,
+}
+
+impl Caller {
+    /// How the action log names it: `session:LABEL`, `bearer` or `loopback`.
+    pub fn label(&self) -> String {
+        match self {
+            Caller::Session(label) => format!("session:{label}"),
+            Caller::Bearer => "bearer".to_owned(),
+            Caller::Loopback => "loopback".to_owned(),
+        }
+    }
+}
+
+/// One open session: the cookie's value and the label the log shows.
+struct Session {
+    secret: String,
+    label: String,
+}
 
 /// What a request must show. See the module docs.
 pub struct Auth {
     token: Option<String>,
-    session: String,
+    sessions: Mutex<VecDeque<Session>>,
     port: u16,
+}
+
+fn random_hex<const N: usize>() -> String {
+    let bytes: [u8; N] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Auth {
     /// Checks against `token` (none: loopback only, by Host) for a console bound at `addr`.
     pub fn new(token: Option<String>, addr: SocketAddr) -> Self {
-        let session: [u8; 32] = rand::random();
         Auth {
             token,
-            session: session.iter().map(|b| format!("{b:02x}")).collect(),
+            sessions: Mutex::new(VecDeque::new()),
             port: addr.port(),
         }
     }
@@ -46,18 +86,34 @@ impl Auth {
             .is_some_and(|token| constant_time_eq(token.as_bytes(), offered.as_bytes()))
     }
 
-    /// The `Set-Cookie` value that opens a session.
-    pub fn session_cookie(&self) -> String {
-        format!(
+    /// Opens a session: the `Set-Cookie` value that carries it, and its label.
+    pub fn open_session(&self) -> (String, String) {
+        let session = Session {
+            secret: random_hex::<32>(),
+            label: random_hex::<4>(),
+        };
+        let cookie = format!(
             "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
-            self.session
-        )
+            session.secret
+        );
+        let label = session.label.clone();
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if sessions.len() >= MAX_SESSIONS {
+            sessions.pop_front();
+        }
+        sessions.push_back(session);
+        (cookie, label)
     }
 
     /// Whether a request with `headers` may read the API.
     pub fn allows(&self, headers: &HeaderMap) -> bool {
+        self.caller(headers).is_some()
+    }
+
+    /// Who a request with `headers` comes from, `None` when it may not read the API.
+    pub fn caller(&self, headers: &HeaderMap) -> Option<Caller> {
         let Some(token) = &self.token else {
-            return self.host_is_loopback(headers);
+            return self.host_is_loopback(headers).then_some(Caller::Loopback);
         };
         let bearer = headers
             .get_all(header::AUTHORIZATION)
@@ -65,19 +121,36 @@ impl Auth {
             .filter_map(|v| v.to_str().ok())
             .filter_map(|v| v.strip_prefix("Bearer "))
             .any(|offered| constant_time_eq(token.as_bytes(), offered.trim().as_bytes()));
-        bearer || self.has_session(headers)
+        if bearer {
+            return Some(Caller::Bearer);
+        }
+        self.session(headers).map(Caller::Session)
     }
 
-    fn has_session(&self, headers: &HeaderMap) -> bool {
-        headers
+    /// The label of the session a request's cookie names, if it is open.
+    fn session(&self, headers: &HeaderMap) -> Option<String> {
+        let offered: Vec<&str> = headers
             .get_all(header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(';'))
             .filter_map(|pair| pair.trim().split_once('='))
-            .any(|(name, value)| {
-                name == COOKIE && constant_time_eq(self.session.as_bytes(), value.as_bytes())
+            .filter(|(name, _)| *name == COOKIE)
+            .map(|(_, value)| value)
+            .take(4)
+            .collect();
+        if offered.is_empty() {
+            return None;
+        }
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions
+            .iter()
+            .find(|s| {
+                offered
+                    .iter()
+                    .any(|value| constant_time_eq(s.secret.as_bytes(), value.as_bytes()))
             })
+            .map(|s| s.label.clone())
     }
 
     /// Whether `Host` names loopback (with the console's port, or none).
@@ -135,14 +208,43 @@ mod tests {
             header::AUTHORIZATION,
             "Bearer 0123456789abcdeX"
         )])));
-        let cookie = auth.session_cookie();
+        let (cookie, label) = auth.open_session();
         let pair = cookie.split(';').next().unwrap();
-        assert!(auth.allows(&headers(&[(header::COOKIE, &format!("a=b; {pair}"))])));
+        assert_eq!(
+            auth.caller(&headers(&[(header::COOKIE, &format!("a=b; {pair}"))])),
+            Some(Caller::Session(label.clone()))
+        );
+        assert!(!cookie.contains(&label), "the label is not the secret");
+        // Another login is another session.
+        let (other, other_label) = auth.open_session();
+        assert_ne!(other, cookie);
+        assert_ne!(other_label, label);
         assert!(!auth.allows(&headers(&[(
             header::COOKIE,
             &format!("{COOKIE}=0123456789abcdef")
         )])));
         assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+        assert_eq!(
+            auth.caller(&headers(&[(
+                header::AUTHORIZATION,
+                "Bearer 0123456789abcdef"
+            )])),
+            Some(Caller::Bearer)
+        );
+    }
+
+    #[test]
+    fn the_oldest_session_goes_past_the_bound() {
+        let auth = Auth::new(
+            Some("0123456789abcdef".into()),
+            "127.0.0.1:8080".parse().unwrap(),
+        );
+        let (first, _) = auth.open_session();
+        for _ in 0..MAX_SESSIONS {
+            auth.open_session();
+        }
+        let pair = first.split(';').next().unwrap();
+        assert!(!auth.allows(&headers(&[(header::COOKIE, pair)])));
     }
 
     #[test]

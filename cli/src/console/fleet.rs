@@ -17,7 +17,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 
 use super::ConsoleOptions;
-use super::audit::{self, Audit};
+use super::audit::Audit;
 
 /// Log entries kept per app.
 pub const LOG_LEN: usize = 50;
@@ -122,7 +122,7 @@ impl Fleet {
             stopped: watch::channel(false).0,
         });
         let discover = tokio::spawn(discover(Arc::downgrade(&fleet), options.discover_every));
-        let audit = tokio::spawn(audit::run(Arc::downgrade(&fleet), options.audit_every));
+        let audit = tokio::spawn(audit_rounds(Arc::downgrade(&fleet), options.audit_every));
         let running = Running {
             fleet: fleet.clone(),
             discover: discover.abort_handle(),
@@ -526,4 +526,27 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Audits every `every` while the fleet lives; tells the pages when something changed.
+async fn audit_rounds(fleet: Weak<Fleet>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(fleet) = fleet.upgrade() else {
+            return;
+        };
+        if fleet.audit.round(&fleet.resolver).await {
+            let summary = fleet.audit.rows(|_| true, 0);
+            fleet.send(
+                "consumers",
+                json!({
+                    "total": summary["total"],
+                    "stale": summary["stale"],
+                    "older_rules": summary["older_rules"],
+                }),
+            );
+        }
+    }
 }

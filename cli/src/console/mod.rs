@@ -1,4 +1,7 @@
-//! `introspect console`: a live, read-only web console of the fleet over any registry.
+//! `introspect console`: a live web console of the fleet over any registry, read-only
+//! unless it has a token; with one, a logged-in person can disable, enable, weigh and tag
+//! single instances, each action written as dubbo-admin writes it and kept in an action
+//! log.
 //!
 //! One page (HTML, JS and CSS embedded in the binary, nothing fetched at run time) over a
 //! JSON API under `/api/`:
@@ -19,7 +22,19 @@
 //!   routes it under the config centre's rules (what `introspect route` prints): the rules
 //!   in force, those not applied and why, and each provider's tag, state and weight;
 //! * `GET /api/events`: server-sent events, one per change the resolver's own follows see;
-//! * `POST /api/login` `{"token": "..."}`: exchanges the token for a session cookie.
+//! * `POST /api/login` `{"token": "..."}`: exchanges the token for a session cookie (one
+//!   session per login);
+//! * `GET /api/session`: whether this caller may act, and its session's label;
+//! * `GET /api/actions?app=APP`: what the app's rules say per instance in the forms the
+//!   actions write (disabled addresses, weights, tags), with the rules' versions;
+//! * `POST /api/actions/disable` and `POST /api/actions/enable` `{"app", "address"}`,
+//!   `POST /api/actions/weight` `{"app", "address", "weight": 0..=10000 | null}`,
+//!   `POST /api/actions/tag` `{"app", "address", "tag": NAME | null}`: one instance's
+//!   governance, written by compare-and-set into `{app}.configurators` or
+//!   `{app}.tag-router` (group `dubbo`) and merged with what is there (see
+//!   [`crate::rule::instance`]); a console without a token refuses them (403);
+//! * `GET /api/audit`: the action log, newest first: who (session label, client address),
+//!   what (action, app, address, key, versions before and after), when, and the outcome.
 //!
 //! Everything comes from the resolver's public API: [`Resolver::list_apps`] finds apps,
 //! [`Resolver::follow_app`] follows each (the same shared views and protections as its
@@ -29,14 +44,19 @@
 //! without a token (read from the environment variable `--token-env` names, never from the
 //! command line). See [`auth`] for the token and the cookie.
 //!
-//! * `auth`: the token, the session cookie, the Host check;
+//! * `auth`: the token, the sessions, the Host check;
+//! * `actions`: the write actions, who may ask for them, compare-and-set with one retry;
+//! * `action_log`: the bounded log of the actions (not to be confused with `audit`);
 //! * `fleet`: what the console follows, and the change log;
 //! * `audit`: the registered consumers, and which see a stale or different set;
 //! * `bounded`: every string sent cut short;
 //! * `api`: the JSON handlers and the event stream;
 //! * `routing`: the route explanation of one interface;
+//! * `shared`: what every handler reads, and how it answers;
 //! * `assets`: the embedded page.
 
+pub mod action_log;
+mod actions;
 mod api;
 mod assets;
 pub mod audit;
@@ -44,6 +64,7 @@ pub mod auth;
 mod bounded;
 mod fleet;
 mod routing;
+mod shared;
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -198,11 +219,14 @@ pub async fn start(resolver: Resolver, options: ConsoleOptions) -> Result<Consol
     let app = api::router(fleet, auth);
     let (stop, stopped) = oneshot::channel::<()>();
     let served = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async {
+            let _ = stopped.await;
+        })
+        .await
     });
     Ok(Console {
         addr,
@@ -216,9 +240,14 @@ pub async fn start(resolver: Resolver, options: ConsoleOptions) -> Result<Consol
 pub async fn run(resolver: Resolver, args: &ConsoleArgs) -> Result<()> {
     let options = ConsoleOptions::from_args(args)?;
     let console = start(resolver, options).await?;
+    let mode = if args.token_env.is_some() {
+        "actions after login"
+    } else {
+        "read-only"
+    };
     let _ = writeln!(
         std::io::stderr(),
-        "console at http://{}/ (read-only; Ctrl-C or SIGTERM stops)",
+        "console at http://{}/ ({mode}; Ctrl-C or SIGTERM stops)",
         console.local_addr()
     );
     introspect::shutdown_signal().await;

@@ -18,7 +18,7 @@ use introspect::consumer::routing::CallTag;
 use introspect::consumer::{RouteQuery, Subscription};
 use serde_json::{Value, json};
 
-use super::api::{READ_TIMEOUT, Shared, answer, failure};
+use super::shared::{READ_TIMEOUT, Shared, answer, failure};
 
 /// The longest parameter accepted, in characters (interface names, apps, methods and tags
 /// are far shorter).

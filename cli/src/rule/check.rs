@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use introspect::consumer::migration::{MigrationSettings, SubMigrationRule};
 use introspect::consumer::routing::{
     ConditionRule, ConditionVersion, ConfiguratorItem, Configurators, TagRule,
 };
@@ -46,10 +47,36 @@ pub fn json(rule: &ParsedRule) -> Value {
                 "then": c.then.iter().map(|(then, weight)| json!({"match": then, "weight": weight})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         }),
-        ParsedRule::Migration { key, step } => json!({
-            "form": "migration rule", "key": key, "step": step,
-        }),
+        ParsedRule::Migration(rule) => {
+            let mut out = settings_json(&rule.settings);
+            out["form"] = json!("migration rule");
+            out["key"] = json!(rule.key);
+            let entries = |entries: &[SubMigrationRule]| {
+                entries
+                    .iter()
+                    .map(|e| {
+                        let mut entry = settings_json(&e.settings);
+                        entry["serviceKey"] = json!(e.service_key);
+                        entry
+                    })
+                    .collect::<Vec<_>>()
+            };
+            out["interfaces"] = json!(entries(&rule.interfaces));
+            out["applications"] = json!(entries(&rule.applications));
+            out
+        }
     }
+}
+
+/// A migration rule's settings (the rule's or an entry's), as written.
+fn settings_json(settings: &MigrationSettings) -> Value {
+    json!({
+        "step": settings.step.map(|s| s.as_str()),
+        "threshold": settings.threshold,
+        "proportion": settings.proportion,
+        "delay": settings.delay,
+        "force": settings.force,
+    })
 }
 
 fn item_json(item: &ConfiguratorItem) -> Value {
@@ -86,14 +113,29 @@ pub fn text(rule: &ParsedRule) -> String {
         ParsedRule::Configurators(doc) => configurators(&mut t, doc),
         ParsedRule::Tag(rule) => tag_rule(&mut t, rule),
         ParsedRule::Condition(rule) => condition_rule(&mut t, rule),
-        ParsedRule::Migration { key, step } => {
+        ParsedRule::Migration(rule) => {
             let _ = writeln!(
                 t,
                 "migration rule  key {}  step {}",
-                shown(key.as_deref()),
-                step.as_deref()
-                    .unwrap_or("(absent: the consumer's own default)")
+                shown(rule.key.as_deref()),
+                rule.settings
+                    .step
+                    .map_or("(absent: the consumer's own default)", |s| s.as_str())
             );
+            let lists = [
+                ("interface", &rule.interfaces),
+                ("application", &rule.applications),
+            ];
+            for (what, entries) in lists {
+                for entry in entries {
+                    let _ = writeln!(
+                        t,
+                        "  {what} {}  step {}",
+                        shown(entry.service_key.as_deref()),
+                        entry.settings.step.map_or("(the rule's)", |s| s.as_str())
+                    );
+                }
+            }
         }
     }
     t

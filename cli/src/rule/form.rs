@@ -9,15 +9,11 @@ use introspect::consumer::routing::{
 };
 use serde_yaml_ng::{Mapping, Value};
 
-/// The group Dubbo Java's `MigrationRuleListener` reads `{app}.migration` from.
-pub const MIGRATION_GROUP: &str = "DUBBO_SERVICEDISCOVERY_MIGRATION";
+pub use introspect::consumer::migration::MIGRATION_GROUP;
+use introspect::consumer::migration::{MIGRATION_SUFFIX, MigrationRule};
 
 /// The suffix of a condition rule's key.
 const CONDITION_SUFFIX: &str = ".condition-router";
-/// The suffix of a migration rule's key.
-const MIGRATION_SUFFIX: &str = ".migration";
-/// The steps Java's `MigrationStep` names (`valueOf` throws on any other).
-const MIGRATION_STEPS: [&str; 3] = ["FORCE_INTERFACE", "APPLICATION_FIRST", "FORCE_APPLICATION"];
 
 /// The forms of rule the tool checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,13 +94,8 @@ pub enum ParsedRule {
     Tag(TagRule),
     /// A condition rule.
     Condition(ConditionRule),
-    /// A migration rule: its `key` and `step`, as written.
-    Migration {
-        /// Its `key` (the application).
-        key: Option<String>,
-        /// Its `step`.
-        step: Option<String>,
-    },
+    /// A migration rule, parsed as consumers parse it.
+    Migration(MigrationRule),
 }
 
 impl ParsedRule {
@@ -115,7 +106,7 @@ impl ParsedRule {
             RuleForm::Configurators => ParsedRule::Configurators(Configurators::parse(key, text)?),
             RuleForm::Tag => ParsedRule::Tag(TagRule::parse(key, text)?),
             RuleForm::Condition => ParsedRule::Condition(ConditionRule::parse(key, text)?),
-            RuleForm::Migration => migration(key, text)?,
+            RuleForm::Migration => ParsedRule::Migration(MigrationRule::parse(key, text)?),
         })
     }
 
@@ -144,7 +135,7 @@ impl ParsedRule {
             ParsedRule::Configurators(_) => RuleForm::Configurators,
             ParsedRule::Tag(_) => RuleForm::Tag,
             ParsedRule::Condition(_) => RuleForm::Condition,
-            ParsedRule::Migration { .. } => RuleForm::Migration,
+            ParsedRule::Migration(_) => RuleForm::Migration,
         }
     }
 }
@@ -172,35 +163,6 @@ fn short(message: &str) -> String {
         Some((at, _)) => format!("{}…", &message[..at]),
         None => message.to_owned(),
     }
-}
-
-/// A migration rule as Java's `MigrationRule.parse` would refuse it: not a mapping, a
-/// `key` that is no string, a `step` that is no `MigrationStep`.
-fn migration(key: &str, text: &str) -> Result<ParsedRule, Error> {
-    let refuse = |reason: String| Error::Rule {
-        key: key.to_owned(),
-        reason,
-    };
-    let map = mapping(text).map_err(refuse)?;
-    let rule_key = match map.get("key") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(refuse("key must be a string".to_owned())),
-    };
-    let step = match map.get("step") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if MIGRATION_STEPS.contains(&s.as_str()) => Some(s.clone()),
-        Some(_) => {
-            return Err(refuse(format!(
-                "step must be one of {}",
-                MIGRATION_STEPS.join(", ")
-            )));
-        }
-    };
-    Ok(ParsedRule::Migration {
-        key: rule_key,
-        step,
-    })
 }
 
 /// Checks `text` as the rule `key` names before it is written to `group`. A key of no
@@ -297,7 +259,7 @@ mod tests {
         let step = "key: shop\nstep: FORCE_APPLICATION\n";
         assert!(matches!(
             check_for_write("shop.migration", MIGRATION_GROUP, step, false),
-            Ok(Some(ParsedRule::Migration { .. }))
+            Ok(Some(ParsedRule::Migration(_)))
         ));
         assert!(check_for_write("shop.migration", "dubbo", step, false).is_err());
         let bad = check_for_write("shop.migration", MIGRATION_GROUP, "step: SOMETIMES", false);

@@ -7,10 +7,13 @@
 //! * `check`: how a parsed rule reads, item by item, for people and for scripts.
 //! * `write`: compare-and-set writes and deletes: a change made by someone else between
 //!   the read and the write is a conflict that shows the current rule, never an overwrite.
+//! * `instance`: the edits of one instance's governance (disable, enable, weight, tag) as
+//!   dubbo-admin writes them, merged into the rule already there.
 
 pub mod check;
 pub mod file;
 pub mod form;
+pub mod instance;
 pub mod write;
 
 pub use form::{MIGRATION_GROUP, ParsedRule, RuleForm};

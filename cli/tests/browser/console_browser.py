@@ -10,6 +10,13 @@ Run by cli/tests/browser.rs, which starts the fleet and the console and passes t
 
     console_browser.py URL APP FLEET_APP FLEET_SIZE RULE_IN_FORCE BROKEN_RULE
 
+With `actions` first (`console_browser.py actions URL APP`, the token in the environment
+variable INTROSPECT_TEST_CONSOLE_TOKEN) it drives the write actions of a console with a
+token instead: logs in, disables an instance, sees the action in the action log and the
+instance marked "disabled by rule", has the test check the rule written, sees the
+provider republish itself disabled, and enables it again. The script prints `CHECK DISABLED ADDRESS` and `CHECK ENABLED ADDRESS`; the test
+answers `YES` when the config centre says so, or a line saying what it found.
+
 The test and the script talk over standard streams: the script prints `KILL ADDRESS` when
 it wants that provider killed, and the test answers `KILLED` on a line of its own; it
 prints `CRASH N` when it wants N of FLEET_APP's providers to crash at once, and the test
@@ -30,17 +37,98 @@ from playwright.sync_api import expect, sync_playwright
 TIMEOUT_MS = 10_000
 
 
-def main() -> int:
-    url, app, fleet_app, fleet_size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    rule_in_force, broken_rule = sys.argv[5], sys.argv[6]
+def launch(p):
     chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         print("no chromium: apt-get install chromium", file=sys.stderr)
-        return 2
+        return None
+    return p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-dev-shm-usage"])
+
+
+def ask(question: str) -> bool:
+    """Asks the test to check the config centre; True when it answers YES."""
+    print(question, flush=True)
+    answer = sys.stdin.readline().strip()
+    if answer != "YES":
+        print(f"{question}: the test found {answer}", file=sys.stderr)
+        return False
+    return True
+
+
+def actions(url: str, app: str) -> int:
+    token = os.environ["INTROSPECT_TEST_CONSOLE_TOKEN"]
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium, args=["--no-sandbox", "--disable-dev-shm-usage"]
-        )
+        browser = launch(p)
+        if browser is None:
+            return 2
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: errors.append("a dialog opened: " + d.message))
+        page.goto(url + "#/app/" + app)
+
+        # The token, once, for a session; then the app page with a button per instance.
+        expect(page.locator("#login")).to_be_visible(timeout=TIMEOUT_MS)
+        page.fill("#token", token)
+        page.click("#login-form button")
+        expect(page.locator("main h2")).to_have_text(app, timeout=TIMEOUT_MS)
+        rows = page.locator("table.instances tbody tr")
+        expect(rows).to_have_count(2, timeout=TIMEOUT_MS)
+        expect(rows.first.locator("button[data-action=disable]")).to_be_visible(timeout=TIMEOUT_MS)
+        expect(page.locator("#action-log")).to_contain_text("no actions yet")
+
+        # Disable one: the log says who did what, the row says so, the rule is written.
+        address = rows.first.get_attribute("data-address")
+        row = page.locator(f'tr[data-address="{address}"]')
+        row.locator("button[data-action=disable]").click()
+        entry = page.locator("#action-log li").first
+        expect(entry).to_contain_text("disable", timeout=TIMEOUT_MS)
+        expect(entry).to_contain_text(address)
+        expect(entry).to_contain_text("written")
+        expect(entry).to_contain_text("by session:")
+        expect(entry).to_contain_text(app + ".configurators")
+        expect(page.locator("#action-result")).to_contain_text("written")
+        expect(row.locator(".tag", has_text="disabled by rule")).to_be_visible(timeout=TIMEOUT_MS)
+        if not ask(f"CHECK DISABLED {address}"):
+            return 1
+        # The provider applies the item to itself and republishes: the instance moves to a
+        # revision whose services say disabled=true (needs providers that apply
+        # `side: provider` configurators).
+        own_revision = page.locator("section.revision", has=row)
+        expect(own_revision).to_contain_text("disabled=true", timeout=2 * TIMEOUT_MS)
+
+        # Enable it again: the item goes, and with it the rule.
+        row.locator("button[data-action=enable]").click()
+        expect(page.locator("#action-log li").first).to_contain_text("enable", timeout=TIMEOUT_MS)
+        expect(page.locator("#action-log li").first).to_contain_text("deleted")
+        expect(row.locator("button[data-action=disable]")).to_be_visible(timeout=TIMEOUT_MS)
+        expect(page.locator("#action-log li")).to_have_count(2)
+        if not ask(f"CHECK ENABLED {address}"):
+            return 1
+        # And back: its revision no longer says so.
+        expect(page.locator("section.revision", has=row)).not_to_contain_text("disabled=true", timeout=2 * TIMEOUT_MS)
+        # A hostile tag is refused with why, and logged.
+        row.locator("input[data-input=tag]").fill("<b>x</b>")
+        row.locator("button[data-action=tag]").click()
+        expect(page.locator("#action-result")).to_contain_text("letters, digits", timeout=TIMEOUT_MS)
+        expect(page.locator("#action-log li").first).to_contain_text("refused")
+        browser.close()
+        if errors:
+            print("page errors: " + "; ".join(errors), file=sys.stderr)
+            return 1
+    print("OK", flush=True)
+    return 0
+
+
+def main() -> int:
+    if sys.argv[1] == "actions":
+        return actions(sys.argv[2], sys.argv[3])
+    url, app, fleet_app, fleet_size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    rule_in_force, broken_rule = sys.argv[5], sys.argv[6]
+    with sync_playwright() as p:
+        browser = launch(p)
+        if browser is None:
+            return 2
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))

@@ -1,6 +1,6 @@
 //! The library's test support (`tests/it/support/` at the workspace root) that the tool's
-//! tests reuse: the real etcd, ZooKeeper and Nacos harnesses, providers on loopback, a store whose
-//! connection a test cuts, polling with a deadline.
+//! tests reuse: the real etcd, ZooKeeper and Nacos harnesses, providers on loopback, the real
+//! Dubbo peers of `interop/`, a store whose connection a test cuts, polling with a deadline.
 //!
 //! Each test binary uses only part of it, hence the `dead_code` allowance.
 
@@ -16,6 +16,8 @@ pub mod faulty;
 pub mod fleet;
 #[path = "../../../tests/it/support/nacos.rs"]
 pub mod nacos;
+#[path = "../../../tests/it/support/peers.rs"]
+pub mod peers;
 #[path = "../../../tests/it/support/ports.rs"]
 pub mod ports;
 #[path = "../../../tests/it/support/wait.rs"]

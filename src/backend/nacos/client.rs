@@ -20,9 +20,10 @@
 //! target. Its clients have no shutdown: a client dropped with nothing registered or
 //! subscribed closes its connection once its background tasks let go of it.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use nacos_sdk::api::config::{ConfigService, ConfigServiceBuilder};
 use nacos_sdk::api::error::Error as SdkError;
@@ -30,6 +31,7 @@ use nacos_sdk::api::naming::{NamingService, NamingServiceBuilder};
 use nacos_sdk::api::props::ClientProps;
 use tokio::sync::OnceCell;
 
+use super::http::HttpReader;
 use super::options::NacosOptions;
 use crate::error::{Error, Result};
 
@@ -160,6 +162,10 @@ pub(super) struct Reader {
     naming: OnceCell<NamingService>,
     config: OnceCell<ConfigService>,
     listening: OnceCell<ConfigService>,
+    http: OnceCell<HttpReader>,
+    /// Services (`group@@service`) whose last list read from the server was large (over
+    /// half the SDK's message limit): read over HTTP at once, and followed by polling.
+    large: Mutex<HashSet<String>>,
 }
 
 impl Reader {
@@ -169,6 +175,30 @@ impl Reader {
             naming: OnceCell::new(),
             config: OnceCell::new(),
             listening: OnceCell::new(),
+            http: OnceCell::new(),
+            large: Mutex::default(),
+        }
+    }
+
+    /// The client of the HTTP open API (see `http`), for lists over the SDK's limit.
+    pub(super) async fn http(&self) -> Result<&HttpReader> {
+        self.http
+            .get_or_try_init(|| async { HttpReader::new(self.connector.options().clone()) })
+            .await
+    }
+
+    /// Whether the last list of `service` (`group@@service`) read from the server was large.
+    pub(super) fn is_large(&self, service: &str) -> bool {
+        self.large.lock().expect("large lock").contains(service)
+    }
+
+    /// Notes whether the list of `service` (`group@@service`) is large.
+    pub(super) fn set_large(&self, service: &str, over: bool) {
+        let mut apps = self.large.lock().expect("large lock");
+        if over {
+            apps.insert(service.to_owned());
+        } else {
+            apps.remove(service);
         }
     }
 
@@ -199,13 +229,23 @@ fn is_auth_code(code: i32) -> bool {
     code == 401 || code == 403
 }
 
+/// The most the SDK receives in one gRPC message: tonic's default decoding limit, which
+/// nacos-sdk 0.8 keeps and does not let its user raise.
+pub(super) const MESSAGE_LIMIT: usize = 4 << 20;
+
+/// Whether `error` is the SDK's (tonic's) refusal of a reply over [`MESSAGE_LIMIT`].
+pub(super) fn is_over_limit(error: &SdkError) -> bool {
+    let lower = error.to_string().to_ascii_lowercase();
+    lower.contains("message length too large") || lower.contains("message too large")
+}
+
 /// Sorts an SDK error into the crate's, naming `what` failed. A refused login or
 /// permission is permanent; connection trouble is transient; a reply over gRPC's message
 /// limit says so.
 pub(super) fn map_error(error: SdkError, what: &str) -> Error {
     let text = error.to_string();
     let lower = text.to_ascii_lowercase();
-    if lower.contains("message length too large") || lower.contains("message too large") {
+    if is_over_limit(&error) {
         return Error::Store(format!(
             "{what}: a reply of the Nacos server is over the gRPC message limit the SDK \
              accepts (4 MiB): {text}"

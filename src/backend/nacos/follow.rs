@@ -20,25 +20,29 @@
 //! server goes away; it ends (with an `Err`) when reading the SDK's cache fails, and
 //! whoever follows follows again.
 //!
-//! Replies over gRPC's message limit (4 MiB, which the SDK does not let its user raise):
-//! the SDK drops a push it cannot decode together with its connection, and its subscribing
-//! again fails the same way, logged only by the SDK. A follow would then keep the last list
-//! it read, silently. So a follow of an app whose list is large (over [`LARGE_LIST`]
-//! bytes, a quarter of the limit: an app grows past the limit through pushes that still
-//! arrive) also asks the server for the list every [`VERIFY_EVERY`]; when that read fails
-//! for any reason but the server being unreachable (which the SDK rides out), the follow
-//! ends with its error, which says the reply was over the limit, and following again fails
-//! with it too ([`super::reads::list`]).
+//! Apps over gRPC's message limit (4 MiB, which the SDK does not let its user raise): the
+//! SDK cannot receive a push of such an app (it drops the push together with its
+//! connection, and subscribing again fails the same way), so a follow does not rely on
+//! pushes once an app is large. A follow whose list is over [`POLL_OVER`] (half the limit)
+//! gives its subscription up and reads the list from the server every [`POLL_EVERY`]
+//! instead, over HTTP when the gRPC answer would be too large (`reads::instances`); it
+//! goes on polling until it ends. So that an app that grows past the limit between two
+//! pushes is not followed silently with the last list the SDK received, a follow of an
+//! app over [`VERIFY_OVER`] also reads the list from the server every [`VERIFY_EVERY`]
+//! while it follows pushes, and polls from then on when that list is over [`POLL_OVER`].
+//! An app that grows from under [`VERIFY_OVER`] to over the limit between two pushes (from
+//! under about 280 of Introspect's records to over 4,500 within one push of the server) is
+//! not caught until it is followed anew.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use nacos_sdk::api::config::{ConfigChangeListener, ConfigResponse};
-use nacos_sdk::api::naming::{NamingChangeEvent, NamingEventListener};
+use nacos_sdk::api::naming::{NamingChangeEvent, NamingEventListener, NamingService};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
-use super::client::{Reader, map_error};
+use super::client::{Reader, is_over_limit, map_error};
 use super::diff::Pushes;
 use super::{epoch, names, record};
 use crate::backend::{InstanceChange, InstanceEvent, InstanceFollow, MappingFollow};
@@ -50,11 +54,18 @@ use crate::model::names as model_names;
 pub(super) const ABSENT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The size (bytes, estimated) of an app's list over which its follow also reads it from
-/// the server every [`VERIFY_EVERY`] (see the module docs).
-pub(super) const LARGE_LIST: usize = 1 << 20;
+/// the server every [`VERIFY_EVERY`] while it follows pushes (see the module docs).
+pub(super) const VERIFY_OVER: usize = 256 << 10;
 
-/// How often the follow of a large app reads the list from the server.
+/// How often the follow of an app over [`VERIFY_OVER`] reads the list from the server.
 pub(super) const VERIFY_EVERY: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The size (bytes, estimated) of an app's list over which its follow polls the server
+/// instead of following pushes: half the SDK's gRPC message limit.
+pub(super) const POLL_OVER: usize = super::reads::LARGE;
+
+/// How often the follow of an app over [`POLL_OVER`] reads the list from the server.
+pub(super) const POLL_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Bytes a naming instance takes in the server's reply beside its IP and metadata (port,
 /// weight, flags, cluster, service name, instance id and the JSON around them), about.
@@ -71,17 +82,9 @@ fn list_size(list: &crate::backend::InstanceList) -> usize {
         .sum()
 }
 
-/// The estimated size of the server's reply listing `listed`.
-fn reply_size(listed: &[nacos_sdk::api::naming::ServiceInstance]) -> usize {
-    listed
-        .iter()
-        .map(|i| record::size_of(&i.ip, &i.metadata) + INSTANCE_OVERHEAD)
-        .sum()
-}
-
 /// Turns the SDK's callbacks into "changed" signals: at most one waits, later ones fold into
 /// it (the follow reads the newest state anyway).
-struct Changed(mpsc::Sender<()>);
+pub(super) struct Changed(pub(super) mpsc::Sender<()>);
 
 impl NamingEventListener for Changed {
     fn event(&self, _event: Arc<NamingChangeEvent>) {
@@ -95,7 +98,8 @@ impl ConfigChangeListener for Changed {
     }
 }
 
-/// Follows `app` in `group`: subscribe, list, then the pushes as changes.
+/// Follows `app` in `group`: subscribe, list, then the pushes as changes (or, for a large
+/// app, the lists polled; see the module docs).
 pub(super) async fn instances(
     reader: Arc<Reader>,
     group: String,
@@ -107,46 +111,86 @@ pub(super) async fn instances(
     let naming = reader.naming().await?.clone();
     let (signal, mut changed) = mpsc::channel(1);
     let listener: Arc<dyn NamingEventListener> = Arc::new(Changed(signal));
-    naming
-        .subscribe(
-            service.clone(),
-            Some(group.clone()),
-            Vec::new(),
-            listener.clone(),
-        )
-        .await
-        .map_err(|e| map_error(e, &format!("subscribe {group}@@{service}")))?;
-    let first = super::reads::list(&reader, &group, &app, &limits).await?;
+    // An app known to be large is not subscribed to: the server would send its whole list
+    // with the subscription's answer (over the limit, or as costly as a read).
+    let mut subscribed = false;
+    if !reader.is_large(&super::reads::key(&group, &app)) {
+        match naming
+            .subscribe(
+                service.clone(),
+                Some(group.clone()),
+                Vec::new(),
+                listener.clone(),
+            )
+            .await
+        {
+            Ok(()) => subscribed = true,
+            Err(e) if is_over_limit(&e) => {
+                unsubscribe(&naming, &service, &group, &listener).await;
+            }
+            Err(e) => return Err(map_error(e, &format!("subscribe {group}@@{service}"))),
+        }
+    }
+    let first = match super::reads::list(&reader, &group, &app, &limits).await {
+        Ok(first) => first,
+        Err(e) => {
+            if subscribed {
+                unsubscribe(&naming, &service, &group, &listener).await;
+            }
+            return Err(e);
+        }
+    };
+    let mut size = list_size(&first);
+    if subscribed && size > POLL_OVER {
+        unsubscribe(&naming, &service, &group, &listener).await;
+        subscribed = false;
+    }
     let mut pushes = Pushes::new(&first);
     let mut last_epoch = first.epoch.clone();
     let (events, follow) = InstanceFollow::channel();
-    let mut large = list_size(&first) > LARGE_LIST;
     let _ = events.try_send(Ok(InstanceEvent::Reset(first)));
     tokio::spawn(async move {
         let mut verify = tokio::time::interval(VERIFY_EVERY);
         verify.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         verify.reset();
+        let mut poll = tokio::time::interval(POLL_EVERY);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        poll.reset();
         loop {
-            tokio::select! {
+            let listed = tokio::select! {
                 () = events.closed() => break,
-                Some(()) = changed.recv() => {}
-                _ = verify.tick(), if large => {
-                    match super::reads::instances(&naming, &group, &app).await {
-                        Err(e) if !e.is_transient() => {
-                            let _ = forward(&events, Err(e));
-                            break;
-                        }
+                Some(()) = changed.recv(), if subscribed => naming
+                    .get_all_instances(service.clone(), Some(group.clone()), Vec::new(), true)
+                    .await
+                    .map_err(|e| watch_ended(map_error(e, &format!("read {group}@@{service}")))),
+                _ = verify.tick(), if subscribed && size > VERIFY_OVER => {
+                    match super::reads::instances(&reader, &group, &app).await {
+                        Ok(listed) if super::reads::reply_size(&listed) > POLL_OVER => Ok(listed),
+                        Err(e) if !e.is_transient() => Err(e),
                         _ => continue,
                     }
                 }
-            }
-            let cached = naming
-                .get_all_instances(service.clone(), Some(group.clone()), Vec::new(), true)
-                .await
-                .map_err(|e| watch_ended(map_error(e, &format!("read {group}@@{service}"))));
-            let item = match cached {
+                _ = poll.tick(), if !subscribed => {
+                    match super::reads::instances(&reader, &group, &app).await {
+                        // The server unreachable: asked again at the next tick, as the SDK
+                        // rides out a lost connection.
+                        Err(e) if e.is_transient() => continue,
+                        other => other.map_err(watch_ended),
+                    }
+                }
+            };
+            let item = match listed {
                 Ok(listed) => {
-                    large = reply_size(&listed) > LARGE_LIST;
+                    size = super::reads::reply_size(&listed);
+                    if subscribed && size > POLL_OVER {
+                        tracing::debug!(
+                            "the list of {group}@@{service} is large ({size} bytes): polled \
+                             every {POLL_EVERY:?} instead of pushed"
+                        );
+                        unsubscribe(&naming, &service, &group, &listener).await;
+                        subscribed = false;
+                        poll.reset();
+                    }
                     let list = record::parse_list(&app, &listed, &limits);
                     let changes = pushes.apply(list.clone());
                     let drops = changes
@@ -179,11 +223,28 @@ pub(super) async fn instances(
                 break;
             }
         }
-        let _ = naming
-            .unsubscribe(service, Some(group), Vec::new(), listener)
-            .await;
+        if subscribed {
+            unsubscribe(&naming, &service, &group, &listener).await;
+        }
     });
     Ok(follow)
+}
+
+/// Gives up the subscription of `service` in `group` by `listener`.
+async fn unsubscribe(
+    naming: &NamingService,
+    service: &str,
+    group: &str,
+    listener: &Arc<dyn NamingEventListener>,
+) {
+    let _ = naming
+        .unsubscribe(
+            service.to_owned(),
+            Some(group.to_owned()),
+            Vec::new(),
+            listener.clone(),
+        )
+        .await;
 }
 
 /// A read that failed inside a follow ends it as a broken watch (followed again), unless

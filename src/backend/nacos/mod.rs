@@ -18,6 +18,10 @@
 //! * The epoch: config `introspect.epoch` in group `introspect` (`epoch`).
 //! * Config centre: config `dataId={key}`, group `{group}` (rules: `dubbo`) in the
 //!   registry's namespace, compare-and-set by content MD5 (see `config`).
+//! * Interface-level provider URLs (a provider's `register_mode` `interface` or `all`):
+//!   ephemeral instances of service `providers:{interface}:{version}:{group}` in the
+//!   configured group, on the connection of the instance's registration (`interfaces`);
+//!   consumers list and follow the enabled ones (`interface_reads`).
 //! * Consumer records (optional): ephemeral naming instances of service `{app}` in group
 //!   `INTROSPECT_CONSUMERS`, cluster `{id}`, the record in their metadata ([`consumers`]).
 //!
@@ -36,7 +40,9 @@
 //! apps.
 //!
 //! One concept per file: `options`, `names`, `record`, `diff` (pure), `client` (the SDK's
-//! clients and errors), `registration`, `reads`, `follow`, `mapping`, `reports`, `epoch`, `config`.
+//! clients and errors), `http` (lists over the HTTP open API, for apps whose gRPC answer is
+//! over the SDK's 4 MiB limit), `registration`, `reads`, `follow`, `mapping`, `reports`,
+//! `epoch`, `config`.
 
 mod client;
 mod config;
@@ -44,6 +50,9 @@ pub mod consumers;
 mod diff;
 mod epoch;
 mod follow;
+mod http;
+mod interface_reads;
+mod interfaces;
 pub mod mapping;
 pub mod names;
 mod options;
@@ -62,6 +71,7 @@ pub use epoch::{DATA_ID as EPOCH_DATA_ID, GROUP as EPOCH_GROUP};
 pub use options::{DEFAULT_CONNECT_TIMEOUT, NacosOptions};
 
 use super::consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
+use super::interfaces::{InterfaceKey, InterfaceProviders, ProviderUrlFollow, ProviderUrls};
 use super::{
     Backend, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
     MetadataReports, Registration,
@@ -114,6 +124,7 @@ impl NacosBackend {
         let shared = Arc::new(self);
         Backend::new("nacos", shared.clone(), shared.clone(), shared.clone())
             .with_consumers(shared.clone())
+            .with_interface_providers(shared.clone())
             .with_config(shared)
     }
 
@@ -159,6 +170,30 @@ impl InstanceRegistry for NacosBackend {
         Ok(Arc::new(registration))
     }
 
+    fn interface_level(&self) -> bool {
+        true
+    }
+
+    async fn register_liveness(
+        &self,
+        instance: &ServiceInstance,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Arc<dyn Registration>> {
+        instance.validate()?;
+        let naming = self.inner.connector.naming(&instance.service_name).await?;
+        let registration = NacosRegistration::liveness(
+            naming,
+            self.inner.reader.clone(),
+            self.group(),
+            instance,
+            ttl,
+            limits,
+        )
+        .await?;
+        Ok(Arc::new(registration))
+    }
+
     async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
         reads::list(&self.inner.reader, self.group(), app, limits).await
     }
@@ -174,6 +209,22 @@ impl InstanceRegistry for NacosBackend {
             self.group().to_owned(),
             app.to_owned(),
             limits.clone(),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl InterfaceProviders for NacosBackend {
+    async fn list(&self, key: &InterfaceKey, _: &Limits) -> Result<ProviderUrls> {
+        interface_reads::list(&self.inner.reader, self.group(), key).await
+    }
+
+    async fn follow(&self, key: &InterfaceKey, _: &Limits) -> Result<ProviderUrlFollow> {
+        interface_reads::follow(
+            self.inner.reader.clone(),
+            self.group().to_owned(),
+            key.clone(),
         )
         .await
     }

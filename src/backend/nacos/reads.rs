@@ -2,12 +2,17 @@
 //! instances (one `getAllInstances`, asked of the server, not of the SDK's cache), read
 //! together. A list has no revision (Nacos has no order of writes a client can see):
 //! [`InstanceList::revision`] is `0`.
+//!
+//! An answer over the SDK's gRPC message limit (4 MiB) is read again over HTTP (see
+//! `http`). An app whose list is over [`LARGE`] (half the limit) is remembered as large:
+//! its next reads go over HTTP at once, and its follows poll (see `follow`), until a read
+//! finds it under [`LARGE`] again.
 
 use std::collections::BTreeMap;
 
-use nacos_sdk::api::naming::NamingService;
+use nacos_sdk::api::naming::ServiceInstance as NacosInstance;
 
-use super::client::{Reader, map_error};
+use super::client::{MESSAGE_LIMIT, Reader, is_over_limit, map_error};
 use super::{epoch, names, record};
 use crate::backend::InstanceList;
 use crate::error::Result;
@@ -19,17 +24,56 @@ const PAGE: i32 = 500;
 /// The most services listed (a bound on what a hostile registry costs).
 const MAX_SERVICES: usize = 100_000;
 
-/// The naming instances of `app` in `group`, from the server.
+/// The naming instances of `app` in `group`, from the server: over gRPC, or over HTTP
+/// when the gRPC answer is (or was last time) over the SDK's message limit.
 pub(super) async fn instances(
-    naming: &NamingService,
+    reader: &Reader,
     group: &str,
     app: &str,
-) -> Result<Vec<nacos_sdk::api::naming::ServiceInstance>> {
+) -> Result<Vec<NacosInstance>> {
     let service = names::service_name(app);
-    naming
-        .get_all_instances(service.clone(), Some(group.to_owned()), Vec::new(), false)
-        .await
-        .map_err(|e| map_error(e, &format!("list {group}@@{service}")))
+    let key = key(group, app);
+    if !reader.is_large(&key) {
+        let naming = reader.naming().await?;
+        match naming
+            .get_all_instances(service.clone(), Some(group.to_owned()), Vec::new(), false)
+            .await
+        {
+            Ok(listed) => {
+                reader.set_large(&key, reply_size(&listed) > LARGE);
+                return Ok(listed);
+            }
+            Err(e) if is_over_limit(&e) => {
+                tracing::debug!(
+                    "the list of {key} is over the SDK's gRPC message limit: read over HTTP"
+                );
+            }
+            Err(e) => return Err(map_error(e, &format!("list {key}"))),
+        }
+    }
+    let listed = reader.http().await?.instances(group, &service).await?;
+    reader.set_large(&key, reply_size(&listed) > LARGE);
+    Ok(listed)
+}
+
+/// The estimated size of a list over which an app is large: half the SDK's gRPC limit.
+pub(super) const LARGE: usize = MESSAGE_LIMIT / 2;
+
+/// The `group@@service` key of `app` in `group`.
+pub(super) fn key(group: &str, app: &str) -> String {
+    format!("{group}@@{}", names::service_name(app))
+}
+
+/// Bytes a naming instance takes in the server's reply beside its IP and metadata (port,
+/// weight, flags, cluster, service name, instance id and the JSON around them), about.
+const INSTANCE_OVERHEAD: usize = 250;
+
+/// The estimated size of the server's reply listing `listed`.
+pub(super) fn reply_size(listed: &[NacosInstance]) -> usize {
+    listed
+        .iter()
+        .map(|i| record::size_of(&i.ip, &i.metadata) + INSTANCE_OVERHEAD)
+        .sum()
 }
 
 /// Lists `app`, with the epoch read beside it.
@@ -40,9 +84,8 @@ pub(super) async fn list(
     limits: &Limits,
 ) -> Result<InstanceList> {
     model_names::validate_app(app)?;
-    let naming = reader.naming().await?;
     let config = reader.config().await?;
-    let (epoch, listed) = tokio::join!(epoch::read(config), instances(naming, group, app));
+    let (epoch, listed) = tokio::join!(epoch::read(config), instances(reader, group, app));
     let mut list = record::parse_list(app, &listed?, limits);
     list.epoch = epoch?;
     Ok(list)

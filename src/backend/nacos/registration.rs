@@ -25,19 +25,25 @@ use async_trait::async_trait;
 use nacos_sdk::api::naming::NamingService;
 
 use super::client::{Reader, map_error};
+use super::interfaces::{Held, NacosInterface};
 use super::{epoch, names, record};
-use crate::backend::Registration;
+use crate::backend::{InterfaceRegistration, Registration};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::ServiceInstance;
+use crate::model::{ProviderUrl, ServiceInstance};
 
 /// Tries of a first registration refused as unauthenticated (see `register`).
 const LOGIN_TRIES: u32 = 10;
 /// The wait between them.
 const LOGIN_WAIT: Duration = Duration::from_millis(300);
 
-/// One naming instance and the client that holds it.
+/// One naming instance (or, for a provider registering at the interface level only, none)
+/// and the client that holds it.
 pub(super) struct NacosRegistration {
+    /// Whether the instance is registered (else the client holds interface-level ones only).
+    registered: bool,
+    /// The interface-level services this client holds.
+    interfaces: Held,
     naming: NamingService,
     reader: Arc<Reader>,
     group: String,
@@ -95,10 +101,39 @@ impl NacosRegistration {
             }
         }
         Ok(NacosRegistration {
+            registered: true,
+            interfaces: Held::default(),
             naming,
             reader,
             group: group.to_owned(),
             service,
+            app: instance.service_name.clone(),
+            address: instance.address(),
+            record: std::sync::Mutex::new(nacos),
+            limits: limits.clone(),
+            ttl,
+        })
+    }
+
+    /// A client of its own for `instance`'s interface-level instances, registering no
+    /// instance of the app.
+    pub(super) async fn liveness(
+        naming: NamingService,
+        reader: Arc<Reader>,
+        group: &str,
+        instance: &ServiceInstance,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Self> {
+        let nacos = check(instance, limits)?;
+        epoch::ensure(reader.config().await?).await?;
+        Ok(NacosRegistration {
+            registered: false,
+            interfaces: Held::default(),
+            naming,
+            reader,
+            group: group.to_owned(),
+            service: names::service_name(&instance.service_name),
             app: instance.service_name.clone(),
             address: instance.address(),
             record: std::sync::Mutex::new(nacos),
@@ -125,6 +160,9 @@ impl Registration for NacosRegistration {
             )));
         }
         let nacos = check(instance, &self.limits)?;
+        if !self.registered {
+            return Ok(());
+        }
         self.naming
             .register_instance(
                 self.service.clone(),
@@ -142,6 +180,9 @@ impl Registration for NacosRegistration {
     }
 
     async fn deregister(&self) -> Result<()> {
+        if !self.registered {
+            return Ok(());
+        }
         self.naming
             .deregister_instance(
                 self.service.clone(),
@@ -158,5 +199,21 @@ impl Registration for NacosRegistration {
 
     fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    async fn register_interface(
+        &self,
+        url: &ProviderUrl,
+        limits: &Limits,
+    ) -> Result<Arc<dyn InterfaceRegistration>> {
+        let registered = NacosInterface::register(
+            self.naming.clone(),
+            &self.group,
+            self.interfaces.clone(),
+            url,
+            limits,
+        )
+        .await?;
+        Ok(Arc::new(registered))
     }
 }

@@ -18,6 +18,11 @@
 //!   the session of the record's TTL (see `consumers`).
 //! * Config centre: persistent `/dubbo/config/{group}/{key}` holding a governance rule's
 //!   text, compare-and-set on the node's version (see `config`).
+//! * Interface-level provider URLs (a provider's `register_mode` `interface` or `all`):
+//!   EPHEMERAL nodes `/dubbo/{interface}/providers/{url}` in the session of the instance's
+//!   registration, parents persistent as Dubbo's `ZookeeperRegistry` makes them (see
+//!   `interfaces`); consumers list and follow the children of `…/providers`
+//!   (`interface_reads`).
 //!
 //! With a group, everything moves under `/{group}` ([`paths`]). Consumers write only
 //! their optional record:
@@ -31,6 +36,8 @@ mod config;
 mod consumers;
 mod epoch;
 mod follow;
+mod interface_reads;
+mod interfaces;
 mod mapping;
 mod options;
 pub mod paths;
@@ -50,6 +57,7 @@ pub use options::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT, ZooKeeperOpt
 pub use paths::Paths;
 
 use super::consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
+use super::interfaces::{InterfaceKey, InterfaceProviders, ProviderUrlFollow, ProviderUrls};
 use super::{
     Backend, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
     MetadataReports, Registration,
@@ -99,6 +107,7 @@ impl ZooKeeperBackend {
         let shared = Arc::new(self);
         Backend::new("zookeeper", shared.clone(), shared.clone(), shared.clone())
             .with_consumers(shared.clone())
+            .with_interface_providers(shared.clone())
             .with_config(shared)
     }
 
@@ -137,6 +146,23 @@ impl InstanceRegistry for ZooKeeperBackend {
         Ok(Arc::new(registration))
     }
 
+    fn interface_level(&self) -> bool {
+        true
+    }
+
+    async fn register_liveness(
+        &self,
+        instance: &ServiceInstance,
+        ttl: Duration,
+        limits: &Limits,
+    ) -> Result<Arc<dyn Registration>> {
+        let client = self.inner.sessions.for_ttl(ttl).await?;
+        let registration =
+            ZkRegistration::liveness(client, &self.inner.options, self.paths(), instance, limits)
+                .await?;
+        Ok(Arc::new(registration))
+    }
+
     async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
         names::validate_app(app)?;
         reads::list(&self.reader().await?, self.paths(), app, limits).await
@@ -150,6 +176,19 @@ impl InstanceRegistry for ZooKeeperBackend {
         names::validate_app(app)?;
         let client = self.reader().await?;
         follow::instances(client, self.paths().clone(), app.to_owned(), limits.clone()).await
+    }
+}
+
+#[async_trait]
+impl InterfaceProviders for ZooKeeperBackend {
+    async fn list(&self, key: &InterfaceKey, _: &Limits) -> Result<ProviderUrls> {
+        names::validate_interface(&key.interface)?;
+        let path = interface_reads::providers_path(self.paths(), &key.interface);
+        interface_reads::list(&self.reader().await?, &path).await
+    }
+
+    async fn follow(&self, key: &InterfaceKey, _: &Limits) -> Result<ProviderUrlFollow> {
+        interface_reads::follow(self.reader().await?, self.paths(), key).await
     }
 }
 

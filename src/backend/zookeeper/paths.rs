@@ -10,6 +10,7 @@
 //! | `/introspect/epoch` | the registry's epoch | persistent |
 //! | `/introspect/consumers/{app}/{id}` | consumer record JSON (optional) | ephemeral; parents containers |
 //! | `/dubbo/config/{group}/{key}` | a config item (a governance rule's text) | persistent; parents containers |
+//! | `/dubbo/{interface}/providers/{url}` | an interface-level provider URL (both URL-encoded), the host as data | ephemeral; parents persistent |
 //!
 //! With a group `g`, Dubbo moves both roots to `/g`: instances under `/g/{app}/`, the
 //! mapping under `/g/mapping/`, reports under `/g/metadata/`; the epoch goes to
@@ -51,6 +52,10 @@ impl Default for Paths {
 
 /// Names under a group root that are not apps (Dubbo's own, and ours).
 const NOT_APPS: [&str; 4] = ["mapping", "metadata", "introspect", "config"];
+
+/// The children of an interface node (`/{group}/{interface}/…`, Dubbo's `ZookeeperRegistry`
+/// categories): under a group root they sit where an app's instances would.
+const CATEGORIES: [&str; 4] = ["providers", "consumers", "configurators", "routers"];
 
 impl Paths {
     /// The layout under group `group` (`/dev` or `dev`).
@@ -94,6 +99,13 @@ impl Paths {
         self.instances != self.dubbo || !NOT_APPS.contains(&name)
     }
 
+    /// Whether a child of an app node is an interface node's category rather than an
+    /// instance: with a group, interface nodes (`/{group}/{interface}/providers`) sit beside
+    /// app nodes, and their categories are never `{host}:{port}`.
+    pub fn is_interface_category(&self, child: &str) -> bool {
+        self.instances == self.dubbo && CATEGORIES.contains(&child)
+    }
+
     /// `/services/{app}`.
     pub fn app(&self, app: &str) -> String {
         format!("{}/{app}", self.instances)
@@ -102,6 +114,12 @@ impl Paths {
     /// `/services/{app}/{host}:{port}`.
     pub fn instance(&self, app: &str, address: &str) -> String {
         format!("{}/{app}/{address}", self.instances)
+    }
+
+    /// Where interface-level URLs go: `/dubbo`, or `/{group}` (Dubbo's `ZookeeperRegistry`
+    /// root); see [`crate::model::ProviderUrl::zookeeper_node`].
+    pub fn interface_root(&self) -> &str {
+        &self.dubbo
     }
 
     /// `/dubbo/mapping/{interface}`.
@@ -224,6 +242,12 @@ mod tests {
         );
         assert_eq!(g.config("dubbo", "k"), "/dev/config/dubbo/k");
         assert!(!g.is_app_node("config"));
+        assert!(g.is_interface_category("providers") && g.is_interface_category("routers"));
+        assert!(!g.is_interface_category("10.0.0.1:50051"));
+        assert!(
+            !p.is_interface_category("providers"),
+            "no group: apps live apart"
+        );
         let ns = g.clone().with_config_namespace("prod").unwrap();
         assert_eq!(ns.config("dubbo", "k"), "/prod/config/dubbo/k");
         assert_eq!(ns.mapping("i"), "/dev/mapping/i");

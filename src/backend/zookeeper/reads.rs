@@ -3,7 +3,9 @@
 //! (the client orders requests as they are made), so a list of N instances costs one round
 //! trip plus the transfer, not N round trips.
 //!
-//! A missing app node means no instances (ZooKeeper reaps empty containers). A child that
+//! A missing app node means no instances (ZooKeeper reaps empty containers). With a
+//! group, interface nodes (`/{group}/{interface}/providers`) sit beside app nodes: their
+//! category children are no instances, so an interface node lists as no app. A child that
 //! vanished between the children and its read is left out; one that does not parse is
 //! skipped and reported, never failing the app.
 //!
@@ -67,6 +69,9 @@ async fn read_children(
     limits: &Limits,
 ) -> Result<InstanceList> {
     let mut list = InstanceList::default();
+    // With a group, `/{group}/{interface}` looks like an app node: its categories are no
+    // instances (and an interface node so read lists as no app).
+    children.retain(|child| !paths.is_interface_category(child));
     if children.len() > MAX_CHILDREN {
         list.skipped.push((
             paths.app(app),

@@ -21,16 +21,23 @@ use super::options::ZooKeeperOptions;
 use super::paths::Paths;
 use super::record;
 use super::session::{self, map_error};
-use crate::backend::Registration;
+use crate::backend::{InterfaceRegistration, Registration};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::ServiceInstance;
+use crate::model::{ProviderUrl, ServiceInstance};
 
-/// One instance node and the session that owns it.
+/// One instance node (or, for a provider registering at the interface level only, none)
+/// and the session that owns it.
 pub(super) struct ZkRegistration {
     client: zk::Client,
     acls: zk::Acls<'static>,
+    /// The instance node; for a registration of liveness alone, what it stands for
+    /// (`/services/{app}/{host}:{port}`), never written.
     path: String,
+    /// Whether the instance node is written.
+    record: bool,
+    /// Where interface-level URLs go: `/dubbo` or `/{group}`.
+    interface_root: String,
     app: String,
     address: String,
     limits: Limits,
@@ -58,10 +65,37 @@ impl ZkRegistration {
             client,
             acls,
             path,
+            record: true,
+            interface_root: paths.interface_root().to_owned(),
             app: instance.service_name.clone(),
             address: instance.address(),
             limits: limits.clone(),
             registered_at,
+        })
+    }
+
+    /// Holds `client`'s session for `instance`'s interface-level URLs, writing no instance
+    /// node.
+    pub(super) async fn liveness(
+        client: zk::Client,
+        options: &ZooKeeperOptions,
+        paths: &Paths,
+        instance: &ServiceInstance,
+        limits: &Limits,
+    ) -> Result<Self> {
+        instance.validate()?;
+        let acls = session::acls(options);
+        super::epoch::ensure(&client, paths, acls).await?;
+        Ok(ZkRegistration {
+            path: paths.instance(&instance.service_name, &instance.address()),
+            client,
+            acls,
+            record: false,
+            interface_root: paths.interface_root().to_owned(),
+            app: instance.service_name.clone(),
+            address: instance.address(),
+            limits: limits.clone(),
+            registered_at: now_ms(),
         })
     }
 
@@ -114,6 +148,9 @@ impl Registration for ZkRegistration {
             )));
         }
         instance.validate()?;
+        if !self.record {
+            return Ok(());
+        }
         let data = record::to_json(instance, self.registered_at);
         self.limits.check_size(
             "instance record",
@@ -137,6 +174,9 @@ impl Registration for ZkRegistration {
     async fn keep_alive(&self) -> Result<()> {
         // The client pings by itself; this checks that the session and its node live.
         session::check_held(&self.client, &self.path)?;
+        if !self.record {
+            return Ok(());
+        }
         match self.client.check_stat(&self.path).await {
             Ok(Some(stat)) if stat.ephemeral_owner == self.client.session_id().0 => Ok(()),
             Ok(Some(_)) => Err(Error::Store(format!(
@@ -151,7 +191,7 @@ impl Registration for ZkRegistration {
     }
 
     async fn deregister(&self) -> Result<()> {
-        if session::is_over(&self.client) {
+        if session::is_over(&self.client) || !self.record {
             return Ok(()); // the server deleted the node with the session
         }
         match self.client.delete(&self.path, None).await {
@@ -167,5 +207,24 @@ impl Registration for ZkRegistration {
 
     fn ttl(&self) -> Duration {
         self.client.session_timeout()
+    }
+
+    async fn register_interface(
+        &self,
+        url: &ProviderUrl,
+        limits: &Limits,
+    ) -> Result<std::sync::Arc<dyn InterfaceRegistration>> {
+        if session::is_over(&self.client) {
+            return Err(self.lost("the session is over"));
+        }
+        let registered = super::interfaces::ZkInterface::register(
+            self.client.clone(),
+            self.acls,
+            &self.interface_root,
+            url,
+            limits,
+        )
+        .await?;
+        Ok(std::sync::Arc::new(registered))
     }
 }

@@ -411,6 +411,7 @@ mod tests {
             read: true,
             from_mapping: true,
             apps: vec![app.with_metadata_on_its_way(usize::from(on_its_way))],
+            interface_level: None,
         }))
     }
 

@@ -88,7 +88,7 @@ impl ConsumerIdentity {
         }
         ConsumerIdentity {
             app,
-            host: host.unwrap_or_else(crate::consumer::seen::default_host),
+            host: host.unwrap_or_else(crate::outward_ip::consumer_host),
             params,
         }
     }

@@ -44,7 +44,7 @@ mod params;
 mod pick;
 mod route;
 mod rule_set;
-mod rule_yaml;
+pub(crate) mod rule_yaml;
 mod rules_digest;
 mod string_match;
 mod tag;

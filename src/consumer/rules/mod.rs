@@ -3,9 +3,11 @@
 //!
 //! * `watcher`: one per balanced channel, following each key;
 //! * `report`: a channel's report of the rules it routes by, into the consumer record;
+//! * `follow`: following one key, shared with the provider's own rules;
 //! * `read`: one read of the same keys ([`Resolver::rules_now`](crate::Resolver::rules_now),
 //!   route explanations).
 
+pub(crate) mod follow;
 mod read;
 mod report;
 mod watcher;

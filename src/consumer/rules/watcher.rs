@@ -17,11 +17,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::config::{ConfigCentre, DEFAULT_GROUP};
-use crate::backoff::Backoff;
 use crate::consumer::routing::{Rule, RuleProblem, RuleSet};
 use crate::consumer::routing::{RuleKey, rule_keys};
 use crate::consumer::rules::RulesReport;
-use crate::error::Error;
+use crate::consumer::rules::follow::{KeyState, follow_key};
 use crate::model::Endpoint;
 
 /// How long a new channel's calls wait for the config centre's first answers before they
@@ -29,16 +28,6 @@ use crate::model::Endpoint;
 /// registry that answers (milliseconds), short enough that a slow or unreachable one does
 /// not fail calls with deadlines of a second.
 pub(crate) const FIRST_RULES_WAIT: Duration = Duration::from_millis(500);
-
-/// What one key's follower reports.
-enum KeyState {
-    /// The key holds this rule.
-    Rule(Rule),
-    /// The key is absent (or was deleted).
-    Absent,
-    /// The key holds something refused; the previous good rule stays.
-    Refused(String),
-}
 
 /// What the watcher knows of one key.
 #[derive(Default)]
@@ -97,7 +86,7 @@ struct Watcher {
     publish: watch::Sender<Arc<RuleSet>>,
     /// Where the sets published are reported, for the consumer record.
     report: Option<Arc<RulesReport>>,
-    states: mpsc::Sender<(RuleKey, KeyState)>,
+    states: mpsc::Sender<(RuleKey, KeyState<Rule>)>,
     followers: HashMap<RuleKey, JoinHandle<()>>,
     entries: BTreeMap<RuleKey, Entry>,
     /// Whether every key first followed has answered (or the first wait passed).
@@ -107,7 +96,7 @@ struct Watcher {
 impl Watcher {
     async fn run(
         mut self,
-        mut reports: mpsc::Receiver<(RuleKey, KeyState)>,
+        mut reports: mpsc::Receiver<(RuleKey, KeyState<Rule>)>,
         cancel: CancellationToken,
     ) {
         self.follow_keys();
@@ -192,9 +181,13 @@ impl Watcher {
                 continue;
             }
             self.entries.entry(key.clone()).or_default();
+            let parse_as = key.clone();
             let follower = tokio::spawn(follow_key(
                 self.config.clone(),
                 key.clone(),
+                key.key(),
+                DEFAULT_GROUP,
+                move |text| Rule::parse(&parse_as, text),
                 self.states.clone(),
             ));
             self.followers.insert(key, follower);
@@ -202,7 +195,7 @@ impl Watcher {
         !gone.is_empty()
     }
 
-    fn record(&mut self, key: RuleKey, state: KeyState) {
+    fn record(&mut self, key: RuleKey, state: KeyState<Rule>) {
         let Some(entry) = self.entries.get_mut(&key) else {
             return; // no longer followed
         };
@@ -262,59 +255,6 @@ impl Watcher {
         if published && let Some(report) = &self.report {
             report.report(&set);
         }
-    }
-}
-
-/// Follows one key until the watcher stops it, reporting each state; follows again after
-/// a backoff when the follow fails.
-async fn follow_key(
-    config: Arc<dyn ConfigCentre>,
-    key: RuleKey,
-    states: mpsc::Sender<(RuleKey, KeyState)>,
-) {
-    let name = key.key();
-    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
-    loop {
-        match config.follow(&name, DEFAULT_GROUP).await {
-            Ok(mut follow) => loop {
-                let state = match follow.next().await {
-                    Ok(Some(item)) => match Rule::parse(&key, &item.content) {
-                        Ok(rule) => KeyState::Rule(rule),
-                        Err(error) => KeyState::Refused(reason_of(error)),
-                    },
-                    Ok(None) => KeyState::Absent,
-                    Err(error @ Error::Rule { .. }) => KeyState::Refused(reason_of(error)),
-                    Err(error) => {
-                        tracing::debug!(key = %name, %error, "rule key follow ended");
-                        break;
-                    }
-                };
-                backoff.reset();
-                if states.send((key.clone(), state)).await.is_err() {
-                    return;
-                }
-            },
-            Err(error) if error.is_permanent() => {
-                // No config centre, or no right to read it: following again cannot help.
-                // The key counts as answered, and the reason shows where rules are shown.
-                tracing::debug!(key = %name, %error, "rule key cannot be read; not followed");
-                let reason = format!("cannot be read: {error}");
-                let _ = states.send((key, KeyState::Refused(reason))).await;
-                return;
-            }
-            Err(error) => {
-                tracing::debug!(key = %name, %error, "cannot follow rule key");
-            }
-        }
-        tokio::time::sleep(backoff.next_delay()).await;
-    }
-}
-
-/// The reason of a refused rule, without the key (the problem names it).
-fn reason_of(error: Error) -> String {
-    match error {
-        Error::Rule { reason, .. } => reason,
-        other => other.to_string(),
     }
 }
 

@@ -56,13 +56,6 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The host a consumer names when none is given: the IP of the interface that routes
-/// outward, else loopback.
-pub(crate) fn default_host() -> String {
-    crate::provider::address::outward_ip(false)
-        .map_or_else(|| "127.0.0.1".to_owned(), |ip| ip.to_string())
-}
-
 /// The resolver's consumer record: started when a runtime is at hand, ended (the record
 /// deleted) when the last clone of the resolver is dropped or on
 /// [`Resolver::deregister_consumer`](crate::Resolver::deregister_consumer).
@@ -81,7 +74,9 @@ impl ConsumerHandle {
     /// else at [`ConsumerHandle::start`].
     pub fn new(settings: ConsumerSettings, backend: Backend, limits: Limits) -> Self {
         let id = hex::encode(rand::random::<[u8; 16]>());
-        let host = settings.host.unwrap_or_else(default_host);
+        let host = settings
+            .host
+            .unwrap_or_else(crate::outward_ip::consumer_host);
         let base = ConsumerRecord::new(settings.app.clone(), id.clone(), host, now_ms());
         let seen = Arc::new(Seen::default());
         let cancel = CancellationToken::new();

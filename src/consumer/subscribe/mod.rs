@@ -19,6 +19,8 @@
 //! * `publish`: the first set and the coalesced pushes (`coalesce`), only when it changed;
 //! * `restore` and `snapshot`: the local snapshot, served when the registry cannot be
 //!   reached at start and written after pushes;
+//! * `interfaces`: the interface level, followed only when the subscription's migration
+//!   step reads it (see [`crate::consumer::MigrationStep`]);
 //! * `handle`: what the user holds; `options`: how it behaves; `task`: the select loop.
 //!
 //! Errors never remove anything: a failed read keeps the last state, and an instance
@@ -40,6 +42,8 @@ mod assemble;
 pub(crate) mod coalesce;
 mod fetches;
 mod handle;
+mod interfaces;
+pub(crate) mod migration_follow;
 mod options;
 mod publish;
 mod restore;
@@ -86,6 +90,8 @@ pub const DEFAULT_FETCH_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// What the subscriptions of one resolver share.
 pub(crate) struct SubscribeParts {
+    /// The registry backend (for the interface level; the views read the rest).
+    pub backend: crate::backend::Backend,
     /// The shared views of apps and mappings.
     pub views: Views,
     /// Metadata of (app, revision), cached and loaded once.
@@ -102,6 +108,8 @@ pub(crate) struct SubscribeParts {
     pub limits: Limits,
     /// What the subscriptions see, for the consumer record (when there is one).
     pub seen: Option<Arc<Seen>>,
+    /// The consumer app's migration rule, when the app is named.
+    pub migration: Option<migration_follow::MigrationFollow>,
 }
 
 /// Starts a subscription; returns once the first set is published: when the registry has

@@ -8,6 +8,7 @@ use super::{
     DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_FIRST_FETCH_WAIT,
     DEFAULT_SNAPSHOT_WAIT, DEFAULT_START_TIMEOUT,
 };
+use crate::consumer::migration::MigrationStep;
 
 /// How each subscription of a resolver behaves: coalescing, the local snapshot, the start
 /// and the metadata fetch retries. Every part has a default; see each setter. (What
@@ -22,6 +23,7 @@ pub struct SubscribeOptions {
     pub(crate) first_fetch_wait: Duration,
     pub(crate) fetch_retry_base: Duration,
     pub(crate) fetch_retry_max: Duration,
+    pub(crate) migration_step: MigrationStep,
 }
 
 impl Default for SubscribeOptions {
@@ -34,11 +36,21 @@ impl Default for SubscribeOptions {
             first_fetch_wait: DEFAULT_FIRST_FETCH_WAIT,
             fetch_retry_base: DEFAULT_FETCH_RETRY_BASE,
             fetch_retry_max: DEFAULT_FETCH_RETRY_MAX,
+            migration_step: MigrationStep::default(),
         }
     }
 }
 
 impl SubscribeOptions {
+    /// Sets which level(s) of discovery a subscription reads unless it says
+    /// ([`Subscription::migration`](crate::Subscription::migration)); default
+    /// [`MigrationStep::ForceApplication`]: the application level only, no interface-level
+    /// read or watch.
+    pub fn migration_step(mut self, step: MigrationStep) -> Self {
+        self.migration_step = step;
+        self
+    }
+
     /// Sets the coalescing of bursts (default [`CoalesceOptions::default`]).
     pub fn coalesce(mut self, coalesce: CoalesceOptions) -> Self {
         self.coalesce = coalesce;

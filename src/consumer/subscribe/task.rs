@@ -13,12 +13,15 @@ use super::apps::{Following, MappingRead};
 use super::assemble::Assembly;
 use super::fetches::{Ended, Fetching, Joined};
 use super::handle::{Shared, SubscriptionHandle};
+use super::interfaces::{InterfaceLevel, InterfaceUpdate};
+use super::migration_follow::RuleNow;
 use super::options::SubscribeOptions;
 use super::publish::{Publisher, Start};
 use super::restore::{self, Snapshots};
 use super::snapshot::Snapshot;
 use crate::consumer::explain::{AppFindings, Explanation};
 use crate::consumer::health::{EndpointKey, Outcome};
+use crate::consumer::migration::{MigrationStep, display_service_key};
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::consumer::views::ViewUpdate;
@@ -30,11 +33,16 @@ use crate::warnings::aggregated;
 const UPDATE_BUFFER: usize = 1024;
 /// Health reports buffered; reports beyond it are dropped (they are advisory).
 const REPORT_BUFFER: usize = 4096;
+/// How long a new subscription waits for the first answer about the consumer app's
+/// migration rule before it starts at its own step (the rule still applies once read).
+const RULE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 enum Wake {
     Closed,
     Update(ViewUpdate),
     Fetched(Joined),
+    Interface(InterfaceUpdate),
+    Rule,
     Report(EndpointKey, bool),
     Health,
     Written(Result<()>),
@@ -60,6 +68,16 @@ pub(super) struct Task {
     dirty: bool,
     /// Set when the registry refused for good: the task stops following it.
     stopped: bool,
+    /// Which level(s) it reads: the migration rule's step for it, else `own_step`.
+    step: MigrationStep,
+    /// Its own step: the subscription's, else the resolver's default.
+    own_step: MigrationStep,
+    /// The consumer app's migration rule, when the app is named.
+    rule: Option<watch::Receiver<RuleNow>>,
+    /// Whether the application level is followed (once started, it stays followed).
+    application_started: bool,
+    /// The interface level, when the step reads it.
+    interface: Option<InterfaceLevel>,
 }
 
 impl Task {
@@ -89,8 +107,10 @@ impl Task {
         });
         let now = Instant::now();
         let retry = (options.fetch_retry_base, options.fetch_retry_max);
+        let step = subscription.migration.unwrap_or(options.migration_step);
         let task = Task {
             id,
+            // (`rule` is set below, once `parts` is moved in.)
             following: Following::new(parts.views.clone(), id, updates_tx),
             fetching: Fetching::new(parts.metadata.clone(), retry),
             assembly: Assembly::default(),
@@ -110,7 +130,14 @@ impl Task {
             subscription: subscription.clone(),
             dirty: false,
             stopped: false,
+            step,
+            own_step: step,
+            rule: None,
+            application_started: false,
+            interface: None,
         };
+        let mut task = task;
+        task.rule = task.parts.migration.as_ref().map(|m| m.subscribe());
         let handle = SubscriptionHandle {
             subscription: Arc::new(subscription),
             endpoints: rx,
@@ -125,12 +152,14 @@ impl Task {
 
     pub(super) async fn run(mut self) {
         Counters::bump(&self.parts.counters.subscriptions);
-        tracing::debug!("subscription started");
-        if self.subscription.provided_by.is_empty() {
-            self.following.follow_mapping(&self.subscription.interface);
-        } else {
-            self.following.follow_apps(&self.subscription.provided_by);
+        if let Some(rule) = &mut self.rule {
+            // Start at the rule's step when it is read in time, not at ours then switch.
+            let answered = rule.wait_for(|now| !matches!(now, RuleNow::Unknown));
+            let _ = tokio::time::timeout(RULE_WAIT, answered).await;
+            self.step = self.chosen_step();
         }
+        tracing::debug!(step = %self.step, "subscription started");
+        self.start_levels();
         while !self.stopped {
             let now = Instant::now();
             self.tick(now);
@@ -140,6 +169,8 @@ impl Task {
                 () = self.publisher.closed() => Wake::Closed,
                 Some(update) = self.updates.recv() => Wake::Update(update),
                 joined = self.fetching.next() => Wake::Fetched(joined),
+                update = next_interface(&mut self.interface) => Wake::Interface(update),
+                () = next_rule(&mut self.rule) => Wake::Rule,
                 Some((endpoint, ok)) = self.reports.recv() => Wake::Report(endpoint, ok),
                 Ok(()) = self.health_changes.changed() => Wake::Health,
                 written = self.snapshots.written() => Wake::Written(written),
@@ -161,6 +192,8 @@ impl Task {
                         Ended::Unchanged => {}
                     }
                 }
+                Wake::Interface(update) => self.on_interface(update),
+                Wake::Rule => self.choose_again(),
                 Wake::Report(endpoint, ok) => {
                     self.on_report(&endpoint, ok);
                     while let Ok((endpoint, ok)) = self.reports.try_recv() {
@@ -204,7 +237,7 @@ impl Task {
         }
         let start = self.publisher.start(
             now,
-            self.following.store_read(),
+            self.store_read(),
             self.fetching.first_fetches_pending(),
             self.snapshots.has_read(),
         );
@@ -235,19 +268,141 @@ impl Task {
         });
     }
 
+    /// The step the migration rule gives this subscription, else its own.
+    fn chosen_step(&self) -> MigrationStep {
+        let Some(rule) = &self.rule else {
+            return self.own_step;
+        };
+        let now = rule.borrow();
+        let Some(rule) = now.rule() else {
+            return self.own_step;
+        };
+        let key = display_service_key(
+            &self.subscription.interface,
+            self.subscription.version.as_deref(),
+        );
+        let apps: Vec<&str> = if self.subscription.provided_by.is_empty() {
+            self.following.apps.keys().map(String::as_str).collect()
+        } else {
+            self.subscription
+                .provided_by
+                .iter()
+                .map(String::as_str)
+                .collect()
+        };
+        rule.step_for(&key, apps).unwrap_or(self.own_step)
+    }
+
+    /// Chooses the step again (the rule or the provider apps changed): a level the new
+    /// step reads starts being followed; the set is computed again.
+    fn choose_again(&mut self) {
+        let step = self.chosen_step();
+        if step == self.step {
+            return;
+        }
+        tracing::info!(interface = %self.subscription.interface, from = %self.step, to = %step,
+            "migration rule changed the subscription's step");
+        self.step = step;
+        self.start_levels();
+        self.dirty = true;
+    }
+
+    /// Starts following the levels the step reads that are not followed yet. A level no
+    /// longer read stays followed (unused) until the subscription ends, so a rule that
+    /// switches back finds it read.
+    fn start_levels(&mut self) {
+        if self.step.reads_interface() && self.interface.is_none() {
+            self.interface = Some(InterfaceLevel::start(
+                self.parts.backend.clone(),
+                &self.subscription,
+                self.parts.limits.clone(),
+                self.parts.counters.clone(),
+            ));
+        }
+        if self.step.reads_application() && !self.application_started {
+            self.application_started = true;
+            if self.subscription.provided_by.is_empty() {
+                self.following.follow_mapping(&self.subscription.interface);
+            } else {
+                self.following.follow_apps(&self.subscription.provided_by);
+            }
+        }
+    }
+
+    /// Whether every level the step reads has been read: the apps (their mapping and
+    /// each app), the interface level.
+    fn store_read(&self) -> bool {
+        (!self.step.reads_application() || self.following.store_read())
+            && self.interface.as_ref().is_none_or(|level| level.synced)
+    }
+
+    /// A set (or the refusal) of the interface level.
+    fn on_interface(&mut self, update: InterfaceUpdate) {
+        let Some(level) = &mut self.interface else {
+            return;
+        };
+        self.dirty = true;
+        let Some(error) = level.on_update(update) else {
+            return;
+        };
+        if self.step == MigrationStep::ForceInterface && self.own_step == self.step {
+            // Asked for by the consumer itself (a rule's step is the operator's, and a
+            // rule can change again): the subscription cannot be served.
+            self.fail(error);
+        } else {
+            let interface = &self.subscription.interface;
+            aggregated!(warn, self.parts.warnings,
+                "the interface level cannot be read; the application level alone is read",
+                interface, %interface, %error);
+        }
+    }
+
     /// Computes the set and pushes it if it differs from what subscribers have.
     fn push(&mut self, now: Instant) {
         let health = &self.parts.health;
         let is_failing = |a: &Authority| health.is_failing(a);
         let failing: Option<&dyn Fn(&Authority) -> bool> =
             (health.set_aside_count() > 0).then_some(&is_failing);
-        let next = self.assembly.compute(
-            &self.following.apps,
-            &self.fetching.metadata,
-            &self.subscription,
-            &self.parts.hosts,
-            failing,
-        );
+        let application = if self.step.reads_application() {
+            self.assembly.compute(
+                &self.following.apps,
+                &self.fetching.metadata,
+                &self.subscription,
+                &self.parts.hosts,
+                failing,
+            )
+        } else {
+            Vec::new()
+        };
+        // APPLICATION_FIRST at threshold 0.0: the application level when it has any.
+        let from_interface = match self.step {
+            MigrationStep::ForceApplication => false,
+            MigrationStep::ForceInterface => true,
+            MigrationStep::ApplicationFirst => application.is_empty(),
+        };
+        let interface_set = match (&mut self.interface, from_interface) {
+            (Some(level), true) => {
+                Some(&level.set(&self.subscription, &self.parts.hosts).endpoints)
+            }
+            _ => None,
+        };
+        let next = match interface_set {
+            Some(all) => {
+                let mut chosen: Vec<crate::model::Endpoint> = match failing {
+                    Some(failing) => all
+                        .iter()
+                        .filter(|e| !failing(&e.authority()))
+                        .cloned()
+                        .collect(),
+                    None => Vec::new(),
+                };
+                if chosen.is_empty() {
+                    chosen.clone_from(all);
+                }
+                chosen
+            }
+            None => application,
+        };
         let why = next.is_empty().then(|| Arc::new(self.explanation()));
         self.publisher.shared.why_empty.send_if_modified(|known| {
             let changed = *known != why;
@@ -255,7 +410,11 @@ impl Task {
             changed
         });
         if let Some(seen) = &self.parts.seen {
-            let mut all: Vec<&crate::model::Endpoint> = self.assembly.all().collect();
+            let mut all: Vec<&crate::model::Endpoint> = if from_interface {
+                next.iter().collect()
+            } else {
+                self.assembly.all().collect()
+            };
             all.sort_unstable();
             all.dedup();
             let digest = crate::model::consumer_record::digest_of(all.iter().copied());
@@ -315,6 +474,10 @@ impl Task {
             read: self.following.store_read(),
             from_mapping: self.subscription.provided_by.is_empty(),
             apps: apps.collect(),
+            interface_level: self
+                .interface
+                .as_ref()
+                .map(|level| level.findings(self.step)),
         }
     }
 
@@ -351,6 +514,8 @@ impl Task {
                 "mapping names more apps than the limit; ignored, known apps keep their endpoints",
                 interface, %interface, apps = named, limit);
         }
+        // An `applications` entry of the rule may name one of the apps now mapped.
+        self.choose_again();
     }
 
     /// The registry refused for good: keeps the last set (errors never remove endpoints),
@@ -400,6 +565,24 @@ impl Task {
         self.fetching
             .ensure(&mut self.following.apps, now, &self.parts.counters);
     }
+}
+
+/// The next update of the interface level; pending forever when it is not read.
+async fn next_interface(level: &mut Option<InterfaceLevel>) -> InterfaceUpdate {
+    match level {
+        Some(level) => level.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next change of the migration rule; pending forever without one.
+async fn next_rule(rule: &mut Option<watch::Receiver<RuleNow>>) {
+    if let Some(rule) = rule
+        && rule.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -19,16 +19,19 @@ pub struct Caller {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
+    started: std::time::Instant,
     task: JoinHandle<Vec<String>>,
 }
 
 impl Caller {
-    /// Calls every `pause` until [`finish`](Self::finish).
+    /// Calls every `pause` until [`finish`](Self::finish); each failure is kept with its
+    /// time since the start, in milliseconds.
     pub fn start(channel: BalancedChannel, pause: Duration) -> Caller {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(AtomicU64::new(0));
         let (s, o, f) = (stop.clone(), ok.clone(), failed.clone());
+        let started = std::time::Instant::now();
         let task = tokio::spawn(async move {
             let mut client = GreeterClient::new(channel);
             let mut errors = Vec::new();
@@ -45,11 +48,14 @@ impl Caller {
                     }
                     Ok(Err(status)) => {
                         f.fetch_add(1, Ordering::Relaxed);
-                        errors.push(status.to_string());
+                        errors.push(format!("at {} ms: {status}", started.elapsed().as_millis()));
                     }
                     Err(_) => {
                         f.fetch_add(1, Ordering::Relaxed);
-                        errors.push("call hung past its deadline".into());
+                        errors.push(format!(
+                            "at {} ms: call hung past its deadline",
+                            started.elapsed().as_millis()
+                        ));
                     }
                 }
                 tokio::time::sleep(pause).await;
@@ -60,8 +66,14 @@ impl Caller {
             stop,
             ok,
             failed,
+            started,
             task,
         }
+    }
+
+    /// Milliseconds since it started, the clock of its failures' times.
+    pub fn elapsed_ms(&self) -> u128 {
+        self.started.elapsed().as_millis()
     }
 
     /// Calls that succeeded so far.
@@ -106,4 +118,57 @@ pub async fn channel_over(
         .await
         .unwrap_or_else(|_| panic!("the channel learns {addresses} addresses"));
     channel
+}
+
+/// Makes `calls` calls one after another through `channel`, each with `headers`; how many
+/// each of `answered` (the providers' call counters) answered meanwhile, and the errors.
+pub async fn count_calls(
+    channel: &BalancedChannel,
+    answered: &[Arc<AtomicU64>],
+    calls: u32,
+    headers: &[(&'static str, &str)],
+) -> (Vec<u64>, Vec<String>) {
+    let before: Vec<u64> = answered.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    let mut client = GreeterClient::new(channel.clone());
+    let mut errors = Vec::new();
+    for _ in 0..calls {
+        let mut request = tonic::Request::new(HelloRequest { name: "r".into() });
+        for (name, value) in headers {
+            request.metadata_mut().insert(*name, value.parse().unwrap());
+        }
+        if let Err(status) = client.say_hello(request).await {
+            errors.push(status.message().to_owned());
+        }
+    }
+    let counts = answered
+        .iter()
+        .zip(before)
+        .map(|(c, b)| c.load(Ordering::Relaxed) - b)
+        .collect();
+    (counts, errors)
+}
+
+/// Makes 60 calls at a time (as [`count_calls`]) until `check` is satisfied with what they
+/// did; fails naming `what` when it is not within `limit`.
+pub async fn calls_until(
+    channel: &BalancedChannel,
+    answered: &[Arc<AtomicU64>],
+    headers: &[(&'static str, &str)],
+    limit: Duration,
+    what: &str,
+    check: impl Fn(&[u64], &[String]) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let (counts, errors) = count_calls(channel, answered, 60, headers).await;
+        if check(&counts, &errors) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: still {counts:?}, errors {:?}",
+            errors.first()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

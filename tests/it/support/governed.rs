@@ -1,7 +1,9 @@
 //! What the governance tests share: one app of four Rust providers on a registry, each
 //! answering with its own address (A `weight=300`, B `weight=100`, C `dubbo.tag=gray`, D
 //! `disabled=true`), and the shares of a consumer's calls among them, counted on the real
-//! Java consumer and on an Introspect consumer alike.
+//! Java consumer and on an Introspect consumer alike. Every provider publishes `warmup=0`:
+//! their records carry their start time, and both consumers would otherwise ramp each
+//! weight up over Dubbo's 10-minute warm-up, so shares would depend on when a case runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -37,11 +39,12 @@ impl Fleet {
     /// Starts A (weight 300), B (weight 100, written out), C (tagged gray) and D (disabled) as
     /// instances of [`APP`] in `registry`.
     pub async fn start(registry: &PeerRegistry) -> Fleet {
+        let cold = || greeter_service().with_param("warmup", "0");
         let providers: [(&str, ServiceInfo); 4] = [
-            ("A", greeter_service().with_param("weight", "300")),
-            ("B", greeter_service().with_param("weight", "100")),
-            ("C", greeter_service().with_param("dubbo.tag", "gray")),
-            ("D", greeter_service().with_param("disabled", "true")),
+            ("A", cold().with_param("weight", "300")),
+            ("B", cold().with_param("weight", "100")),
+            ("C", cold().with_param("dubbo.tag", "gray")),
+            ("D", cold().with_param("disabled", "true")),
         ];
         let mut nodes = Vec::new();
         for (name, service) in providers {

@@ -44,6 +44,11 @@ impl CountingGreeter {
         self.calls.load(Ordering::Relaxed)
     }
 
+    /// The counter of calls answered.
+    pub fn counter(&self) -> Arc<AtomicU64> {
+        self.calls.clone()
+    }
+
     /// Stops answering (calls wait) until [`resume`](Self::resume).
     pub fn pause(&self) {
         self.paused.store(true, Ordering::Relaxed);

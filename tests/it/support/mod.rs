@@ -24,6 +24,7 @@ pub mod ports;
 pub mod proxy;
 pub mod published;
 pub mod records;
+pub mod rules;
 pub mod wait;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;

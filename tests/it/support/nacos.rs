@@ -385,6 +385,35 @@ impl Drop for NacosServer {
     }
 }
 
+impl NacosServer {
+    /// Whether the server compares a `publishConfigCas` write's `casMd5` with the config's
+    /// MD5 and refuses a stale one, as Nacos does: probed with the SDK's own client on a config
+    /// of its own (`introspect-cas-probe`), written with an MD5 it cannot have. rnacos 0.8.8
+    /// takes such a write.
+    pub async fn enforces_cas_md5(&self) -> bool {
+        let props = nacos_sdk::api::props::ClientProps::new()
+            .server_addr(self.address())
+            .env_first(false)
+            .cache_dir(self.dir.path().join("probe-cache"))
+            .app_name("cas-probe");
+        let config = nacos_sdk::api::config::ConfigServiceBuilder::new(props)
+            .build()
+            .await
+            .expect("a raw config client");
+        let (data_id, group) = ("introspect-cas-probe".to_owned(), "probe".to_owned());
+        config
+            .publish_config(data_id.clone(), group.clone(), "first".into(), None)
+            .await
+            .expect("publish the probe config");
+        let stale = "0123456789abcdef0123456789abcdef".to_owned();
+        let taken = config
+            .publish_config_cas(data_id.clone(), group.clone(), "second".into(), None, stale)
+            .await;
+        let _ = config.remove_config(data_id, group).await;
+        !matches!(taken, Ok(true))
+    }
+}
+
 /// A naming client of the SDK's own, as a peer that is not this crate uses it (Dubbo Java
 /// and dubbo-go register through their own Nacos clients): for foreign and hostile records.
 pub async fn raw_naming(server: &NacosServer) -> nacos_sdk::api::naming::NamingService {

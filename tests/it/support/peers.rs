@@ -93,10 +93,19 @@ impl Peer {
     }
 }
 
-/// Where the built peers are linked.
+/// Where the built peers are linked: `target/interop/` of the workspace root, the directory
+/// that holds `interop/` (the library's manifest directory; for the tool's tests, which reuse
+/// this module, the parent of theirs).
 fn interop_dir() -> PathBuf {
     std::env::var_os("INTROSPECT_INTEROP_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop"),
+        || {
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+            manifest
+                .ancestors()
+                .find(|dir| dir.join("interop").is_dir())
+                .unwrap_or(manifest)
+                .join("target/interop")
+        },
         PathBuf::from,
     )
 }
@@ -184,9 +193,21 @@ impl BuiltPeer {
     /// Like [`provider`](Self::provider), with more of the provider role's options
     /// (`interop/README.md`): the Java peer's `--tag`, `--weight`, `--name`, say.
     pub async fn provider_with(&self, registry: &str, app: &str, args: &[&str]) -> PeerProvider {
+        self.provider_at(registry, app, free_ports(), args).await
+    }
+
+    /// Like [`provider_with`](Self::provider_with), on the given ports (its Triple port and
+    /// its MetadataService port): for a rule that must name its address before it starts, or
+    /// a provider started again where it was.
+    pub async fn provider_at(
+        &self,
+        registry: &str,
+        app: &str,
+        (port, metadata_port): (u16, u16),
+        args: &[&str],
+    ) -> PeerProvider {
         let logs = TempDir::with_prefix(format!("introspect-{}-", self.peer.name()))
             .expect("create a temporary dir");
-        let (port, metadata_port) = free_ports();
         let stdout = std::fs::File::create(logs.path().join("stdout")).unwrap();
         let stderr = std::fs::File::create(logs.path().join("stderr")).unwrap();
         let mut command = self.command("provider", logs.path());
@@ -283,6 +304,7 @@ impl BuiltPeer {
             config_centre,
             await_invokers,
             log_calls,
+            migration_step,
         } = *options;
         let mut args: Vec<String> = [
             "--registry",
@@ -317,6 +339,10 @@ impl BuiltPeer {
                 assert_eq!(self.peer, Peer::Java, "only the Java consumer has {flag}");
                 args.push(flag.to_owned());
             }
+        }
+        if let Some(step) = migration_step {
+            assert_eq!(self.peer, Peer::Java, "only the Java consumer takes a step");
+            args.extend(["--migration-step".to_owned(), step.to_owned()]);
         }
         if let Some(invokers) = await_invokers {
             assert_eq!(
@@ -433,6 +459,9 @@ pub struct ConsumerOptions<'a> {
     /// Whether each call is printed with the time it returned (`--log-calls`; Java only), in
     /// [`ConsumerRun::logged`].
     pub log_calls: bool,
+    /// The reference's `migration.step` (`--migration-step`; Java only): `FORCE_INTERFACE`
+    /// reads interface-level URLs only. The peer's default is `FORCE_APPLICATION`.
+    pub migration_step: Option<&'a str>,
 }
 
 /// One call a consumer logged (`--log-calls`).
@@ -512,15 +541,16 @@ impl PeerProvider {
     }
 
     /// A stop as a deploy makes it (`SIGTERM`, which Dubbo's shutdown hooks handle), then
-    /// waits for it to exit (killing it after a bound).
-    pub async fn terminate(mut self) -> ExitStatus {
+    /// waits for it to exit (killing it after a bound); its status and all it printed.
+    pub async fn terminate(mut self) -> (ExitStatus, String) {
         let child = self.child.as_ref().expect("running");
         let pid = i32::try_from(child.id())
             .ok()
             .and_then(rustix::process::Pid::from_raw)
             .expect("a process id");
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        self.exited().await
+        let status = self.exited().await;
+        (status, self.output())
     }
 
     /// Its exit status, once it exited (killed after [`STOP_DEADLINE`]).

@@ -3,7 +3,7 @@
 "use strict";
 
 const state = { apps: new Map(), view: null, refresh: null, holdsAt: 0, offset: 0, diff: null,
-  routeQuery: { consumer_app: "", method: "", tag: "" } };
+  routeQuery: { consumer_app: "", method: "", tag: "" }, session: null, actionResult: null };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -41,6 +41,26 @@ async function api(path) {
   return body;
 }
 
+// A write action: a JSON POST; the answer's error, when it fails, is thrown.
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST", credentials: "same-origin",
+    headers: { "content-type": "application/json" }, body: JSON.stringify(body),
+  });
+  if (response.status === 401) { showLogin(); throw new Error("login needed"); }
+  const answer = await response.json();
+  if (!response.ok) throw new Error(answer.error || response.statusText);
+  return answer;
+}
+
+// Whether this page may act (a console with a token, logged in), asked once per login.
+async function session() {
+  if (!state.session) {
+    try { state.session = await api("/api/session"); } catch (e) { state.session = { actions: false, why_not: String(e.message || e) }; }
+  }
+  return state.session;
+}
+
 function showLogin() {
   document.getElementById("login").hidden = false;
   document.getElementById("main").replaceChildren();
@@ -56,6 +76,7 @@ async function login(event) {
   if (!response.ok) { document.getElementById("login-error").textContent = "wrong token"; return; }
   document.getElementById("token").value = "";
   document.getElementById("login").hidden = true;
+  state.session = null;
   connect();
   route();
 }
@@ -140,7 +161,53 @@ function params(p) {
   return el("span", { class: "mono" }, entries.map(([k, v]) => k + "=" + v).join(", "));
 }
 
-function instanceRow(i) {
+// The action buttons of one instance, from what the app's rules say of it now.
+function actionCell(app, i, rules) {
+  const address = i.address;
+  const disabled = (rules.disabled || []).includes(address);
+  const weight = (rules.weights || {})[address];
+  const tag = (rules.tags || {})[address];
+  const run = (action, body, what) => async (e) => {
+    e.preventDefault();
+    try {
+      const answer = await post("/api/actions/" + action, Object.assign({ app, address }, body));
+      state.actionResult = { ok: true, text: `${what}: ${answer.change} (${answer.action.key})` };
+    } catch (err) {
+      state.actionResult = { ok: false, text: `${what}: ${err.message || err}` };
+    }
+    refresh();
+  };
+  const weightInput = el("input", { type: "number", min: 0, max: 10000, class: "small", placeholder: weight || "100", "aria-label": "weight of " + address, "data-input": "weight" });
+  const tagInput = el("input", { class: "small", placeholder: tag || "tag", "aria-label": "tag of " + address, "data-input": "tag" });
+  return el("td", { class: "actions" },
+    disabled ? [el("span", { class: "tag bad" }, "disabled by rule"), " ",
+      el("button", { "data-action": "enable", on: { click: run("enable", {}, "enable " + address) } }, "enable")]
+      : el("button", { "data-action": "disable", on: { click: run("disable", {}, "disable " + address) } }, "disable"),
+    el("form", { class: "inline", "data-form": "weight", on: { submit: (e) => {
+      const v = weightInput.value.trim();
+      return run("weight", { weight: v === "" ? null : Number(v) }, (v === "" ? "clear weight of " : `weight ${v} for `) + address)(e);
+    } } }, weightInput, el("button", { type: "submit", "data-action": "weight" }, weight ? "weight " + weight : "weight")),
+    el("form", { class: "inline", "data-form": "tag", on: { submit: (e) => {
+      const v = tagInput.value.trim();
+      return run("tag", { tag: v === "" ? null : v }, (v === "" ? "untag " : `tag ${v} for `) + address)(e);
+    } } }, tagInput, el("button", { type: "submit", "data-action": "tag" }, tag ? "tag: " + tag : "tag")));
+}
+
+// The console's action log: who did what, when, and how it went.
+function actionLog(log) {
+  if (!log) return null;
+  const items = (log.actions || []).slice(0, 50).map((e) => el("li", { "data-action-id": e.id, "data-outcome": e.outcome },
+    el("span", { class: "muted" }, new Date(e.at_ms).toLocaleTimeString()), " ",
+    el("span", { class: "tag " + (e.outcome === "ok" ? "ok" : e.outcome === "conflict" ? "warn" : "bad") }, e.outcome === "ok" ? e.change : e.outcome), " ",
+    el("b", {}, e.action + (e.value ? " " + e.value : "")), " ", el("span", { class: "mono" }, e.app + " " + e.address), " ",
+    el("span", { class: "muted mono", title: `versions ${e.version_before || "none"} → ${e.version_after || "none"}` }, e.key), " ",
+    el("span", { class: "muted" }, "by " + e.session + " from " + e.client),
+    e.error ? el("div", { class: "error" }, e.error) : null));
+  return el("div", { class: "revision", id: "action-log" }, el("h3", {}, `action log: ${log.recorded}`),
+    items.length ? el("ul", { class: "log" }, items) : el("p", { class: "muted" }, "no actions yet"));
+}
+
+function instanceRow(i, act) {
   const tags = [];
   tags.push(el("span", { class: "tag " + (i.enabled && !i.stopping ? "ok" : "bad") }, i.stopping ? "stopping" : i.enabled ? "enabled" : "disabled"));
   if (!i.healthy) tags.push(el("span", { class: "tag bad" }, "unhealthy"));
@@ -149,7 +216,8 @@ function instanceRow(i) {
   return el("tr", { "data-address": i.address },
     el("td", { class: "mono" }, i.address), el("td", {}, tags),
     el("td", { title: new Date(i.seen_since_ms).toISOString() }, (i.seen_at_start ? "≥ " : "") + ago(i.seen_since_ms)),
-    el("td", { class: "mono" }, i.metadata_service, " ", el("span", { class: "muted" }, i.storage_type)));
+    el("td", { class: "mono" }, i.metadata_service, " ", el("span", { class: "muted" }, i.storage_type)),
+    act ? act(i) : null);
 }
 
 function renderDiff(diff) {
@@ -184,8 +252,12 @@ function holdsList(holds) {
 async function showApp(name) {
   let path = "/api/app?name=" + encodeURIComponent(name) + "&offset=" + state.offset;
   if (state.diff) path += "&a=" + encodeURIComponent(state.diff[0]) + "&b=" + encodeURIComponent(state.diff[1]);
-  const [a, c] = await Promise.all([api(path), consumersOf("app=" + encodeURIComponent(name))]);
+  const who = await session();
+  const [a, c, rules, log] = await Promise.all([api(path), consumersOf("app=" + encodeURIComponent(name)),
+    who.actions ? api("/api/actions?app=" + encodeURIComponent(name)).catch((e) => ({ error: e.message })) : null,
+    who.actions ? api("/api/audit").catch(() => null) : null]);
   if (state.view.name !== name) return;
+  const act = rules && !rules.error ? (i) => actionCell(name, i, rules) : null;
   const s = a.summary;
   const header = el("div", {}, el("h2", {}, a.app),
     el("p", { class: "muted" }, `${s.instances} instances, ${a.revisions.length} revisions, ${s.disabled} disabled, ${s.held} held, ${s.set_aside} set aside`,
@@ -198,8 +270,9 @@ async function showApp(name) {
     r.error ? el("p", { class: "error" }, "metadata unavailable: " + r.error)
       : el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "match key"), el("th", {}, "port"), el("th", {}, "path"), el("th", {}, "params"))),
         el("tbody", {}, (r.services || []).map((sv) => el("tr", {}, el("td", { class: "mono" }, el("a", { href: "#/service/" + encodeURIComponent(sv.name), title: "endpoints and routing" }, sv.match_key)), el("td", {}, sv.port), el("td", { class: "mono" }, sv.path), el("td", {}, params(sv.params)))))),
-    el("table", { class: "instances" }, el("thead", {}, el("tr", {}, el("th", {}, "address"), el("th", {}, "state"), el("th", {}, "registered for"), el("th", {}, "MetadataService"))),
-      el("tbody", {}, (byRevision.get(r.revision) || []).map(instanceRow)))));
+    el("table", { class: "instances" }, el("thead", {}, el("tr", {}, el("th", {}, "address"), el("th", {}, "state"), el("th", {}, "registered for"), el("th", {}, "MetadataService"),
+      act ? el("th", {}, "actions") : null)),
+      el("tbody", {}, (byRevision.get(r.revision) || []).map((i) => instanceRow(i, act))))));
   const revs = a.revisions.map((r) => r.revision);
   const pick = (id, at) => el("select", { id }, revs.map((r, n) => { const o = el("option", { value: r }, short(r)); if (n === at) o.selected = true; return o; }));
   const diffForm = revs.length > 1 ? el("form", { class: "inline", on: { submit: (e) => {
@@ -209,10 +282,16 @@ async function showApp(name) {
     `instances ${a.offset + 1}–${Math.min(a.offset + a.limit, a.instances_total)} of ${a.instances_total} `,
     a.offset > 0 ? el("button", { on: { click: () => { state.offset = Math.max(0, a.offset - a.limit); refresh(); } } }, "previous") : null,
     a.offset + a.limit < a.instances_total ? el("button", { on: { click: () => { state.offset = a.offset + a.limit; refresh(); } } }, "next") : null) : null;
-  const log = el("div", { class: "revision" }, el("h3", {}, "changes"),
+  const changes = el("div", { class: "revision" }, el("h3", {}, "changes"),
     el("ul", { class: "log" }, a.log.map((e) => el("li", {}, el("span", { class: "muted" }, new Date(e.at_ms).toLocaleTimeString()), " ",
       el("span", { class: "tag" }, e.kind), " ", el("span", { class: "mono" }, e.address), " ", el("span", { class: "muted" }, e.detail)))));
-  main(header, el("div", { class: "cols" }, el("div", {}, paging, sections, diffForm, renderDiff(a.diff), consumersTable(c, true)), el("div", {}, holdsList(a.holds), log)));
+  const result = state.actionResult;
+  const actions = who.actions ? [
+    result ? el("p", { id: "action-result", class: result.ok ? "muted" : "error" }, result.text) : null,
+    rules && rules.error ? el("p", { class: "error" }, "the app's rules cannot be read: " + rules.error) : null]
+    : el("p", { class: "muted", id: "read-only" }, who.why_not || "read-only");
+  main(header, actions, el("div", { class: "cols" }, el("div", {}, paging, sections, diffForm, renderDiff(a.diff), consumersTable(c, true)),
+    el("div", {}, holdsList(a.holds), actionLog(log), changes)));
 }
 
 // ---- consumers ----
@@ -359,7 +438,7 @@ function refresh() {
 function route() {
   const next = parseRoute();
   if (!state.view || state.view.kind !== next.kind || state.view.name !== next.name) {
-    state.offset = 0; state.diff = null; state.routeQuery = { consumer_app: "", method: "", tag: "" };
+    state.offset = 0; state.diff = null; state.routeQuery = { consumer_app: "", method: "", tag: "" }; state.actionResult = null;
   }
   state.view = next;
   return refresh();
@@ -392,6 +471,7 @@ function connect() {
     if (state.view.kind === "apps") renderApps(); else later();
   });
   source.addEventListener("consumers", () => { if (state.view.kind !== "apps") later(); });
+  source.addEventListener("action", () => { if (state.view.kind === "app") later(); });
   source.addEventListener("resync", later);
   source.addEventListener("apps", later);
 }

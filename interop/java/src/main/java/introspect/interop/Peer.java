@@ -34,17 +34,24 @@ import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
  *
  * <pre>
  * provider --registry URL --app NAME --port PORT --metadata-port PORT [--tag TAG] [--weight W] [--name NAME]
+ *          [--warmup MS] [--config-centre] [--register-mode instance|interface|all]
  * consumer --registry URL --app NAME [--provided-by APP] --calls N [--wait-seconds S] [--interval-ms MS]
  *          [--tag TAG] [--force-tag] [--config-centre] [--await-invokers N] [--log-calls]
+ *          [--migration-step FORCE_APPLICATION|APPLICATION_FIRST|FORCE_INTERFACE]
  * bench --registry URL --app NAME --expect N [--provided-by APP] [--wait-seconds S] [--connect-timeout-ms MS]
  * </pre>
  *
  * The registry is a Dubbo registry URL ({@code etcd://h:p}, {@code zookeeper://h:p},
  * {@code nacos://h:p}). The provider prints {@code READY} once exported and registered, and
- * stops gracefully when its standard input closes. Its {@code --tag} and {@code --weight} are
- * the service's static tag ({@code dubbo.tag}) and weight, as a Java user sets them on a
- * {@code ServiceConfig}; with {@code --name} its Greeter answers {@code Hello X from NAME}
- * instead of {@code Hello X from dubbo-java}. The consumer waits (at most the given
+ * stops gracefully when its standard input closes. Its {@code --tag}, {@code --weight} and
+ * {@code --warmup} are the service's static tag ({@code dubbo.tag}), weight and warm-up
+ * (milliseconds during which consumers give a new provider a reduced weight; Dubbo's default
+ * is 10 minutes, 0 turns it off), as a Java user sets them on a {@code ServiceConfig}; with {@code --name} its Greeter answers {@code Hello X from NAME}
+ * instead of {@code Hello X from dubbo-java}. With {@code --config-centre} the provider uses
+ * its registry as its config centre too, and so applies the {@code side: provider}
+ * configurators there ({@code {app}.configurators} and {@code {interface}::.configurators}
+ * in group {@code dubbo}): a rule that changes its parameters ({@code disabled},
+ * {@code weight}) makes it publish a new revision. The consumer waits (at most the given
  * seconds) for a first answer, then makes N calls (pausing the given milliseconds after each)
  * and prints, for each distinct answer of those N calls, one line
  * {@code SHARE calls=C message=...} (how many calls it answered), then one line
@@ -65,6 +72,19 @@ import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
  * epoch milliseconds when the call returned), so that a test can tell when a rule written
  * during the run took effect.
  *
+ * <p>The provider's {@code --shutdown-wait-ms} is Dubbo's {@code dubbo.service.shutdown.wait}:
+ * once deregistered on a stop, each service is unexported when it has been idle for a third of
+ * it, or when it has passed.
+ *
+ * <p>The provider's {@code --register-mode} (default {@code instance}) is Dubbo's
+ * {@code register-mode} of its application and registry: {@code interface} writes only the
+ * interface-level URL ({@code /dubbo/{interface}/providers/{url}} on ZooKeeper, service
+ * {@code providers:{interface}:{version}:{group}} on Nacos), {@code all} both levels. The
+ * consumer's {@code --migration-step} (default {@code FORCE_APPLICATION}) is the step of its
+ * reference ({@code migration.step}): {@code FORCE_INTERFACE} reads interface-level URLs
+ * only. Any other mode or step than the defaults drops {@code registry-type=service}, which
+ * would leave Dubbo only its application-level registry.
+ *
  * <p>The bench role measures discovery alone and makes no call: with the application started
  * (registry connected) it prints {@code STARTED startup_ms=S rss_kb=R}, subscribes to the
  * Greeter, waits (at most the given seconds) until the reference's own directory holds N
@@ -78,8 +98,14 @@ public final class Peer {
     public static void main(String[] args) throws Exception {
         Map<String, String> options = parse(args);
         String mode = args.length > 0 ? args[0] : "";
-        // Discovery at the application level only, no state kept between runs.
-        System.setProperty("dubbo.application.migration.step", "FORCE_APPLICATION");
+        // Discovery at the application level only unless asked otherwise, no state kept
+        // between runs.
+        System.setProperty("dubbo.application.migration.step", migrationStep(options));
+        // How long a stopping provider waits for its consumers to go before it unexports
+        // (Dubbo's own default, 10 s, unless --shutdown-wait-ms says otherwise).
+        if (options.containsKey("shutdown-wait-ms")) {
+            System.setProperty("dubbo.service.shutdown.wait", options.get("shutdown-wait-ms"));
+        }
         switch (mode) {
             case "provider" -> provider(options);
             case "consumer" -> System.exit(consumer(options));
@@ -96,11 +122,26 @@ public final class Peer {
         }
     }
 
-    /** The application: instance registration only, MetadataServiceV2 over tri, no QoS, no file cache. */
+    /** The provider's register mode: {@code instance} unless {@code --register-mode} says otherwise. */
+    private static String registerMode(Map<String, String> options) {
+        return options.getOrDefault("register-mode", "instance");
+    }
+
+    /** The consumer's migration step: {@code FORCE_APPLICATION} unless {@code --migration-step} says otherwise. */
+    private static String migrationStep(Map<String, String> options) {
+        return options.getOrDefault("migration-step", "FORCE_APPLICATION");
+    }
+
+    /** Whether the peer writes or reads interface-level URLs (see the class docs). */
+    private static boolean interfaceLevel(Map<String, String> options) {
+        return !"instance".equals(registerMode(options)) || !"FORCE_APPLICATION".equals(migrationStep(options));
+    }
+
+    /** The application: instance registration only (unless {@code --register-mode}), MetadataServiceV2 over tri, no QoS, no file cache. */
     private static ApplicationConfig application(Map<String, String> options) {
         ApplicationConfig application = new ApplicationConfig(need(options, "app"));
         application.setQosEnable(false);
-        application.setRegisterMode("instance");
+        application.setRegisterMode(registerMode(options));
         application.setMetadataType("local");
         application.setMetadataServiceProtocol("tri");
         application.setOnlyUseMetadataV2(true);
@@ -126,9 +167,11 @@ public final class Peer {
      */
     private static RegistryConfig registry(Map<String, String> options, boolean configCentre) {
         RegistryConfig registry = new RegistryConfig(need(options, "registry"));
-        registry.setRegisterMode("instance");
+        registry.setRegisterMode(registerMode(options));
         Map<String, String> parameters = new HashMap<>();
-        parameters.put("registry-type", "service");
+        if (!interfaceLevel(options)) {
+            parameters.put("registry-type", "service");
+        }
         registry.setParameters(parameters);
         registry.setUseAsConfigCenter(configCentre);
         // The registry doubles as the metadata report where Dubbo has one for it (ZooKeeper,
@@ -150,9 +193,12 @@ public final class Peer {
         if (options.containsKey("weight")) {
             service.setWeight(Integer.parseInt(options.get("weight")));
         }
+        if (options.containsKey("warmup")) {
+            service.setWarmup(Integer.parseInt(options.get("warmup")));
+        }
         DubboBootstrap bootstrap = DubboBootstrap.getInstance()
                 .application(application(options))
-                .registry(registry(options))
+                .registry(registry(options, options.containsKey("config-centre")))
                 .protocol(protocol)
                 .service(service)
                 .start();
@@ -186,7 +232,7 @@ public final class Peer {
             reference.setProvidedBy(options.get("provided-by"));
         }
         Map<String, String> parameters = new HashMap<>();
-        parameters.put("migration.step", "FORCE_APPLICATION");
+        parameters.put("migration.step", migrationStep(options));
         reference.setParameters(parameters);
         DubboBootstrap bootstrap = DubboBootstrap.getInstance()
                 .application(application(options))
@@ -337,7 +383,11 @@ public final class Peer {
             return addresses(scope.getInvoker());
         }
         if (invoker instanceof MigrationInvoker<?> migration) {
+            // The application-level invoker; under FORCE_INTERFACE only the interface-level one.
             ClusterInvoker<?> discovery = migration.getServiceDiscoveryInvoker();
+            if (discovery == null) {
+                discovery = migration.getInvoker();
+            }
             return discovery == null || discovery.getDirectory() == null
                     ? 0
                     : discovery.getDirectory().getAllInvokers().size();

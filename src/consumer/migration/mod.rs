@@ -1,0 +1,113 @@
+//! Which level of discovery a subscription reads, as Dubbo Java 3.3's migration steps name
+//! them (`MigrationStep`): the application level (instances, mapping and metadata: what
+//! this crate is built on), the interface level (one URL per provider and service, what
+//! Dubbo 2.7 and providers with `register-mode=interface` write), or the application
+//! level first.
+//!
+//! | step | reads | calls go to |
+//! |---|---|---|
+//! | [`MigrationStep::ForceApplication`] (the default) | the mapping and the apps' instances, as before this option | the application-level set |
+//! | [`MigrationStep::ForceInterface`] | the interface's provider URLs only: no mapping, no app watch | the interface-level set |
+//! | [`MigrationStep::ApplicationFirst`] | both, each followed | the application-level set when it has any endpoint (Java's threshold 0.0), else the interface-level one |
+//!
+//! Only backends with an interface-level layout (ZooKeeper, Nacos) can read the interface
+//! level: elsewhere a subscription at `ForceInterface` fails to start, saying so, and one
+//! at `ApplicationFirst` reads the application level alone (with one warning).
+//!
+//! An operator steers a consumer app live with its migration rule ([`MigrationRule`],
+//! `{app}.migration` in [`MIGRATION_GROUP`]): its step overrides the consumer's own.
+//!
+//! A subscription at the default pays nothing for the option: no interface-level read, no
+//! watch.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+
+mod rule;
+
+pub use rule::{
+    MIGRATION_GROUP, MIGRATION_SUFFIX, MigrationRule, MigrationSettings, SubMigrationRule,
+    display_service_key,
+};
+
+/// Which level of discovery a subscription reads. See the module docs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MigrationStep {
+    /// The application level only (Java's `FORCE_APPLICATION`); the default.
+    #[default]
+    ForceApplication,
+    /// The interface level only (Java's `FORCE_INTERFACE`).
+    ForceInterface,
+    /// Both; the application-level set when it has any endpoint, else the interface-level
+    /// one (Java's `APPLICATION_FIRST` at threshold 0.0).
+    ApplicationFirst,
+}
+
+impl MigrationStep {
+    /// Java's name of the step: `FORCE_APPLICATION`, `FORCE_INTERFACE`, `APPLICATION_FIRST`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MigrationStep::ForceApplication => "FORCE_APPLICATION",
+            MigrationStep::ForceInterface => "FORCE_INTERFACE",
+            MigrationStep::ApplicationFirst => "APPLICATION_FIRST",
+        }
+    }
+
+    /// Whether the step reads the application level.
+    pub fn reads_application(self) -> bool {
+        self != MigrationStep::ForceInterface
+    }
+
+    /// Whether the step reads the interface level.
+    pub fn reads_interface(self) -> bool {
+        self != MigrationStep::ForceApplication
+    }
+}
+
+impl fmt::Display for MigrationStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for MigrationStep {
+    type Err = Error;
+
+    /// Java's names, in any case, `-` or `_` between the words.
+    fn from_str(text: &str) -> Result<Self> {
+        match text.trim().to_ascii_uppercase().replace('-', "_").as_str() {
+            "FORCE_APPLICATION" => Ok(MigrationStep::ForceApplication),
+            "FORCE_INTERFACE" => Ok(MigrationStep::ForceInterface),
+            "APPLICATION_FIRST" => Ok(MigrationStep::ApplicationFirst),
+            _ => Err(Error::Config(format!(
+                "unknown migration step {:?}: FORCE_APPLICATION, FORCE_INTERFACE or \
+                 APPLICATION_FIRST",
+                Error::shorten(text)
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_read_as_java_names_them() {
+        for step in [
+            MigrationStep::ForceApplication,
+            MigrationStep::ForceInterface,
+            MigrationStep::ApplicationFirst,
+        ] {
+            assert_eq!(step.as_str().parse::<MigrationStep>().unwrap(), step);
+        }
+        assert_eq!(
+            "force-interface".parse::<MigrationStep>().unwrap(),
+            MigrationStep::ForceInterface
+        );
+        assert!("FORCE".parse::<MigrationStep>().is_err());
+        assert_eq!(MigrationStep::default(), MigrationStep::ForceApplication);
+    }
+}
