@@ -215,6 +215,19 @@ impl Following {
         MappingRead::Taken
     }
 
+    /// Serves `instances` (from the snapshot) for `app` until its view answers, and hands
+    /// them to the view as the last known set (a first list that misses them is their
+    /// expiry, not a silent reset). Nothing happens once the view has answered.
+    pub fn restore_app(&mut self, app: &str, instances: Instances) {
+        let Some(state) = self.apps.get_mut(app).filter(|s| !s.synced) else {
+            return;
+        };
+        if let Some(view) = self.app_views.get(app) {
+            view.seed(instances.clone());
+        }
+        state.restore(instances);
+    }
+
     /// A view's routable set; returns whether it changed what the subscription routes to.
     pub fn on_view(&mut self, app: &str, routable: Arc<Routable>) -> bool {
         self.apps

@@ -121,13 +121,11 @@ pub(super) fn restore(snapshot: Snapshot, following: &mut Following, fetching: &
     following.mapping_known = true;
     for (app, instances) in snapshot.instances {
         following.add_app(app.clone());
-        if let Some(view) = following.apps.get_mut(&app).filter(|v| !v.synced) {
-            let list = instances
-                .into_iter()
-                .map(|i| (i.address(), Arc::new(i)))
-                .collect();
-            view.restore(list);
-        }
+        let list = instances
+            .into_iter()
+            .map(|i| (i.address(), Arc::new(i)))
+            .collect();
+        following.restore_app(&app, list);
     }
     for info in snapshot.metadata {
         fetching.restore(info);

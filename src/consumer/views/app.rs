@@ -99,6 +99,17 @@ impl AppView {
         }
     }
 
+    /// Takes `instances`, a subscription's snapshot of the app, as the last known set while
+    /// the registry has not been listed: a first list that misses them then counts as
+    /// their expiry, so an empty one (a registry restarted on no data, before its
+    /// providers register again) keeps them for the recovery bound instead of emptying an
+    /// app that took calls from the snapshot. Ignored once the view has listed.
+    pub fn seed(&mut self, instances: Instances) {
+        if !self.synced && self.instances.is_empty() {
+            self.instances = Arc::new(instances);
+        }
+    }
+
     /// The highest registry revision a list was read at since the last wipe (`0`: none).
     pub fn last_revision(&self) -> i64 {
         self.last_revision
@@ -542,6 +553,34 @@ mod tests {
         v.apply(vec![InstanceChange::Upsert(Arc::new(stopping))], now);
         let a = v.apply(vec![InstanceChange::Removed("10.0.0.1:1000".into())], now);
         assert!(!a.emptied);
+        assert_eq!(routable(&v), 0);
+    }
+
+    #[test]
+    fn a_snapshot_seed_is_kept_when_the_first_list_is_empty() {
+        let now = Instant::now();
+        let mut v = AppView::new(ProtectionOptions::default());
+        v.seed(instances(2));
+        assert!(!v.is_synced(), "a seed is not a list");
+        let a = v.reset(list(0, 0, None), now);
+        assert!(a.emptied, "an empty first list keeps the seeded set");
+        assert_eq!(routable(&v), 2);
+        assert!(v.registered().is_empty(), "kept, not registered");
+        let a = v.reset(list(2, 0, None), now);
+        assert_eq!(a.returned.len(), 2, "both registered again");
+        assert!(!v.protection_active());
+        // Without a seed the same empty first list empties nothing and keeps nothing.
+        let mut cold = AppView::new(ProtectionOptions::default());
+        assert!(!cold.reset(list(0, 0, None), now).emptied);
+        assert_eq!(routable(&cold), 0);
+        // Once listed, a seed changes nothing.
+        cold.seed(instances(3));
+        assert_eq!(routable(&cold), 0);
+        // The seeded set that never comes back leaves at the bound.
+        let mut v = AppView::new(ProtectionOptions::default());
+        v.seed(instances(1));
+        v.reset(list(0, 0, None), now);
+        v.release_due(now + DEFAULT_WIPE_RECOVERY);
         assert_eq!(routable(&v), 0);
     }
 

@@ -106,6 +106,8 @@ enum Command {
     /// applies (latest wins), and keeps the view running like a member.
     Observe(u64, watch::Sender<Arc<AppSnapshot>>),
     Leave(u64),
+    /// A subscription's snapshot of the app (see [`app::AppView::seed`]).
+    Seed(Instances),
 }
 
 /// The running views, by what they follow.
@@ -126,6 +128,14 @@ pub(crate) struct Views {
 pub(crate) struct Membership {
     id: u64,
     commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Membership {
+    /// Hands the app's view a snapshot of its instances, the last known set until the
+    /// registry is listed (see [`app::AppView::seed`]).
+    pub fn seed(&self, instances: Instances) {
+        let _ = self.commands.send(Command::Seed(instances));
+    }
 }
 
 impl Drop for Membership {

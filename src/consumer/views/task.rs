@@ -128,6 +128,11 @@ impl View {
                     self.idle_since = Some(Instant::now());
                 }
             }
+            Command::Seed(instances) => {
+                if let Some(view) = &mut self.app {
+                    view.seed(instances);
+                }
+            }
         }
     }
 
@@ -207,6 +212,7 @@ impl View {
                     self.members.remove(&id);
                     self.observers.remove(&id);
                 }
+                Command::Seed(_) => {}
             }
         }
         if let ViewUpdate::Failed(error) = &failure {
