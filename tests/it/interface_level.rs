@@ -18,6 +18,10 @@
 //! interface-level follow. On ZooKeeper, hostile nodes beside the Java provider's (bad
 //! encoding, no port, over the bound, `dubbo://`) are skipped or left out, counted, and
 //! cost no call.
+//!
+//! Both levels at once: a Dubbo Java consumer at `APPLICATION_FIRST` and an Introspect one
+//! beside it, while the application level has a provider, loses it, and gets one again
+//! (Java measured, Introspect matched).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -60,6 +64,8 @@ const JAVA_ONLY: [&str; 8] = [
 /// A Rust Greeter provider run by `Provider::serve`.
 struct RustProvider {
     port: u16,
+    /// Calls it answered.
+    calls: std::sync::Arc<std::sync::atomic::AtomicU64>,
     stop: Option<oneshot::Sender<()>>,
     serving: JoinHandle<introspect::Result<()>>,
 }
@@ -78,12 +84,15 @@ impl RustProvider {
             .build()
             .expect("a valid provider");
         let (stop, stopped) = oneshot::channel::<()>();
-        let router = greeter_router(CountingGreeter::new(address));
+        let greeter = CountingGreeter::new(address);
+        let calls = greeter.counter();
+        let router = greeter_router(greeter);
         let serving = tokio::spawn(provider.serve(router, listener, async {
             let _ = stopped.await;
         }));
         RustProvider {
             port: address.port(),
+            calls,
             stop: Some(stop),
             serving,
         }
@@ -459,6 +468,252 @@ async fn a_migration_rule_moves_the_calls(
     provider.stopped().await;
 }
 
+/// One call of a timed caller: when it returned (ms since the Unix epoch) and who answered
+/// (`rust:{port}`, `java`) or why it failed.
+type Timed = (u64, Result<String, String>);
+
+/// Milliseconds since the Unix epoch, the clock of the Java consumer's logged calls.
+fn epoch_ms() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    u64::try_from(now.unwrap().as_millis()).unwrap()
+}
+
+/// Who answered `message`: `rust:{port}` for a Rust provider ("... from 127.0.0.1:{port}"),
+/// `java` for the Java one.
+fn answered_by(message: &str) -> String {
+    match message.rsplit_once(" from 127.0.0.1:") {
+        Some((_, port)) => format!("rust:{port}"),
+        None => "java".to_owned(),
+    }
+}
+
+/// Calls through `resolver`'s balanced channel over `subscription` every 20 ms until
+/// `stop`, each call timed.
+fn timed_caller(
+    resolver: &Resolver,
+    subscription: &introspect::SubscriptionHandle,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> JoinHandle<Vec<Timed>> {
+    use crate::support::greeter::pb::HelloRequest;
+    use crate::support::greeter::pb::greeter_client::GreeterClient;
+
+    let (channel, handle) = resolver.balanced_channel(subscription).unwrap();
+    tokio::spawn(async move {
+        let _handle = handle;
+        let mut client = GreeterClient::new(channel);
+        let mut calls = Vec::new();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut request = tonic::Request::new(HelloRequest {
+                name: "first".into(),
+            });
+            request.set_timeout(Duration::from_secs(2));
+            let outcome =
+                match tokio::time::timeout(Duration::from_secs(5), client.say_hello(request)).await
+                {
+                    Ok(Ok(reply)) => Ok(answered_by(&reply.into_inner().message)),
+                    Ok(Err(status)) => Err(status.to_string()),
+                    Err(_) => Err("hung".to_owned()),
+                };
+            calls.push((epoch_ms(), outcome));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        calls
+    })
+}
+
+/// How calls went in a phase `[from, to)` of a timeline: answers per provider and failures.
+fn phase(calls: &[Timed], from: u64, to: u64) -> (BTreeMap<String, u64>, u64) {
+    let mut answered = BTreeMap::new();
+    let mut failed = 0;
+    for (_, outcome) in calls.iter().filter(|(at, _)| (from..to).contains(at)) {
+        match outcome {
+            Ok(by) => *answered.entry(by.clone()).or_default() += 1,
+            Err(_) => failed += 1,
+        }
+    }
+    (answered, failed)
+}
+
+/// The answerers of the calls in `[from, to)`, each run of calls by one answerer once, in
+/// order (failures left out): `["a", "b"]` is a switch from `a` to `b` for good.
+fn runs(calls: &[Timed], from: u64, to: u64) -> Vec<&str> {
+    let mut runs: Vec<&str> = Vec::new();
+    for (_, outcome) in calls.iter().filter(|(at, _)| (from..to).contains(at)) {
+        if let Ok(by) = outcome
+            && runs.last() != Some(&by.as_str())
+        {
+            runs.push(by);
+        }
+    }
+    runs
+}
+
+/// One consumer's phases: before the stop, after it, after the new provider (each its
+/// answers per provider and failures), then when it first reached the Java provider after
+/// the stop and the new provider after its start (ms).
+type Seen = (
+    (BTreeMap<String, u64>, u64),
+    (BTreeMap<String, u64>, u64),
+    (BTreeMap<String, u64>, u64),
+    Option<u64>,
+    Option<u64>,
+);
+
+/// The first call at or after `from` answered by `by`, in ms after `from`.
+fn first_by(calls: &[Timed], from: u64, by: &str) -> Option<u64> {
+    calls
+        .iter()
+        .find(|(at, outcome)| *at >= from && outcome.as_deref() == Ok(by))
+        .map(|(at, _)| at - from)
+}
+
+/// APPLICATION_FIRST as a Dubbo Java 3.3 consumer lives it, and an Introspect consumer
+/// beside it: a Java provider registered at the interface level only, a Rust provider at
+/// the application level only. Both consumers call the Rust provider while it is there
+/// (the application level has an address: Java's threshold 0.0); when it stops gracefully
+/// and the application level empties, both fall back to the Java provider; when a new
+/// Rust provider registers, both go back to the application level. Java is measured
+/// (when each switch shows in its calls, and its failures), and Introspect must do the
+/// same: the same provider in every phase, no more failures than Java.
+async fn application_first_falls_back_as_java_does(registry: &str, backend: &Backend) {
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    let java_provider = java
+        .provider_with(registry, JAVA_APP, &["--register-mode", "interface"])
+        .await;
+    let mut first = RustProvider::start(backend, RegisterMode::Instance).await;
+    let first_by_rust = format!("rust:{}", first.port);
+    let first_calls = first.calls.clone();
+    // Java's consumer runs 30 s of calls; the phases are driven from here.
+    const JAVA_CALLS: u32 = 1_200;
+    let options = ConsumerOptions {
+        migration_step: Some("APPLICATION_FIRST"),
+        interval: Duration::from_millis(20),
+        log_calls: true,
+        ..ConsumerOptions::default()
+    };
+    let java_run = java.consumer_with(registry, "iface-first-java", JAVA_CALLS, &options);
+    let resolver = Resolver::builder(backend.clone())
+        .subscribe_options(
+            SubscribeOptions::default()
+                .start_timeout(Duration::from_secs(5))
+                .migration_step(MigrationStep::ApplicationFirst),
+        )
+        .build();
+    let subscription = resolver
+        .subscribe(Subscription::new("helloworld.Greeter"))
+        .await
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let script = async {
+        // Both consumers call the Rust provider first: wait until Java's calls show in its
+        // count (the Introspect caller starts after).
+        eventually(
+            LIMIT,
+            "the Java consumer calling the Rust provider",
+            || async { first_calls.load(std::sync::atomic::Ordering::Relaxed) >= 50 },
+        )
+        .await;
+        let caller = timed_caller(&resolver, &subscription, stop.clone());
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let emptied = epoch_ms();
+        first.stop();
+        first.stopped().await;
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let back = epoch_ms();
+        let second = RustProvider::start(backend, RegisterMode::Instance).await;
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let calls = caller.await.unwrap();
+        (emptied, back, second, calls)
+    };
+    let (run, (emptied, back, mut second, introspect)) = tokio::join!(java_run, script);
+    let second_by_rust = format!("rust:{}", second.port);
+    let java_calls: Vec<Timed> = run
+        .logged
+        .iter()
+        .map(|call| {
+            (
+                call.at_ms,
+                call.outcome
+                    .as_ref()
+                    .map(|m| answered_by(m))
+                    .map_err(Clone::clone),
+            )
+        })
+        .collect();
+    let end = epoch_ms();
+    let report = |who: &str, calls: &[Timed]| -> Seen {
+        let before = phase(calls, 0, emptied);
+        let during = phase(calls, emptied, back);
+        let after = phase(calls, back, end);
+        let to_java = first_by(calls, emptied, "java");
+        let to_second = first_by(calls, back, &second_by_rust);
+        println!(
+            "{who} at APPLICATION_FIRST: before the stop {before:?}; after it {during:?} \
+             (first Java answer after {to_java:?} ms); after the new provider {after:?} \
+             (its first answer after {to_second:?} ms)"
+        );
+        (before, during, after, to_java, to_second)
+    };
+    let java_seen = report("Dubbo Java", &java_calls);
+    let ours = report("Introspect", &introspect);
+    assert!(
+        run.logged.len() >= 1_000,
+        "the Java consumer logged its calls ({}):\n{}",
+        run.logged.len(),
+        run.output
+    );
+    // Java, measured: the application level while it has an address, the interface level
+    // once it empties, the application level again once it has one; each switch for good.
+    // Introspect does the same (sooner after the stop: it honours the stopping mark that
+    // Java reads not, and leaves the draining provider at once), with no more failures.
+    let first_then_java = [first_by_rust.as_str(), "java"];
+    let java_then_second = ["java", second_by_rust.as_str()];
+    for (who, calls, seen) in [
+        ("Dubbo Java", &java_calls, &java_seen),
+        ("Introspect", &introspect, &ours),
+    ] {
+        assert!(
+            seen.3.is_some() && seen.4.is_some(),
+            "{who} fell back and returned: {seen:?}"
+        );
+        // Java's first calls may precede its application-level read (it starts with what it
+        // has); by the stop, both call the application level.
+        assert_eq!(
+            runs(calls, 0, emptied).last(),
+            Some(&first_by_rust.as_str()),
+            "{who} before the stop"
+        );
+        assert!(
+            first_then_java.ends_with(&runs(calls, emptied, back)),
+            "{who} after the stop: {:?}",
+            runs(calls, emptied, back)
+        );
+        assert!(
+            java_then_second.ends_with(&runs(calls, back, end)),
+            "{who} after the new provider: {:?}",
+            runs(calls, back, end)
+        );
+    }
+    assert_eq!(
+        runs(&introspect, 0, emptied),
+        [first_by_rust.as_str()],
+        "Introspect calls the application level from the start"
+    );
+    let failed = |seen: &Seen| seen.0.1 + seen.1.1 + seen.2.1;
+    assert!(
+        failed(&ours) <= failed(&java_seen),
+        "Introspect failed {} calls, Java {}: {ours:?} vs {java_seen:?}",
+        failed(&ours),
+        failed(&java_seen)
+    );
+    second.stop();
+    second.stopped().await;
+    drop(java_provider);
+}
+
 #[cfg(feature = "zookeeper")]
 mod zookeeper {
     use super::*;
@@ -619,6 +874,17 @@ mod zookeeper {
         java_provider.stop().await;
     }
 
+    /// APPLICATION_FIRST's fallback when the application level empties, and its return,
+    /// measured on a Dubbo Java consumer and matched by an Introspect one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn application_first_falls_back_and_returns_as_java_does() {
+        let Some(server) = ZooKeeperServer::start().await else {
+            return;
+        };
+        let backend = server.backend().await;
+        application_first_falls_back_as_java_does(&server.url(), &backend).await;
+    }
+
     /// Without Java: a Rust provider registering only its interface-level URL, another
     /// only its instance; the consumer app's migration rule moves the calls between them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -739,6 +1005,16 @@ mod nacos {
             .iter()
             .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
             .collect()
+    }
+
+    /// APPLICATION_FIRST's fallback and return, on Nacos, as on ZooKeeper.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn application_first_falls_back_and_returns_as_java_does() {
+        let Some(server) = NacosServer::start().await else {
+            return;
+        };
+        let backend = server.backend().await;
+        application_first_falls_back_as_java_does(&server.url(), &backend).await;
     }
 
     /// A Java provider at `register-mode=interface`, called by an Introspect consumer at
