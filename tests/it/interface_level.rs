@@ -21,7 +21,8 @@
 //!
 //! Both levels at once: a Dubbo Java consumer at `APPLICATION_FIRST` and an Introspect one
 //! beside it, while the application level has a provider, loses it, and gets one again
-//! (Java measured, Introspect matched).
+//! (Java measured, Introspect matched); and one migration rule steering a Java and an
+//! Introspect consumer of one app between the levels alike.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -714,6 +715,144 @@ async fn application_first_falls_back_as_java_does(registry: &str, backend: &Bac
     drop(java_provider);
 }
 
+/// One migration rule steering a Dubbo Java 3.3 consumer and an Introspect one of the same
+/// consumer app ([`STEERED`]), both at `APPLICATION_FIRST`, with a Java provider at the
+/// interface level only and a Rust provider at the application level only: the rule's
+/// `FORCE_INTERFACE` moves both consumers' calls to the Java provider, its
+/// `FORCE_APPLICATION` back to the Rust one, and deleting it leaves both at their own
+/// step (the application level, which has an address). Java is measured; Introspect must
+/// make the same moves with no more failures.
+async fn a_migration_rule_steers_java_and_introspect_alike(registry: &str, backend: &Backend) {
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    let java_provider = java
+        .provider_with(registry, JAVA_APP, &["--register-mode", "interface"])
+        .await;
+    let mut rust = RustProvider::start(backend, RegisterMode::Instance).await;
+    let by_rust = format!("rust:{}", rust.port);
+    let rust_calls = rust.calls.clone();
+    const JAVA_CALLS: u32 = 1_200;
+    let options = ConsumerOptions {
+        migration_step: Some("APPLICATION_FIRST"),
+        config_centre: true,
+        interval: Duration::from_millis(20),
+        log_calls: true,
+        ..ConsumerOptions::default()
+    };
+    let java_run = java.consumer_with(registry, STEERED, JAVA_CALLS, &options);
+    let resolver = Resolver::builder(backend.clone())
+        .application(STEERED)
+        .subscribe_options(
+            SubscribeOptions::default()
+                .start_timeout(Duration::from_secs(5))
+                .migration_step(MigrationStep::ApplicationFirst),
+        )
+        .build();
+    let subscription = resolver
+        .subscribe(Subscription::new("helloworld.Greeter"))
+        .await
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let script = async {
+        eventually(
+            LIMIT,
+            "the Java consumer calling the Rust provider",
+            || async { rust_calls.load(std::sync::atomic::Ordering::Relaxed) >= 50 },
+        )
+        .await;
+        let caller = timed_caller(&resolver, &subscription, stop.clone());
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let forced_interface = epoch_ms();
+        set_migration_rule(
+            backend,
+            Some(&format!("key: {STEERED}\nstep: FORCE_INTERFACE\n")),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let forced_application = epoch_ms();
+        set_migration_rule(
+            backend,
+            Some(&format!("key: {STEERED}\nstep: FORCE_APPLICATION\n")),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let deleted = epoch_ms();
+        set_migration_rule(backend, None).await;
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let calls = caller.await.unwrap();
+        (forced_interface, forced_application, deleted, calls)
+    };
+    let (run, (forced_interface, forced_application, deleted, introspect)) =
+        tokio::join!(java_run, script);
+    let java_calls: Vec<Timed> = run
+        .logged
+        .iter()
+        .map(|call| {
+            let outcome = call.outcome.as_ref();
+            (
+                call.at_ms,
+                outcome.map(|m| answered_by(m)).map_err(Clone::clone),
+            )
+        })
+        .collect();
+    let end = epoch_ms();
+    assert!(
+        run.logged.len() >= 1_000,
+        "the Java consumer logged its calls ({}):\n{}",
+        run.logged.len(),
+        run.output
+    );
+    let rust_then_java = [by_rust.as_str(), "java"];
+    let java_then_rust = ["java", by_rust.as_str()];
+    let mut failures = Vec::new();
+    for (who, calls) in [("Dubbo Java", &java_calls), ("Introspect", &introspect)] {
+        let to_java = first_by(calls, forced_interface, "java");
+        let to_rust = first_by(calls, forced_application, &by_rust);
+        let (_, failed) = phase(calls, 0, end);
+        println!(
+            "{who} under the migration rule: FORCE_INTERFACE reached the Java provider after \
+             {to_java:?} ms, FORCE_APPLICATION the Rust one after {to_rust:?} ms; {failed} \
+             failed; phases {:?} / {:?} / {:?} / {:?}",
+            phase(calls, 0, forced_interface),
+            phase(calls, forced_interface, forced_application),
+            phase(calls, forced_application, deleted),
+            phase(calls, deleted, end),
+        );
+        assert_eq!(
+            runs(calls, 0, forced_interface).last(),
+            Some(&by_rust.as_str()),
+            "{who} before the rule"
+        );
+        let moved = runs(calls, forced_interface, forced_application);
+        assert!(
+            moved.last() == Some(&"java") && rust_then_java.ends_with(&moved),
+            "{who} at the rule's FORCE_INTERFACE: {moved:?}"
+        );
+        let back = runs(calls, forced_application, deleted);
+        assert!(
+            back.last() == Some(&by_rust.as_str()) && java_then_rust.ends_with(&back),
+            "{who} at the rule's FORCE_APPLICATION: {back:?}"
+        );
+        assert_eq!(
+            runs(calls, deleted, end),
+            [by_rust.as_str()],
+            "{who} at its own step once the rule is deleted"
+        );
+        failures.push(failed);
+    }
+    assert!(
+        failures[1] <= failures[0],
+        "Introspect failed {} calls, Java {}",
+        failures[1],
+        failures[0]
+    );
+    rust.stop();
+    rust.stopped().await;
+    drop(java_provider);
+}
+
 #[cfg(feature = "zookeeper")]
 mod zookeeper {
     use super::*;
@@ -874,6 +1013,17 @@ mod zookeeper {
         java_provider.stop().await;
     }
 
+    /// One migration rule moves a Dubbo Java consumer's and an Introspect consumer's calls
+    /// between the levels alike.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_migration_rule_steers_java_and_introspect_alike() {
+        let Some(server) = ZooKeeperServer::start().await else {
+            return;
+        };
+        let backend = server.backend().await;
+        super::a_migration_rule_steers_java_and_introspect_alike(&server.url(), &backend).await;
+    }
+
     /// APPLICATION_FIRST's fallback when the application level empties, and its return,
     /// measured on a Dubbo Java consumer and matched by an Introspect one.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1005,6 +1155,16 @@ mod nacos {
             .iter()
             .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
             .collect()
+    }
+
+    /// One migration rule moves both consumers alike, on Nacos as on ZooKeeper.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_migration_rule_steers_java_and_introspect_alike() {
+        let Some(server) = NacosServer::start().await else {
+            return;
+        };
+        let backend = server.backend().await;
+        super::a_migration_rule_steers_java_and_introspect_alike(&server.url(), &backend).await;
     }
 
     /// APPLICATION_FIRST's fallback and return, on Nacos, as on ZooKeeper.
