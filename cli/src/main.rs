@@ -184,15 +184,29 @@ struct Target {
     /// Apps providing the interface (skips the mapping), comma-separated.
     #[arg(long, value_delimiter = ',')]
     provided_by: Vec<String>,
+    /// Which level to read, as Dubbo's `migration.step` names it: FORCE_APPLICATION (the
+    /// default: instances, mapping, metadata), FORCE_INTERFACE (the interface-level
+    /// provider URLs of ZooKeeper and Nacos) or APPLICATION_FIRST (the application level
+    /// when it has an endpoint, else the interface level).
+    #[arg(long, value_name = "STEP")]
+    migration_step: Option<introspect::MigrationStep>,
 }
 
 impl Target {
+    /// Whether its step reads the interface level (then `resolve` reads through the
+    /// resolver; the application level alone through the unreadable-app check).
+    fn reads_interface_level(&self) -> bool {
+        self.migration_step
+            .is_some_and(introspect::MigrationStep::reads_interface)
+    }
+
     fn subscription(&self) -> Subscription {
         let mut s =
             Subscription::new(&self.interface).provided_by(self.provided_by.iter().cloned());
         s.group = self.group.clone();
         s.version = self.version.clone();
         s.protocol = self.protocol.clone();
+        s.migration = self.migration_step;
         s
     }
 }
@@ -388,6 +402,14 @@ async fn run(cli: Cli) -> Result<(), Error> {
             out.revisions(&report)?;
             if let Some(error) = report.revisions.into_iter().find_map(|v| v.fetched.err()) {
                 return Err(error);
+            }
+        }
+        Command::Resolve(target) if target.reads_interface_level() => {
+            let endpoints = resolver.resolve(&target.subscription()).await?;
+            out.endpoints(&endpoints)?;
+            if endpoints.is_empty() {
+                let why = resolver.explain(&target.subscription()).await?;
+                return Err(Error::NotFound(why.to_string()));
             }
         }
         Command::Resolve(target) => {

@@ -1,6 +1,7 @@
 //! The `introspect` binary against a real ZooKeeper and a real Nacos holding real
 //! providers: `--registry zookeeper://…` and `--registry nacos://…` for every command, as
-//! `--etcd` works for etcd.
+//! `--etcd` works for etcd. `resolve --migration-step` reads a provider registered at the
+//! interface level only.
 
 mod support;
 
@@ -30,6 +31,12 @@ fn introspect(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// A free loopback port.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
 }
 
 async fn provider(backend: Backend, version: &str) -> Provider {
@@ -62,6 +69,7 @@ async fn every_command_reads_nacos_by_its_registry_url() {
 /// Two providers of one app registered through `backend`, then each command of the tool
 /// reading the registry at `url`.
 async fn every_command_reads(url: String, backend: Backend) {
+    let legacy_backend = backend.clone();
     let blue = provider(backend.clone(), "1.0").await;
     let green = provider(backend, "1.1").await;
     let run = |rest: &[&str]| {
@@ -86,6 +94,51 @@ async fn every_command_reads(url: String, backend: Backend) {
     assert!(ok, "{err}");
     let endpoints: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(endpoints.as_array().unwrap().len(), 1, "{endpoints}");
+    // A provider registered at the interface level only (as Dubbo 2.7 writes it) is
+    // invisible to the default step; `--migration-step` reads it.
+    let legacy = Provider::builder("shop-legacy", legacy_backend)
+        .register_mode(introspect::provider::RegisterMode::Interface)
+        .port(free_port())
+        .serve_metadata_on("127.0.0.1:0".parse().unwrap())
+        .drain_period(std::time::Duration::from_millis(50))
+        .export(ServiceInfo::new("shop.LegacyService").with_protocol("tri"))
+        .start()
+        .await
+        .expect("legacy provider starts");
+    let (ok, _, err) = run(&["resolve", "shop.LegacyService"]);
+    assert!(!ok && err.contains("no app"), "the default step: {err}");
+    for step in ["FORCE_INTERFACE", "APPLICATION_FIRST"] {
+        let mut found = Vec::new();
+        for _ in 0..100 {
+            let (ok, out, err) = run(&[
+                "--json",
+                "resolve",
+                "shop.LegacyService",
+                "--migration-step",
+                step,
+            ]);
+            if ok {
+                found = serde_json::from_str::<Vec<serde_json::Value>>(&out).unwrap();
+                break;
+            }
+            assert!(
+                err.contains("no app") || err.contains("no provider"),
+                "{step}: {err}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(found.len(), 1, "{step}: {found:?}");
+        assert_eq!(found[0]["app"], "shop-legacy", "{step}: {found:?}");
+        assert_eq!(found[0]["protocol"], "tri", "{step}: {found:?}");
+    }
+    let (ok, _, err) = run(&[
+        "resolve",
+        "shop.LegacyService",
+        "--migration-step",
+        "SOMETIMES",
+    ]);
+    assert!(!ok && err.contains("SOMETIMES"), "{err}");
+    legacy.shutdown().await.unwrap();
     let (ok, out, err) = run(&["mapping", "shop.OrderService"]);
     assert!(ok && out.trim() == "shop-orders", "{out}{err}");
     let (ok, out, err) = run(&["revision", "shop-orders"]);

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::hosts::HostNames;
 use super::subscription::Subscription;
+use crate::backend::InterfaceKey;
 use crate::model::{Endpoint, ProviderUrl, ServiceInfo};
 
 /// The interface-level set of one subscription, and what was left out of it.
@@ -70,6 +71,16 @@ fn endpoint_of(url: &ProviderUrl, host: Arc<str>) -> Endpoint {
             .get("timestamp")
             .and_then(|t| t.parse().ok())
             .unwrap_or(0),
+    }
+}
+
+/// The interface-level key `subscription` reads (empty slots for no version or group, as a
+/// Java consumer without them asks).
+pub(crate) fn interface_key(subscription: &Subscription) -> InterfaceKey {
+    InterfaceKey {
+        interface: subscription.interface.clone(),
+        version: subscription.version.clone().unwrap_or_default(),
+        group: subscription.group.clone().unwrap_or_default(),
     }
 }
 

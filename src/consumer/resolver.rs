@@ -12,6 +12,8 @@ use super::early::EarlyFetches;
 use super::endpoints::{self, RevisionEndpoints, by_revision};
 use super::explain::{AppFindings, Explanation};
 use super::follow::AppFollow;
+use super::interface_endpoints::{interface_key, interface_set};
+use super::migration::MigrationStep;
 use super::seen::ConsumerHandle;
 use super::seen::table::Seen;
 use super::stats::{Counters, ResolverStats};
@@ -64,16 +66,64 @@ impl Resolver {
             .await
     }
 
-    /// The live endpoints of a subscription, in order.
+    /// The live endpoints of a subscription, in order, from the level its
+    /// [`MigrationStep`] reads (the subscription's, else
+    /// [`SubscribeOptions::migration_step`]; a migration rule steers subscriptions, not this
+    /// one-off read): the application level, the interface level, or at
+    /// [`MigrationStep::ApplicationFirst`] the application level when it has an endpoint,
+    /// else the interface level.
     ///
     /// A revision whose metadata cannot be had leaves its instances out; the call fails only
-    /// when the registry cannot be read, or when nothing resolves and some fetch failed.
+    /// when the registry cannot be read, or when nothing resolves and some fetch failed. A
+    /// backend without an interface level fails `ForceInterface` with [`Error::Config`].
     #[tracing::instrument(
         level = "debug",
         skip_all,
         fields(interface = %subscription.interface, endpoints = tracing::field::Empty)
     )]
     pub async fn resolve(&self, subscription: &Subscription) -> Result<Vec<Endpoint>> {
+        let step = subscription
+            .migration
+            .unwrap_or(self.subscribe_options.migration_step);
+        match step {
+            MigrationStep::ForceApplication => self.resolve_application(subscription).await,
+            MigrationStep::ForceInterface => self.resolve_interface(subscription).await,
+            MigrationStep::ApplicationFirst => {
+                let application = self.resolve_application(subscription).await;
+                if application.as_ref().is_ok_and(|found| !found.is_empty()) {
+                    return application;
+                }
+                match self.resolve_interface(subscription).await {
+                    Ok(found) if !found.is_empty() => Ok(found),
+                    // Neither level has an endpoint: what the application level said.
+                    _ => application,
+                }
+            }
+        }
+    }
+
+    /// The interface level of a subscription, read once: its provider URLs, each untrusted
+    /// (a URL that does not read is skipped and counted, as a subscription counts it).
+    async fn resolve_interface(&self, subscription: &Subscription) -> Result<Vec<Endpoint>> {
+        subscription.validate()?;
+        let key = interface_key(subscription);
+        let urls = self
+            .backend
+            .interface_providers()
+            .list(&key, &self.parts.limits)
+            .await?;
+        let counters = &self.parts.counters;
+        Counters::add(&counters.skipped_provider_urls, urls.skipped.len() as u64);
+        for (url, reason) in &urls.skipped {
+            tracing::warn!(%url, %reason, "interface-level provider URL skipped");
+        }
+        let set = interface_set(&urls.urls, subscription, &self.parts.hosts);
+        Counters::add(&counters.uncallable_provider_urls, set.uncallable as u64);
+        Ok(set.endpoints)
+    }
+
+    /// The application level of a subscription, read once: apps, instances, metadata.
+    async fn resolve_application(&self, subscription: &Subscription) -> Result<Vec<Endpoint>> {
         let apps = self.apps(subscription).await?;
         let instances = self.backend.instances();
         let limits = &self.parts.limits;

@@ -18,7 +18,7 @@ use crate::backend::{Backend, InterfaceKey, ProviderUrls};
 use crate::backoff::Backoff;
 use crate::consumer::explain::InterfaceFindings;
 use crate::consumer::hosts::HostNames;
-use crate::consumer::interface_endpoints::{InterfaceSet, interface_set};
+use crate::consumer::interface_endpoints::{InterfaceSet, interface_key, interface_set};
 use crate::consumer::migration::MigrationStep;
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
@@ -64,11 +64,7 @@ impl InterfaceLevel {
         limits: Limits,
         counters: Arc<Counters>,
     ) -> Self {
-        let key = InterfaceKey {
-            interface: subscription.interface.clone(),
-            version: subscription.version.clone().unwrap_or_default(),
-            group: subscription.group.clone().unwrap_or_default(),
-        };
+        let key = interface_key(subscription);
         let (to, updates) = mpsc::channel(4);
         Counters::add(&counters.interface_follows, 1);
         let follow = tokio::spawn(follow(backend, key, limits, to, counters.clone()));
