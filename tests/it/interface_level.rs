@@ -22,7 +22,8 @@
 //! Both levels at once: a Dubbo Java consumer at `APPLICATION_FIRST` and an Introspect one
 //! beside it, while the application level has a provider, loses it, and gets one again
 //! (Java measured, Introspect matched); and one migration rule steering a Java and an
-//! Introspect consumer of one app between the levels alike.
+//! Introspect consumer of one app between the levels alike, and neither to a level with no
+//! provider unless the rule says `force: true`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -853,6 +854,118 @@ async fn a_migration_rule_steers_java_and_introspect_alike(registry: &str, backe
     drop(java_provider);
 }
 
+/// A migration rule that would move consumers to a level with no provider moves nobody
+/// unless it says `force: true`, for a Dubbo Java 3.3 consumer (measured) and an Introspect
+/// one alike: both of app [`STEERED`] at `APPLICATION_FIRST`, the only provider a Java one
+/// at the interface level. The rule's `FORCE_APPLICATION` leaves both calling it, no call
+/// failing; the same rule with `force: true` moves both to the empty application level,
+/// where calls fail; deleting the rule brings both back.
+async fn a_rule_to_an_empty_level_moves_nobody_unless_forced(registry: &str, backend: &Backend) {
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    let java_provider = java
+        .provider_with(registry, JAVA_APP, &["--register-mode", "interface"])
+        .await;
+    const JAVA_CALLS: u32 = 1_000;
+    let options = ConsumerOptions {
+        migration_step: Some("APPLICATION_FIRST"),
+        config_centre: true,
+        interval: Duration::from_millis(20),
+        log_calls: true,
+        ..ConsumerOptions::default()
+    };
+    let started = epoch_ms();
+    let java_run = java.consumer_with(registry, STEERED, JAVA_CALLS, &options);
+    let resolver = Resolver::builder(backend.clone())
+        .application(STEERED)
+        .subscribe_options(
+            SubscribeOptions::default()
+                .start_timeout(Duration::from_secs(5))
+                .migration_step(MigrationStep::ApplicationFirst),
+        )
+        .build();
+    let subscription = resolver
+        .subscribe(Subscription::new("helloworld.Greeter"))
+        .await
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let script = async {
+        let caller = timed_caller(&resolver, &subscription, stop.clone());
+        // The Java consumer's first calls (its start takes a few seconds).
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let unforced = epoch_ms();
+        set_migration_rule(
+            backend,
+            Some(&format!("key: {STEERED}\nstep: FORCE_APPLICATION\n")),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let forced = epoch_ms();
+        set_migration_rule(
+            backend,
+            Some(&format!(
+                "key: {STEERED}\nstep: FORCE_APPLICATION\nforce: true\n"
+            )),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let deleted = epoch_ms();
+        set_migration_rule(backend, None).await;
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let calls = caller.await.unwrap();
+        (unforced, forced, deleted, calls)
+    };
+    let (run, (unforced, forced, deleted, introspect)) = tokio::join!(java_run, script);
+    let java_calls: Vec<Timed> = run
+        .logged
+        .iter()
+        .map(|call| {
+            let outcome = call.outcome.as_ref();
+            (
+                call.at_ms,
+                outcome.map(|m| answered_by(m)).map_err(Clone::clone),
+            )
+        })
+        .collect();
+    let end = epoch_ms();
+    assert!(
+        java_calls.iter().any(|(at, _)| *at < unforced),
+        "the Java consumer called before the first rule (started at {started}):\n{}",
+        run.output
+    );
+    for (who, calls) in [("Dubbo Java", &java_calls), ("Introspect", &introspect)] {
+        let before = phase(calls, 0, unforced);
+        let kept = phase(calls, unforced, forced);
+        let moved = phase(calls, forced, deleted);
+        let back = phase(calls, deleted, end);
+        println!(
+            "{who}, a FORCE_APPLICATION rule with no application-level provider: before \
+             {before:?}; unforced {kept:?}; forced {moved:?}; rule deleted {back:?}"
+        );
+        assert_eq!(
+            before.0.keys().collect::<Vec<_>>(),
+            ["java"],
+            "{who} before: {before:?}"
+        );
+        assert!(
+            kept.1 == 0 && kept.0.keys().eq(["java"]),
+            "{who} keeps calling the interface level under the unforced rule: {kept:?}"
+        );
+        assert!(
+            moved.1 > 0 && moved.0.get("java").copied().unwrap_or(0) < kept.0["java"],
+            "{who} moved to the empty application level by the forced rule: {moved:?}"
+        );
+        assert_eq!(
+            runs(calls, deleted, end).last(),
+            Some(&"java"),
+            "{who} back at its own step once the rule is deleted: {back:?}"
+        );
+    }
+    drop(java_provider);
+}
+
 #[cfg(feature = "zookeeper")]
 mod zookeeper {
     use super::*;
@@ -1022,6 +1135,16 @@ mod zookeeper {
         };
         let backend = server.backend().await;
         super::a_migration_rule_steers_java_and_introspect_alike(&server.url(), &backend).await;
+    }
+
+    /// A migration rule to an empty level moves neither consumer unless forced.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rule_to_an_empty_level_moves_nobody_unless_forced() {
+        let Some(server) = ZooKeeperServer::start().await else {
+            return;
+        };
+        let backend = server.backend().await;
+        super::a_rule_to_an_empty_level_moves_nobody_unless_forced(&server.url(), &backend).await;
     }
 
     /// APPLICATION_FIRST's fallback when the application level empties, and its return,

@@ -16,9 +16,11 @@
 //!
 //! The step of a subscription is, first found: its interface's entry, the entry of one of
 //! its provider apps, the rule's `step`, then the consumer's own default (see
-//! [`MigrationRule::step_for`]). `threshold`, `proportion`, `delay` and `force` are read
-//! and checked as Java reads them, and kept for inspection; the subscription uses the
-//! step alone (its `APPLICATION_FIRST` is Java's at threshold 0.0).
+//! [`MigrationRule::step_for`]). `threshold`, `delay` and `force` are found the same way
+//! ([`MigrationRule::settings_for`]) and applied as Java applies them to a move to a
+//! `FORCE_*` step (see `subscribe/migration_move.rs`); `proportion` is read and checked
+//! but not applied (`APPLICATION_FIRST` sends every call to the application level while it
+//! has an endpoint).
 //!
 //! The text is untrusted: bounded before it is parsed, every field checked; a step Java
 //! does not name (`MigrationStep.valueOf` throws) refuses the whole rule, and the
@@ -100,19 +102,38 @@ impl MigrationRule {
         service_key: &str,
         provider_apps: impl IntoIterator<Item = &'a str>,
     ) -> Option<MigrationStep> {
-        let entry_step = |entries: &[SubMigrationRule], key: &str| {
-            entries
-                .iter()
-                .filter(|e| e.service_key.as_deref() == Some(key))
-                .find_map(|e| e.settings.step)
-        };
-        entry_step(&self.interfaces, service_key)
-            .or_else(|| {
-                provider_apps
-                    .into_iter()
-                    .find_map(|app| entry_step(&self.applications, app))
-            })
-            .or(self.settings.step)
+        self.settings_for(service_key, provider_apps).step
+    }
+
+    /// The settings the rule gives a subscription, each field found as Java's
+    /// `MigrationRule.getStep`, `getThreshold`, `getDelay`, `getForce` and
+    /// `getProportion` find theirs: in the interface's entry, else in the first of the
+    /// provider apps' entries that has it, else the rule's own.
+    pub fn settings_for<'a>(
+        &self,
+        service_key: &str,
+        provider_apps: impl IntoIterator<Item = &'a str>,
+    ) -> MigrationSettings {
+        let named =
+            |entry: &&SubMigrationRule, key: &str| entry.service_key.as_deref() == Some(key);
+        let mut layers: Vec<&MigrationSettings> = self
+            .interfaces
+            .iter()
+            .filter(|e| named(e, service_key))
+            .map(|e| &e.settings)
+            .collect();
+        for app in provider_apps {
+            let entries = self.applications.iter().filter(|e| named(e, app));
+            layers.extend(entries.map(|e| &e.settings));
+        }
+        layers.push(&self.settings);
+        MigrationSettings {
+            step: layers.iter().find_map(|s| s.step),
+            threshold: layers.iter().find_map(|s| s.threshold),
+            proportion: layers.iter().find_map(|s| s.proportion),
+            delay: layers.iter().find_map(|s| s.delay),
+            force: layers.iter().find_map(|s| s.force),
+        }
     }
 }
 

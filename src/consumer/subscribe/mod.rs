@@ -20,7 +20,8 @@
 //! * `restore` and `snapshot`: the local snapshot, served when the registry cannot be
 //!   reached at start and written after pushes;
 //! * `interfaces`: the interface level, followed only when the subscription's migration
-//!   step reads it (see [`crate::consumer::MigrationStep`]);
+//!   step reads it (see [`crate::consumer::MigrationStep`]); `migration_follow`: the
+//!   migration rule followed; `migration_move`: when a move the rule asks for applies;
 //! * `handle`: what the user holds; `options`: how it behaves; `task`: the select loop.
 //!
 //! Errors never remove anything: a failed read keeps the last state, and an instance
@@ -44,6 +45,7 @@ mod fetches;
 mod handle;
 mod interfaces;
 pub(crate) mod migration_follow;
+mod migration_move;
 mod options;
 mod publish;
 mod restore;

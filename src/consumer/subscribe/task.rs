@@ -15,13 +15,14 @@ use super::fetches::{Ended, Fetching, Joined};
 use super::handle::{Shared, SubscriptionHandle};
 use super::interfaces::{InterfaceLevel, InterfaceUpdate};
 use super::migration_follow::RuleNow;
+use super::migration_move::{Decision, PendingMove};
 use super::options::SubscribeOptions;
 use super::publish::{Publisher, Start};
 use super::restore::{self, Snapshots};
 use super::snapshot::Snapshot;
 use crate::consumer::explain::{AppFindings, Explanation};
 use crate::consumer::health::{EndpointKey, Outcome};
-use crate::consumer::migration::{MigrationStep, display_service_key};
+use crate::consumer::migration::{MigrationSettings, MigrationStep, display_service_key};
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::consumer::views::ViewUpdate;
@@ -78,6 +79,10 @@ pub(super) struct Task {
     application_started: bool,
     /// The interface level, when the step reads it.
     interface: Option<InterfaceLevel>,
+    /// A move the migration rule asks for, waiting for its target level to be read.
+    pending: Option<PendingMove>,
+    /// The step of the rule's last refused move: not tried again until the rule changes.
+    refused: Option<MigrationStep>,
 }
 
 impl Task {
@@ -135,6 +140,8 @@ impl Task {
             rule: None,
             application_started: false,
             interface: None,
+            pending: None,
+            refused: None,
         };
         let mut task = task;
         task.rule = task.parts.migration.as_ref().map(|m| m.subscribe());
@@ -193,7 +200,10 @@ impl Task {
                     }
                 }
                 Wake::Interface(update) => self.on_interface(update),
-                Wake::Rule => self.choose_again(),
+                Wake::Rule => {
+                    self.refused = None;
+                    self.choose_again(now);
+                }
                 Wake::Report(endpoint, ok) => {
                     self.on_report(&endpoint, ok);
                     while let Ok((endpoint, ok)) = self.reports.try_recv() {
@@ -230,6 +240,7 @@ impl Task {
         }
         self.fetching
             .ensure(&mut self.following.apps, now, counters);
+        self.decide_move(now);
         self.publisher
             .set_protection_active(self.following.protection_active());
         if self.following.live() && self.snapshots.live() {
@@ -270,12 +281,18 @@ impl Task {
 
     /// The step the migration rule gives this subscription, else its own.
     fn chosen_step(&self) -> MigrationStep {
+        self.chosen().0
+    }
+
+    /// The step the migration rule gives this subscription (else its own) and the rule's
+    /// settings for it (none without a rule).
+    fn chosen(&self) -> (MigrationStep, MigrationSettings) {
         let Some(rule) = &self.rule else {
-            return self.own_step;
+            return (self.own_step, MigrationSettings::default());
         };
         let now = rule.borrow();
         let Some(rule) = now.rule() else {
-            return self.own_step;
+            return (self.own_step, MigrationSettings::default());
         };
         let key = display_service_key(
             &self.subscription.interface,
@@ -290,28 +307,108 @@ impl Task {
                 .map(String::as_str)
                 .collect()
         };
-        rule.step_for(&key, apps).unwrap_or(self.own_step)
+        let settings = rule.settings_for(&key, apps);
+        (settings.step.unwrap_or(self.own_step), settings)
     }
 
-    /// Chooses the step again (the rule or the provider apps changed): a level the new
-    /// step reads starts being followed; the set is computed again.
-    fn choose_again(&mut self) {
-        let step = self.chosen_step();
+    /// Chooses the step again (the rule or the provider apps changed). A move the rule's
+    /// settings check (`migration_move.rs`) waits for its target level, which starts being
+    /// followed; any other applies at once. A refused move is not tried again until the
+    /// rule changes, nor a pending one started again.
+    fn choose_again(&mut self, now: Instant) {
+        let (step, settings) = self.chosen();
+        if self.refused == Some(step) || self.pending.as_ref().is_some_and(|p| p.step == step) {
+            return;
+        }
+        self.pending = PendingMove::of(self.step, step, &settings, now);
+        if self.pending.is_some() {
+            self.start_levels_of(step);
+            self.dirty = true;
+        } else {
+            self.move_to(step);
+        }
+    }
+
+    /// Decides the pending move once its delay passed and its target level is read,
+    /// comparing what the two levels hold for the subscription.
+    fn decide_move(&mut self, now: Instant) {
+        let Some(pending) = &self.pending else {
+            return;
+        };
+        if now < pending.not_before() || !self.level_read(pending.step) {
+            return;
+        }
+        let application = if self.application_started {
+            let parts = &self.parts;
+            let set = self.assembly.compute(
+                &self.following.apps,
+                &self.fetching.metadata,
+                &self.subscription,
+                &parts.hosts,
+                None,
+            );
+            set.len()
+        } else {
+            0
+        };
+        let interface = match &mut self.interface {
+            Some(level) => level
+                .set(&self.subscription, &self.parts.hosts)
+                .endpoints
+                .len(),
+            None => 0,
+        };
+        let Some(pending) = self.pending.take() else {
+            return;
+        };
+        let (target, other) = match pending.step {
+            MigrationStep::ForceInterface => (interface, application),
+            _ => (application, interface),
+        };
+        match pending.decide(target, other) {
+            Decision::Apply => self.move_to(pending.step),
+            Decision::Refuse(why) => {
+                tracing::warn!(interface = %self.subscription.interface, step = %self.step,
+                    refused = %pending.step, %why,
+                    "the migration rule's step is not applied; the subscription keeps its step");
+                self.refused = Some(pending.step);
+            }
+        }
+    }
+
+    /// Whether the level(s) `step` reads have been read for a comparison: the interface
+    /// level's first set, or the apps and the first metadata of the application level.
+    fn level_read(&self, step: MigrationStep) -> bool {
+        let interface = self.interface.as_ref().is_some_and(|level| level.synced);
+        let application = self.application_started
+            && self.following.store_read()
+            && !self.fetching.first_fetches_pending();
+        (!step.reads_interface() || interface) && (!step.reads_application() || application)
+    }
+
+    /// Moves the subscription to `step`: the levels it reads start being followed, the set
+    /// is computed again.
+    fn move_to(&mut self, step: MigrationStep) {
         if step == self.step {
             return;
         }
         tracing::info!(interface = %self.subscription.interface, from = %self.step, to = %step,
             "migration rule changed the subscription's step");
         self.step = step;
-        self.start_levels();
+        self.start_levels_of(step);
         self.dirty = true;
     }
 
-    /// Starts following the levels the step reads that are not followed yet. A level no
+    /// Starts following the levels the subscription's step reads.
+    fn start_levels(&mut self) {
+        self.start_levels_of(self.step);
+    }
+
+    /// Starts following the levels `step` reads that are not followed yet. A level no
     /// longer read stays followed (unused) until the subscription ends, so a rule that
     /// switches back finds it read.
-    fn start_levels(&mut self) {
-        if self.step.reads_interface() && self.interface.is_none() {
+    fn start_levels_of(&mut self, step: MigrationStep) {
+        if step.reads_interface() && self.interface.is_none() {
             self.interface = Some(InterfaceLevel::start(
                 self.parts.backend.clone(),
                 &self.subscription,
@@ -319,7 +416,7 @@ impl Task {
                 self.parts.counters.clone(),
             ));
         }
-        if self.step.reads_application() && !self.application_started {
+        if step.reads_application() && !self.application_started {
             self.application_started = true;
             if self.subscription.provided_by.is_empty() {
                 self.following.follow_mapping(&self.subscription.interface);
@@ -487,6 +584,7 @@ impl Task {
             self.publisher.next_due(self.snapshots.has_read()),
             self.fetching.next_try(),
             self.following.next_release(now),
+            self.pending.as_ref().map(PendingMove::not_before),
         ]
         .into_iter()
         .flatten()
@@ -515,7 +613,7 @@ impl Task {
                 interface, %interface, apps = named, limit);
         }
         // An `applications` entry of the rule may name one of the apps now mapped.
-        self.choose_again();
+        self.choose_again(now);
     }
 
     /// The registry refused for good: keeps the last set (errors never remove endpoints),
