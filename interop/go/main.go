@@ -92,6 +92,7 @@ func main() {
 	group := flags.String("group", "", "the Greeter's group (provider)")
 	version := flags.String("version", "", "the Greeter's version (provider)")
 	expect := flags.Int("expect", 0, "the addresses to wait for (bench)")
+	registryType := flags.String("registry-type", "service", "what the provider registers: service (instances), interface (interface-level URLs) or all")
 	_ = flags.Parse(os.Args[2:])
 	if *registryURL == "" || *app == "" {
 		fail(2, "--registry and --app are required")
@@ -99,7 +100,7 @@ func main() {
 
 	options := []dubbo.InstanceOption{
 		dubbo.WithName(*app),
-		dubbo.WithRegistry(registryOptions(*registryURL)...),
+		dubbo.WithRegistry(registryOptions(*registryURL, *registryType)...),
 		dubbo.WithMetadataServiceProtocol("tri"),
 	}
 	if *metadataPort > 0 {
@@ -129,14 +130,24 @@ func main() {
 	}
 }
 
-// registryOptions maps a Dubbo registry URL onto dubbo-go's registry options, application
-// level registration only.
-func registryOptions(raw string) []registry.Option {
+// registryOptions maps a Dubbo registry URL onto dubbo-go's registry options: application
+// level registration unless registryType says interface or all.
+func registryOptions(raw string, registryType string) []registry.Option {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		fail(2, "bad registry URL "+raw)
 	}
-	options := []registry.Option{registry.WithAddress(u.Host), registry.WithRegisterService()}
+	options := []registry.Option{registry.WithAddress(u.Host)}
+	switch registryType {
+	case "service":
+		options = append(options, registry.WithRegisterService())
+	case "interface":
+		options = append(options, registry.WithRegisterInterface())
+	case "all":
+		options = append(options, registry.WithRegisterServiceAndInterface())
+	default:
+		fail(2, "unknown registry type "+registryType)
+	}
 	switch u.Scheme {
 	case "etcd", "etcd3", "etcdv3":
 		options = append(options, registry.WithEtcdV3())

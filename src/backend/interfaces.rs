@@ -8,7 +8,7 @@
 //! |---|---|
 //! | ZooKeeper | the EPHEMERAL znode `/dubbo/{URL-encoded interface}/providers/{URL-encoded URL}` (root: the registry's `group`), persistent parents |
 //! | Nacos | an ephemeral instance of service `providers:{interface}:{version}:{group}` in the registry's group, the URL's parameters plus `category`, `protocol`, `path` as its metadata |
-//! | memory, etcd | none: Dubbo has no interface-level layout there that this crate could verify; a provider asking for one fails to build |
+//! | memory, etcd | none: a provider asking for one fails to build (on etcd only reading is verified, against dubbo-go) |
 //!
 //! See [`ProviderUrl`] for the URL itself.
 //!
@@ -21,7 +21,8 @@
 //! |---|---|
 //! | ZooKeeper | the children of `/{root}/{URL-encoded interface}/providers` (root: the registry's `group`, default `dubbo`), followed with a persistent watch on that node |
 //! | Nacos | the enabled instances of service `providers:{interface}:{version}:{group}` in the registry's group (default `DEFAULT_GROUP`), followed with a subscription |
-//! | memory, etcd | none: every call fails with `Error::Config`, saying so |
+//! | etcd | the keys under `{namespace}/dubbo/{URL-encoded interface}/providers/`, one per URL (the key's last segment), where dubbo-go's etcd registry writes them under its lease; followed with a watch from the read's revision |
+//! | memory | none: every call fails with `Error::Config`, saying so |
 //!
 //! [`Registration`]: super::Registration
 
@@ -137,7 +138,7 @@ impl NoInterfaceProviders {
     fn refused(&self, key: &InterfaceKey) -> Error {
         Error::Config(format!(
             "the {} backend has no interface-level providers to read (asked for {}): \
-             Dubbo writes them on ZooKeeper and Nacos",
+             Dubbo writes them on ZooKeeper, Nacos and etcd",
             self.backend, key.interface
         ))
     }

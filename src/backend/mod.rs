@@ -91,6 +91,20 @@ pub struct Backend {
     kv: Option<KvBackend>,
 }
 
+/// The interface-level part of a key-value backend: on etcd, where dubbo-go writes
+/// interface-level URLs; the embedded store, which no Dubbo process writes, has none.
+fn interface_providers_of(backend: &KvBackend) -> Arc<dyn InterfaceProviders> {
+    let name = backend.store().backend();
+    if name == "etcd" {
+        Arc::new(kv::interfaces::KvInterfaceProviders::new(
+            backend.store().clone(),
+            backend.layout().clone(),
+        ))
+    } else {
+        Arc::new(interfaces::NoInterfaceProviders { backend: name })
+    }
+}
+
 impl Backend {
     /// A backend of three parts; `name` (`zookeeper`, say) is for logs. It keeps no
     /// consumer records until [`with_consumers`](Self::with_consumers) gives it the part,
@@ -142,9 +156,7 @@ impl Backend {
             reports: shared.clone(),
             consumers: shared.clone(),
             config: shared,
-            interface_providers: Arc::new(interfaces::NoInterfaceProviders {
-                backend: backend.store().backend(),
-            }),
+            interface_providers: interface_providers_of(&backend),
             kv: Some(backend),
         }
     }

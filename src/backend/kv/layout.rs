@@ -65,6 +65,16 @@ impl Layout {
         (!app.is_empty() && !address.is_empty() && !address.contains('/')).then_some(app)
     }
 
+    /// `{ns}/dubbo/{URL-encoded interface}/providers/`: an interface's provider URLs, one
+    /// key each, where dubbo-go's etcd registry writes them (see `kv/interfaces.rs`).
+    pub fn interface_providers_prefix(&self, interface: &str) -> String {
+        format!(
+            "{}/dubbo/{}/providers/",
+            self.namespace,
+            crate::model::provider_url::form_encode(interface)
+        )
+    }
+
     /// `/dubbo/mapping/`: every interface's mapping.
     pub fn mapping_prefix(&self) -> String {
         format!("{}/dubbo/mapping/", self.namespace)

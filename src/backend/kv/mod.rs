@@ -12,6 +12,7 @@
 mod config;
 mod consumers;
 mod follow;
+pub(crate) mod interfaces;
 pub mod layout;
 pub mod mapping;
 mod registration;

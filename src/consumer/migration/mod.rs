@@ -10,8 +10,8 @@
 //! | [`MigrationStep::ForceInterface`] | the interface's provider URLs only: no mapping, no app watch | the interface-level set |
 //! | [`MigrationStep::ApplicationFirst`] | both, each followed | the application-level set when it has any endpoint (Java's threshold 0.0), else the interface-level one |
 //!
-//! Only backends with an interface-level layout (ZooKeeper, Nacos) can read the interface
-//! level: elsewhere a subscription at `ForceInterface` fails to start, saying so, and one
+//! Only backends with an interface-level layout (ZooKeeper, Nacos, etcd) can read the
+//! interface level: elsewhere (the embedded store) a subscription at `ForceInterface` fails to start, saying so, and one
 //! at `ApplicationFirst` reads the application level alone (with one warning).
 //!
 //! An operator steers a consumer app live with its migration rule ([`MigrationRule`],
