@@ -322,7 +322,8 @@ impl ProviderBuilder {
         if self.register_mode.writes_interface() {
             if !self.backend.interface_level() {
                 return Err(Error::Config(format!(
-                    "register mode {} asks for interface-level URLs, which the {} backend                      does not write (ZooKeeper and Nacos do); use register mode instance",
+                    "register mode {} asks for interface-level URLs, which the {} backend \
+                     does not write (ZooKeeper and Nacos do); use register mode instance",
                     self.register_mode,
                     self.backend.name()
                 )));

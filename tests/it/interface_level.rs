@@ -15,9 +15,10 @@
 //! no mapping: invisible to an application-level consumer) is called by an Introspect
 //! consumer at `FORCE_INTERFACE` and at `APPLICATION_FIRST`, through the balanced channel,
 //! while a consumer at the default (`FORCE_APPLICATION`) sees nothing and starts no
-//! interface-level follow. On ZooKeeper, hostile nodes beside the Java provider's (bad
-//! encoding, no port, over the bound, `dubbo://`) are skipped or left out, counted, and
-//! cost no call.
+//! interface-level follow. Hostile URLs beside the Java provider's (ZooKeeper nodes with a
+//! bad encoding, no port, over the bound, `dubbo://`; Nacos instances with `dubbo`, metadata
+//! over the bound, another category, a protocol that is no scheme, none) are skipped or
+//! left out, counted, and cost no call.
 //!
 //! Both levels at once: a Dubbo Java consumer at `APPLICATION_FIRST` and an Introspect one
 //! beside it, while the application level has a provider, loses it, and gets one again
@@ -1315,8 +1316,44 @@ mod nacos {
             .await;
         let java_port = java_provider.port;
         found("Java provider's instance", || host_at(&server, java_port)).await;
+        // Hostile instances beside it, as any Nacos client may register them: a Hessian
+        // `dubbo` protocol (listed, never dialled), metadata over the URL bound, a category
+        // that is not `providers`, a protocol that is no URL scheme, no protocol at all.
+        let huge = "x".repeat(20 * 1024);
+        let base = r#""interface":"helloworld.Greeter","application":"hostile","path":"helloworld.Greeter""#;
+        let hostile = [
+            (
+                20880,
+                format!(r#"{{{base},"protocol":"dubbo","category":"providers"}}"#),
+            ),
+            (
+                20881,
+                format!(r#"{{{base},"protocol":"tri","category":"providers","pad":"{huge}"}}"#),
+            ),
+            (
+                20882,
+                format!(r#"{{{base},"protocol":"tri","category":"consumers"}}"#),
+            ),
+            (
+                20883,
+                format!(r#"{{{base},"protocol":"tri phone","category":"providers"}}"#),
+            ),
+            (20884, format!(r#"{{{base},"category":"providers"}}"#)),
+        ];
+        for (port, metadata) in &hostile {
+            server
+                .put_instance_http("DEFAULT_GROUP", SERVICE, "127.0.0.1", *port, metadata)
+                .await;
+        }
+        found("the hostile instances", || async {
+            (hosts(&server, SERVICE).await.len() > hostile.len()).then_some(())
+        })
+        .await;
         let backend = server.backend().await;
-        introspect_calls_the_java_provider(&backend, java_port).await;
+        let resolver = introspect_calls_the_java_provider(&backend, java_port).await;
+        let stats = resolver.stats().await;
+        assert!(stats.skipped_provider_urls >= 4, "{stats:?}");
+        assert!(stats.uncallable_provider_urls >= 1, "{stats:?}");
         java_provider.stop().await;
     }
 
@@ -1448,4 +1485,94 @@ async fn a_backend_without_an_interface_level_refuses_force_interface() {
     assert!(first.current().is_empty());
     let why = first.why_empty().expect("explained").to_string();
     assert!(why.contains("the interface level cannot be read"), "{why}");
+}
+
+/// On etcd, where dubbo-go's etcd registry writes interface-level URLs (one key per URL
+/// under `/dubbo/{interface}/providers/`, bound to its lease): a dubbo-go provider with
+/// `registry-type: interface` writes no instance record, and is called by an
+/// Introspect consumer at FORCE_INTERFACE and APPLICATION_FIRST. Its key is read back as
+/// dubbo-go wrote it; when it stops, the consumer's set empties.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_introspect_consumer_calls_a_dubbo_go_provider_registering_interface_on_etcd() {
+    use crate::support::peer_cases::{CALLS, PeerRegistry, call_through, wait_for_endpoints};
+
+    let Some(registry) = PeerRegistry::etcd().await else {
+        return;
+    };
+    let Some(go) = Peer::Go.find() else {
+        return;
+    };
+    let provider = go
+        .provider_with(&registry.url, "iface-go", &["--registry-type", "interface"])
+        .await;
+    let port = provider.port;
+    let resolver = Resolver::builder(registry.backend.clone())
+        .subscribe_options(SubscribeOptions::default().start_timeout(Duration::from_secs(2)))
+        .build();
+    let key = introspect::backend::InterfaceKey::new("helloworld.Greeter");
+    let urls = found("dubbo-go's interface-level URL", || {
+        let providers = registry.backend.interface_providers().clone();
+        let key = key.clone();
+        async move {
+            let urls = providers
+                .list(&key, &introspect::Limits::default())
+                .await
+                .unwrap();
+            (!urls.urls.is_empty()).then_some(urls)
+        }
+    })
+    .await;
+    assert!(urls.skipped.is_empty(), "{urls:?}");
+    let url = &urls.urls[0];
+    assert_eq!((url.protocol.as_str(), url.port), ("tri", port), "{url:?}");
+    assert_eq!(url.interface(), "helloworld.Greeter");
+    println!("dubbo-go's interface-level URL on etcd: {url:?}");
+    let default = resolver
+        .subscribe(Subscription::new("helloworld.Greeter"))
+        .await
+        .unwrap();
+    assert!(
+        default.current().is_empty(),
+        "no instance record: the default step sees nothing"
+    );
+    drop(default);
+    for step in [
+        MigrationStep::ForceInterface,
+        MigrationStep::ApplicationFirst,
+    ] {
+        let subscription = resolver
+            .subscribe(Subscription::new("helloworld.Greeter").migration(step))
+            .await
+            .unwrap();
+        wait_for_endpoints(&subscription, "the dubbo-go provider's URL").await;
+        let ports: Vec<u16> = subscription.current().iter().map(|e| e.port).collect();
+        assert_eq!(ports, [port], "{step}");
+        let calls = call_through(&resolver, &subscription, CALLS).await;
+        assert_eq!(
+            (calls.ok, calls.failed),
+            (CALLS, 0),
+            "{step}: {:?}",
+            calls.errors
+        );
+        assert!(
+            calls.message.ends_with("from dubbo-go"),
+            "{}",
+            calls.message
+        );
+        println!("Introspect at {step} on etcd: {CALLS} of {CALLS} calls to the dubbo-go provider");
+        if step == MigrationStep::ApplicationFirst {
+            let status = provider.stop().await;
+            eventually(
+                LIMIT,
+                "the stopped provider's URL gone from the set",
+                || {
+                    let empty = subscription.current().is_empty();
+                    async move { empty }
+                },
+            )
+            .await;
+            println!("dubbo-go provider stopped ({status}): the set emptied");
+            break;
+        }
+    }
 }
