@@ -570,6 +570,101 @@ fn first_by(calls: &[Timed], from: u64, by: &str) -> Option<u64> {
         .map(|(at, _)| at - from)
 }
 
+/// Waits until the Rust provider at `port` resolves at the application level (its record,
+/// the mapping and its metadata written), so that consumers started after it see it in
+/// their first set.
+async fn resolvable(backend: &Backend, port: u16) {
+    let resolver = Resolver::builder(backend.clone()).build();
+    found("the Rust provider at the application level", || {
+        let resolver = resolver.clone();
+        async move {
+            let endpoints = resolver
+                .resolve(&Subscription::new("helloworld.Greeter"))
+                .await
+                .ok()?;
+            endpoints.iter().any(|e| e.port == port).then_some(())
+        }
+    })
+    .await;
+}
+
+/// What a Dubbo Java consumer and an Introspect consumer beside it did while a script ran.
+struct SideBySide<T> {
+    /// The Java consumer's run (its output, for failure messages).
+    run: crate::support::peers::ConsumerRun,
+    /// The Java consumer's calls, timed.
+    java: Vec<Timed>,
+    /// The Introspect consumer's calls, timed.
+    introspect: Vec<Timed>,
+    /// What the script returned.
+    script: T,
+}
+
+/// Runs a Dubbo Java consumer (`java_calls` calls 20 ms apart, each logged) and an
+/// Introspect consumer beside it (a balanced channel, calling every 20 ms), both at
+/// `APPLICATION_FIRST` and, with `consumer_app`, of that app and reading its migration rule
+/// from the config centre, while `script` changes the fleet; the Introspect consumer
+/// calls until the script ends, the Java one until its calls are made.
+async fn side_by_side<T>(
+    java: &crate::support::peers::BuiltPeer,
+    registry: &str,
+    backend: &Backend,
+    consumer_app: Option<&str>,
+    java_calls: u32,
+    script: impl std::future::Future<Output = T>,
+) -> SideBySide<T> {
+    let options = ConsumerOptions {
+        migration_step: Some("APPLICATION_FIRST"),
+        config_centre: consumer_app.is_some(),
+        interval: Duration::from_millis(20),
+        log_calls: true,
+        ..ConsumerOptions::default()
+    };
+    let app = consumer_app.unwrap_or("iface-first-java");
+    let java_run = java.consumer_with(registry, app, java_calls, &options);
+    let mut resolver = Resolver::builder(backend.clone());
+    if let Some(app) = consumer_app {
+        resolver = resolver.application(app);
+    }
+    let resolver = resolver
+        .subscribe_options(
+            SubscribeOptions::default()
+                .start_timeout(Duration::from_secs(5))
+                .migration_step(MigrationStep::ApplicationFirst),
+        )
+        .build();
+    let subscription = resolver
+        .subscribe(Subscription::new("helloworld.Greeter"))
+        .await
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let caller = timed_caller(&resolver, &subscription, stop.clone());
+    let script = async {
+        let out = script.await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        out
+    };
+    let (run, script) = tokio::join!(java_run, script);
+    let introspect = caller.await.unwrap();
+    let java = run
+        .logged
+        .iter()
+        .map(|call| {
+            let outcome = call.outcome.as_ref();
+            (
+                call.at_ms,
+                outcome.map(|m| answered_by(m)).map_err(Clone::clone),
+            )
+        })
+        .collect();
+    SideBySide {
+        run,
+        java,
+        introspect,
+        script,
+    }
+}
+
 /// APPLICATION_FIRST as a Dubbo Java 3.3 consumer lives it, and an Introspect consumer
 /// beside it: a Java provider registered at the interface level only, a Rust provider at
 /// the application level only. Both consumers call the Rust provider while it is there
@@ -586,39 +681,19 @@ async fn application_first_falls_back_as_java_does(registry: &str, backend: &Bac
         .provider_with(registry, JAVA_APP, &["--register-mode", "interface"])
         .await;
     let mut first = RustProvider::start(backend, RegisterMode::Instance).await;
+    resolvable(backend, first.port).await;
     let first_by_rust = format!("rust:{}", first.port);
     let first_calls = first.calls.clone();
     // Java's consumer runs 30 s of calls; the phases are driven from here.
-    const JAVA_CALLS: u32 = 1_200;
-    let options = ConsumerOptions {
-        migration_step: Some("APPLICATION_FIRST"),
-        interval: Duration::from_millis(20),
-        log_calls: true,
-        ..ConsumerOptions::default()
-    };
-    let java_run = java.consumer_with(registry, "iface-first-java", JAVA_CALLS, &options);
-    let resolver = Resolver::builder(backend.clone())
-        .subscribe_options(
-            SubscribeOptions::default()
-                .start_timeout(Duration::from_secs(5))
-                .migration_step(MigrationStep::ApplicationFirst),
-        )
-        .build();
-    let subscription = resolver
-        .subscribe(Subscription::new("helloworld.Greeter"))
-        .await
-        .unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let script = async {
         // Both consumers call the Rust provider first: wait until Java's calls show in its
-        // count (the Introspect caller starts after).
+        // count.
         eventually(
             LIMIT,
             "the Java consumer calling the Rust provider",
             || async { first_calls.load(std::sync::atomic::Ordering::Relaxed) >= 50 },
         )
         .await;
-        let caller = timed_caller(&resolver, &subscription, stop.clone());
         tokio::time::sleep(Duration::from_secs(3)).await;
         let emptied = epoch_ms();
         first.stop();
@@ -627,25 +702,15 @@ async fn application_first_falls_back_as_java_does(registry: &str, backend: &Bac
         let back = epoch_ms();
         let second = RustProvider::start(backend, RegisterMode::Instance).await;
         tokio::time::sleep(Duration::from_secs(8)).await;
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let calls = caller.await.unwrap();
-        (emptied, back, second, calls)
+        (emptied, back, second)
     };
-    let (run, (emptied, back, mut second, introspect)) = tokio::join!(java_run, script);
+    let SideBySide {
+        run,
+        java: java_calls,
+        introspect,
+        script: (emptied, back, mut second),
+    } = side_by_side(&java, registry, backend, None, 1_200, script).await;
     let second_by_rust = format!("rust:{}", second.port);
-    let java_calls: Vec<Timed> = run
-        .logged
-        .iter()
-        .map(|call| {
-            (
-                call.at_ms,
-                call.outcome
-                    .as_ref()
-                    .map(|m| answered_by(m))
-                    .map_err(Clone::clone),
-            )
-        })
-        .collect();
     let end = epoch_ms();
     let report = |who: &str, calls: &[Timed]| -> Seen {
         let before = phase(calls, 0, emptied);
@@ -732,30 +797,9 @@ async fn a_migration_rule_steers_java_and_introspect_alike(registry: &str, backe
         .provider_with(registry, JAVA_APP, &["--register-mode", "interface"])
         .await;
     let mut rust = RustProvider::start(backend, RegisterMode::Instance).await;
+    resolvable(backend, rust.port).await;
     let by_rust = format!("rust:{}", rust.port);
     let rust_calls = rust.calls.clone();
-    const JAVA_CALLS: u32 = 1_200;
-    let options = ConsumerOptions {
-        migration_step: Some("APPLICATION_FIRST"),
-        config_centre: true,
-        interval: Duration::from_millis(20),
-        log_calls: true,
-        ..ConsumerOptions::default()
-    };
-    let java_run = java.consumer_with(registry, STEERED, JAVA_CALLS, &options);
-    let resolver = Resolver::builder(backend.clone())
-        .application(STEERED)
-        .subscribe_options(
-            SubscribeOptions::default()
-                .start_timeout(Duration::from_secs(5))
-                .migration_step(MigrationStep::ApplicationFirst),
-        )
-        .build();
-    let subscription = resolver
-        .subscribe(Subscription::new("helloworld.Greeter"))
-        .await
-        .unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let script = async {
         eventually(
             LIMIT,
@@ -763,7 +807,6 @@ async fn a_migration_rule_steers_java_and_introspect_alike(registry: &str, backe
             || async { rust_calls.load(std::sync::atomic::Ordering::Relaxed) >= 50 },
         )
         .await;
-        let caller = timed_caller(&resolver, &subscription, stop.clone());
         tokio::time::sleep(Duration::from_secs(3)).await;
         let forced_interface = epoch_ms();
         set_migration_rule(
@@ -782,23 +825,14 @@ async fn a_migration_rule_steers_java_and_introspect_alike(registry: &str, backe
         let deleted = epoch_ms();
         set_migration_rule(backend, None).await;
         tokio::time::sleep(Duration::from_secs(4)).await;
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let calls = caller.await.unwrap();
-        (forced_interface, forced_application, deleted, calls)
+        (forced_interface, forced_application, deleted)
     };
-    let (run, (forced_interface, forced_application, deleted, introspect)) =
-        tokio::join!(java_run, script);
-    let java_calls: Vec<Timed> = run
-        .logged
-        .iter()
-        .map(|call| {
-            let outcome = call.outcome.as_ref();
-            (
-                call.at_ms,
-                outcome.map(|m| answered_by(m)).map_err(Clone::clone),
-            )
-        })
-        .collect();
+    let SideBySide {
+        run,
+        java: java_calls,
+        introspect,
+        script: (forced_interface, forced_application, deleted),
+    } = side_by_side(&java, registry, backend, Some(STEERED), 1_200, script).await;
     let end = epoch_ms();
     assert!(
         run.logged.len() >= 1_000,
@@ -868,31 +902,8 @@ async fn a_rule_to_an_empty_level_moves_nobody_unless_forced(registry: &str, bac
     let java_provider = java
         .provider_with(registry, JAVA_APP, &["--register-mode", "interface"])
         .await;
-    const JAVA_CALLS: u32 = 1_000;
-    let options = ConsumerOptions {
-        migration_step: Some("APPLICATION_FIRST"),
-        config_centre: true,
-        interval: Duration::from_millis(20),
-        log_calls: true,
-        ..ConsumerOptions::default()
-    };
     let started = epoch_ms();
-    let java_run = java.consumer_with(registry, STEERED, JAVA_CALLS, &options);
-    let resolver = Resolver::builder(backend.clone())
-        .application(STEERED)
-        .subscribe_options(
-            SubscribeOptions::default()
-                .start_timeout(Duration::from_secs(5))
-                .migration_step(MigrationStep::ApplicationFirst),
-        )
-        .build();
-    let subscription = resolver
-        .subscribe(Subscription::new("helloworld.Greeter"))
-        .await
-        .unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let script = async {
-        let caller = timed_caller(&resolver, &subscription, stop.clone());
         // The Java consumer's first calls (its start takes a few seconds).
         tokio::time::sleep(Duration::from_secs(6)).await;
         let unforced = epoch_ms();
@@ -914,22 +925,14 @@ async fn a_rule_to_an_empty_level_moves_nobody_unless_forced(registry: &str, bac
         let deleted = epoch_ms();
         set_migration_rule(backend, None).await;
         tokio::time::sleep(Duration::from_secs(4)).await;
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let calls = caller.await.unwrap();
-        (unforced, forced, deleted, calls)
+        (unforced, forced, deleted)
     };
-    let (run, (unforced, forced, deleted, introspect)) = tokio::join!(java_run, script);
-    let java_calls: Vec<Timed> = run
-        .logged
-        .iter()
-        .map(|call| {
-            let outcome = call.outcome.as_ref();
-            (
-                call.at_ms,
-                outcome.map(|m| answered_by(m)).map_err(Clone::clone),
-            )
-        })
-        .collect();
+    let SideBySide {
+        run,
+        java: java_calls,
+        introspect,
+        script: (unforced, forced, deleted),
+    } = side_by_side(&java, registry, backend, Some(STEERED), 1_000, script).await;
     let end = epoch_ms();
     assert!(
         java_calls.iter().any(|(at, _)| *at < unforced),
@@ -1491,7 +1494,8 @@ async fn a_backend_without_an_interface_level_refuses_force_interface() {
 /// under `/dubbo/{interface}/providers/`, bound to its lease): a dubbo-go provider with
 /// `registry-type: interface` writes no instance record, and is called by an
 /// Introspect consumer at FORCE_INTERFACE and APPLICATION_FIRST. Its key is read back as
-/// dubbo-go wrote it; when it stops, the consumer's set empties.
+/// dubbo-go wrote it; when it stops, the consumer's set empties once the key's lease
+/// expires (dubbo-go deletes no key on a stop).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_introspect_consumer_calls_a_dubbo_go_provider_registering_interface_on_etcd() {
     use crate::support::peer_cases::{CALLS, PeerRegistry, call_through, wait_for_endpoints};
@@ -1561,9 +1565,12 @@ async fn an_introspect_consumer_calls_a_dubbo_go_provider_registering_interface_
         );
         println!("Introspect at {step} on etcd: {CALLS} of {CALLS} calls to the dubbo-go provider");
         if step == MigrationStep::ApplicationFirst {
+            let stopped = std::time::Instant::now();
             let status = provider.stop().await;
+            // dubbo-go deletes no key on a stop (its etcd registry does not unregister):
+            // the key goes with its lease, when that expires.
             eventually(
-                LIMIT,
+                Duration::from_secs(90),
                 "the stopped provider's URL gone from the set",
                 || {
                     let empty = subscription.current().is_empty();
@@ -1571,7 +1578,10 @@ async fn an_introspect_consumer_calls_a_dubbo_go_provider_registering_interface_
                 },
             )
             .await;
-            println!("dubbo-go provider stopped ({status}): the set emptied");
+            println!(
+                "dubbo-go provider stopped ({status}): the set emptied {:?} after the stop",
+                stopped.elapsed()
+            );
             break;
         }
     }
