@@ -344,7 +344,7 @@ mod tests {
             )
         );
         // Every parameter Java writes is written, but for the Java process's own.
-        let java = percent_decode(JAVA_NODE);
+        let java = crate::model::provider_url_read::form_decode(JAVA_NODE).unwrap();
         let (_, query) = java.split_once('?').unwrap();
         let java_only = [
             "logger",
@@ -376,30 +376,6 @@ mod tests {
         assert_eq!(metadata["protocol"], "tri");
         assert_eq!(metadata["path"], "helloworld.Greeter");
         assert_eq!(metadata["side"], "provider");
-    }
-
-    /// Decodes `%XX` and `+` (for the measured node).
-    fn percent_decode(text: &str) -> String {
-        let bytes = text.as_bytes();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < bytes.len() {
-            match bytes[i] {
-                b'%' => {
-                    out.push(u8::from_str_radix(&text[i + 1..i + 3], 16).unwrap());
-                    i += 3;
-                }
-                b'+' => {
-                    out.push(b' ');
-                    i += 1;
-                }
-                b => {
-                    out.push(b);
-                    i += 1;
-                }
-            }
-        }
-        String::from_utf8(out).unwrap()
     }
 
     #[test]

@@ -29,6 +29,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use introspect::model::provider_url_read::form_decode;
 use introspect::provider::{Provider, RegisterMode};
 use introspect::{Backend, MigrationStep, Resolver, SubscribeOptions, Subscription};
 use tokio::sync::oneshot;
@@ -141,30 +142,6 @@ fn rule(port: u16, parameter: &str, value: &str) -> String {
         "configVersion: v3.0\nscope: application\nkey: {APP}\nenabled: true\nconfigs:\n\
          - side: provider\n  addresses: ['127.0.0.1:{port}']\n  parameters:\n    {parameter}: {value}\n"
     )
-}
-
-/// `URLDecoder.decode`: `%XX` and `+`.
-fn form_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                out.push(u8::from_str_radix(&text[i + 1..i + 3], 16).expect("a %XX escape"));
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).expect("UTF-8")
 }
 
 /// A URL's address (`host:port`) and parameters.
@@ -988,7 +965,7 @@ mod zookeeper {
                 continue;
             };
             urls.push((
-                form_decode(&child),
+                form_decode(&child).expect("a node name that decodes"),
                 stat.ephemeral_owner != 0,
                 String::from_utf8_lossy(&data).into_owned(),
             ));
