@@ -112,11 +112,26 @@ pub struct ConsumersReport {
 
 /// The subscription a consumer's entry describes.
 pub fn subscription_of(service: &ConsumedService) -> Subscription {
+    subscription_for(
+        &service.interface,
+        &service.group,
+        &service.version,
+        &service.protocol,
+    )
+}
+
+/// The subscription to `interface` with a record's qualifiers (empty: any).
+pub fn subscription_for(
+    interface: &str,
+    group: &str,
+    version: &str,
+    protocol: &str,
+) -> Subscription {
     let some = |q: &str| (!q.is_empty()).then(|| q.to_owned());
-    let mut s = Subscription::new(&service.interface);
-    s.group = some(&service.group);
-    s.version = some(&service.version);
-    s.protocol = some(&service.protocol);
+    let mut s = Subscription::new(interface);
+    s.group = some(group);
+    s.version = some(version);
+    s.protocol = some(protocol);
     s
 }
 

@@ -1,21 +1,54 @@
 //! The JSON shapes that `--json` prints and the console's API serves alike: an endpoint
-//! (`resolve`, `watch`), a revision report (`revision`) and a consumers report
+//! (`resolve`, `watch`), the level a subscription reads, a revision report (`revision`) and a consumers report
 //! (`consumers`).
 
 use std::collections::BTreeMap;
 
 use introspect::Endpoint;
+use introspect::consumer::MigrationStep;
+use introspect::consumer::migration::{Level, LevelChoice, StepSource};
 use introspect::model::revision_diff::MetadataDiff;
 use serde_json::json;
 
 use crate::consumers::ConsumersReport;
 use crate::revision::{RevisionReport, RevisionView};
 
-/// An endpoint as JSON: app, host, port, protocol, revision and its service info.
+/// An endpoint as JSON: app, host, port, protocol, revision, its service info and the
+/// level of discovery it comes from (`application`, or `interface` for a provider URL).
 pub fn endpoint_json(e: &Endpoint) -> serde_json::Value {
     json!({
         "app": e.app, "host": e.host, "port": e.port, "protocol": e.protocol,
-        "revision": e.revision, "service": &*e.service,
+        "revision": e.revision, "service": &*e.service, "level": level_of(e).as_str(),
+    })
+}
+
+/// The level of discovery `endpoint` comes from.
+pub fn level_of(endpoint: &Endpoint) -> Level {
+    if endpoint.is_interface_level() {
+        Level::Interface
+    } else {
+        Level::Application
+    }
+}
+
+/// Which level a subscription's set comes from, and why, as JSON: the level, the step in
+/// force, the migration rule it comes from (`null`: the consumer's own), whether it is
+/// `APPLICATION_FIRST`'s fallback, what each level holds (`null`: not read), a rule's move
+/// that waits or was refused, and all of it in one sentence (`why`).
+pub fn level_json(choice: &LevelChoice) -> serde_json::Value {
+    json!({
+        "level": choice.level.as_str(),
+        "step": choice.step.as_str(),
+        "rule": match &choice.source {
+            StepSource::Rule(key) => Some(key.as_str()),
+            StepSource::Own => None,
+        },
+        "fallback": choice.is_fallback(),
+        "application_endpoints": choice.application,
+        "interface_endpoints": choice.interface,
+        "pending": choice.pending.map(MigrationStep::as_str),
+        "refused": choice.refused.as_ref().map(|(step, why)| json!({"step": step.as_str(), "why": why})),
+        "why": choice.to_string(),
     })
 }
 

@@ -9,6 +9,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use introspect::consumer::MigrationStep;
+use introspect::consumer::migration::{Level, LevelChoice, StepSource};
 use introspect::consumer::routing::CallTag;
 use introspect::consumer::{Resolver, RouteQuery, SnapshotOptions, SubscribeOptions, Subscription};
 use introspect::metrics::Metrics;
@@ -250,6 +252,38 @@ fn no_instances(app: &str) -> Error {
     ))
 }
 
+/// What a watch shows of a level choice: a line whenever the level, the step, where it
+/// comes from or a rule's waiting or refused move changes (not each count), for a
+/// subscription that reads the interface level or follows a migration rule; nothing for
+/// the common one that reads the application level alone by its own step.
+type LevelShown = (
+    Level,
+    MigrationStep,
+    StepSource,
+    Option<MigrationStep>,
+    Option<MigrationStep>,
+);
+
+fn show_level(
+    out: &Output,
+    choice: &LevelChoice,
+    shown: &mut Option<LevelShown>,
+) -> std::io::Result<()> {
+    let now: LevelShown = (
+        choice.level,
+        choice.step,
+        choice.source.clone(),
+        choice.pending,
+        choice.refused.as_ref().map(|(step, _)| *step),
+    );
+    let worth = choice.step.reads_interface() || matches!(choice.source, StepSource::Rule(_));
+    if !worth || shown.as_ref() == Some(&now) {
+        return Ok(());
+    }
+    *shown = Some(now);
+    out.level_change(choice)
+}
+
 /// A watch whose set is empty says why on stderr, and keeps following.
 fn say_why_empty(handle: &introspect::SubscriptionHandle) {
     if let Some(why) = handle.why_empty() {
@@ -405,10 +439,23 @@ async fn run(cli: Cli) -> Result<(), Error> {
             }
         }
         Command::Resolve(target) if target.reads_interface_level() => {
-            let endpoints = resolver.resolve(&target.subscription()).await?;
-            out.endpoints(&endpoints)?;
-            if endpoints.is_empty() {
-                let why = resolver.explain(&target.subscription()).await?;
+            let subscription = target.subscription();
+            let handle = resolver.subscribe(subscription.clone()).await?;
+            let choice = handle.level();
+            let in_use = handle.current();
+            // APPLICATION_FIRST on the application level: the interface level stands by.
+            // (On the interface level, the application level is empty: nothing stands by.)
+            let standing_by = if choice.step.reads_interface() && choice.level == Level::Application
+            {
+                let mut interface_only = subscription.clone();
+                interface_only.migration = Some(introspect::MigrationStep::ForceInterface);
+                resolver.resolve(&interface_only).await.unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            out.levels(&choice, &in_use, &standing_by)?;
+            if in_use.is_empty() {
+                let why = resolver.explain(&subscription).await?;
                 return Err(Error::NotFound(why.to_string()));
             }
         }
@@ -447,6 +494,9 @@ async fn run(cli: Cli) -> Result<(), Error> {
             if shown.is_empty() {
                 say_why_empty(&handle);
             }
+            let mut levels = handle.level_watch();
+            let mut level_shown = None;
+            show_level(&out, &levels.borrow_and_update(), &mut level_shown)?;
             let stop = introspect::shutdown_signal();
             tokio::pin!(stop);
             loop {
@@ -459,6 +509,10 @@ async fn run(cli: Cli) -> Result<(), Error> {
                         if shown.is_empty() {
                             say_why_empty(&handle);
                         }
+                    }
+                    Ok(()) = levels.changed() => {
+                        let choice = levels.borrow_and_update().clone();
+                        show_level(&out, &choice, &mut level_shown)?;
                     }
                 }
             }

@@ -8,8 +8,11 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
 
+use introspect::consumer::migration::LevelChoice;
 use introspect_cli::consumers::{ConsumersReport, age};
-use introspect_cli::json::{consumers_json, endpoint_json, revision_report_json};
+use introspect_cli::json::{
+    consumers_json, endpoint_json, level_json, level_of, revision_report_json,
+};
 use introspect_cli::revision::RevisionReport;
 
 /// Prints results as tables or as JSON.
@@ -158,6 +161,62 @@ impl Output {
 }
 
 impl Output {
+    /// What a subscription reading the interface level resolves to: the endpoints in use
+    /// (JSON: only those, each with its `level`), the other level's beside them (tables
+    /// only), and which level is used and why (on standard error with `--json`).
+    pub fn levels(
+        &self,
+        choice: &LevelChoice,
+        in_use: &[Endpoint],
+        standing_by: &[Endpoint],
+    ) -> io::Result<()> {
+        if self.json {
+            let _ = writeln!(io::stderr(), "level: {choice}");
+        }
+        let value = in_use.iter().map(endpoint_json).collect();
+        self.emit(value, |t| {
+            let _ = writeln!(
+                t,
+                "{:<22} {:<20} {:<28} {:<6} {:<14} SERVICE",
+                "LEVEL", "APP", "ADDRESS", "PROTO", "REVISION"
+            );
+            let rows = in_use
+                .iter()
+                .map(|e| (e, ""))
+                .chain(standing_by.iter().map(|e| (e, " (standby)")));
+            for (e, mark) in rows {
+                let _ = writeln!(
+                    t,
+                    "{:<22} {:<20} {:<28} {:<6} {:<14} {}",
+                    format!("{}{mark}", level_of(e)),
+                    e.app,
+                    e.address(),
+                    e.protocol,
+                    short(&e.revision),
+                    e.service.match_key()
+                );
+            }
+            let _ = writeln!(
+                t,
+                "{} endpoints in use, {} standing by",
+                in_use.len(),
+                standing_by.len()
+            );
+            let _ = writeln!(t, "level: {choice}");
+        })
+    }
+
+    /// A line saying which level a watched subscription's set now comes from, and why.
+    pub fn level_change(&self, choice: &LevelChoice) -> io::Result<()> {
+        let now = self.started.elapsed().as_secs_f64();
+        let line = if self.json {
+            json!({"seconds": now, "level": level_json(choice)}).to_string()
+        } else {
+            format!("[+{now:.3}s] level: {choice}")
+        };
+        write_out(&format!("{line}\n"))
+    }
+
     /// One line per endpoint that came or went since `before`, with a timestamp.
     pub fn changes(
         &self,
@@ -191,19 +250,21 @@ impl Output {
         for e in added {
             let _ = writeln!(
                 t,
-                "  + {:<20} {:<28} {}",
+                "  + {:<20} {:<28} {}{}",
                 e.app,
                 e.address(),
-                e.service.match_key()
+                e.service.match_key(),
+                interface_mark(e)
             );
         }
         for e in removed {
             let _ = writeln!(
                 t,
-                "  - {:<20} {:<28} {}",
+                "  - {:<20} {:<28} {}{}",
                 e.app,
                 e.address(),
-                e.service.match_key()
+                e.service.match_key(),
+                interface_mark(e)
             );
         }
         write_out(&t)
@@ -216,6 +277,15 @@ fn write_out(text: &str) -> io::Result<()> {
     let mut stdout = io::stdout().lock();
     stdout.write_all(text.as_bytes())?;
     stdout.flush()
+}
+
+/// ` (interface level)` after an endpoint from a provider URL, nothing otherwise.
+fn interface_mark(endpoint: &Endpoint) -> &'static str {
+    if endpoint.is_interface_level() {
+        " (interface level)"
+    } else {
+        ""
+    }
 }
 
 fn short(revision: &str) -> &str {

@@ -299,6 +299,15 @@ async fn the_api_follows_a_live_fleet() {
         service["endpoints"][0]["service"]["name"],
         "shop.OrderService"
     );
+    // Beside it the interface level, which the embedded store has not: says so.
+    assert_eq!(service["migration"], "application", "{service}");
+    assert_eq!(service["interface_level"]["total"], 0, "{service}");
+    assert!(
+        service["interface_level"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no interface-level providers")),
+        "{service}"
+    );
     let bad = get(&console, "/api/service?name=a/b").await;
     assert_eq!(bad.status, 400);
     assert_eq!(get(&console, "/api/app?name=nobody").await.status, 404);
@@ -670,6 +679,26 @@ async fn consumers_are_listed_and_one_whose_connection_is_cut_turns_stale() {
     assert_eq!(row["digest"], row["current_digest"]);
     assert_eq!(row["routes_to"], serde_json::json!(["shop"]));
     assert!(row["registered_ms"].as_u64().unwrap() > 0);
+    // Which level it reads, and why: its own default step, the application level.
+    assert_eq!(
+        (
+            &row["level"],
+            &row["step"],
+            &row["step_rule"],
+            &row["fallback"]
+        ),
+        (
+            &serde_json::json!("application"),
+            &serde_json::json!("FORCE_APPLICATION"),
+            &Value::Null,
+            &serde_json::json!(false)
+        ),
+        "{row}"
+    );
+    assert_eq!(
+        (&listed["interface_only"], &row["interface_only"]),
+        (&serde_json::json!(0), &serde_json::json!(false))
+    );
     let by_app = get(&console, "/api/consumers?app=shop").await.json();
     assert_eq!(
         by_app["total"], 2,
@@ -1965,4 +1994,105 @@ async fn a_write_that_meets_another_is_retried_once_then_reported() {
     assert_eq!(entry["outcome"], "conflict");
     assert_eq!(entry["retried"], true);
     console.stop().await;
+}
+
+/// The interface level on a real ZooKeeper: the service page shows the provider URLs beside
+/// the application level and where each interface stands in a migration, and a consumer
+/// that falls back to the interface level is listed with its level, why, and the
+/// interface-only flag of its providers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_interface_level_and_a_migration_left_to_do_show_on_zookeeper() {
+    use introspect::consumer::{MigrationStep, SubscribeOptions};
+    use introspect::provider::RegisterMode;
+    let Some(server) = ZooKeeperServer::start().await else {
+        return;
+    };
+    let backend = server.backend().await;
+    let provider = |app: &'static str, interface: &'static str, mode: RegisterMode| {
+        let backend = backend.clone();
+        async move {
+            introspect::Provider::builder(app, backend)
+                .register_mode(mode)
+                .port(support::ports::free_low_port(false))
+                .serve_metadata_on("127.0.0.1:0".parse().unwrap())
+                .drain_period(Duration::from_millis(50))
+                .export(ServiceInfo::new(interface).with_protocol("tri"))
+                .start()
+                .await
+                .expect("provider starts")
+        }
+    };
+    let _both = provider("shop", "shop.OrderService", RegisterMode::All).await;
+    let _legacy = provider("shop-legacy", "shop.LegacyService", RegisterMode::Interface).await;
+    let consumer = Resolver::builder(server.backend().await)
+        .register_consumer("shop-web")
+        .consumer_refresh(Duration::from_millis(500))
+        .subscribe_options(
+            SubscribeOptions::default().migration_step(MigrationStep::ApplicationFirst),
+        )
+        .build();
+    let _subscription = consumer
+        .subscribe(Subscription::new("shop.LegacyService"))
+        .await
+        .expect("subscribes");
+    let console = console::start(
+        Resolver::builder(server.backend().await).build(),
+        ConsoleOptions {
+            audit_every: Duration::from_millis(200),
+            ..ConsoleOptions::new("127.0.0.1:0".parse().unwrap())
+        },
+    )
+    .await
+    .unwrap();
+    for (interface, migration, application, urls) in [
+        ("shop.OrderService", "both", 1, 1),
+        ("shop.LegacyService", "interface-only", 0, 1),
+    ] {
+        let path = format!("/api/service?name={interface}");
+        let seen = read_until(&console, &path, |v| v["migration"] == migration).await;
+        assert_eq!(
+            (&seen["total"], &seen["interface_level"]["total"]),
+            (&serde_json::json!(application), &serde_json::json!(urls)),
+            "{seen}"
+        );
+        assert_eq!(
+            seen["interface_level"]["endpoints"][0]["level"], "interface",
+            "{seen}"
+        );
+    }
+    let listed = read_until(
+        &console,
+        "/api/consumers?interface=shop.LegacyService",
+        |v| v["interface_only"] == 1,
+    )
+    .await;
+    let row = &listed["consumers"][0];
+    assert_eq!(
+        (&row["app"], &row["level"], &row["step"], &row["fallback"]),
+        (
+            &serde_json::json!("shop-web"),
+            &serde_json::json!("interface"),
+            &serde_json::json!("APPLICATION_FIRST"),
+            &serde_json::json!(true)
+        ),
+        "{listed}"
+    );
+    assert_eq!(
+        (&row["interface_only"], &row["verdict"]),
+        (&serde_json::json!(true), &serde_json::json!("same")),
+        "{listed}"
+    );
+    console.stop().await;
+}
+
+/// `path`'s answer once `done` holds of it, or the last one after 10 s.
+async fn read_until(console: &Console, path: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = get(console, path).await.json();
+        if done(&answer) || Instant::now() > deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

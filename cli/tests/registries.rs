@@ -39,6 +39,31 @@ fn free_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
+/// The first `count` lines the tool run with `args` (a `watch`) prints; then it is stopped.
+fn watch_lines(args: &[&str], count: usize) -> Vec<String> {
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_introspect"))
+        .args(args)
+        .env_remove("INTROSPECT_ETCD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("watch runs");
+    let lines = tokio::task::block_in_place(|| {
+        let mut reader = BufReader::new(watch.stdout.take().unwrap());
+        (0..count)
+            .map(|_| {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                line
+            })
+            .collect()
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+    lines
+}
+
 async fn provider(backend: Backend, version: &str) -> Provider {
     Provider::builder("shop-orders", backend)
         .serve_metadata_on("127.0.0.1:0".parse().unwrap())
@@ -119,6 +144,16 @@ async fn every_command_reads(url: String, backend: Backend) {
             ]);
             if ok {
                 found = serde_json::from_str::<Vec<serde_json::Value>>(&out).unwrap();
+                // Which level serves and why, on standard error beside the JSON.
+                let why = match step {
+                    "FORCE_INTERFACE" => {
+                        "level: interface level, FORCE_INTERFACE (the consumer's own step)"
+                    }
+                    _ => {
+                        "level: interface level, APPLICATION_FIRST (the consumer's own step): the application level has no endpoint, so the interface level's 1 serve (Java's fallback)"
+                    }
+                };
+                assert!(err.contains(why), "{step}: {err}");
                 break;
             }
             assert!(
@@ -130,6 +165,7 @@ async fn every_command_reads(url: String, backend: Backend) {
         assert_eq!(found.len(), 1, "{step}: {found:?}");
         assert_eq!(found[0]["app"], "shop-legacy", "{step}: {found:?}");
         assert_eq!(found[0]["protocol"], "tri", "{step}: {found:?}");
+        assert_eq!(found[0]["level"], "interface", "{step}: {found:?}");
     }
     let (ok, _, err) = run(&[
         "resolve",
@@ -138,6 +174,56 @@ async fn every_command_reads(url: String, backend: Backend) {
         "SOMETIMES",
     ]);
     assert!(!ok && err.contains("SOMETIMES"), "{err}");
+    // A watch says which level serves, after the set.
+    let lines: Vec<serde_json::Value> = watch_lines(
+        &[
+            "--json",
+            "--registry",
+            &url,
+            "watch",
+            "shop.LegacyService",
+            "--migration-step",
+            "APPLICATION_FIRST",
+        ],
+        2,
+    )
+    .iter()
+    .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+    .collect();
+    assert_eq!(lines[0]["added"][0]["level"], "interface", "{lines:?}");
+    let level = &lines[1]["level"];
+    assert_eq!(
+        (
+            &level["level"],
+            &level["step"],
+            &level["fallback"],
+            &level["rule"]
+        ),
+        (
+            &serde_json::json!("interface"),
+            &serde_json::json!("APPLICATION_FIRST"),
+            &serde_json::json!(true),
+            &serde_json::Value::Null
+        ),
+        "{lines:?}"
+    );
+    // The application level serves when it has an endpoint; the interface level stands by.
+    let (ok, out, err) = run(&[
+        "resolve",
+        "shop.OrderService",
+        "--version",
+        "1.0",
+        "--migration-step",
+        "APPLICATION_FIRST",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(
+            "level: application level, APPLICATION_FIRST (the consumer's own step): the \
+             application level has 1 endpoint(s)"
+        ) && out.contains("1 endpoints in use, 0 standing by"),
+        "{out}"
+    );
     legacy.shutdown().await.unwrap();
     let (ok, out, err) = run(&["mapping", "shop.OrderService"]);
     assert!(ok && out.trim() == "shop-orders", "{out}{err}");
@@ -148,23 +234,7 @@ async fn every_command_reads(url: String, backend: Backend) {
         "{out}"
     );
     // watch: its first set, then it is stopped.
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_introspect"))
-        .args(["--registry", url.as_str(), "watch", "shop.OrderService"])
-        .env_remove("INTROSPECT_ETCD")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("watch runs");
-    let first = tokio::task::block_in_place(|| {
-        let mut line = String::new();
-        BufReader::new(watch.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        line
-    });
-    let _ = watch.kill();
-    let _ = watch.wait();
+    let first = watch_lines(&["--registry", &url, "watch", "shop.OrderService"], 1).remove(0);
     assert!(first.contains("2 endpoints"), "{first}");
     // Naming the registry twice, or a credential in the URL, is refused.
     let (ok, _, err) = run(&["--etcd", "http://127.0.0.1:1", "apps"]);

@@ -6,7 +6,7 @@
 //! interface, group, version, protocol, path and every parameter of the URL (`weight`,
 //! `dubbo.tag`, `warmup`, `timeout`, …); `timestamp` (when the service was exported) is the
 //! endpoint's start, as Dubbo Java's load balancer reads it for the warm-up. Its revision is
-//! a digest of the URL, so that a changed URL (a new weight) is a new endpoint at the same
+//! `url:` and a digest of the URL (no instance's revision has a `:`), so that a changed URL (a new weight) is a new endpoint at the same
 //! address.
 //!
 //! A URL of another interface, group, version or protocol than the subscription asks is
@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use super::hosts::HostNames;
 use super::subscription::Subscription;
 use crate::backend::InterfaceKey;
-use crate::model::{Endpoint, ProviderUrl, ServiceInfo};
+use crate::model::{Endpoint, INTERFACE_REVISION_PREFIX, ProviderUrl, ServiceInfo};
 
 /// The interface-level set of one subscription, and what was left out of it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,11 +40,11 @@ pub(crate) struct InterfaceSet {
     pub other_services: usize,
 }
 
-/// The revision an interface-level endpoint carries: `url-` and 16 hex digits of the
-/// URL's SHA-256.
+/// The revision an interface-level endpoint carries: `url:` and 16
+/// hex digits of the URL's SHA-256.
 fn revision_of(url: &ProviderUrl) -> String {
     let digest = Sha256::digest(url.to_full_string().as_bytes());
-    format!("url-{}", hex::encode(&digest[..8]))
+    format!("{INTERFACE_REVISION_PREFIX}{}", hex::encode(&digest[..8]))
 }
 
 /// The endpoint of `url`, with its host from `hosts`.
@@ -169,7 +169,8 @@ mod tests {
         assert_eq!(first.params()["weight"], "300");
         assert_eq!(first.params()["dubbo.tag"], "gray");
         assert_eq!(first.service.name, "shop.A");
-        assert!(first.revision.starts_with("url-"));
+        assert!(first.revision.starts_with("url:"));
+        assert!(first.is_interface_level());
 
         let versioned = interface_set(&urls, &Subscription::new("shop.A").version("2.0"), &hosts);
         assert_eq!(versioned.endpoints.len(), 1);

@@ -108,6 +108,18 @@ pub struct ConsumedService {
     /// with no rules, or no digest).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<String>,
+    /// The level of discovery the set comes from (`application` or `interface`, see
+    /// [`Level`](crate::consumer::migration::Level)); `None` in records of earlier writers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
+    /// The migration step in force (`FORCE_APPLICATION`, `APPLICATION_FIRST`,
+    /// `FORCE_INTERFACE`); `None` in records of earlier writers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// The key of the migration rule the step comes from (`{app}.migration`); `None` when it
+    /// is the consumer's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_rule: Option<String>,
 }
 
 /// What a consumer writes about itself. See the module docs.
@@ -174,6 +186,16 @@ impl ConsumerRecord {
                 });
             }
             for key in &s.rules {
+                names::validate_rule_key(key)?;
+            }
+            // Names, not parsed: a later writer's new level or step is shown as written.
+            if let Some(level) = &s.level {
+                names::validate_qualifier("level", level)?;
+            }
+            if let Some(step) = &s.step {
+                names::validate_qualifier("migration step", step)?;
+            }
+            if let Some(key) = &s.step_rule {
                 names::validate_rule_key(key)?;
             }
         }
@@ -276,6 +298,9 @@ mod tests {
             changed_ms: 1_764_600_004_200,
             rules_digest: None,
             rules: Vec::new(),
+            level: None,
+            step: None,
+            step_rule: None,
         });
         r
     }

@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use crate::model::{Authority, ServiceInfo};
 
+/// How the revision of an endpoint from an interface-level provider URL starts.
+pub(crate) const INTERFACE_REVISION_PREFIX: &str = "url:";
+
 /// Where to call one service on one instance.
 ///
 /// Every part is shared (`Arc`): the app, revision, protocol and service info by all the
@@ -50,6 +53,13 @@ impl Endpoint {
     /// keep Dubbo's unbracketed form; this one is what a client connects to.
     pub fn address(&self) -> String {
         self.authority().as_str().to_owned()
+    }
+
+    /// Whether it comes from an interface-level provider URL rather than an instance's
+    /// metadata: its revision is `url:` and a digest of the URL,
+    /// which no instance's revision can be (a `:` is refused in them).
+    pub fn is_interface_level(&self) -> bool {
+        self.revision.starts_with(INTERFACE_REVISION_PREFIX)
     }
 
     /// The service's parameters.

@@ -26,6 +26,7 @@ pub mod verification;
 pub use authority::Authority;
 pub use consumer_record::{ConsumedService, ConsumerRecord, endpoint_digest};
 pub use endpoint::Endpoint;
+pub(crate) use endpoint::INTERFACE_REVISION_PREFIX;
 pub use instance::{ProtocolPort, ServiceInstance, StorageType};
 pub use instance_metadata::InstanceMetadata;
 pub use metadata_info::MetadataInfo;

@@ -29,6 +29,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use introspect::consumer::migration::{Level, StepSource};
 use introspect::model::provider_url_read::form_decode;
 use introspect::provider::{Provider, RegisterMode};
 use introspect::{Backend, MigrationStep, Resolver, SubscribeOptions, Subscription};
@@ -391,7 +392,22 @@ async fn a_migration_rule_moves_the_calls(
                 && answered.values().sum::<u64>() == CALLS
         }
     };
+    // Which level the set comes from, and why, as the handle (and the tool) says it.
+    let rule_key = format!("{STEERED}.migration");
+    let level_is = |level: Level, step: MigrationStep, source: StepSource| {
+        let choice = subscription.level();
+        assert_eq!(
+            (choice.level, choice.step, &choice.source),
+            (level, step, &source),
+            "{choice}"
+        );
+    };
     goes_to(rust_port, "the application level by default").await;
+    level_is(
+        Level::Application,
+        MigrationStep::ForceApplication,
+        StepSource::Own,
+    );
     let answered = calls_per_provider(&resolver, &subscription, CALLS).await;
     assert!(only(true)(&answered), "{answered:?}");
     println!("no rule: calls per provider {answered:?}");
@@ -406,6 +422,11 @@ async fn a_migration_rule_moves_the_calls(
         "the interface level at the rule's FORCE_INTERFACE",
     )
     .await;
+    level_is(
+        Level::Interface,
+        MigrationStep::ForceInterface,
+        StepSource::Rule(rule_key.clone()),
+    );
     let answered = calls_per_provider(&resolver, &subscription, CALLS).await;
     assert!(only(false)(&answered), "{answered:?}");
     println!("rule FORCE_INTERFACE: calls per provider {answered:?}");
@@ -443,6 +464,11 @@ async fn a_migration_rule_moves_the_calls(
         "the consumer's own step once the rule is deleted",
     )
     .await;
+    level_is(
+        Level::Application,
+        MigrationStep::ForceApplication,
+        StepSource::Own,
+    );
     drop(subscription);
     provider.stop();
     provider.stopped().await;

@@ -15,7 +15,7 @@ use axum::response::Response;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::routing::{get, post};
 use futures::Stream;
-use introspect::consumer::Subscription;
+use introspect::consumer::{MigrationStep, Resolver, Subscription};
 use introspect::{Error, ServiceInstance};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -356,6 +356,10 @@ async fn service(State(shared): State<Shared>, Query(query): Query<ServiceQuery>
         "interface": query.name,
         "apps": apps,
     });
+    let application_total = resolved.as_ref().map_or(0, |r| r.endpoints.len());
+    let (interface, interface_total) = interface_level(resolver, &subscription).await;
+    value["interface_level"] = interface;
+    value["migration"] = json!(migration_state(application_total, interface_total));
     match resolved {
         Ok(resolved) => {
             value["total"] = json!(resolved.endpoints.len());
@@ -374,6 +378,54 @@ async fn service(State(shared): State<Shared>, Query(query): Query<ServiceQuery>
         }
     }
     answer(value)
+}
+
+/// The interface level of `subscription` as the service page shows it: its callable
+/// provider URLs (at most [`MAX_ENDPOINTS`]), what was left out, or why it cannot be read
+/// (the embedded store has none); and how many callable ones it has.
+async fn interface_level(resolver: &Resolver, subscription: &Subscription) -> (Value, usize) {
+    let mut interface_only = subscription.clone();
+    interface_only.migration = Some(MigrationStep::ForceInterface);
+    let read = async {
+        let endpoints = resolver.resolve(&interface_only).await?;
+        let explained = resolver.explain(&interface_only).await?;
+        Ok::<_, Error>((endpoints, explained))
+    };
+    match tokio::time::timeout(READ_TIMEOUT, read)
+        .await
+        .unwrap_or_else(|_| Err(timed_out()))
+    {
+        Ok((endpoints, explained)) => {
+            let found = explained.interface_level.as_ref();
+            let value = json!({
+                "total": endpoints.len(),
+                "endpoints": endpoints.iter().take(MAX_ENDPOINTS).map(endpoint_json).collect::<Vec<_>>(),
+                "uncallable": found.map_or(0, |f| f.uncallable),
+                "uncallable_protocols": found.map(|f| &f.uncallable_protocols),
+                "disabled": found.map_or(0, |f| f.disabled),
+                "skipped": found.map_or(0, |f| f.skipped),
+                "findings": found.map(ToString::to_string),
+            });
+            (value, endpoints.len())
+        }
+        Err(e) => (
+            json!({"total": 0, "endpoints": [], "error": e.to_string()}),
+            0,
+        ),
+    }
+}
+
+/// Where an interface stands in a migration to application-level discovery, from the
+/// endpoints each level has: `application` (done), `both` (its providers register both),
+/// `interface-only` (the work left: consumers reading the application level alone cannot
+/// call it) or `none`.
+pub fn migration_state(application: usize, interface: usize) -> &'static str {
+    match (application > 0, interface > 0) {
+        (true, false) => "application",
+        (true, true) => "both",
+        (false, true) => "interface-only",
+        (false, false) => "none",
+    }
 }
 
 #[derive(serde::Deserialize)]

@@ -17,6 +17,13 @@
 //! read, or a bad rule written over a good one it keeps) or `unknown` (no channel, an
 //! earlier writer, rules that could not be read).
 //!
+//! Mid-migration, records say which level of discovery each subscription reads (`level`,
+//! `step`, the migration rule it comes from). A subscription reading the interface level is
+//! compared with the console's read of that level; and one whose application-level set is
+//! empty while the interface level has callable providers is flagged `interface_only`: its
+//! providers have not moved to application-level discovery yet (the work left of a
+//! migration). Only such subscriptions cost an interface-level read a round.
+//!
 //! Memory stays bounded: at most [`MAX_AUDITED`] subscriptions are followed, the records
 //! are those one [`Resolver::consumers`] read returns (bounded by the library), and rules
 //! are read for at most [`MAX_AUDITED`] subscription and app pairs a round (the others
@@ -27,12 +34,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use introspect::backend::ConsumerList;
-use introspect::consumer::{Resolver, SubscriptionHandle, endpoint_digest};
+use introspect::consumer::migration::Level;
+use introspect::consumer::{MigrationStep, Resolver, SubscriptionHandle, endpoint_digest};
 use introspect::model::{ConsumedService, ConsumerRecord};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::consumers::{RulesVerdict, current_rules, subscription_of};
+use crate::consumers::{RulesVerdict, current_rules, subscription_for};
 
 /// Distinct subscriptions the console follows for the audit at most; consumers of others
 /// are listed with an unknown verdict.
@@ -133,6 +141,10 @@ pub struct Audited {
     pub current_rules: Option<String>,
     /// How the rules the consumer routes by compare with those written now.
     pub rules: RulesVerdict,
+    /// Whether the subscription's providers are at the interface level only (the console's
+    /// own application-level set is empty, the interface level has callable ones): the
+    /// work left of a migration.
+    pub interface_only: bool,
 }
 
 /// The console's own view of one subscription.
@@ -195,10 +207,12 @@ impl Audit {
             .iter()
             .filter(|r| r.rules == RulesVerdict::Different)
             .count();
+        let interface_only = kept.iter().filter(|r| r.interface_only).count();
         json!({
             "total": kept.len(),
             "stale": stale,
             "older_rules": older_rules,
+            "interface_only": interface_only,
             "consumers": kept.iter().take(max).map(|r| row_json(r)).collect::<Vec<_>>(),
             "skipped": state.skipped.iter().map(|(at, why)| json!({"at": at, "reason": why})).collect::<Vec<_>>(),
             "truncated": state.truncated,
@@ -235,23 +249,9 @@ impl Audit {
                 .collect()
         };
         for key in new {
-            let service = ConsumedService {
-                interface: key.0.clone(),
-                group: key.1.clone(),
-                version: key.2.clone(),
-                protocol: key.3.clone(),
-                digest: String::new(),
-                endpoints: 0,
-                position: 0,
-                changed_ms: 0,
-                rules_digest: None,
-                rules: Vec::new(),
-            };
-            let subscribed = tokio::time::timeout(
-                SUBSCRIBE_TIMEOUT,
-                resolver.subscribe(subscription_of(&service)),
-            )
-            .await;
+            let subscription = subscription_for(&key.0, &key.1, &key.2, &key.3);
+            let subscribed =
+                tokio::time::timeout(SUBSCRIBE_TIMEOUT, resolver.subscribe(subscription)).await;
             let handle = match subscribed {
                 Ok(Ok(handle)) => Some(handle),
                 Ok(Err(error)) => {
@@ -273,6 +273,13 @@ impl Audit {
             .collect();
         // Outside the lock: reads of the config centre take a while.
         let rules = rules_now(resolver, &records, &own).await;
+        let at_interface: BTreeSet<&Key> = records
+            .iter()
+            .flat_map(|r| r.subscriptions.iter())
+            .filter(|s| s.level.as_deref() == Some(Level::Interface.as_str()))
+            .filter_map(|s| own.get_key_value(&key_of(s)).map(|(k, _)| k))
+            .collect();
+        let interface = interface_digests(resolver, &own, &at_interface).await;
         let now = Instant::now();
         let mut state = self.lock();
         let mut since = std::mem::take(&mut state.since);
@@ -281,10 +288,19 @@ impl Audit {
         for record in &records {
             for service in &record.subscriptions {
                 let key = key_of(service);
-                let (current, apps) = own
+                let (own_digest, apps) = own
                     .get(&key)
                     .cloned()
                     .unwrap_or((None, Arc::new(BTreeSet::new())));
+                let interface_digest = interface.get(&key).cloned();
+                let interface_only =
+                    own_digest.is_some() && apps.is_empty() && interface_digest.is_some();
+                // A consumer on the interface level is compared with that level's set.
+                let current = if service.level.as_deref() == Some(Level::Interface.as_str()) {
+                    interface_digest
+                } else {
+                    own_digest
+                };
                 let id = (record.id.clone(), key);
                 let mut first = since.remove(&id);
                 let verdict = Verdict::of(
@@ -297,7 +313,10 @@ impl Audit {
                 if let Some(first) = first {
                     seen.insert(id.clone(), first);
                 }
-                let current_rules = rules.get(&(id.1, record.app.clone())).cloned().flatten();
+                let current_rules = rules
+                    .get(&(id.1.clone(), record.app.clone()))
+                    .cloned()
+                    .flatten();
                 let rules =
                     RulesVerdict::of(service.rules_digest.as_deref(), current_rules.as_deref());
                 rows.push(Audited {
@@ -308,6 +327,7 @@ impl Audit {
                     verdict,
                     current_rules,
                     rules,
+                    interface_only,
                 });
             }
         }
@@ -319,6 +339,7 @@ impl Audit {
                     || a.verdict.name() != b.verdict.name()
                     || a.current_rules != b.current_rules
                     || a.rules != b.rules
+                    || a.interface_only != b.interface_only
             })
             || state.error.is_some();
         state.rows = rows;
@@ -370,6 +391,39 @@ async fn rules_now(
     futures::future::join_all(reads).await.into_iter().collect()
 }
 
+/// The digest of the interface level's set (callable provider URLs) of the subscriptions
+/// of `own` whose application-level set is empty (are their providers at the interface
+/// level only?) and of those `at_interface` (a consumer reads that level: its digest is
+/// compared with this one); only non-empty sets. Read at the same time, each bounded; so a
+/// fleet done migrating costs no interface-level read, and a backend without that level
+/// gives none.
+async fn interface_digests(
+    resolver: &Resolver,
+    own: &BTreeMap<Key, (Option<String>, Arc<BTreeSet<String>>)>,
+    at_interface: &BTreeSet<&Key>,
+) -> BTreeMap<Key, String> {
+    let wanted = own
+        .iter()
+        .filter(|(key, (digest, apps))| {
+            at_interface.contains(key) || (digest.is_some() && apps.is_empty())
+        })
+        .map(|(key, _)| key);
+    let reads = wanted.map(|key| async move {
+        let mut subscription = subscription_for(&key.0, &key.1, &key.2, &key.3);
+        subscription.migration = Some(MigrationStep::ForceInterface);
+        let read = tokio::time::timeout(SUBSCRIBE_TIMEOUT, resolver.resolve(&subscription));
+        match read.await {
+            Ok(Ok(found)) if !found.is_empty() => Some((key.clone(), endpoint_digest(&found))),
+            _ => None,
+        }
+    });
+    futures::future::join_all(reads)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
 /// One row as the API gives it.
 fn row_json(row: &Audited) -> Value {
     let r = &row.record;
@@ -395,6 +449,12 @@ fn row_json(row: &Audited) -> Value {
         "rule_keys": s.rules,
         "current_rules_digest": row.current_rules,
         "rules": row.rules.name(),
+        "level": s.level,
+        "step": s.step,
+        "step_rule": s.step_rule,
+        "fallback": s.step.as_deref() == Some(MigrationStep::ApplicationFirst.as_str())
+            && s.level.as_deref() == Some(Level::Interface.as_str()),
+        "interface_only": row.interface_only,
     })
 }
 

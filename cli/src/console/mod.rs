@@ -13,10 +13,14 @@
 //!   left, its change log, and with `a` and `b` the difference of two revisions (what
 //!   `introspect revision APP A B` prints);
 //! * `GET /api/service?name=IFACE[&group=G&version=V&protocol=P]`: the apps the mapping
-//!   names and the endpoints a consumer gets (what `introspect resolve` prints);
+//!   names and the endpoints a consumer gets (what `introspect resolve` prints); beside
+//!   them the interface level's provider URLs (`interface_level`) and where the interface
+//!   stands in a migration (`migration`: `application`, `both`, `interface-only`, `none`);
 //! * `GET /api/consumers[?interface=IFACE|app=APP]`: the consumers that registered a
 //!   record (of an interface, or routing to an app), each subscription's digest compared
-//!   with the console's own: same, different, or stale (see [`audit`]);
+//!   with the console's own: same, different, or stale (see [`audit`]); which level of
+//!   discovery it reads and why (`level`, `step`, `step_rule`, `fallback`), and whether its
+//!   providers are at the interface level only (`interface_only`);
 //! * `GET /api/route?interface=IFACE[&group=G&version=V&protocol=P][&consumer_app=APP]
 //!   [&method=M][&tag=T&force_tag=true]`: where a call would go now, as a balanced channel
 //!   routes it under the config centre's rules (what `introspect route` prints): the rules

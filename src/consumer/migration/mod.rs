@@ -25,8 +25,10 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
+mod choice;
 mod rule;
 
+pub use choice::{Level, LevelChoice, StepSource};
 pub use rule::{
     MIGRATION_GROUP, MIGRATION_SUFFIX, MigrationRule, MigrationSettings, SubMigrationRule,
     display_service_key,

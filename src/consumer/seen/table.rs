@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use tokio::sync::watch;
 
+use crate::consumer::migration::{LevelChoice, StepSource};
 use crate::consumer::subscription::Subscription;
 use crate::model::ConsumedService;
 
@@ -103,11 +104,38 @@ impl Seen {
                         changed_ms: now_ms,
                         rules_digest: None,
                         rules: Vec::new(),
+                        level: None,
+                        step: None,
+                        step_rule: None,
                     },
                 );
                 true
             }
         };
+        drop(tables);
+        if changed {
+            self.version.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// Sets which level subscription `id`'s set comes from, and the step in force (see
+    /// [`LevelChoice`]); the version moves when that changed. Nothing before the
+    /// subscription's first [`update`](Self::update).
+    pub fn set_level(&self, id: u64, choice: &LevelChoice) {
+        let mut tables = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(known) = tables.services.get_mut(&id) else {
+            return;
+        };
+        let level = Some(choice.level.as_str().to_owned());
+        let step = Some(choice.step.as_str().to_owned());
+        let step_rule = match &choice.source {
+            StepSource::Rule(key) => Some(key.clone()),
+            StepSource::Own => None,
+        };
+        let changed = known.level != level || known.step != step || known.step_rule != step_rule;
+        known.level = level;
+        known.step = step;
+        known.step_rule = step_rule;
         drop(tables);
         if changed {
             self.version.send_modify(|v| *v += 1);
@@ -234,6 +262,41 @@ mod tests {
         seen.remove(1);
         assert!(changes.has_changed().unwrap());
         assert!(seen.services().is_empty());
+    }
+
+    #[test]
+    fn the_level_and_the_rule_it_comes_from_are_shown_once_changed() {
+        use crate::consumer::migration::{Level, MigrationStep};
+        let seen = Seen::default();
+        let s = Subscription::new("shop.OrderService");
+        let choice = LevelChoice::initial(MigrationStep::ApplicationFirst);
+        seen.set_level(1, &choice);
+        assert!(
+            seen.services().is_empty(),
+            "nothing before the first update"
+        );
+        seen.update(1, &s, "aa".into(), 1, 5, 100);
+        let mut changes = seen.changes();
+        changes.borrow_and_update();
+        seen.set_level(1, &choice);
+        assert!(changes.has_changed().unwrap());
+        changes.borrow_and_update();
+        seen.set_level(1, &choice);
+        assert!(
+            !changes.has_changed().unwrap(),
+            "the same again is no change"
+        );
+        let ruled = LevelChoice {
+            level: Level::Interface,
+            source: StepSource::Rule("shop-web.migration".into()),
+            ..LevelChoice::initial(MigrationStep::ForceInterface)
+        };
+        seen.set_level(1, &ruled);
+        assert!(changes.has_changed().unwrap());
+        let shown = &seen.services()[0];
+        assert_eq!(shown.level.as_deref(), Some("interface"));
+        assert_eq!(shown.step.as_deref(), Some("FORCE_INTERFACE"));
+        assert_eq!(shown.step_rule.as_deref(), Some("shop-web.migration"));
     }
 
     fn rules(digest: &str) -> Option<RulesSeen> {

@@ -8,6 +8,7 @@ use tokio::sync::{mpsc, watch};
 use crate::consumer::balance::Discovery;
 use crate::consumer::explain::Explanation;
 use crate::consumer::health::{EndpointKey, HealthRegistry};
+use crate::consumer::migration::LevelChoice;
 use crate::consumer::subscription::Subscription;
 use crate::error::{Error, Result};
 use crate::model::Endpoint;
@@ -25,6 +26,8 @@ pub(super) struct Shared {
     pub(super) health: Arc<HealthRegistry>,
     /// Why the set is empty, while it is.
     pub(super) why_empty: watch::Sender<Option<Arc<Explanation>>>,
+    /// Which level the set comes from, and why.
+    pub(super) level: watch::Sender<Arc<LevelChoice>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -128,6 +131,19 @@ impl SubscriptionHandle {
     /// [`why_empty`](Self::why_empty) as it changes, for the balanced channel.
     pub(crate) fn why_empty_watch(&self) -> watch::Receiver<Option<Arc<Explanation>>> {
         self.shared.why_empty.subscribe()
+    }
+
+    /// Which level of discovery the current set comes from (the application level, or the
+    /// interface level's provider URLs), with the step in force, where it comes from (the
+    /// consumer's own or its app's migration rule), what each level holds, and a rule's
+    /// move that waits or was refused. Its `Display` says it in one line.
+    pub fn level(&self) -> Arc<LevelChoice> {
+        self.shared.level.borrow().clone()
+    }
+
+    /// [`level`](Self::level) as it changes, for `select!` loops.
+    pub fn level_watch(&self) -> watch::Receiver<Arc<LevelChoice>> {
+        self.shared.level.subscribe()
     }
 
     /// Whether self-preservation is holding removals of some app right now.

@@ -48,14 +48,18 @@ impl MigrationFollow {
         }
     }
 
+    /// The rule's key in the config centre: `{app}.migration`.
+    pub(crate) fn key(&self) -> String {
+        format!("{}{MIGRATION_SUFFIX}", self.app)
+    }
+
     /// The rule as it changes; starts the follow on the first call (inside the runtime).
     /// The follow ends once every receiver is dropped.
     pub(crate) fn subscribe(&self) -> watch::Receiver<RuleNow> {
         self.now
             .get_or_init(|| {
                 let (tx, rx) = watch::channel(RuleNow::Unknown);
-                let key = format!("{}{MIGRATION_SUFFIX}", self.app);
-                tokio::spawn(run(self.config.clone(), key, tx));
+                tokio::spawn(run(self.config.clone(), self.key(), tx));
                 rx
             })
             .clone()

@@ -22,7 +22,9 @@ use super::restore::{self, Snapshots};
 use super::snapshot::Snapshot;
 use crate::consumer::explain::{AppFindings, Explanation};
 use crate::consumer::health::{EndpointKey, Outcome};
-use crate::consumer::migration::{MigrationSettings, MigrationStep, display_service_key};
+use crate::consumer::migration::{
+    Level, LevelChoice, MigrationSettings, MigrationStep, StepSource, display_service_key,
+};
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::consumer::views::ViewUpdate;
@@ -81,8 +83,9 @@ pub(super) struct Task {
     interface: Option<InterfaceLevel>,
     /// A move the migration rule asks for, waiting for its target level to be read.
     pending: Option<PendingMove>,
-    /// The step of the rule's last refused move: not tried again until the rule changes.
-    refused: Option<MigrationStep>,
+    /// The step of the rule's last refused move, and why: not tried again until the rule
+    /// changes.
+    refused: Option<(MigrationStep, String)>,
 }
 
 impl Task {
@@ -109,6 +112,10 @@ impl Task {
             reports: reports_tx,
             health: parts.health.clone(),
             why_empty: watch::channel(None).0,
+            level: watch::channel(Arc::new(LevelChoice::initial(
+                subscription.migration.unwrap_or(options.migration_step),
+            )))
+            .0,
         });
         let now = Instant::now();
         let retry = (options.fetch_retry_base, options.fetch_retry_max);
@@ -317,7 +324,8 @@ impl Task {
     /// rule changes, nor a pending one started again.
     fn choose_again(&mut self, now: Instant) {
         let (step, settings) = self.chosen();
-        if self.refused == Some(step) || self.pending.as_ref().is_some_and(|p| p.step == step) {
+        let refused = self.refused.as_ref().is_some_and(|(s, _)| *s == step);
+        if refused || self.pending.as_ref().is_some_and(|p| p.step == step) {
             return;
         }
         self.pending = PendingMove::of(self.step, step, &settings, now);
@@ -371,7 +379,8 @@ impl Task {
                 tracing::warn!(interface = %self.subscription.interface, step = %self.step,
                     refused = %pending.step, %why,
                     "the migration rule's step is not applied; the subscription keeps its step");
-                self.refused = Some(pending.step);
+                self.refused = Some((pending.step, why));
+                self.dirty = true;
             }
         }
     }
@@ -456,7 +465,8 @@ impl Task {
 
     /// Computes the set and pushes it if it differs from what subscribers have.
     fn push(&mut self, now: Instant) {
-        let health = &self.parts.health;
+        let parts = self.parts.clone();
+        let health = &parts.health;
         let is_failing = |a: &Authority| health.is_failing(a);
         let failing: Option<&dyn Fn(&Authority) -> bool> =
             (health.set_aside_count() > 0).then_some(&is_failing);
@@ -477,6 +487,7 @@ impl Task {
             MigrationStep::ForceInterface => true,
             MigrationStep::ApplicationFirst => application.is_empty(),
         };
+        self.show_level(from_interface, &application);
         let interface_set = match (&mut self.interface, from_interface) {
             (Some(level), true) => {
                 Some(&level.set(&self.subscription, &self.parts.hosts).endpoints)
@@ -519,11 +530,53 @@ impl Task {
             let now_ms = crate::consumer::seen::now_ms();
             let count = all.len() as u64;
             seen.update(self.id, &self.subscription, digest, count, position, now_ms);
+            seen.set_level(self.id, &self.publisher.shared.level.borrow());
         }
         let pushed = self.publisher.push(next, now, &self.parts.counters);
         if pushed && self.following.live() {
             self.snapshots.pushed();
         }
+    }
+
+    /// Publishes which level the set comes from (see [`LevelChoice`]) when that changed:
+    /// `from_interface`, with `application` the application level's set.
+    fn show_level(&mut self, from_interface: bool, application: &[crate::model::Endpoint]) {
+        let reads_interface = self.step.reads_interface();
+        let interface = match &mut self.interface {
+            Some(level) if reads_interface && level.synced => Some(
+                level
+                    .set(&self.subscription, &self.parts.hosts)
+                    .endpoints
+                    .len(),
+            ),
+            _ => None,
+        };
+        // The rule's when it differs from the consumer's own, or the rule names it too.
+        let from_rule = self.step != self.own_step || self.chosen().1.step == Some(self.step);
+        let source = match &self.parts.migration {
+            Some(rule) if from_rule => StepSource::Rule(rule.key()),
+            _ => StepSource::Own,
+        };
+        let choice = LevelChoice {
+            step: self.step,
+            source,
+            level: if from_interface {
+                Level::Interface
+            } else {
+                Level::Application
+            },
+            application: self.step.reads_application().then_some(application.len()),
+            interface,
+            pending: self.pending.as_ref().map(|p| p.step),
+            refused: self.refused.clone(),
+        };
+        self.publisher.shared.level.send_if_modified(|known| {
+            let changed = **known != choice;
+            if changed {
+                *known = Arc::new(choice);
+            }
+            changed
+        });
     }
 
     /// Explains the empty set again, while it is empty: whether the metadata of some

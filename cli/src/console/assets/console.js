@@ -315,17 +315,28 @@ function rulesTag(c) {
   return el("span", { class: c.rules === "same" ? "tag ok" : c.rules === "different" ? "tag warn" : "tag", "data-rules": c.rules, title }, text);
 }
 
+// Which level of discovery the consumer's set comes from, and why: its migration step,
+// from its app's migration rule or its own, and APPLICATION_FIRST's fallback.
+function levelTag(c) {
+  if (!c.level) return el("span", { class: "tag", title: "an earlier writer: the record does not say" }, "unknown");
+  const why = c.step_rule ? `${c.step} from the migration rule ${c.step_rule}` : `${c.step}, the consumer's own step`;
+  const title = why + (c.fallback ? ": the application level has no endpoint, so the interface level serves" : "");
+  const text = c.level + (c.fallback ? " (fallback)" : "");
+  return el("span", { class: c.level === "interface" ? "tag warn" : "tag ok", "data-level": c.level, title }, text);
+}
+
 function consumersTable(c, withInterface) {
-  const head = ["consumer app", "host", "id", "registered for"].concat(withInterface ? ["interface"] : [], ["endpoints", "digest", "position", "set", "rules"]);
+  const head = ["consumer app", "host", "id", "registered for"].concat(withInterface ? ["interface"] : [], ["endpoints", "digest", "position", "set", "rules", "level"]);
   return el("div", { class: "revision", id: "consumers" },
-    el("h3", {}, `consumers: ${c.total}` + (c.stale ? `, ${c.stale} stale` : "") + (c.older_rules ? `, ${c.older_rules} by older rules` : "")),
+    el("h3", {}, `consumers: ${c.total}` + (c.stale ? `, ${c.stale} stale` : "") + (c.older_rules ? `, ${c.older_rules} by older rules` : "") + (c.interface_only ? `, ${c.interface_only} of interface-only providers` : "")),
     c.error ? el("p", { class: "error" }, c.error) : null,
     c.total ? el("table", {}, el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
       el("tbody", {}, c.consumers.map((r) => el("tr", { "data-consumer": r.id },
         el("td", {}, r.app), el("td", { class: "mono" }, r.host), el("td", { class: "mono", title: r.id }, short(r.id)),
         el("td", {}, ago(r.registered_ms)), withInterface ? el("td", { class: "mono" }, r.interface) : null,
         el("td", {}, r.endpoints), el("td", { class: "mono", title: "the console's: " + (r.current_digest || "none") }, r.digest),
-        el("td", {}, r.position || "–"), el("td", {}, verdictTag(r)), el("td", {}, rulesTag(r))))))
+        el("td", {}, r.position || "–"), el("td", {}, verdictTag(r)), el("td", {}, rulesTag(r)),
+        el("td", {}, levelTag(r), r.interface_only ? el("span", { class: "tag warn", title: "its providers register at the interface level only: the work left of a migration" }, "interface-only providers") : null)))))
       : el("p", { class: "muted" }, "no consumer registered a record (ResolverBuilder::register_consumer)"));
 }
 
@@ -399,18 +410,43 @@ async function showService(name) {
     el("p", {}, "apps the mapping names: ", s.apps.length ? s.apps.map((a, n) => [n ? ", " : "", appLink(a)]) : el("span", { class: "muted" }, "none")),
     s.error ? el("p", { class: "error" }, s.error) : null,
     s.unreadable ? el("p", { class: "error" }, s.unreadable) : null,
-    el("p", { class: "muted" }, `${s.total} endpoints` + (s.total > s.endpoints.length ? ` (first ${s.endpoints.length} shown)` : "")),
+    el("p", { class: "muted" }, `application level: ${s.total} endpoints` + (s.total > s.endpoints.length ? ` (first ${s.endpoints.length} shown)` : "")),
     el("table", {}, el("thead", {}, el("tr", {}, ["app", "address", "protocol", "revision", "service"].map((h) => el("th", {}, h)))),
       el("tbody", {}, s.endpoints.map((e) => el("tr", {}, el("td", {}, appLink(e.app)),
         el("td", { class: "mono" }, e.host.includes(":") ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`),
         el("td", {}, e.protocol), el("td", { class: "mono", title: e.revision }, short(e.revision)),
         el("td", { class: "mono" }, matchKey(e.service)))))),
+    interfaceLevel(s),
     routingPanel(r),
     consumersTable(c, false));
   if (focused) {
     const input = document.getElementById(focused);
     if (input) { input.focus(); input.setSelectionRange(input.value.length, input.value.length); }
   }
+}
+
+// The interface level beside the application level: the providers' URLs (Dubbo 2.7,
+// register-mode=interface or all), and where the interface stands in a migration.
+const MIGRATION = {
+  "application": "application level only: migrated",
+  "both": "both levels: its providers register both",
+  "interface-only": "interface level only: consumers reading the application level alone cannot call it (the work left of a migration)",
+  "none": "no provider at either level",
+};
+
+function interfaceLevel(s) {
+  const i = s.interface_level || { total: 0, endpoints: [] };
+  const left = [i.uncallable ? `${i.uncallable} of protocols not called (${(i.uncallable_protocols || []).join(", ")})` : null,
+    i.disabled ? `${i.disabled} disabled` : null, i.skipped ? `${i.skipped} unreadable, skipped` : null].filter(Boolean);
+  return el("div", { class: "revision", id: "interface-level" },
+    el("h3", {}, `interface level: ${i.total} provider URLs`),
+    el("p", { class: s.migration === "interface-only" ? "error" : "muted", "data-migration": s.migration }, MIGRATION[s.migration] || s.migration),
+    i.error ? el("p", { class: "muted" }, i.error) : null,
+    left.length ? el("p", { class: "muted" }, "left out: " + left.join(", ")) : null,
+    i.endpoints.length ? el("table", {}, el("thead", {}, el("tr", {}, ["app", "address", "protocol", "service"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, i.endpoints.map((e) => el("tr", {}, el("td", {}, e.app),
+        el("td", { class: "mono" }, e.host.includes(":") ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`),
+        el("td", {}, e.protocol), el("td", { class: "mono" }, matchKey(e.service)))))) : null);
 }
 
 function matchKey(s) {
