@@ -34,7 +34,10 @@
 //! 9. the scale curve: cold resolve on etcd at 1,000, 10,000 and 100,000 instances against
 //!    the floor at each size, heap per address and metadata calls (`scale/curve.rs`);
 //! 10. many subscriptions: 1,000 subscriptions on one resolver against separate resolvers
-//!     (`scale/many.rs`).
+//!     (`scale/many.rs`);
+//! 11. the interface level: registry requests and watches of one subscription on ZooKeeper
+//!     with and without reading the interface level, in a fleet of 1,000 instances that
+//!     also registers 1,000 interface-level URLs (`scale/interface.rs`).
 //!
 //! The etcd scenarios start a throwaway etcd of their own (the test suite's harness) when the
 //! `etcd` binary is on `PATH`, and say "skipped: etcd not installed" otherwise; likewise
@@ -59,6 +62,9 @@ mod curve;
 #[path = "../tests/it/support/etcd.rs"]
 mod etcd;
 /// Scenario 10: many subscriptions on one resolver against separate resolvers.
+/// Scenario 11: what reading the interface level costs a consumer.
+#[path = "scale/interface.rs"]
+mod interface;
 #[path = "scale/many.rs"]
 mod many;
 /// Scenarios 5 and 6 on Nacos.
@@ -156,6 +162,8 @@ struct Sizes {
     many_instances_per_app: usize,
     many_separate: usize,
     many_trials: usize,
+    /// Instances (and interface-level URLs) of the interface-level scenario.
+    interface_urls: usize,
 }
 
 impl Sizes {
@@ -182,6 +190,7 @@ impl Sizes {
             many_instances_per_app: 10,
             many_separate: 100,
             many_trials: 20,
+            interface_urls: 1_000,
         }
     }
 
@@ -208,6 +217,7 @@ impl Sizes {
             many_instances_per_app: 3,
             many_separate: 5,
             many_trials: 4,
+            interface_urls: 50,
         }
     }
 }
@@ -1464,6 +1474,10 @@ async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>
         many::many_subscriptions(sizes, &mut rows, &mut notes).await?;
         done("many");
     }
+    if wanted("interface") {
+        interface::interface_level(sizes, &servers, &mut rows, &mut notes).await?;
+        done("interface");
+    }
     Ok((rows, notes))
 }
 
@@ -1519,7 +1533,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let bench = args.iter().any(|a| a == "--bench");
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only NAME` (volume, memory, calls, cold, propagation, nacos, failure, xds, curve, many)
+    // `--only NAME` (volume, memory, calls, cold, propagation, nacos, failure, xds, curve, many,
+    // interface)
     // runs one scenario, for profiling; it writes nothing. `cold` and `propagation` run on
     // every registry (memory store, etcd, ZooKeeper, Nacos).
     let only = args

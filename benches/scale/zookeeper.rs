@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use futures::future::join_all;
 use introspect::backend::zookeeper::{Paths, record};
 use introspect::backend::{Backend, Registration};
+use introspect::model::ProviderUrl;
 use introspect::provider::DEFAULT_LEASE_TTL;
 use zookeeper_client as zk;
 
@@ -37,7 +38,7 @@ pub struct ZooKeeperRig {
     paths: Paths,
     registrations: Registrations,
     /// Kept running while the rig is used (declared last: dropped after the sessions).
-    _server: ZooKeeperServer,
+    server: ZooKeeperServer,
 }
 
 impl ZooKeeperRig {
@@ -57,7 +58,7 @@ impl ZooKeeperRig {
             client,
             paths: Paths::default(),
             registrations: Registrations::default(),
-            _server: server,
+            server,
         })
     }
 
@@ -76,6 +77,100 @@ impl ZooKeeperRig {
             })
             .map_err(|e| zk_error(e, path))
     }
+}
+
+impl ZooKeeperRig {
+    /// Writes interface-level provider URLs as persistent nodes where a Dubbo provider
+    /// writes them (`/dubbo/{interface}/providers/{URL}`), pipelined.
+    pub async fn write_interface_urls(&self, urls: &[ProviderUrl]) -> Result<()> {
+        let root = self.paths.interface_root();
+        let nodes: Vec<String> = urls.iter().map(|u| u.zookeeper_node(root)).collect();
+        for node in &nodes {
+            let parent = &node[..node.rfind('/').unwrap_or(0)];
+            self.mkdir(parent).await?;
+        }
+        let options = Self::persistent();
+        for chunk in nodes.chunks(PIPELINE) {
+            let creates: Vec<_> = chunk
+                .iter()
+                .map(|path| self.client.create(path, &[], &options))
+                .collect();
+            for (created, path) in join_all(creates).await.into_iter().zip(chunk) {
+                created.map_err(|e| zk_error(e, &format!("create {path}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes what [`write_interface_urls`](Self::write_interface_urls) wrote of `url`.
+    pub async fn delete_interface_url(&self, url: &ProviderUrl) -> Result<()> {
+        let node = url.zookeeper_node(self.paths.interface_root());
+        self.client
+            .delete(&node, None)
+            .await
+            .map_err(|e| zk_error(e, &format!("delete {node}")))
+    }
+
+    /// A backend on a connection of its own, whose requests the server's counters show.
+    pub async fn fresh_backend(&self) -> Backend {
+        introspect::backend::connect(&self.server.url())
+            .await
+            .unwrap_or_else(|e| panic!("connect to the benchmark ZooKeeper: {e}"))
+    }
+
+    /// Packets received on each session's connection (`cons`): its remote address, and the
+    /// count. A connection's own count leaves out every other session's requests and
+    /// pings.
+    pub async fn received_per_connection(&self) -> Result<HashMap<String, u64>> {
+        let answer = four_letters(&self.server.address(), "cons").await?;
+        Ok(answer
+            .lines()
+            .filter_map(|line| {
+                let line = line.trim();
+                // Sessions only: the connection asking `cons` has no `sid`.
+                if !line.contains("sid=") {
+                    return None;
+                }
+                let (address, rest) = line.split_once('[')?;
+                let received = rest
+                    .split(',')
+                    .find_map(|part| part.strip_prefix("recved="))?;
+                Some((address.to_owned(), received.trim().parse().ok()?))
+            })
+            .collect())
+    }
+
+    /// Watches the server holds (`wchs`), persistent ones included.
+    pub async fn watches(&self) -> Result<u64> {
+        let answer = four_letters(&self.server.address(), "wchs").await?;
+        answer
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("Total watches:"))
+            .and_then(|n| n.trim().parse().ok())
+            .ok_or_else(|| {
+                introspect::Error::StoreUnavailable(format!("ZooKeeper wchs: {answer:?}"))
+            })
+    }
+}
+
+/// The answer to four-letter command `command`.
+async fn four_letters(address: &str, command: &str) -> Result<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let failed =
+        |why: String| introspect::Error::StoreUnavailable(format!("ZooKeeper {command}: {why}"));
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    stream
+        .write_all(command.as_bytes())
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    Ok(answer)
 }
 
 /// A plain client's error as the crate's.

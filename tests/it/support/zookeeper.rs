@@ -198,7 +198,7 @@ impl ZooKeeperServer {
         std::fs::create_dir_all(&data).expect("create the data dir");
         let mut config = format!(
             "tickTime={}\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
-             admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok,wchs\n\
+             admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok,wchs,cons\n\
              maxClientCnxns=0\nznode.container.checkIntervalMs=1000\n",
             TICK.as_millis(),
             data.display(),
