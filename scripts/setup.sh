@@ -16,7 +16,7 @@
 #     binary) that the xDS interop tests run;
 #   * with --with-browser: Debian's chromium and a virtualenv (INTROSPECT_BROWSER_VENV,
 #     default target/browser-venv) with the pinned playwright that the console's browser
-#     test (cli/tests/browser.rs; scripts/test.sh sets INTROSPECT_BROWSER=1) drives it with;
+#     test (cli/tests/it/browser.rs; scripts/test.sh sets INTROSPECT_BROWSER=1) drives it with;
 #   * with --with-interop: the real Dubbo Java 3.3 and dubbo-go 3.3 peers of the interop
 #     tests (interop/build.sh: a JDK, Maven and Go where missing, builds cached under
 #     ~/.cache/introspect-interop). When a peer does not build, CI (CI=true) fails here;

@@ -6,7 +6,7 @@ tag, state, weight and whether it is routed), then
 opens a second app and sees self-preservation hold it when most of its providers crash at
 once, and last sees a consumer whose connection was cut marked stale.
 
-Run by cli/tests/browser.rs, which starts the fleet and the console and passes the URL:
+Run by cli/tests/it/browser.rs, which starts the fleet and the console and passes the URL:
 
     console_browser.py URL APP FLEET_APP FLEET_SIZE RULE_IN_FORCE BROKEN_RULE
 

@@ -3,17 +3,15 @@
 //! and `--registry nacos://… demo`, on a real ZooKeeper and a real Nacos, each with the
 //! whole fleet of 105 providers.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::nacos::NacosServer;
+use crate::support::wait::eventually;
+use crate::support::zookeeper::ZooKeeperServer;
 use introspect::backend::Backend;
 use introspect::{Limits, MemoryStore, Store};
 use introspect_cli::demo::{DemoOptions, DemoReport, run};
-use support::nacos::NacosServer;
-use support::wait::eventually;
-use support::zookeeper::ZooKeeperServer;
 
 /// The apps the demo registers.
 const APPS: [&str; 2] = ["shop-orders", "shop-payments"];

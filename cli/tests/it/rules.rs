@@ -55,22 +55,20 @@
 //! built for them (`CARGO_BIN_EXE_introspect`); the Java peer's launcher
 //! (`tests/it/support/peers.rs`) is reused as it is through `support/`.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::etcd::EtcdServer;
+use crate::support::nacos::NacosServer;
+use crate::support::peers::{BuiltPeer, ConsumerOptions, Peer, PeerProvider};
+use crate::support::ports::free_ports;
+use crate::support::wait::eventually;
+use crate::support::zookeeper::ZooKeeperServer;
 use introspect::backend::Backend;
 use introspect::consumer::{BalancedChannel, ChannelHandle};
 use introspect::{Resolver, Subscription, SubscriptionHandle};
-use support::etcd::EtcdServer;
-use support::nacos::NacosServer;
-use support::peers::{BuiltPeer, ConsumerOptions, Peer, PeerProvider};
-use support::ports::free_ports;
-use support::wait::eventually;
-use support::zookeeper::ZooKeeperServer;
 
 /// The binary with `args` (no `INTROSPECT_*` variables inherited), its output piped.
 fn command(args: &[&str]) -> Command {
@@ -437,7 +435,7 @@ fn check_reads_a_rule_offline_and_names_the_file_of_a_bad_one() {
 }
 
 /// The generated Greeter client (`proto/generated/`), for the calls of the Java proof.
-#[rustfmt::skip] #[path = "../../proto/generated/helloworld.rs"] mod pb;
+#[rustfmt::skip] #[path = "../../../proto/generated/helloworld.rs"] mod pb;
 
 /// The Java providers' app: a Java provider reads `{app}.configurators`.
 const JAVA_APP: &str = "rule-proof-greeter";

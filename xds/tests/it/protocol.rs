@@ -2,11 +2,11 @@
 //! resolver of the memory store, real Greeter providers joining and leaving, and a client
 //! that chooses every ACK, NACK, stale nonce and unsubscribe itself.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::ads::{AdsClient, addresses};
+use crate::support::greeter::start_greeter;
 use introspect::{MemoryStore, Resolver, Store};
 use introspect_xds::XdsServer;
 use introspect_xds::envoy_types::pb::envoy::config::cluster::v3::Cluster;
@@ -14,8 +14,6 @@ use introspect_xds::envoy_types::pb::envoy::config::listener::v3::Listener;
 use introspect_xds::envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use introspect_xds::types::{CLUSTER, CLUSTER_LOAD_ASSIGNMENT, LISTENER, ROUTE_CONFIGURATION};
 use prost::Message;
-use support::ads::{AdsClient, addresses};
-use support::greeter::start_greeter;
 use tokio::sync::oneshot;
 
 const GREETER: &str = "helloworld.Greeter";

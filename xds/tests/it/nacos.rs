@@ -2,19 +2,17 @@
 //! Dubbo writes it reach an ADS client as endpoints, and leave it when they stop; a
 //! consumer calling through the same resolver's balanced channel loses no call meanwhile.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::ads::{AdsClient, addresses};
+use crate::support::calls::Caller;
+use crate::support::greeter::start_greeter_on;
+use crate::support::nacos::NacosServer;
+use crate::support::wait::eventually;
 use introspect::{Resolver, Subscription};
 use introspect_xds::XdsServer;
 use introspect_xds::envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use introspect_xds::types::CLUSTER_LOAD_ASSIGNMENT;
-use support::ads::{AdsClient, addresses};
-use support::calls::Caller;
-use support::greeter::start_greeter_on;
-use support::nacos::NacosServer;
-use support::wait::eventually;
 use tokio::sync::oneshot;
 
 const GREETER: &str = "helloworld.Greeter";

@@ -1,8 +1,6 @@
 //! `--metrics ADDR`: the tool's Prometheus endpoint, scraped over plain HTTP while the demo
 //! holds its providers.
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -64,7 +62,7 @@ async fn the_demo_serves_prometheus_metrics_when_asked() {
 
     // The tool publishes every half second: wait for the demo's fetches to show.
     let wanted = "introspect_metadata_fetches_total 4";
-    support::wait::eventually(
+    crate::support::wait::eventually(
         Duration::from_secs(10),
         "the fetches in the metrics",
         || {

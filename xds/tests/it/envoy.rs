@@ -5,20 +5,18 @@
 //!
 //! Needs the virtualenv of `scripts/setup.sh --with-python` (see `support/python.rs`).
 
-mod support;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::greeter::start_greeter;
+use crate::support::process::PythonClient;
+use crate::support::python::venv;
+use crate::support::wait::eventually;
 use introspect::{MemoryStore, Resolver, Store};
 use introspect_xds::XdsServer;
-use support::greeter::start_greeter;
-use support::process::PythonClient;
-use support::python::venv;
-use support::wait::eventually;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 

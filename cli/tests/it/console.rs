@@ -4,23 +4,21 @@
 //! 10,000 instances, the token and the cookie; the write actions (disable, enable, weight,
 //! tag) and their log, on the embedded store and on a real ZooKeeper.
 
-mod support;
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::etcd::EtcdServer;
+use crate::support::faulty::FaultyStore;
+use crate::support::fleet::{start_provider, start_provider_with};
+use crate::support::wait::eventually;
+use crate::support::zookeeper::ZooKeeperServer;
 use introspect::consumer::routing::{Configurators, TagRule};
 use introspect::consumer::{ProtectionOptions, Resolver, Subscription};
 use introspect::{Backend, Limits, MemoryStore, ServiceInfo, Store};
 use introspect_cli::console::{self, Console, ConsoleOptions};
 use serde_json::Value;
-use support::etcd::EtcdServer;
-use support::faulty::FaultyStore;
-use support::fleet::{start_provider, start_provider_with};
-use support::wait::eventually;
-use support::zookeeper::ZooKeeperServer;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -2013,7 +2011,7 @@ async fn the_interface_level_and_a_migration_left_to_do_show_on_zookeeper() {
         async move {
             introspect::Provider::builder(app, backend)
                 .register_mode(mode)
-                .port(support::ports::free_low_port(false))
+                .port(crate::support::ports::free_low_port(false))
                 .serve_metadata_on("127.0.0.1:0".parse().unwrap())
                 .drain_period(Duration::from_millis(50))
                 .export(ServiceInfo::new(interface).with_protocol("tri"))

@@ -1,13 +1,11 @@
 //! The `introspect` binary against a real etcd holding real providers.
 
-mod support;
-
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
+use crate::support::etcd::EtcdServer;
+use crate::support::fleet::start_provider;
 use introspect::{Layout, ServiceInfo, Store};
-use support::etcd::EtcdServer;
-use support::fleet::start_provider;
 
 /// What a run of the binary did.
 struct Run {

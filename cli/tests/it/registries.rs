@@ -3,15 +3,13 @@
 //! `--etcd` works for etcd. `resolve --migration-step` reads a provider registered at the
 //! interface level only.
 
-mod support;
-
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
 
+use crate::support::nacos::NacosServer;
+use crate::support::zookeeper::ZooKeeperServer;
 use introspect::backend::Backend;
 use introspect::{Provider, ServiceInfo};
-use support::nacos::NacosServer;
-use support::zookeeper::ZooKeeperServer;
 
 /// Runs the binary with `args` (no `INTROSPECT_*` variables inherited).
 fn introspect(args: &[&str]) -> (bool, String, String) {

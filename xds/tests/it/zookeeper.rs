@@ -1,16 +1,14 @@
 //! xDS over a resolver of a real ZooKeeper: Greeter providers registered there as Dubbo
 //! writes it reach an ADS client as endpoints, and leave it when they stop.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::ads::{AdsClient, addresses};
+use crate::support::greeter::start_greeter_on;
+use crate::support::zookeeper::ZooKeeperServer;
 use introspect::Resolver;
 use introspect_xds::XdsServer;
 use introspect_xds::types::CLUSTER_LOAD_ASSIGNMENT;
-use support::ads::{AdsClient, addresses};
-use support::greeter::start_greeter_on;
-use support::zookeeper::ZooKeeperServer;
 use tokio::sync::oneshot;
 
 const GREETER: &str = "helloworld.Greeter";

@@ -4,20 +4,18 @@
 //!
 //! Needs the virtualenv of `scripts/setup.sh --with-python` (see `support/python.rs`).
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::ads::{AdsClient, addresses};
+use crate::support::crash::CrashableGreeter;
+use crate::support::greeter::start_greeter;
+use crate::support::process::PythonClient;
+use crate::support::python::venv;
 use introspect::consumer::ProtectionOptions;
 use introspect::{MemoryStore, Resolver, Store};
 use introspect_xds::XdsServer;
 use introspect_xds::types::CLUSTER_LOAD_ASSIGNMENT;
-use support::ads::{AdsClient, addresses};
-use support::crash::CrashableGreeter;
-use support::greeter::start_greeter;
-use support::process::PythonClient;
-use support::python::venv;
 use tokio::sync::oneshot;
 
 const GREETER: &str = "helloworld.Greeter";

@@ -2,16 +2,14 @@
 //! with a certificate from the configured CA gets answers; one without, or in plaintext,
 //! does not.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::ads::AdsClient;
+use crate::support::certs::TestCa;
 use introspect::{MemoryStore, Resolver, Store};
 use introspect_xds::XdsServer;
 use introspect_xds::types::LISTENER;
-use support::ads::AdsClient;
-use support::certs::TestCa;
 use tokio::sync::oneshot;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 

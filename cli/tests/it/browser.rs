@@ -13,18 +13,16 @@
 //! INTROSPECT_BROWSER=1 asks for it, then it fails. INTROSPECT_SCREENSHOT=PATH saves the
 //! app page there.
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::faulty::FaultyStore;
+use crate::support::fleet::start_provider_with;
 use introspect::consumer::{Resolver, Subscription};
 use introspect::{Backend, MemoryStore, ServiceInfo, Store};
 use introspect_cli::console::{self, ConsoleOptions};
-use support::faulty::FaultyStore;
-use support::fleet::start_provider_with;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
