@@ -4,8 +4,9 @@
 //!
 //! Run with `scripts/setup.sh --with-interop --with-zookeeper && cargo bench --bench interop
 //! --features zookeeper` (`-- --rounds N`: rounds, 3 by default; `-- --instances N`: the
-//! fleet, 2,000 by default; `-- --only introspect|java|go`: one consumer). It prints a table
-//! of medians.
+//! fleet, 2,000 by default; `-- --only introspect|java|go`: one consumer; `-- --registry
+//! nacos`: the fleet on a throwaway rnacos instead, with `--features zookeeper,nacos`). It
+//! prints a table of medians.
 //!
 //! The rig, started once for the whole run:
 //!
@@ -15,12 +16,16 @@
 //!   own (`variant`), so each is one revision, and each counting the calls it answers. They
 //!   listen on every interface, since Dubbo Java dials a record's `127.0.0.1` at the
 //!   machine's own address (see [`Consumer::command`]);
-//! * the fleet: each server's own record (registered by the provider, at a port nothing
-//!   listens on) and copies of it up to 2,000 records in all (written as plain znodes, the
-//!   Curator JSON Dubbo writes under `/services/{app}/{host}:{port}`), every one on
-//!   `127.0.0.1` with a port of its own below the ephemeral range where nothing listens and
+//! * the fleet: each server's own record (registered by the provider) and copies of it up
+//!   to 2,000 records in all (written as plain znodes, the Curator JSON Dubbo writes under
+//!   `/services/{app}/{host}:{port}`), every one on `127.0.0.1` with a port of its own and
 //!   the MetadataService port of its revision's server; the providers write the mapping of
-//!   the interface to the app.
+//!   the interface to the app;
+//! * every instance's address listens: one listener per instance on every interface (a
+//!   port the system picks), all served by one gRPC server, so that a consumer that
+//!   connects to each address (Dubbo Java makes a client per address at once) connects as
+//!   it would in production. The listeners live in processes of their own (this binary
+//!   re-executed, 4,000 listeners each at most), since a process's open files are limited.
 //!
 //! Each round runs the three consumers one after another, each a process of its own started
 //! cold (Introspect's is this binary re-executed in a consumer mode, so that its resident
@@ -56,6 +61,11 @@ mod common;
 #[allow(dead_code)]
 #[path = "../tests/it/support/etcd.rs"]
 mod etcd;
+/// The test suite's throwaway rnacos, shared rather than copied.
+#[cfg(feature = "nacos")]
+#[allow(dead_code)]
+#[path = "../tests/it/support/nacos.rs"]
+mod nacos_server;
 /// The test servers' loopback ports, shared with the test suite.
 #[allow(dead_code)]
 #[path = "../tests/it/support/ports.rs"]
@@ -78,7 +88,8 @@ use introspect::{Limits, Provider, Resolver, ServiceInfo, ServiceInstance, Subsc
 use tempfile::TempDir;
 use zookeeper_client as zk;
 
-use common::{port, synthetic};
+use common::synthetic_on;
+use introspect::rpc::{MetadataServer, MetadataServiceV2Server};
 use zookeeper_server::ZooKeeperServer;
 
 /// The app every instance belongs to.
@@ -95,8 +106,6 @@ const ROUNDS: usize = 3;
 const WAIT_SECONDS: u64 = 120;
 /// How long one consumer process may run in all (start-up included).
 const RUN_DEADLINE: Duration = Duration::from_secs(200);
-/// Dubbo Java's connect timeout here (see [`Consumer::command`]).
-const JAVA_CONNECT_TIMEOUT_MS: u64 = 10;
 /// Creates in flight at once while writing the fleet.
 const PIPELINE: usize = 500;
 /// The environment variable that turns this binary into Introspect's bench consumer: the
@@ -104,8 +113,17 @@ const PIPELINE: usize = 500;
 const CONSUMER_ENV: &str = "INTROSPECT_BENCH_CONSUMER";
 /// With [`CONSUMER_ENV`]: how many addresses to wait for.
 const EXPECT_ENV: &str = "INTROSPECT_BENCH_EXPECT";
+/// The environment variable that turns this binary into a process of the fleet's
+/// listeners: how many to bind (see [`listener_process`]).
+const LISTEN_ENV: &str = "INTROSPECT_BENCH_LISTEN";
+/// Listeners per process at most: a process's open files are limited (20,000 here, and
+/// not to be raised), and each listener and each connection accepted on it is one.
+const LISTENERS_PER_PROCESS: usize = 4_000;
 
 fn main() {
+    if let Some(count) = std::env::var(LISTEN_ENV).ok().and_then(|n| n.parse().ok()) {
+        std::process::exit(listener_process(count));
+    }
     if let Ok(registry) = std::env::var(CONSUMER_ENV) {
         let expect: usize = std::env::var(EXPECT_ENV)
             .ok()
@@ -131,7 +149,17 @@ fn main() {
     // Run without `--bench` (`cargo test --benches`): a smoke test of the set-up only.
     let smoke = !args.iter().any(|a| a == "--bench");
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    runtime.block_on(run(rounds, if smoke { 0 } else { instances }, only));
+    let registry = args
+        .iter()
+        .position(|a| a == "--registry")
+        .and_then(|i| args.get(i + 1))
+        .map_or("zookeeper", String::as_str);
+    runtime.block_on(run(
+        rounds,
+        if smoke { 0 } else { instances },
+        only,
+        registry,
+    ));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -217,10 +245,13 @@ fn process_age_ms() -> u64 {
 /// The 10 MetadataService servers and the fleet on a ZooKeeper.
 struct Fleet {
     servers: Vec<Provider>,
+    /// The processes listening at every instance's address.
+    _everywhere: Everywhere,
     /// Kept open while the fleet is used: the providers' registrations live in its session.
     _backend: Backend,
-    /// The plain session the copies were written with.
-    _client: zk::Client,
+    /// What wrote the copies (a plain ZooKeeper session; Nacos clients, whose instances
+    /// live with them), kept open while the fleet is used.
+    _writers: Vec<Box<dyn std::any::Any + Send>>,
 }
 
 impl Fleet {
@@ -230,22 +261,139 @@ impl Fleet {
     }
 }
 
-/// Starts the servers, writes the fleet of `instances` records and waits until the
-/// registry lists it and the mapping names the app.
-async fn fleet(server: &ZooKeeperServer, instances: usize) -> Fleet {
-    let backend = introspect::backend::connect(&server.url())
+/// A process of the fleet's listeners (this binary re-executed): binds `count` listeners
+/// ([`bind_everywhere`]), serves a real MetadataService on all of them, prints
+/// `PORTS p1,p2,…` and serves until its standard input closes (its parent is gone).
+fn listener_process(count: usize) -> i32 {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let (ports, listeners) = bind_everywhere(count);
+        let store: std::sync::Arc<dyn introspect::Store> =
+            std::sync::Arc::new(introspect::MemoryStore::new());
+        let provider = Provider::builder("bench-listeners", Backend::from(store))
+            .serve_metadata_on("127.0.0.1:0".parse().expect("an address"))
+            .export(ServiceInfo::new(INTERFACE))
+            .start()
+            .await
+            .unwrap_or_else(|e| panic!("the listeners' service: {e}"));
+        let _serving = serve_everywhere(listeners, provider.metadata_service());
+        let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+        println!("PORTS {}", ports.join(","));
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut rest = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut rest);
+        })
+        .await;
+        0
+    })
+}
+
+/// The fleet's listeners, in processes of their own ([`LISTENERS_PER_PROCESS`] each at
+/// most); they stop when this is dropped.
+struct Everywhere {
+    children: Vec<std::process::Child>,
+}
+
+impl Everywhere {
+    /// Starts processes listening at `count` addresses in all; their ports.
+    fn start(count: usize) -> (Everywhere, Vec<u16>) {
+        let mut children = Vec::new();
+        let mut ports = Vec::with_capacity(count);
+        let mut left = count;
+        while left > 0 {
+            let here = left.min(LISTENERS_PER_PROCESS);
+            left -= here;
+            let mut child = Command::new(std::env::current_exe().expect("this binary"))
+                .env(LISTEN_ENV, here.to_string())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("a listener process");
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().expect("piped"))
+                .read_line(&mut line)
+                .expect("the listener process's ports");
+            let listed = line
+                .trim()
+                .strip_prefix("PORTS ")
+                .unwrap_or_else(|| panic!("a listener process said {line:?}"));
+            ports.extend(listed.split(',').map(|p| p.parse::<u16>().expect("a port")));
+            children.push(child);
+        }
+        (Everywhere { children }, ports)
+    }
+}
+
+impl Drop for Everywhere {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Listeners on every interface, bound, not serving yet.
+type Listeners = Vec<tokio_stream::wrappers::TcpListenerStream>;
+
+/// Binds `count` listeners on every interface, each on a port the system picks: the
+/// instances' addresses, so that every address of the fleet answers as a real provider's
+/// does (a consumer that connects to each, as Dubbo Java does, connects as it would in
+/// production, not into a refused port). Served by [`serve_everywhere`].
+fn bind_everywhere(count: usize) -> (Vec<u16>, Listeners) {
+    let mut ports = Vec::with_capacity(count);
+    let mut listeners = Vec::with_capacity(count);
+    for _ in 0..count {
+        let listener = std::net::TcpListener::bind("0.0.0.0:0").unwrap_or_else(|e| {
+            panic!(
+                "listener {} of {count}: {e} (raise `ulimit -n` for large fleets)",
+                ports.len()
+            )
+        });
+        listener
+            .set_nonblocking(true)
+            .expect("a non-blocking listener");
+        ports.push(listener.local_addr().expect("a bound listener").port());
+        let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
+        listeners.push(tokio_stream::wrappers::TcpListenerStream::new(listener));
+    }
+    (ports, listeners)
+}
+
+/// Serves gRPC (`service`, a real provider's MetadataService) on every listener.
+fn serve_everywhere(
+    listeners: Listeners,
+    service: MetadataServiceV2Server<MetadataServer>,
+) -> tokio::task::JoinHandle<()> {
+    let incoming = futures::stream::select_all(listeners);
+    tokio::spawn(async move {
+        let served = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(incoming)
+            .await;
+        if let Err(e) = served {
+            eprintln!("the fleet's listeners stopped: {e}");
+        }
+    })
+}
+
+/// Starts the servers, writes the fleet of `instances` records, every one at an address
+/// that listens, and waits until the registry lists it and the mapping names the app.
+async fn fleet(registry: &Registry, instances: usize) -> Fleet {
+    let backend = introspect::backend::connect(&registry.url())
         .await
-        .unwrap_or_else(|e| panic!("connect to the benchmark ZooKeeper: {e}"));
+        .unwrap_or_else(|e| panic!("connect to the benchmark {}: {e}", registry.name()));
+    let (everywhere, ports) = Everywhere::start(instances.max(REVISIONS));
     let mut servers = Vec::new();
     let mut templates: Vec<ServiceInstance> = Vec::new();
-    for variant in 0..REVISIONS {
+    for (variant, &service_port) in ports.iter().enumerate().take(REVISIONS) {
         let mut greeter = ServiceInfo::new(INTERFACE);
         greeter
             .params
             .insert("variant".to_owned(), variant.to_string());
         let provider = Provider::builder(APP, backend.clone())
             .host("127.0.0.1")
-            .port(port(variant))
+            .port(service_port)
             // On every interface: Dubbo Java dials a 127.0.0.1 it is given at the machine's
             // own address (`NetUtils.filterLocalHost`) unless it finds no other.
             .serve_metadata_on("0.0.0.0:0".parse().expect("an address"))
@@ -258,31 +406,10 @@ async fn fleet(server: &ZooKeeperServer, instances: usize) -> Fleet {
         templates.push(provider.instance().await);
         servers.push(provider);
     }
-    let client = zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(4))
-        .connect(&server.address())
-        .await
-        .unwrap_or_else(|e| panic!("a plain session on the benchmark ZooKeeper: {e}"));
-    let paths = Paths::default();
-    let copies: Vec<(String, Vec<u8>)> = (REVISIONS..instances.max(REVISIONS))
-        .map(|i| {
-            let record = synthetic(&templates[i % REVISIONS], i);
-            (
-                paths.instance(APP, &record.address()),
-                record::to_json(&record, 0),
-            )
-        })
+    let copies: Vec<ServiceInstance> = (REVISIONS..instances.max(REVISIONS))
+        .map(|i| synthetic_on(&templates[i % REVISIONS], ports[i]))
         .collect();
-    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    for chunk in copies.chunks(PIPELINE) {
-        let creates: Vec<_> = chunk
-            .iter()
-            .map(|(path, data)| client.create(path, data, &options))
-            .collect();
-        for (created, (path, _)) in join_all(creates).await.into_iter().zip(chunk) {
-            created.unwrap_or_else(|e| panic!("create {path}: {e}"));
-        }
-    }
+    let writers = registry.write(&copies).await;
     let limits = Limits::default();
     let expected = instances.max(REVISIONS);
     let started = Instant::now();
@@ -301,15 +428,142 @@ async fn fleet(server: &ZooKeeperServer, instances: usize) -> Fleet {
             break;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(60),
+            started.elapsed() < Duration::from_secs(120),
             "the fleet is not in place: {listed} of {expected} listed, mapping written: {mapped}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Fleet {
         servers,
+        _everywhere: everywhere,
         _backend: backend,
-        _client: client,
+        _writers: writers,
+    }
+}
+
+/// The registry the fleet is written to and the consumers read.
+enum Registry {
+    ZooKeeper(ZooKeeperServer),
+    #[cfg(feature = "nacos")]
+    Nacos(nacos_server::NacosServer),
+}
+
+impl Registry {
+    /// Starts a throwaway `name` (`zookeeper`, `nacos`); `None` when it is not installed
+    /// (or, for Nacos, this bench was built without the `nacos` feature), saying so.
+    async fn start(name: &str) -> Option<Registry> {
+        match name {
+            "zookeeper" => ZooKeeperServer::start().await.map(Registry::ZooKeeper),
+            #[cfg(feature = "nacos")]
+            "nacos" => nacos_server::NacosServer::start()
+                .await
+                .map(Registry::Nacos),
+            other => {
+                println!(
+                    "interop bench: no registry {other:?} here (zookeeper; nacos with --features nacos)"
+                );
+                None
+            }
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Registry::ZooKeeper(_) => "ZooKeeper",
+            #[cfg(feature = "nacos")]
+            Registry::Nacos(_) => "Nacos",
+        }
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Registry::ZooKeeper(server) => server.url(),
+            #[cfg(feature = "nacos")]
+            Registry::Nacos(server) => server.url(),
+        }
+    }
+
+    /// Writes `records` (instances of [`APP`]) as Dubbo writes them, the quickest way: on
+    /// ZooKeeper plain persistent znodes, pipelined; on Nacos batch registrations
+    /// (`batchRegisterInstance`) of 500 instances, each batch on a client of its own (a
+    /// Nacos client holds one registration per service). Returns what must stay open.
+    async fn write(&self, records: &[ServiceInstance]) -> Vec<Box<dyn std::any::Any + Send>> {
+        match self {
+            Registry::ZooKeeper(server) => {
+                let client = zk::Client::connector()
+                    .with_session_timeout(Duration::from_secs(4))
+                    .connect(&server.address())
+                    .await
+                    .unwrap_or_else(|e| panic!("a plain session on the benchmark ZooKeeper: {e}"));
+                let paths = Paths::default();
+                let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                for chunk in records.chunks(PIPELINE) {
+                    let written: Vec<(String, Vec<u8>)> = chunk
+                        .iter()
+                        .map(|r| (paths.instance(APP, &r.address()), record::to_json(r, 0)))
+                        .collect();
+                    let creates: Vec<_> = written
+                        .iter()
+                        .map(|(path, data)| client.create(path, data, &options))
+                        .collect();
+                    for (created, (path, _)) in join_all(creates).await.into_iter().zip(&written) {
+                        created.unwrap_or_else(|e| panic!("create {path}: {e}"));
+                    }
+                }
+                vec![Box::new(client)]
+            }
+            #[cfg(feature = "nacos")]
+            Registry::Nacos(server) => nacos_writers::write(&server.address(), records).await,
+        }
+    }
+}
+
+/// Batch registrations on Nacos with the SDK's own clients.
+#[cfg(feature = "nacos")]
+mod nacos_writers {
+    use introspect::ServiceInstance;
+    use introspect::backend::nacos::{names, record};
+    use nacos_sdk::api::naming::{NamingService, NamingServiceBuilder};
+    use nacos_sdk::api::props::ClientProps;
+
+    use super::APP;
+
+    /// Instances per batch registration.
+    const BATCH: usize = 500;
+
+    /// Registers `records` in batches, each on a client of its own; the clients (whose
+    /// instances live with them) and their cache directory.
+    pub async fn write(
+        address: &str,
+        records: &[ServiceInstance],
+    ) -> Vec<Box<dyn std::any::Any + Send>> {
+        let cache =
+            tempfile::TempDir::with_prefix("introspect-ibench-nacos-").expect("a temporary dir");
+        let mut kept: Vec<Box<dyn std::any::Any + Send>> = Vec::new();
+        for (n, chunk) in records.chunks(BATCH).enumerate() {
+            let name = format!("bench-fleet-{n}");
+            let props = ClientProps::new()
+                .server_addr(address)
+                .env_first(false)
+                .load_cache_at_start(false)
+                .cache_dir(cache.path().join(&name))
+                .app_name(&name);
+            let client: NamingService = NamingServiceBuilder::new(props)
+                .build()
+                .await
+                .unwrap_or_else(|e| panic!("a naming client on the benchmark Nacos: {e}"));
+            client
+                .batch_register_instance(
+                    names::service_name(APP),
+                    Some(names::DEFAULT_GROUP.to_owned()),
+                    chunk.iter().map(record::to_nacos).collect(),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("batch registration on Nacos: {e}"));
+            kept.push(Box::new(client));
+        }
+        kept.push(Box::new(cache));
+        kept
     }
 }
 
@@ -419,13 +673,8 @@ impl Consumer {
             .args(["--expect", &expect.to_string()])
             .args(["--wait-seconds", &WAIT_SECONDS.to_string()])
             .current_dir(logs);
-        if self == Consumer::Java {
-            // Dubbo Java makes its clients one after another, each connecting at once and
-            // waiting the connect timeout (3 s by default) at an address that refuses:
-            // 2,000 dead addresses would take 100 minutes. A short one keeps the wait small
-            // beside discovery (and is counted in its time).
-            command.args(["--connect-timeout-ms", &JAVA_CONNECT_TIMEOUT_MS.to_string()]);
-        }
+        // Every address listens (see `bind_everywhere`): Dubbo Java connects to each at its
+        // default connect timeout, as in production.
         command
     }
 }
@@ -581,10 +830,11 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-async fn run(rounds: usize, instances: usize, only: Option<String>) {
-    let Some(server) = ZooKeeperServer::start().await else {
+async fn run(rounds: usize, instances: usize, only: Option<String>, registry_name: &str) {
+    let Some(server) = Registry::start(registry_name).await else {
         println!(
-            "interop bench: skipped, ZooKeeper not installed (scripts/setup.sh --with-zookeeper)"
+            "interop bench: skipped, {registry_name} not installed (scripts/setup.sh \
+             --with-zookeeper --with-nacos)"
         );
         return;
     };
@@ -592,6 +842,7 @@ async fn run(rounds: usize, instances: usize, only: Option<String>) {
     let instances = if smoke { REVISIONS } else { instances };
     let fleet = fleet(&server, instances).await;
     let registry = server.url();
+    let registry_label = server.name();
     let mut consumers = Vec::new();
     for consumer in Consumer::ALL {
         if only.as_deref().is_some_and(|name| name != consumer.name()) {
@@ -612,8 +863,8 @@ async fn run(rounds: usize, instances: usize, only: Option<String>) {
         return;
     }
     println!(
-        "interop bench: {instances} instances in {REVISIONS} revisions on ZooKeeper, {rounds} \
-         rounds, load average {:.2} before the first",
+        "interop bench: {instances} instances in {REVISIONS} revisions on {registry_label}, \
+         {rounds} rounds, load average {:.2} before the first",
         load_average()
     );
     let mut runs: Vec<(Consumer, Run)> = Vec::new();
@@ -648,13 +899,19 @@ async fn run(rounds: usize, instances: usize, only: Option<String>) {
             runs.push((consumer, run));
         }
     }
-    table(&consumers, &runs, instances, rounds);
+    table(&consumers, &runs, instances, rounds, registry_label);
     drop(fleet);
     drop(server);
 }
 
 /// Prints the medians of every consumer and their ratios to Introspect's, as Markdown.
-fn table(consumers: &[Consumer], runs: &[(Consumer, Run)], instances: usize, rounds: usize) {
+fn table(
+    consumers: &[Consumer],
+    runs: &[(Consumer, Run)],
+    instances: usize,
+    rounds: usize,
+    registry: &str,
+) {
     let of = |consumer: Consumer, f: &dyn Fn(&Run) -> f64| {
         median(
             runs.iter()
@@ -677,7 +934,7 @@ fn table(consumers: &[Consumer], runs: &[(Consumer, Run)], instances: usize, rou
     let load_max = loads.iter().copied().fold(0.0, f64::max);
     println!();
     println!(
-        "Cold subscribe to {instances} instances in {REVISIONS} revisions on ZooKeeper, medians \
+        "Cold subscribe to {instances} instances in {REVISIONS} revisions on {registry}, medians \
          of {rounds} rounds (load average {:.2} to {load_max:.2} during the runs):",
         loads.iter().copied().fold(f64::INFINITY, f64::min)
     );

@@ -154,14 +154,19 @@ pub async fn start_metadata_server_on(
 /// template's real server (`dubbo.metadata-service.url-params`), so that metadata calls
 /// really go over gRPC.
 pub fn synthetic(template: &ServiceInstance, i: usize) -> ServiceInstance {
+    synthetic_on(template, port(i))
+}
+
+/// [`synthetic`] at port `port` (one where something listens, say).
+pub fn synthetic_on(template: &ServiceInstance, port: u16) -> ServiceInstance {
     let mut instance = template.clone();
     instance.host = HOST.to_owned();
-    instance.port = port(i);
+    instance.port = port;
     let endpoints: Vec<ProtocolPort> = template
         .protocol_ports()
         .into_iter()
         .map(|p| ProtocolPort {
-            port: port(i),
+            port,
             protocol: p.protocol,
         })
         .collect();
