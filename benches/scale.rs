@@ -1271,7 +1271,7 @@ async fn propagation_on<R: Rig, F: Future<Output = Option<R>>>(
 /// What a registry's propagation floor is, in its rows.
 fn raw_event(label: &str) -> &'static str {
     match label {
-        "ZooKeeper" => "raw create → watch event",
+        "ZooKeeper" => "raw create → watch event → read",
         "Nacos" => "raw registration → SDK callback",
         _ => "raw put → watch event",
     }

@@ -58,9 +58,23 @@ impl ZkRegistration {
         let data = record::to_json(instance, registered_at);
         limits.check_size("instance record", data.len(), limits.max_instance_bytes)?;
         let acls = session::acls(options);
-        super::epoch::ensure(&client, paths, acls).await?;
         let path = paths.instance(&instance.service_name, &instance.address());
-        create_replacing(&client, &path, &data, acls).await?;
+        // The epoch's create and the record's go out together: one round trip, not two
+        // before the record is seen. The session keeps their order, so the epoch is there
+        // first (a record seen before a new store's epoch is no wipe sign either).
+        let (epoch, created) = futures::join!(
+            super::epoch::ensure(&client, paths, acls),
+            create_replacing(&client, &path, &data, acls),
+        );
+        if let Err(error) = epoch {
+            // No registration is returned: its record must not outlive the error in the
+            // shared session.
+            if created.is_ok() {
+                let _ = client.delete(&path, None).await;
+            }
+            return Err(error);
+        }
+        created?;
         Ok(ZkRegistration {
             client,
             acls,
