@@ -22,6 +22,7 @@ use super::subscription::Subscription;
 use crate::backend::{Backend, ConsumerList, InstanceList, Instances};
 use crate::error::{Error, Result};
 use crate::model::{Endpoint, MetadataInfo, ServiceInstance};
+use crate::warnings::aggregated;
 
 /// Resolves subscriptions to endpoints, fetching metadata once per distinct revision.
 ///
@@ -115,7 +116,14 @@ impl Resolver {
         let counters = &self.parts.counters;
         Counters::add(&counters.skipped_provider_urls, urls.skipped.len() as u64);
         for (url, reason) in &urls.skipped {
-            tracing::warn!(%url, %reason, "interface-level provider URL skipped");
+            tracing::debug!(%url, %reason, "interface-level provider URL skipped");
+        }
+        // One line per interface per interval, however often it is read (the console reads
+        // it each audit round): each URL's reason is at debug level.
+        if let Some((_, reason)) = urls.skipped.first() {
+            let interface = &subscription.interface;
+            aggregated!(warn, self.parts.warnings, "interface-level provider URLs skipped",
+                interface, %interface, skipped = urls.skipped.len(), first = %reason);
         }
         let set = interface_set(&urls.urls, subscription, &self.parts.hosts);
         Counters::add(&counters.uncallable_provider_urls, set.uncallable as u64);
