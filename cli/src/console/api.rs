@@ -381,30 +381,19 @@ async fn service(State(shared): State<Shared>, Query(query): Query<ServiceQuery>
 }
 
 /// The interface level of `subscription` as the service page shows it: its callable
-/// provider URLs (at most [`MAX_ENDPOINTS`]), what was left out, or why it cannot be read
-/// (the embedded store has none); and how many callable ones it has.
+/// provider URLs (at most [`MAX_ENDPOINTS`]), or why it cannot be read (the embedded store
+/// has none); and how many callable ones it has. One read of the level.
 async fn interface_level(resolver: &Resolver, subscription: &Subscription) -> (Value, usize) {
     let mut interface_only = subscription.clone();
     interface_only.migration = Some(MigrationStep::ForceInterface);
-    let read = async {
-        let endpoints = resolver.resolve(&interface_only).await?;
-        let explained = resolver.explain(&interface_only).await?;
-        Ok::<_, Error>((endpoints, explained))
-    };
-    match tokio::time::timeout(READ_TIMEOUT, read)
+    match tokio::time::timeout(READ_TIMEOUT, resolver.resolve(&interface_only))
         .await
         .unwrap_or_else(|_| Err(timed_out()))
     {
-        Ok((endpoints, explained)) => {
-            let found = explained.interface_level.as_ref();
+        Ok(endpoints) => {
             let value = json!({
                 "total": endpoints.len(),
                 "endpoints": endpoints.iter().take(MAX_ENDPOINTS).map(endpoint_json).collect::<Vec<_>>(),
-                "uncallable": found.map_or(0, |f| f.uncallable),
-                "uncallable_protocols": found.map(|f| &f.uncallable_protocols),
-                "disabled": found.map_or(0, |f| f.disabled),
-                "skipped": found.map_or(0, |f| f.skipped),
-                "findings": found.map(ToString::to_string),
             });
             (value, endpoints.len())
         }

@@ -1,10 +1,10 @@
 //! The `introspect` binary against a real etcd holding real providers.
 
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use crate::support::etcd::EtcdServer;
 use crate::support::fleet::start_provider;
+use crate::support::tool;
 use introspect::{Layout, ServiceInfo, Store};
 
 /// What a run of the binary did.
@@ -17,18 +17,10 @@ struct Run {
 /// Runs the binary with `args` and `env` (no `INTROSPECT_*` variables inherited, no
 /// terminal on standard input).
 fn run_with(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_introspect"));
-    command.args(args).stdin(Stdio::null());
-    for var in ["INTROSPECT_ETCD", "INTROSPECT_USER", "INTROSPECT_PASSWORD"] {
-        command.env_remove(var);
-    }
+    let mut command = tool::command(args);
     command.envs(env.iter().copied());
-    let output = command.output().expect("binary runs");
-    Run {
-        ok: output.status.success(),
-        out: String::from_utf8_lossy(&output.stdout).into_owned(),
-        err: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    let (ok, out, err) = tool::outcome(&command.output().expect("binary runs"));
+    Run { ok, out, err }
 }
 
 fn introspect(args: &[&str]) -> (bool, String, String) {
@@ -39,14 +31,7 @@ fn introspect(args: &[&str]) -> (bool, String, String) {
 /// Runs the binary with its standard output closed before it writes, as `| head` does
 /// once it has its lines.
 fn with_stdout_closed(args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_introspect"))
-        .args(args)
-        .env_remove("INTROSPECT_ETCD")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("binary runs");
+    let mut child = tool::command(args).spawn().expect("binary runs");
     drop(child.stdout.take());
     let output = child.wait_with_output().expect("binary ends");
     (

@@ -82,19 +82,8 @@ async fn hundred_instances_two_revisions_two_fetches() {
 /// Runs `introspect --registry URL demo` (no `INTROSPECT_*` variables inherited) and
 /// checks what it prints; returns how long it took.
 fn the_tool_s_demo_proves_its_point(url: &str) -> Duration {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_introspect"));
-    command
-        .args(["--registry", url, "demo"])
-        .env("RUST_LOG", "warn")
-        .stdin(std::process::Stdio::null());
-    for var in [
-        "INTROSPECT_ETCD",
-        "INTROSPECT_REGISTRY",
-        "INTROSPECT_USER",
-        "INTROSPECT_PASSWORD",
-    ] {
-        command.env_remove(var);
-    }
+    let mut command = crate::support::tool::command(&["--registry", url, "demo"]);
+    command.env("RUST_LOG", "warn");
     let started = Instant::now();
     let output = tokio::task::block_in_place(|| command.output()).expect("the tool runs");
     let took = started.elapsed();

@@ -4,32 +4,13 @@
 //! interface level only.
 
 use std::io::{BufRead as _, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use crate::support::nacos::NacosServer;
+use crate::support::tool::{command, introspect};
 use crate::support::zookeeper::ZooKeeperServer;
 use introspect::backend::Backend;
 use introspect::{Provider, ServiceInfo};
-
-/// Runs the binary with `args` (no `INTROSPECT_*` variables inherited).
-fn introspect(args: &[&str]) -> (bool, String, String) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_introspect"));
-    command.args(args).stdin(Stdio::null());
-    for var in [
-        "INTROSPECT_ETCD",
-        "INTROSPECT_REGISTRY",
-        "INTROSPECT_USER",
-        "INTROSPECT_PASSWORD",
-    ] {
-        command.env_remove(var);
-    }
-    let output = command.output().expect("binary runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
 
 /// A free loopback port.
 fn free_port() -> u16 {
@@ -39,11 +20,7 @@ fn free_port() -> u16 {
 
 /// The first `count` lines the tool run with `args` (a `watch`) prints; then it is stopped.
 fn watch_lines(args: &[&str], count: usize) -> Vec<String> {
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_introspect"))
-        .args(args)
-        .env_remove("INTROSPECT_ETCD")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+    let mut watch = command(args)
         .stderr(Stdio::null())
         .spawn()
         .expect("watch runs");

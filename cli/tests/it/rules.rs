@@ -57,51 +57,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::etcd::EtcdServer;
 use crate::support::nacos::NacosServer;
 use crate::support::peers::{BuiltPeer, ConsumerOptions, Peer, PeerProvider};
 use crate::support::ports::free_ports;
+use crate::support::tool::{command, introspect, outcome};
 use crate::support::wait::eventually;
 use crate::support::zookeeper::ZooKeeperServer;
 use introspect::backend::Backend;
 use introspect::consumer::{BalancedChannel, ChannelHandle};
 use introspect::{Resolver, Subscription, SubscriptionHandle};
-
-/// The binary with `args` (no `INTROSPECT_*` variables inherited), its output piped.
-fn command(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_introspect"));
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for var in [
-        "INTROSPECT_ETCD",
-        "INTROSPECT_REGISTRY",
-        "INTROSPECT_USER",
-        "INTROSPECT_PASSWORD",
-    ] {
-        command.env_remove(var);
-    }
-    command
-}
-
-/// Whether a run succeeded, and its standard output and error.
-fn outcome(output: &std::process::Output) -> (bool, String, String) {
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-/// Runs the binary with `args` to its end.
-fn introspect(args: &[&str]) -> (bool, String, String) {
-    outcome(&command(args).output().expect("binary runs"))
-}
 
 /// A tag rule as the new admin writes it (v3.0), sending `gray` calls to one address.
 const TAG_RULE: &str = "configVersion: v3.0\nforce: false\nenabled: true\nkey: shop-orders\ntags:\n  - name: gray\n    addresses:\n      - \"10.0.0.7:20880\"\n";

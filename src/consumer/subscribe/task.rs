@@ -104,6 +104,7 @@ impl Task {
         let (tx, rx) = watch::channel(Arc::new(Vec::new()));
         let (reports_tx, reports) = mpsc::channel(REPORT_BUFFER);
         let (updates_tx, updates) = mpsc::channel(UPDATE_BUFFER);
+        let step = subscription.migration.unwrap_or(options.migration_step);
         let shared = Arc::new(Shared {
             id,
             protection_active: AtomicBool::new(false),
@@ -112,14 +113,10 @@ impl Task {
             reports: reports_tx,
             health: parts.health.clone(),
             why_empty: watch::channel(None).0,
-            level: watch::channel(Arc::new(LevelChoice::initial(
-                subscription.migration.unwrap_or(options.migration_step),
-            )))
-            .0,
+            level: watch::channel(Arc::new(LevelChoice::initial(step))).0,
         });
         let now = Instant::now();
         let retry = (options.fetch_retry_base, options.fetch_retry_max);
-        let step = subscription.migration.unwrap_or(options.migration_step);
         let task = Task {
             id,
             // (`rule` is set below, once `parts` is moved in.)

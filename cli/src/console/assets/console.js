@@ -436,13 +436,10 @@ const MIGRATION = {
 
 function interfaceLevel(s) {
   const i = s.interface_level || { total: 0, endpoints: [] };
-  const left = [i.uncallable ? `${i.uncallable} of protocols not called (${(i.uncallable_protocols || []).join(", ")})` : null,
-    i.disabled ? `${i.disabled} disabled` : null, i.skipped ? `${i.skipped} unreadable, skipped` : null].filter(Boolean);
   return el("div", { class: "revision", id: "interface-level" },
     el("h3", {}, `interface level: ${i.total} provider URLs`),
     el("p", { class: s.migration === "interface-only" ? "error" : "muted", "data-migration": s.migration }, MIGRATION[s.migration] || s.migration),
     i.error ? el("p", { class: "muted" }, i.error) : null,
-    left.length ? el("p", { class: "muted" }, "left out: " + left.join(", ")) : null,
     i.endpoints.length ? el("table", {}, el("thead", {}, el("tr", {}, ["app", "address", "protocol", "service"].map((h) => el("th", {}, h)))),
       el("tbody", {}, i.endpoints.map((e) => el("tr", {}, el("td", {}, e.app),
         el("td", { class: "mono" }, e.host.includes(":") ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`),

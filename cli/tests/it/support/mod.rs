@@ -20,6 +20,7 @@ pub mod nacos;
 pub mod peers;
 #[path = "../../../../tests/it/support/ports.rs"]
 pub mod ports;
+pub mod tool;
 #[path = "../../../../tests/it/support/wait.rs"]
 pub mod wait;
 #[path = "../../../../tests/it/support/zookeeper.rs"]
