@@ -1,9 +1,19 @@
 //! The one error type of the crate.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+/// The underlying error a variant keeps as its [`source`](std::error::Error::source):
+/// shared, so that an [`Error`] is `Clone` and a cached failure is handed out again as it
+/// was made.
+pub type Source = Arc<dyn std::error::Error + Send + Sync>;
+
 /// Everything that can go wrong in Introspect, with variants that say what went wrong.
-#[derive(Debug, thiserror::Error)]
+///
+/// Whether an error is [permanent](Error::is_permanent) or
+/// [transient](Error::is_transient) is decided where it is made, by its variant; a copy
+/// (`clone`) keeps it.
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A name (app, interface, group, version, protocol, host, revision) that would break
@@ -29,6 +39,9 @@ pub enum Error {
         what: &'static str,
         /// The parser's complaint.
         reason: String,
+        /// The parser's error, when one was raised.
+        #[source]
+        source: Option<Source>,
     },
 
     /// A value over one of the configured size limits.
@@ -141,6 +154,9 @@ pub enum Error {
         address: String,
         /// The transport's complaint.
         reason: String,
+        /// The transport's error, when one was raised.
+        #[source]
+        source: Option<Source>,
     },
 
     /// An instance's MetadataService speaks a protocol or contract this crate cannot call
@@ -168,6 +184,9 @@ pub enum Error {
         revision: String,
         /// The last failure seen.
         reason: String,
+        /// That failure, when there was one.
+        #[source]
+        last: Option<Box<Error>>,
     },
 
     /// A provider's own MetadataService did not answer for its revision when the provider
@@ -231,15 +250,21 @@ pub enum Error {
 
     /// A local I/O error (snapshot file, server socket).
     #[error("i/o error: {0}")]
-    Io(#[from] std::io::Error),
+    Io(#[source] Arc<std::io::Error>),
 
     /// A gRPC server failed to start or stopped with an error.
     #[error("server error: {0}")]
     Server(String),
 
-    /// A builder was given an inconsistent or missing setting.
+    /// A builder was given an inconsistent or missing setting, or a backend was asked for
+    /// what it does not keep.
     #[error("invalid configuration: {0}")]
     Config(String),
+
+    /// A call the API does not allow, whatever the configuration: a bug of the caller's
+    /// (rewriting another record through a registration, say). Permanent.
+    #[error("misuse: {0}")]
+    Misuse(String),
 
     /// A question about the registry has no answer: nothing is registered under the name
     /// asked for, or nothing matches. The text says what is there instead.
@@ -267,16 +292,31 @@ fn describe_current(current: &Option<crate::config_item::ConfigItem>) -> String 
 /// The result type of the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl From<std::io::Error> for Error {
+    fn from(error: std::io::Error) -> Self {
+        Error::Io(Arc::new(error))
+    }
+}
+
 impl Error {
-    /// A copy of this error (it is not `Clone`: some variants hold I/O errors). The
-    /// permanent variants, the only ones that end a subscription or a follow, are copied
-    /// exactly; the others become [`Error::Store`] with the same message.
-    pub(crate) fn replay(&self) -> Error {
-        match self {
-            Error::Unauthenticated(m) => Error::Unauthenticated(m.clone()),
-            Error::PermissionDenied(m) => Error::PermissionDenied(m.clone()),
-            Error::Config(m) => Error::Config(m.clone()),
-            other => Error::Store(other.to_string()),
+    /// A record that does not parse, for `reason` (no underlying error).
+    pub(crate) fn malformed(what: &'static str, reason: impl Into<String>) -> Error {
+        Error::Malformed {
+            what,
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// A record that does not parse, with the parser's `error` as the source.
+    pub(crate) fn unparsable(
+        what: &'static str,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error::Malformed {
+            what,
+            reason: error.to_string(),
+            source: Some(Arc::new(error)),
         }
     }
 
@@ -292,8 +332,9 @@ impl Error {
     }
 
     /// Whether the error cannot go away by retrying: the store refused our credentials
-    /// ([`Error::Unauthenticated`]) or our permissions ([`Error::PermissionDenied`]), or the
-    /// configuration is unusable ([`Error::Config`]). Whoever keeps following the store
+    /// ([`Error::Unauthenticated`]) or our permissions ([`Error::PermissionDenied`]), the
+    /// configuration is unusable ([`Error::Config`]), or the call is a caller's bug
+    /// ([`Error::Misuse`]). Whoever keeps following the store
     /// should stop and report it rather than retry.
     ///
     /// An error is never both permanent and [transient](Self::is_transient); some are
@@ -302,8 +343,22 @@ impl Error {
     pub fn is_permanent(&self) -> bool {
         matches!(
             self,
-            Error::Unauthenticated(_) | Error::PermissionDenied(_) | Error::Config(_)
+            Error::Unauthenticated(_)
+                | Error::PermissionDenied(_)
+                | Error::Config(_)
+                | Error::Misuse(_)
         )
+    }
+
+    /// A read that failed inside a follow, as the error that ends the follow: a broken
+    /// watch (followed again) unless it is permanent.
+    #[cfg(any(feature = "zookeeper", feature = "nacos"))]
+    pub(crate) fn ending_follow(self) -> Error {
+        if self.is_permanent() {
+            self
+        } else {
+            Error::WatchEnded(self.to_string())
+        }
     }
 
     /// Whether retrying the same call later might succeed.
@@ -317,5 +372,60 @@ impl Error {
                 | Error::Contended { .. }
                 | Error::MetadataUnavailable { .. }
         ) || matches!(self, Error::Rpc { status, .. } if status.code() == tonic::Code::Unavailable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn a_copy_is_as_transient_or_permanent_as_the_error_it_copies() {
+        let timeout = Error::Timeout {
+            what: "etcd list".into(),
+            after: Duration::from_secs(3),
+        };
+        assert!(timeout.clone().is_transient());
+        let refused = Error::Unauthenticated("wrong password".into());
+        assert!(refused.clone().is_permanent());
+        let io = Error::from(std::io::Error::other("disk gone"));
+        assert_eq!(io.clone().to_string(), io.to_string());
+    }
+
+    #[test]
+    fn a_parse_failure_keeps_the_parser_error_as_its_source() {
+        let parsed = serde_json::from_slice::<serde_json::Value>(b"{oops");
+        let error = Error::unparsable("instance record", parsed.unwrap_err());
+        let source = error.source().expect("the parser's error");
+        assert!(error.to_string().contains(&source.to_string()), "{error}");
+        assert!(
+            Error::malformed("instance record", "empty")
+                .source()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_misuse_is_permanent() {
+        let misuse = Error::Misuse("rewrote another record".into());
+        assert!(misuse.is_permanent() && !misuse.is_transient());
+    }
+
+    #[test]
+    fn unavailable_metadata_keeps_the_last_failure_as_its_source() {
+        let last = Error::Timeout {
+            what: "metadata call".into(),
+            after: Duration::from_secs(1),
+        };
+        let error = Error::MetadataUnavailable {
+            app: "shop".into(),
+            revision: "r1".into(),
+            reason: last.to_string(),
+            last: Some(Box::new(last)),
+        };
+        let source = error.source().expect("the last failure");
+        assert!(source.to_string().contains("timed out"), "{source}");
     }
 }

@@ -90,18 +90,26 @@
 //!                     instances, their metadata map (one string, sorted index) and their
 //!                     record shapes, endpoints, the Authority address
 //!                     type, names and keys, the consumer record and its endpoint digest
-//! backend/            the seam: instances (Registration, follow as reset/changes),
-//!                     mapping, reports, consumers (optional records), config (the config
-//!                     centre: get, follow, compare-and-set by key and group) traits;
-//!                     Backend; url (Dubbo registry URLs, pure), connect, deadline (a
-//!                     bound on every call of any backend)
+//! backend/            the seam: instances (list, follow as reset/changes), registration
+//!                     (one lease-bound Registration<R> for instance and consumer records,
+//!                     RegisterOptions), mapping, reports, consumers (optional records),
+//!                     interfaces (interface-level URLs), config (the config centre's
+//!                     reader: get, follow, compare-and-set by key and group) traits;
+//!                     Backend; forward (how every follow task hands on an item); url
+//!                     (Dubbo registry URLs, pure), connect, deadline (a bound on every
+//!                     call of any backend)
 //!   kv/               the backend over a Store: layout (Dubbo's keys), registry, mapping,
 //!                     report (the typed layers that alone know the keys and the JSON),
-//!                     registration (a lease per instance), follow (list + watch),
-//!                     consumers (consumer records, a lease each)
+//!                     registration (a record under a lease, instance or consumer), follow
+//!                     (list + watch), consumers, config, interfaces
 //!   zookeeper/        feature `zookeeper`: options, paths, record (Curator's JSON, pure),
-//!                     session, registration, reads, follow, mapping, reports, epoch,
-//!                     consumers
+//!                     session, node (an ephemeral node a registration holds),
+//!                     registration, reads, follow, mapping, reports, epoch, consumers,
+//!                     config, interfaces
+//!   nacos/            feature `nacos`: options, names, record (pure), client, http,
+//!                     naming_instance (a naming instance a registration holds),
+//!                     subscription (a naming push subscription), registration, reads,
+//!                     follow, mapping, reports, epoch, consumers, config, interfaces
 //! store/              the etcd-shaped Store trait, deadline; memory/ (handle, locked
 //!                     state); etcd/ (options, client, members, requests, pages, range,
 //!                     watch, convert, errors)

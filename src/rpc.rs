@@ -196,9 +196,11 @@ pub fn from_wire(wire: pb::MetadataInfoV2, limits: &Limits) -> Result<MetadataIn
     }
     let mut services = std::collections::BTreeMap::new();
     for (key, s) in wire.services {
-        let port = u16::try_from(s.port).map_err(|_| Error::Malformed {
-            what: "metadata info",
-            reason: format!("service port {} out of range", s.port),
+        let port = u16::try_from(s.port).map_err(|_| {
+            Error::malformed(
+                "metadata info",
+                format!("service port {} out of range", s.port),
+            )
         })?;
         if s.params.len() > limits.max_params {
             return Err(Error::TooLarge {
@@ -340,13 +342,13 @@ impl MetadataClient {
         };
         let info = from_wire(answer, &self.limits)?;
         if !revision.is_empty() && info.revision != revision {
-            return Err(Error::Malformed {
-                what: "metadata answer",
-                reason: format!(
+            return Err(Error::malformed(
+                "metadata answer",
+                format!(
                     "asked for revision {revision}, got {}",
                     Error::shorten(&info.revision)
                 ),
-            });
+            ));
         }
         Ok(info)
     }
@@ -356,6 +358,7 @@ impl MetadataClient {
         let connect_error = |reason: String| Error::Connect {
             address: address.to_owned(),
             reason,
+            source: None,
         };
         let mut endpoint = TonicEndpoint::from_shared(format!("{scheme}://{address}"))
             .map_err(|e| connect_error(e.to_string()))?;
@@ -365,7 +368,7 @@ impl MetadataClient {
         match (&self.tls, &self.identity) {
             (Some(tls), Some(identity)) => {
                 let app = app.ok_or_else(|| {
-                    Error::Config(
+                    Error::Misuse(
                         "an identity check needs the app the server is called for: \
                          use `fetch_for_app`"
                             .into(),
@@ -394,11 +397,20 @@ impl MetadataClient {
                 what: format!("connect to {address}"),
                 after: self.connect_timeout,
             }),
-            Some(Err(e)) if self.tls.is_some() => Err(connect_error(format!(
-                "TLS handshake failed (does the provider serve TLS with a certificate of the configured CA?): {}",
-                error_chain(&e)
-            ))),
-            Some(Err(e)) => Err(connect_error(error_chain(&e))),
+            Some(Err(e)) => {
+                let chain = error_chain(&e);
+                Err(Error::Connect {
+                    address: address.to_owned(),
+                    reason: match self.tls {
+                        Some(_) => format!(
+                            "TLS handshake failed (does the provider serve TLS with a certificate \
+                             of the configured CA?): {chain}"
+                        ),
+                        None => chain,
+                    },
+                    source: Some(Arc::new(e)),
+                })
+            }
             Some(Ok(channel)) => Ok(channel),
         }
     }

@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use futures::future::join_all;
 use introspect::backend::zookeeper::{Paths, record};
-use introspect::backend::{Backend, Registration};
+use introspect::backend::{Backend, RegisterOptions, Registration};
 use introspect::model::ProviderUrl;
 use introspect::provider::DEFAULT_LEASE_TTL;
 use zookeeper_client as zk;
@@ -316,7 +316,10 @@ impl Registrations {
     async fn register(&self, backend: &Backend, record: &ServiceInstance) -> Result<()> {
         let registration = backend
             .instances()
-            .register(record, DEFAULT_LEASE_TTL, &Limits::default())
+            .register(
+                record,
+                &RegisterOptions::new(DEFAULT_LEASE_TTL, &Limits::default()),
+            )
             .await?;
         self.0
             .lock()

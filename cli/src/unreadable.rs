@@ -21,6 +21,7 @@ pub fn check(app: &str, list: &InstanceList) -> Option<Error> {
             "all {} records of app {app:?} were skipped as unreadable; {address}: {reason}",
             list.skipped.len()
         ),
+        source: None,
     })
 }
 

@@ -9,9 +9,10 @@
 //! | Nacos | an ephemeral instance of service `{app}` in group `INTROSPECT_CONSUMERS`, cluster `{id}`, the record in its metadata |
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
+
+use super::registration::{RegisterOptions, Registration};
 
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -32,36 +33,15 @@ pub struct ConsumerList {
     pub truncated: bool,
 }
 
-/// One registered consumer record and its liveness, as the resolver holds it.
-#[async_trait]
-pub trait ConsumerRegistration: Send + Sync + 'static {
-    /// Writes `record` (same app and id) again under the same liveness.
-    async fn update(&self, record: &ConsumerRecord) -> Result<()>;
-
-    /// Renews the liveness, or checks it. Fails with [`Error::RegistrationLost`] once the
-    /// registry no longer holds it: register again.
-    async fn keep_alive(&self) -> Result<()>;
-
-    /// Deletes the record and ends its liveness.
-    async fn deregister(&self) -> Result<()>;
-
-    /// What holds the record alive, for logs: `lease 7587…`, `session 0x…`.
-    fn id(&self) -> String;
-
-    /// The liveness the registry granted.
-    fn ttl(&self) -> Duration;
-}
-
 /// The consumers part of a registry backend. See the module docs.
 #[async_trait]
 pub trait ConsumerRegistry: Send + Sync + 'static {
-    /// Writes `record`, alive for `ttl` after the last keep-alive. It must fit `limits`.
+    /// Writes `record` under a liveness of its own; it must fit the options' limits.
     async fn register(
         &self,
         record: &ConsumerRecord,
-        ttl: Duration,
-        limits: &Limits,
-    ) -> Result<Arc<dyn ConsumerRegistration>>;
+        options: &RegisterOptions,
+    ) -> Result<Arc<dyn Registration<ConsumerRecord>>>;
 
     /// Every consumer record, at most [`MAX_CONSUMER_RECORDS`], skipping (and reporting)
     /// records that cannot be used.
@@ -80,9 +60,8 @@ impl ConsumerRegistry for NoConsumers {
     async fn register(
         &self,
         _: &ConsumerRecord,
-        _: Duration,
-        _: &Limits,
-    ) -> Result<Arc<dyn ConsumerRegistration>> {
+        _: &RegisterOptions,
+    ) -> Result<Arc<dyn Registration<ConsumerRecord>>> {
         Err(Error::Config(format!(
             "the {} backend keeps no consumer records",
             self.backend

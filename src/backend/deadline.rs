@@ -14,13 +14,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::config::{ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
-use super::consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
+use super::consumers::{ConsumerList, ConsumerRegistry};
 use super::interfaces::{
     InterfaceKey, InterfaceProviders, InterfaceRegistration, ProviderUrlFollow, ProviderUrls,
 };
+use super::registration::{Record, RegisterOptions, Registration};
 use super::{
     EarlyInstances, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
-    MetadataReports, Registration,
+    MetadataReports,
 };
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -43,6 +44,19 @@ async fn bounded<T>(
     }
 }
 
+/// `inner`, a part of the backend called `backend`, with `deadline` on each call.
+pub(super) fn bound<T: ?Sized>(
+    inner: Arc<T>,
+    deadline: Duration,
+    backend: &'static str,
+) -> Arc<Deadline<T>> {
+    Arc::new(Deadline {
+        inner,
+        deadline,
+        backend,
+    })
+}
+
 /// One part of a backend with a deadline on each call.
 pub(super) struct Deadline<T: ?Sized> {
     pub(super) inner: Arc<T>,
@@ -54,6 +68,11 @@ impl<T: ?Sized> Deadline<T> {
     async fn run<R>(&self, what: &str, call: impl Future<Output = Result<R>>) -> Result<R> {
         bounded(self.backend, self.deadline, what, call).await
     }
+
+    /// `inner`, which this part handed out, under the same deadline.
+    fn around<U: ?Sized>(&self, inner: Arc<U>) -> Arc<Deadline<U>> {
+        bound(inner, self.deadline, self.backend)
+    }
 }
 
 #[async_trait]
@@ -61,40 +80,16 @@ impl InstanceRegistry for Deadline<dyn InstanceRegistry> {
     async fn register(
         &self,
         instance: &ServiceInstance,
-        ttl: Duration,
-        limits: &Limits,
+        options: &RegisterOptions,
     ) -> Result<Arc<dyn Registration>> {
         let registration = self
-            .run("register", self.inner.register(instance, ttl, limits))
+            .run("register", self.inner.register(instance, options))
             .await?;
-        Ok(Arc::new(Deadline {
-            inner: registration,
-            deadline: self.deadline,
-            backend: self.backend,
-        }))
+        Ok(self.around(registration))
     }
 
     fn interface_level(&self) -> bool {
         self.inner.interface_level()
-    }
-
-    async fn register_liveness(
-        &self,
-        instance: &ServiceInstance,
-        ttl: Duration,
-        limits: &Limits,
-    ) -> Result<Arc<dyn Registration>> {
-        let registration = self
-            .run(
-                "register",
-                self.inner.register_liveness(instance, ttl, limits),
-            )
-            .await?;
-        Ok(Arc::new(Deadline {
-            inner: registration,
-            deadline: self.deadline,
-            backend: self.backend,
-        }))
     }
 
     async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
@@ -131,9 +126,9 @@ impl InstanceRegistry for Deadline<dyn InstanceRegistry> {
 }
 
 #[async_trait]
-impl Registration for Deadline<dyn Registration> {
-    async fn update(&self, instance: &ServiceInstance) -> Result<()> {
-        self.run("record update", self.inner.update(instance)).await
+impl<R: Record> Registration<R> for Deadline<dyn Registration<R>> {
+    async fn update(&self, record: &R) -> Result<()> {
+        self.run("record update", self.inner.update(record)).await
     }
 
     async fn keep_alive(&self) -> Result<()> {
@@ -163,11 +158,7 @@ impl Registration for Deadline<dyn Registration> {
                 self.inner.register_interface(url, limits),
             )
             .await?;
-        Ok(Arc::new(Deadline {
-            inner: registration,
-            deadline: self.deadline,
-            backend: self.backend,
-        }))
+        Ok(self.around(registration))
     }
 }
 
@@ -264,49 +255,16 @@ impl ConsumerRegistry for Deadline<dyn ConsumerRegistry> {
     async fn register(
         &self,
         record: &ConsumerRecord,
-        ttl: Duration,
-        limits: &Limits,
-    ) -> Result<Arc<dyn ConsumerRegistration>> {
+        options: &RegisterOptions,
+    ) -> Result<Arc<dyn Registration<ConsumerRecord>>> {
         let registration = self
-            .run(
-                "consumer register",
-                self.inner.register(record, ttl, limits),
-            )
+            .run("consumer register", self.inner.register(record, options))
             .await?;
-        Ok(Arc::new(Deadline {
-            inner: registration,
-            deadline: self.deadline,
-            backend: self.backend,
-        }))
+        Ok(self.around(registration))
     }
 
     async fn list(&self, limits: &Limits) -> Result<ConsumerList> {
         self.run("list of consumers", self.inner.list(limits)).await
-    }
-}
-
-#[async_trait]
-impl ConsumerRegistration for Deadline<dyn ConsumerRegistration> {
-    async fn update(&self, record: &ConsumerRecord) -> Result<()> {
-        self.run("consumer update", self.inner.update(record)).await
-    }
-
-    async fn keep_alive(&self) -> Result<()> {
-        self.run("consumer keep-alive", self.inner.keep_alive())
-            .await
-    }
-
-    async fn deregister(&self) -> Result<()> {
-        self.run("consumer deregister", self.inner.deregister())
-            .await
-    }
-
-    fn id(&self) -> String {
-        self.inner.id()
-    }
-
-    fn ttl(&self) -> Duration {
-        self.inner.ttl()
     }
 }
 

@@ -4,15 +4,16 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use super::interfaces::InterfaceRegistration;
-use crate::error::{Error, Result};
+#[cfg(doc)]
+use super::registration::Writes;
+use super::registration::{RegisterOptions, Registration};
+use crate::error::Result;
 use crate::limits::Limits;
-use crate::model::{ProviderUrl, ServiceInstance};
+use crate::model::ServiceInstance;
 
 /// An app's instances by `{host}:{port}` (the unbracketed form of the registry's keys).
 pub type Instances = BTreeMap<String, Arc<ServiceInstance>>;
@@ -67,6 +68,13 @@ pub enum InstanceEvent {
     Changes(Vec<InstanceChange>),
 }
 
+impl InstanceEvent {
+    /// A batch of changes as an event; none for an empty batch (never sent).
+    pub fn changes(changes: Vec<InstanceChange>) -> Option<InstanceEvent> {
+        (!changes.is_empty()).then_some(InstanceEvent::Changes(changes))
+    }
+}
+
 /// A stream of one app's [`InstanceEvent`]s; dropping it stops following.
 ///
 /// # For implementers
@@ -106,82 +114,21 @@ impl InstanceFollow {
     }
 }
 
-/// One registered instance and its liveness, as a provider holds it.
-///
-/// The provider keeps it alive (calling [`Registration::keep_alive`] every third of its
-/// [`ttl`](Registration::ttl)), rewrites its record on an export change or a graceful stop
-/// ([`Registration::update`]) and ends it ([`Registration::deregister`]).
-#[async_trait]
-pub trait Registration: Send + Sync + 'static {
-    /// Writes `instance` (same app and address) again under the same liveness.
-    async fn update(&self, instance: &ServiceInstance) -> Result<()>;
-
-    /// Renews the liveness where the backend needs it (an etcd lease), or checks it (a
-    /// ZooKeeper session). Fails with [`crate::Error::RegistrationLost`] once the registry
-    /// no longer holds it (the lease or session expired): register again.
-    async fn keep_alive(&self) -> Result<()>;
-
-    /// Deletes the record and ends the liveness (revokes the lease, closes the session).
-    async fn deregister(&self) -> Result<()>;
-
-    /// What holds the record alive, for logs and tests: `lease 7587…`, `session 0x…`.
-    fn id(&self) -> String;
-
-    /// The liveness the registry granted: a dead provider's record goes this long after its
-    /// last keep-alive (ZooKeeper negotiates the session timeout, so it may differ from the
-    /// one asked for).
-    fn ttl(&self) -> Duration;
-
-    /// Writes the interface-level `url` under this registration's liveness (see
-    /// [`super::interfaces`]); it must fit `limits`. A backend without an interface-level
-    /// layout fails with [`Error::Config`] (the default).
-    async fn register_interface(
-        &self,
-        url: &ProviderUrl,
-        limits: &Limits,
-    ) -> Result<Arc<dyn InterfaceRegistration>> {
-        let _ = limits;
-        Err(Error::Config(format!(
-            "this registry backend writes no interface-level URL (asked for {})",
-            url.key()
-        )))
-    }
-}
-
 /// The instances part of a registry backend. See the module docs.
 #[async_trait]
 pub trait InstanceRegistry: Send + Sync + 'static {
-    /// Writes `instance`'s record, alive for `ttl` after the last keep-alive (the backend
-    /// may round it to what the registry grants), and creates the registry's epoch when it
-    /// is absent. The record must fit `limits`.
+    /// Writes `instance`'s record (or, as `options` say, its liveness alone) and creates the
+    /// registry's epoch when it is absent. The record must fit the options' limits.
     async fn register(
         &self,
         instance: &ServiceInstance,
-        ttl: Duration,
-        limits: &Limits,
+        options: &RegisterOptions,
     ) -> Result<Arc<dyn Registration>>;
 
     /// Whether [`Registration::register_interface`] writes interface-level URLs here (and
-    /// [`Self::register_liveness`] holds them): ZooKeeper and Nacos; not the default.
+    /// [`Writes::LivenessOnly`] registers): ZooKeeper and Nacos; not the default.
     fn interface_level(&self) -> bool {
         false
-    }
-
-    /// A registration of `instance`'s liveness alone, writing no instance record: for a
-    /// provider that registers at the interface level only. Its `update` writes nothing;
-    /// `deregister` ends the liveness. A backend without an interface-level layout fails with
-    /// [`Error::Config`] (the default).
-    async fn register_liveness(
-        &self,
-        instance: &ServiceInstance,
-        ttl: Duration,
-        limits: &Limits,
-    ) -> Result<Arc<dyn Registration>> {
-        let _ = (ttl, limits);
-        Err(Error::Config(format!(
-            "this registry backend has no interface-level layout (asked for {})",
-            instance.service_name
-        )))
     }
 
     /// Every instance of `app`, skipping (and reporting) records that cannot be used.

@@ -39,6 +39,7 @@ pub mod config;
 mod connect;
 pub mod consumers;
 mod deadline;
+mod forward;
 mod instances;
 pub mod interfaces;
 pub mod kv;
@@ -46,6 +47,7 @@ mod mapping;
 #[cfg(feature = "nacos")]
 #[cfg_attr(docsrs, doc(cfg(feature = "nacos")))]
 pub mod nacos;
+mod registration;
 mod reports;
 pub mod url;
 #[cfg(feature = "zookeeper")]
@@ -57,20 +59,20 @@ use std::time::Duration;
 
 pub use config::{ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
 pub use connect::{ConnectOptions, connect, connect_with};
-pub use consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
+pub use consumers::{ConsumerList, ConsumerRegistry};
 pub use instances::{
     EarlyInstances, InstanceChange, InstanceEvent, InstanceFollow, InstanceList, InstanceRegistry,
-    Instances, Registration,
+    Instances,
 };
 pub use interfaces::{
     InterfaceKey, InterfaceProviders, InterfaceRegistration, ProviderUrlFollow, ProviderUrls,
 };
 pub use mapping::{MappingFollow, MappingRegistry};
+pub use registration::{Record, RegisterOptions, Registration, Writes, check_identity};
 pub use reports::MetadataReports;
 
 use crate::layout::Layout;
 use crate::store::{DeadlineStore, MemoryStore, Store};
-use deadline::Deadline;
 use kv::KvBackend;
 
 /// A registry backend: its parts. Cheap to clone; clones share the connection.
@@ -125,6 +127,22 @@ impl Backend {
             interface_providers: Arc::new(interfaces::NoInterfaceProviders { backend: name }),
             kv: None,
         }
+    }
+
+    /// A backend whose every part is `whole` (ZooKeeper's and Nacos's are one value each).
+    pub fn whole<T>(name: &'static str, whole: Arc<T>) -> Self
+    where
+        T: InstanceRegistry
+            + MappingRegistry
+            + MetadataReports
+            + ConsumerRegistry
+            + ConfigCentre
+            + InterfaceProviders,
+    {
+        Backend::new(name, whole.clone(), whole.clone(), whole.clone())
+            .with_consumers(whole.clone())
+            .with_interface_providers(whole.clone())
+            .with_config(whole)
     }
 
     /// The same backend with `consumers` as its consumers part.
@@ -208,11 +226,6 @@ impl Backend {
         &self.interface_providers
     }
 
-    /// The key-value backend, when this is one.
-    pub fn as_kv(&self) -> Option<&KvBackend> {
-        self.kv.as_ref()
-    }
-
     /// The same backend with `deadline` on every call: a key-value backend on each store
     /// call, any other on each call of its parts (following streams are bounded while
     /// they start, not while they wait for changes).
@@ -224,36 +237,12 @@ impl Backend {
         let name = self.name;
         Backend {
             name,
-            instances: Arc::new(Deadline {
-                inner: self.instances,
-                deadline,
-                backend: name,
-            }),
-            mapping: Arc::new(Deadline {
-                inner: self.mapping,
-                deadline,
-                backend: name,
-            }),
-            reports: Arc::new(Deadline {
-                inner: self.reports,
-                deadline,
-                backend: name,
-            }),
-            consumers: Arc::new(Deadline {
-                inner: self.consumers,
-                deadline,
-                backend: name,
-            }),
-            config: Arc::new(Deadline {
-                inner: self.config,
-                deadline,
-                backend: name,
-            }),
-            interface_providers: Arc::new(Deadline {
-                inner: self.interface_providers,
-                deadline,
-                backend: name,
-            }),
+            instances: deadline::bound(self.instances, deadline, name),
+            mapping: deadline::bound(self.mapping, deadline, name),
+            reports: deadline::bound(self.reports, deadline, name),
+            consumers: deadline::bound(self.consumers, deadline, name),
+            config: deadline::bound(self.config, deadline, name),
+            interface_providers: deadline::bound(self.interface_providers, deadline, name),
             kv: None,
         }
     }

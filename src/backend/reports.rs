@@ -19,14 +19,14 @@ pub(crate) fn read_report(
 ) -> Result<MetadataInfo> {
     let info = MetadataInfo::from_json(bytes, limits)?;
     if info.app != app || info.revision != revision {
-        return Err(Error::Malformed {
-            what: "metadata report",
-            reason: format!(
+        return Err(Error::malformed(
+            "metadata report",
+            format!(
                 "report under {app}/{revision} holds {}/{}",
                 Error::shorten(&info.app),
                 Error::shorten(&info.revision)
             ),
-        });
+        ));
     }
     Ok(info)
 }

@@ -68,13 +68,13 @@ impl AppFollow {
     /// error (credentials, permissions), or [`Error::Shutdown`].
     pub async fn changed(&mut self) -> Result<()> {
         if let Some(error) = &self.snapshots.borrow().failed {
-            return Err(failed(error));
+            return Err(Error::clone(error));
         }
         tokio::select! {
             seen = self.snapshots.changed() => {
                 seen.map_err(|_| Error::Shutdown)?;
                 match &self.snapshots.borrow_and_update().failed {
-                    Some(error) => Err(failed(error)),
+                    Some(error) => Err(Error::clone(error)),
                     None => Ok(()),
                 }
             }
@@ -98,9 +98,4 @@ impl AppFollow {
             instance: authority,
         })
     }
-}
-
-/// The permanent error a view stopped with, as an owned error.
-fn failed(error: &Error) -> Error {
-    error.replay()
 }

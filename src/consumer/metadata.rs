@@ -131,6 +131,7 @@ impl MetadataSource {
                     app: app.to_owned(),
                     revision: revision.to_owned(),
                     reason: failed.error.to_string(),
+                    last: Some(Box::new(failed.error.clone())),
                 },
                 lasting: failed.lasting,
             })
@@ -185,6 +186,7 @@ impl MetadataSource {
             app: app.to_owned(),
             revision: revision.to_owned(),
             reason: "no instance to ask".into(),
+            last: None,
         };
         // Whether some source failed in a way that may pass (or had nothing yet).
         let mut mendable = candidates.is_empty();
@@ -323,14 +325,14 @@ pub(crate) fn verify_answer(
     counters: &Counters,
 ) -> Result<()> {
     if info.app != app || info.revision != revision {
-        return Err(Error::Malformed {
-            what: "metadata answer",
-            reason: format!(
+        return Err(Error::malformed(
+            "metadata answer",
+            format!(
                 "asked for {app}/{revision}, got {}/{}",
                 Error::shorten(&info.app),
                 Error::shorten(&info.revision)
             ),
-        });
+        ));
     }
     let outcome = verification::verify(declared, revision, info);
     counters.count_check(declared, outcome);
@@ -365,6 +367,7 @@ mod tests {
         let refused = Error::Connect {
             address: "h:1".into(),
             reason: "connection refused".into(),
+            source: None,
         };
         assert!(
             !lasting(&refused),

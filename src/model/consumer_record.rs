@@ -208,10 +208,7 @@ impl ConsumerRecord {
     pub fn to_json(&self, limits: &Limits) -> Result<Vec<u8>> {
         self.validate()?;
         self.check_count(limits)?;
-        let json = serde_json::to_vec(self).map_err(|e| Error::Malformed {
-            what: "consumer record",
-            reason: e.to_string(),
-        })?;
+        let json = serde_json::to_vec(self).map_err(|e| Error::unparsable("consumer record", e))?;
         limits.check_size("consumer record", json.len(), limits.max_instance_bytes)?;
         Ok(json)
     }
@@ -221,10 +218,7 @@ impl ConsumerRecord {
     pub fn from_json(bytes: &[u8], limits: &Limits) -> Result<Self> {
         limits.check_size("consumer record", bytes.len(), limits.max_instance_bytes)?;
         let record: ConsumerRecord =
-            serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
-                what: "consumer record",
-                reason: e.to_string(),
-            })?;
+            serde_json::from_slice(bytes).map_err(|e| Error::unparsable("consumer record", e))?;
         record.check_count(limits)?;
         record.validate()?;
         Ok(record)

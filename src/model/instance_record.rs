@@ -33,10 +33,7 @@ impl ServiceInstance {
     /// Parses and validates the JSON form; unknown fields (Dubbo writes several) are ignored.
     pub fn from_json(bytes: &[u8], limits: &Limits) -> Result<Self> {
         limits.check_size("instance record", bytes.len(), limits.max_instance_bytes)?;
-        let instance = read(bytes).map_err(|e| Error::Malformed {
-            what: "instance record",
-            reason: e.to_string(),
-        })?;
+        let instance = read(bytes).map_err(|e| Error::unparsable("instance record", e))?;
         if instance.metadata.len() > limits.max_params {
             return Err(Error::TooLarge {
                 what: "instance metadata entries",

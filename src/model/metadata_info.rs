@@ -93,14 +93,14 @@ impl MetadataInfo {
                 });
             }
             if *key != service.match_key() {
-                return Err(Error::Malformed {
-                    what: "metadata info",
-                    reason: format!(
+                return Err(Error::malformed(
+                    "metadata info",
+                    format!(
                         "service under key {:?} has match key {:?}",
                         Error::shorten(key),
                         Error::shorten(&service.match_key())
                     ),
-                });
+                ));
             }
         }
         Ok(())
@@ -111,13 +111,20 @@ impl MetadataInfo {
         serde_json::to_vec(self).expect("metadata info always serializes")
     }
 
+    /// The JSON form as a report is written: checked first, and refused when over
+    /// [`Limits::max_metadata_bytes`].
+    pub fn to_report(&self, limits: &Limits) -> Result<Vec<u8>> {
+        self.validate(limits)?;
+        let json = self.to_json();
+        limits.check_size("metadata info", json.len(), limits.max_metadata_bytes)?;
+        Ok(json)
+    }
+
     /// Parses and validates the JSON form, refusing documents over the limits.
     pub fn from_json(bytes: &[u8], limits: &Limits) -> Result<Self> {
         limits.check_size("metadata info", bytes.len(), limits.max_metadata_bytes)?;
-        let info: MetadataInfo = serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
-            what: "metadata info",
-            reason: e.to_string(),
-        })?;
+        let info: MetadataInfo =
+            serde_json::from_slice(bytes).map_err(|e| Error::unparsable("metadata info", e))?;
         info.validate(limits)?;
         Ok(info)
     }

@@ -152,6 +152,12 @@ pub fn validate_revision(revision: &str) -> Result<()> {
     )
 }
 
+/// Checks the names a metadata report is stored under: its app and revision.
+pub fn validate_report_key(app: &str, revision: &str) -> Result<()> {
+    validate_app(app)?;
+    validate_revision(revision)
+}
+
 /// Checks a config-centre rule key as a consumer record lists it
 /// (`helloworld.Greeter:1.0:grp.condition-router`): non-empty, at most
 /// [`MAX_RULE_KEY_LEN`] bytes, no `/`, `,`, whitespace or control characters.

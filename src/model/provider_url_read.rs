@@ -24,10 +24,7 @@ use crate::error::{Error, Result};
 pub const MAX_NODE_LEN: usize = 3 * MAX_URL_LEN;
 
 fn malformed(reason: String) -> Error {
-    Error::Malformed {
-        what: "interface-level URL",
-        reason,
-    }
+    Error::malformed("interface-level URL", reason)
 }
 
 impl ProviderUrl {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::Shared;
+use crate::backend::{RegisterOptions, Writes};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::model::StorageType;
@@ -23,16 +24,17 @@ impl Shared {
             return Err(Error::Shutdown);
         }
         self.refresh_metadata(&mut state);
-        let instances = self.backend.instances();
-        let registration = if self.register_mode.writes_instance() {
-            instances
-                .register(&state.instance, self.lease_ttl, &self.limits)
-                .await?
+        let writes = if self.register_mode.writes_instance() {
+            Writes::Record
         } else {
-            instances
-                .register_liveness(&state.instance, self.lease_ttl, &self.limits)
-                .await?
+            Writes::LivenessOnly
         };
+        let options = RegisterOptions::new(self.lease_ttl, &self.limits).writes(writes);
+        let registration = self
+            .backend
+            .instances()
+            .register(&state.instance, &options)
+            .await?;
         state.registration = Some(registration.clone());
         // Those written went with the liveness they were bound to (or are replaced now).
         state.interfaces.clear();

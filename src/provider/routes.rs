@@ -14,7 +14,7 @@ pub(super) fn add_once<L>(
     add: impl FnOnce(Router<L>) -> Router<L>,
 ) -> Result<Router<L>> {
     std::panic::catch_unwind(AssertUnwindSafe(move || add(router))).map_err(|_| {
-        Error::Config(format!(
+        Error::Misuse(format!(
             "the router already serves {what}: `Provider::serve` adds it itself (turn \
              reflection off with `reflection(false)` if yours serves its own)"
         ))

@@ -74,6 +74,16 @@ pub struct Page {
     pub more: bool,
 }
 
+impl Page {
+    /// The key the next page starts after, when keys remain.
+    pub fn next_after(&self) -> Option<String> {
+        self.kvs
+            .last()
+            .filter(|_| self.more)
+            .map(|last| last.key.clone())
+    }
+}
+
 /// A change seen by a watch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WatchEvent {

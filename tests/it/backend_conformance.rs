@@ -16,6 +16,7 @@ use std::time::Duration;
 use introspect::backend::config::DEFAULT_GROUP;
 use introspect::backend::{
     Backend, ConfigFollow, ConfigItem, InstanceChange, InstanceEvent, InstanceFollow,
+    RegisterOptions,
 };
 use introspect::model::keys;
 use introspect::{Error, Limits, MetadataInfo, ServiceInfo, ServiceInstance};
@@ -108,7 +109,10 @@ pub mod cases {
         let limits = Limits::default();
         let instances = s.backend.instances();
         let r = instances
-            .register(&instance("shop", 1001, "aa"), TTL, &limits)
+            .register(
+                &instance("shop", 1001, "aa"),
+                &RegisterOptions::new(TTL, &limits),
+            )
             .await
             .unwrap();
         assert!(!r.id().is_empty());
@@ -136,9 +140,16 @@ pub mod cases {
             "the revision never goes backwards"
         );
         let other = instance("shop", 1002, "bb");
+        let refused = r.update(&other).await;
         assert!(
-            r.update(&other).await.is_err(),
-            "a registration writes its own record only"
+            matches!(refused, Err(Error::Misuse(_))),
+            "a registration writes its own record only: {refused:?}"
+        );
+        let list = instances.list("shop", &limits).await.unwrap();
+        assert_eq!(
+            list.instances.len(),
+            1,
+            "nothing written for the other record"
         );
         r.deregister().await.unwrap();
         let list = instances.list("shop", &limits).await.unwrap();
@@ -159,12 +170,18 @@ pub mod cases {
         let instances = s.backend.instances();
         assert_eq!(instances.list("shop", &limits).await.unwrap().epoch, None);
         let a = instances
-            .register(&instance("shop", 1001, "aa"), TTL, &limits)
+            .register(
+                &instance("shop", 1001, "aa"),
+                &RegisterOptions::new(TTL, &limits),
+            )
             .await
             .unwrap();
         let epoch = instances.list("shop", &limits).await.unwrap().epoch;
         let b = instances
-            .register(&instance("cart", 1002, "aa"), TTL, &limits)
+            .register(
+                &instance("cart", 1002, "aa"),
+                &RegisterOptions::new(TTL, &limits),
+            )
             .await
             .unwrap();
         assert_eq!(instances.list("cart", &limits).await.unwrap().epoch, epoch);
@@ -176,7 +193,10 @@ pub mod cases {
         let limits = Limits::default();
         let instances = s.backend.instances();
         let before = instances
-            .register(&instance("shop", 1001, "aa"), TTL, &limits)
+            .register(
+                &instance("shop", 1001, "aa"),
+                &RegisterOptions::new(TTL, &limits),
+            )
             .await
             .unwrap();
         let mut follow = instances.follow("shop", &limits).await.unwrap();
@@ -190,7 +210,10 @@ pub mod cases {
             InstanceEvent::Changes(c) => panic!("changes before the reset: {c:?}"),
         }
         let r = instances
-            .register(&instance("shop", 1002, "aa"), TTL, &limits)
+            .register(
+                &instance("shop", 1002, "aa"),
+                &RegisterOptions::new(TTL, &limits),
+            )
             .await
             .unwrap();
         changes_until(&mut follow, upsert_of("127.0.0.1:1002", "aa")).await;
@@ -214,7 +237,10 @@ pub mod cases {
         let limits = Limits::default();
         let instances = s.backend.instances();
         let good = instances
-            .register(&instance("shop", 1001, "aa"), TTL, &limits)
+            .register(
+                &instance("shop", 1001, "aa"),
+                &RegisterOptions::new(TTL, &limits),
+            )
             .await
             .unwrap();
         let mut follow = instances.follow("shop", &limits).await.unwrap();
@@ -238,15 +264,24 @@ pub mod cases {
         let limits = Limits::default();
         let instances = s.backend.instances();
         let a = instances
-            .register(&instance("shop", 1001, "aa"), TTL, &limits)
+            .register(
+                &instance("shop", 1001, "aa"),
+                &RegisterOptions::new(TTL, &limits),
+            )
             .await
             .unwrap();
         let b = instances
-            .register(&instance("shop", 1002, "aa"), TTL, &limits)
+            .register(
+                &instance("shop", 1002, "aa"),
+                &RegisterOptions::new(TTL, &limits),
+            )
             .await
             .unwrap();
         let c = instances
-            .register(&instance("cart", 1003, "cc"), TTL, &limits)
+            .register(
+                &instance("cart", 1003, "cc"),
+                &RegisterOptions::new(TTL, &limits),
+            )
             .await
             .unwrap();
         let apps = instances.list_apps(&limits).await.unwrap();
@@ -279,7 +314,12 @@ pub mod cases {
             );
         }
         let bad = instance("a/b", 1, "aa");
-        assert!(instances.register(&bad, TTL, &limits).await.is_err());
+        assert!(
+            instances
+                .register(&bad, &RegisterOptions::new(TTL, &limits))
+                .await
+                .is_err()
+        );
         assert!(
             s.backend
                 .mapping()

@@ -11,6 +11,7 @@ use crate::support::etcd::EtcdServer;
 use crate::support::killable::{GREETER, Killable, greeter_info};
 use crate::support::records::Records;
 use crate::support::wait::eventually;
+use introspect::backend::RegisterOptions;
 use introspect::consumer::ProtectionOptions;
 use introspect::{Resolver, Store, Subscription};
 
@@ -130,7 +131,10 @@ fn simulated_provider(records: Records, port: u16, stop: Arc<AtomicBool>) {
                 }
                 backend
                     .instances()
-                    .register(&Records::instance(&info, port), TTL, &limits)
+                    .register(
+                        &Records::instance(&info, port),
+                        &RegisterOptions::new(TTL, &limits),
+                    )
                     .await
             };
             let Ok(registration) = published.await else {

@@ -266,7 +266,7 @@ async fn serve_refuses_a_router_that_already_serves_the_metadata_service() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::Config(m) if m.contains("already serves")),
+        matches!(&err, Error::Misuse(m) if m.contains("already serves")),
         "{err}"
     );
     assert!(store.get_prefix("/services/").await.unwrap().kvs.is_empty());

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use introspect::backend::zookeeper::ZooKeeperOptions;
-use introspect::backend::{Backend, ConnectOptions};
+use introspect::backend::{Backend, ConnectOptions, RegisterOptions};
 use introspect::consumer::ProtectionOptions;
 use introspect::model::keys;
 use introspect::{Limits, Provider, Resolver, ServiceInfo, Subscription};
@@ -536,7 +536,7 @@ async fn the_list_revision_is_a_zxid_that_goes_backwards_only_when_the_server_is
     for port in 1..=20 {
         registrations.push(
             instances
-                .register(&instance(port), TTL, &limits)
+                .register(&instance(port), &RegisterOptions::new(TTL, &limits))
                 .await
                 .unwrap(),
         );
@@ -556,7 +556,7 @@ async fn the_list_revision_is_a_zxid_that_goes_backwards_only_when_the_server_is
     let backend = server.backend().await;
     let r = backend
         .instances()
-        .register(&instance(99), TTL, &limits)
+        .register(&instance(99), &RegisterOptions::new(TTL, &limits))
         .await
         .unwrap();
     let after_restart = backend.instances().list("shop", &limits).await.unwrap();
@@ -573,7 +573,7 @@ async fn the_list_revision_is_a_zxid_that_goes_backwards_only_when_the_server_is
     let backend = server.backend().await;
     let _r = backend
         .instances()
-        .register(&instance(1), TTL, &limits)
+        .register(&instance(1), &RegisterOptions::new(TTL, &limits))
         .await
         .unwrap();
     let replaced = backend.instances().list("shop", &limits).await.unwrap();
@@ -601,7 +601,7 @@ async fn the_session_timeout_is_what_the_server_grants() {
         instance.metadata.insert(keys::REVISION.into(), "aa".into());
         let r = backend
             .instances()
-            .register(&instance, asked, &limits)
+            .register(&instance, &RegisterOptions::new(asked, &limits))
             .await
             .unwrap();
         assert_eq!(r.ttl(), granted, "asked for {asked:?}");

@@ -14,6 +14,7 @@ use crate::support::faulty::FaultyStore;
 use crate::support::fleet::{start_provider, start_provider_with};
 use crate::support::wait::eventually;
 use crate::support::zookeeper::ZooKeeperServer;
+use introspect::backend::RegisterOptions;
 use introspect::consumer::routing::{Configurators, TagRule};
 use introspect::consumer::{ProtectionOptions, Resolver, Subscription};
 use introspect::{Backend, Limits, MemoryStore, ServiceInfo, Store};
@@ -985,7 +986,10 @@ async fn ten_thousand_instances_are_paged() {
         instance.port = 20_000 + n as u16;
         let registration = backend
             .instances()
-            .register(&instance, Duration::from_secs(60), &Limits::default())
+            .register(
+                &instance,
+                &RegisterOptions::new(Duration::from_secs(60), &Limits::default()),
+            )
             .await
             .expect("registered");
         registrations.push(registration);

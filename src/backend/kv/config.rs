@@ -10,10 +10,10 @@
 //! [`Layout::config_key`]: super::layout::Layout::config_key
 
 use async_trait::async_trait;
-use tokio::sync::mpsc::error::TrySendError;
 
 use super::KvBackend;
 use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
+use crate::backend::forward::forward_config;
 use crate::error::Result;
 use crate::store::{CasOutcome, KeyValue, WatchEvent};
 
@@ -88,9 +88,7 @@ impl ConfigCentre for KvBackend {
                         continue;
                     }
                     last = now;
-                    if let Err(TrySendError::Full(_) | TrySendError::Closed(_)) =
-                        states.try_send(state)
-                    {
+                    if !forward_config(&states, state) {
                         return;
                     }
                 }
@@ -153,16 +151,13 @@ impl ConfigCentre for KvBackend {
             if names.len() > config::MAX_LISTED_KEYS {
                 break;
             }
-            match page.kvs.last() {
-                Some(last) if page.more => {
-                    let after = last.key.clone();
-                    page = self
-                        .store
-                        .get_prefix_page(&prefix, Some(&after), revision)
-                        .await?;
-                }
-                _ => break,
-            }
+            let Some(after) = page.next_after() else {
+                break;
+            };
+            page = self
+                .store
+                .get_prefix_page(&prefix, Some(&after), revision)
+                .await?;
         }
         config::listed(group, names)
     }

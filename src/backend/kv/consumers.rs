@@ -2,91 +2,31 @@
 //! layout's namespace, each bound to a lease of its own.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::backend::consumers::{
-    ConsumerList, ConsumerRegistration, ConsumerRegistry, MAX_CONSUMER_RECORDS,
-};
+use crate::backend::consumers::{ConsumerList, ConsumerRegistry, MAX_CONSUMER_RECORDS};
+use crate::backend::registration::{RegisterOptions, Registration};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::model::ConsumerRecord;
-use crate::store::{KeyValue, LeaseId, Store};
+use crate::store::KeyValue;
 
 use super::KvBackend;
-
-/// One consumer record and its lease.
-struct KvConsumer {
-    store: Arc<dyn Store>,
-    key: String,
-    lease: LeaseId,
-    ttl: Duration,
-    app: String,
-    id: String,
-    limits: Limits,
-}
-
-#[async_trait]
-impl ConsumerRegistration for KvConsumer {
-    async fn update(&self, record: &ConsumerRecord) -> Result<()> {
-        if record.app != self.app || record.id != self.id {
-            return Err(Error::Config(format!(
-                "the registration of consumer {}/{} cannot write the record of {}/{}",
-                self.app, self.id, record.app, record.id
-            )));
-        }
-        let json = record.to_json(&self.limits)?;
-        match self.store.put(&self.key, json, Some(self.lease)).await {
-            Ok(_) => Ok(()),
-            Err(Error::LeaseNotFound(lease)) => Err(lost(lease)),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn keep_alive(&self) -> Result<()> {
-        match self.store.keep_alive(self.lease).await {
-            Ok(_) => Ok(()),
-            Err(Error::LeaseNotFound(lease)) => Err(lost(lease)),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn deregister(&self) -> Result<()> {
-        let deleted = self.store.delete(&self.key).await;
-        let revoked = match self.store.revoke_lease(self.lease).await {
-            Ok(()) | Err(Error::LeaseNotFound(_)) => Ok(()),
-            Err(e) => Err(e),
-        };
-        deleted?;
-        revoked
-    }
-
-    fn id(&self) -> String {
-        format!("lease {}", self.lease)
-    }
-
-    fn ttl(&self) -> Duration {
-        self.ttl
-    }
-}
-
-fn lost(lease: LeaseId) -> Error {
-    Error::RegistrationLost(format!("lease {lease} expired or was revoked"))
-}
+use super::registration::KvRegistration;
 
 /// Parses one record; its key must be its own (`{app}/{id}` under the prefix).
 fn parse(layout: &Layout, kv: &KeyValue, limits: &Limits) -> Result<ConsumerRecord> {
     let record = ConsumerRecord::from_json(&kv.value, limits)?;
     if kv.key != layout.consumer_key(&record.app, &record.id) {
-        return Err(Error::Malformed {
-            what: "consumer record",
-            reason: format!(
+        return Err(Error::malformed(
+            "consumer record",
+            format!(
                 "the record of {}/{} is stored under another key",
                 record.app, record.id
             ),
-        });
+        ));
     }
     Ok(record)
 }
@@ -96,25 +36,11 @@ impl ConsumerRegistry for KvBackend {
     async fn register(
         &self,
         record: &ConsumerRecord,
-        ttl: Duration,
-        limits: &Limits,
-    ) -> Result<Arc<dyn ConsumerRegistration>> {
-        let json = record.to_json(limits)?;
-        let key = self.layout.consumer_key(&record.app, &record.id);
-        let lease = self.store.grant_lease(ttl).await?;
-        if let Err(e) = self.store.put(&key, json, Some(lease)).await {
-            let _ = self.store.revoke_lease(lease).await;
-            return Err(e);
-        }
-        Ok(Arc::new(KvConsumer {
-            store: self.store.clone(),
-            key,
-            lease,
-            ttl,
-            app: record.app.clone(),
-            id: record.id.clone(),
-            limits: limits.clone(),
-        }))
+        options: &RegisterOptions,
+    ) -> Result<Arc<dyn Registration<ConsumerRecord>>> {
+        let registration =
+            KvRegistration::register(self.store.clone(), &self.layout, record, options).await?;
+        Ok(Arc::new(registration))
     }
 
     /// Read in pages pinned to the revision of the first one, stopping after
@@ -135,16 +61,13 @@ impl ConsumerRegistry for KvBackend {
                     Err(e) => list.skipped.push((kv.key.clone(), e.to_string())),
                 }
             }
-            match page.kvs.last() {
-                Some(last) if page.more => {
-                    let after = last.key.clone();
-                    page = self
-                        .store
-                        .get_prefix_page(&prefix, Some(&after), revision)
-                        .await?;
-                }
-                _ => return Ok(list),
-            }
+            let Some(after) = page.next_after() else {
+                return Ok(list);
+            };
+            page = self
+                .store
+                .get_prefix_page(&prefix, Some(&after), revision)
+                .await?;
         }
     }
 }
@@ -152,7 +75,10 @@ impl ConsumerRegistry for KvBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::MemoryStore;
+    use crate::store::{MemoryStore, Store};
+    use std::time::Duration;
+
+    const TTL: Duration = Duration::from_secs(10);
 
     #[tokio::test]
     async fn records_live_apart_from_instances_and_bad_ones_are_skipped() {
@@ -161,7 +87,7 @@ mod tests {
         let limits = Limits::default();
         let record = ConsumerRecord::new("web", "id1", "10.0.0.9", 1);
         let registration =
-            ConsumerRegistry::register(&backend, &record, Duration::from_secs(10), &limits)
+            ConsumerRegistry::register(&backend, &record, &RegisterOptions::new(TTL, &limits))
                 .await
                 .unwrap();
         assert!(

@@ -2,10 +2,8 @@
 //! store revision + 1, so nothing falls between them. The watch's batches become changes;
 //! its end becomes the stream's last item, and whoever follows follows again.
 
-use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
-
 use super::KvBackend;
+use crate::backend::forward::forward;
 use crate::backend::{EarlyInstances, InstanceEvent, InstanceFollow, MappingFollow};
 use crate::error::Result;
 use crate::limits::Limits;
@@ -37,13 +35,10 @@ pub(super) async fn instances(
                 () = events.closed() => return,
                 next = watch.next() => next,
             };
-            let item = match next {
-                Ok(changes) if changes.is_empty() => continue,
-                Ok(changes) => Ok(InstanceEvent::Changes(changes)),
-                Err(e) => Err(e),
+            let Some(item) = next.map(InstanceEvent::changes).transpose() else {
+                continue;
             };
-            let last = item.is_err();
-            if !forward(&events, item) || last {
+            if !forward(&events, item) {
                 return;
             }
         }
@@ -63,20 +58,10 @@ pub(super) async fn mapping(mapping: Mapping, interface: String) -> Result<Mappi
                 () = values.closed() => return,
                 next = watch.next() => next,
             };
-            let last = next.is_err();
-            if !forward(&values, next) || last {
+            if !forward(&values, next) {
                 return;
             }
         }
     });
     Ok(follow)
-}
-
-/// Sends `item` without waiting; returns whether the follower is still there and keeping
-/// up (a full buffer ends the stream: the follower reads afresh).
-fn forward<T>(sender: &mpsc::Sender<T>, item: T) -> bool {
-    match sender.try_send(item) {
-        Ok(()) => true,
-        Err(TrySendError::Full(_) | TrySendError::Closed(_)) => false,
-    }
 }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::layout::Layout;
+use crate::backend::forward::forward;
 use crate::backend::{InterfaceKey, InterfaceProviders, ProviderUrlFollow, ProviderUrls};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -112,8 +113,7 @@ impl InterfaceProviders for KvInterfaceProviders {
                     }
                     known.urls()
                 });
-                let last = item.is_err();
-                if sets.try_send(item).is_err() || last {
+                if !forward(&sets, item) {
                     return;
                 }
             }

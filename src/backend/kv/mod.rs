@@ -21,15 +21,14 @@ pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::{
     EarlyInstances, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
-    MetadataReports, Registration,
+    MetadataReports, RegisterOptions, Registration, Writes,
 };
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::{MetadataInfo, ServiceInstance};
 use crate::store::{CasOutcome, Store};
@@ -119,14 +118,19 @@ impl InstanceRegistry for KvBackend {
     async fn register(
         &self,
         instance: &ServiceInstance,
-        ttl: Duration,
-        limits: &Limits,
+        options: &RegisterOptions,
     ) -> Result<Arc<dyn Registration>> {
+        if options.writes == Writes::LivenessOnly {
+            return Err(Error::Config(format!(
+                "the {} backend has no interface-level layout (asked for {})",
+                self.store.backend(),
+                instance.service_name
+            )));
+        }
         instance.validate()?;
         self.ensure_epoch().await?;
         let registration =
-            KvRegistration::register(self.store.clone(), self.registry(limits), instance, ttl)
-                .await?;
+            KvRegistration::register(self.store.clone(), &self.layout, instance, options).await?;
         Ok(Arc::new(registration))
     }
 

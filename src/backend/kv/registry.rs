@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+use super::registration::KvRecord;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::limits::Limits;
@@ -54,17 +55,10 @@ impl Registry {
         instance: &ServiceInstance,
         lease: Option<LeaseId>,
     ) -> Result<i64> {
-        instance.validate()?;
-        let json = instance.to_json();
-        self.limits.check_size(
-            "instance record",
-            json.len(),
-            self.limits.max_instance_bytes,
-        )?;
-        let key = self
-            .layout
-            .instance_key(&instance.service_name, &instance.host, instance.port);
-        self.store.put(&key, json, lease).await
+        let json = instance.encode(&self.limits)?;
+        self.store
+            .put(&instance.key(&self.layout), json, lease)
+            .await
     }
 
     /// Deletes an instance's record; returns whether it existed.
@@ -157,9 +151,9 @@ impl Registry {
         // entries has full nodes, one grown by appending keeps its nodes about half full.
         let mut parsed = Vec::with_capacity(page.kvs.len());
         loop {
-            let after = match page.kvs.last() {
-                Some(last) if page.more => last.key.clone(),
-                _ => {
+            let after = match page.next_after() {
+                Some(after) => after,
+                None => {
                     self.parse_page(app, prefix, &page.kvs, &mut parsed, &mut list, early);
                     list.instances = parsed.into_iter().collect();
                     let records = page.kvs.len();
@@ -399,7 +393,7 @@ mod tests {
         let (list, revision) = registry.list_beside("shop", None, at).await.unwrap();
         assert_eq!(list.instances.len(), 1);
         assert_eq!(revision, list.revision);
-        let refuse = |_| std::future::ready(Err::<(), _>(Error::Io(std::io::Error::other("no"))));
+        let refuse = |_| std::future::ready(Err::<(), _>(Error::from(std::io::Error::other("no"))));
         let failed = registry.list_beside("shop", None, refuse).await;
         assert!(matches!(failed, Err(Error::Io(_))), "{failed:?}");
     }

@@ -35,10 +35,7 @@ impl MetadataReport {
     /// Stores `info` unless its revision is there already (a revision's content never
     /// changes). Returns whether it was written.
     pub async fn publish(&self, info: &MetadataInfo) -> Result<bool> {
-        info.validate(&self.limits)?;
-        let json = info.to_json();
-        self.limits
-            .check_size("metadata info", json.len(), self.limits.max_metadata_bytes)?;
+        let json = info.to_report(&self.limits)?;
         let key = self.layout.report_key(&info.app, &info.revision);
         Ok(matches!(
             self.store.compare_and_swap(&key, 0, json, None).await?,
@@ -49,8 +46,7 @@ impl MetadataReport {
     /// The reported metadata of `app` at `revision`, if any. A report whose content does not
     /// belong to the key it is stored under is an error.
     pub async fn get(&self, app: &str, revision: &str) -> Result<Option<MetadataInfo>> {
-        names::validate_app(app)?;
-        names::validate_revision(revision)?;
+        names::validate_report_key(app, revision)?;
         let Some(kv) = self
             .store
             .get(&self.layout.report_key(app, revision))
@@ -75,8 +71,7 @@ impl MetadataReport {
 
     /// Removes the report of `app` at `revision`; returns whether it existed.
     pub async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
-        names::validate_app(app)?;
-        names::validate_revision(revision)?;
+        names::validate_report_key(app, revision)?;
         self.store
             .delete(&self.layout.report_key(app, revision))
             .await

@@ -283,10 +283,7 @@ pub(super) fn map_error(error: SdkError, what: &str) -> Error {
         SdkError::InvalidParam(..) | SdkError::WrongServerAddress(_) => {
             Error::Config(format!("{what}: {text}"))
         }
-        SdkError::Serialization(_) => Error::Malformed {
-            what: "Nacos reply",
-            reason: format!("{what}: {text}"),
-        },
+        SdkError::Serialization(_) => Error::malformed("Nacos reply", format!("{what}: {text}")),
         SdkError::ClientUnhealthy(_)
         | SdkError::ClientShutdown(_)
         | SdkError::NoAvailableServer

@@ -27,13 +27,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use nacos_sdk::api::config::{ConfigChangeListener, ConfigResponse, ConfigService};
 use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
 
 use super::NacosBackend;
 use super::client::map_error;
 use super::mapping::{ABSENT_MD5, ConfigStore, content_md5};
 use super::names;
 use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
+use crate::backend::forward::forward_config;
 use crate::error::{Error, Result};
 
 /// How often a follow reads the config from the server (see the module docs).
@@ -138,12 +138,7 @@ impl ConfigCentre for NacosBackend {
                     Err(e) if e.is_permanent() => Err(e),
                     Err(e) => Err(Error::WatchEnded(e.to_string())),
                 };
-                let end = matches!(&state, Err(e) if !matches!(e, Error::Rule { .. }));
-                if let Err(TrySendError::Full(_) | TrySendError::Closed(_)) = states.try_send(state)
-                {
-                    break;
-                }
-                if end {
+                if !forward_config(&states, state) {
                     break;
                 }
             }

@@ -15,7 +15,9 @@ use nacos_sdk::api::naming::{NamingService, ServiceInstance as NacosInstance};
 
 use super::client::{Reader, map_error};
 use super::names;
-use crate::backend::consumers::{ConsumerList, ConsumerRegistration, MAX_CONSUMER_RECORDS};
+use super::naming_instance::NamingInstance;
+use crate::backend::consumers::{ConsumerList, MAX_CONSUMER_RECORDS};
+use crate::backend::{Record, RegisterOptions, Registration, check_identity};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::{ConsumerRecord, names as model_names};
@@ -32,10 +34,7 @@ const PAGE: i32 = 500;
 /// The naming instance of `record`.
 fn to_nacos(record: &ConsumerRecord, limits: &Limits) -> Result<NacosInstance> {
     let json = record.to_json(limits)?;
-    let json = String::from_utf8(json).map_err(|e| Error::Malformed {
-        what: "consumer record",
-        reason: e.to_string(),
-    })?;
+    let json = String::from_utf8(json).map_err(|e| Error::unparsable("consumer record", e))?;
     Ok(NacosInstance {
         instance_id: None,
         ip: record.host.clone(),
@@ -52,11 +51,9 @@ fn to_nacos(record: &ConsumerRecord, limits: &Limits) -> Result<NacosInstance> {
 
 /// One consumer's naming instance and the client that holds it.
 pub(super) struct NacosConsumer {
-    naming: NamingService,
-    service: String,
-    app: String,
-    id: String,
-    instance: std::sync::Mutex<NacosInstance>,
+    instance: NamingInstance,
+    /// `{app}/{id}`.
+    identity: String,
     limits: Limits,
     ttl: Duration,
 }
@@ -65,48 +62,26 @@ impl NacosConsumer {
     pub(super) async fn register(
         naming: NamingService,
         record: &ConsumerRecord,
-        ttl: Duration,
-        limits: &Limits,
+        options: &RegisterOptions,
     ) -> Result<Self> {
-        let instance = to_nacos(record, limits)?;
+        let nacos = to_nacos(record, &options.limits)?;
         let service = names::service_name(&record.app);
-        let what = format!("register consumer {GROUP}@@{service} {}", record.id);
-        naming
-            .register_instance(service.clone(), Some(GROUP.to_owned()), instance.clone())
-            .await
-            .map_err(|e| map_error(e, &what))?;
+        let instance = NamingInstance::new(naming, GROUP, service, nacos);
+        instance.register().await?;
         Ok(NacosConsumer {
-            naming,
-            service,
-            app: record.app.clone(),
-            id: record.id.clone(),
-            instance: std::sync::Mutex::new(instance),
-            limits: limits.clone(),
-            ttl,
+            instance,
+            identity: record.identity(),
+            limits: options.limits.clone(),
+            ttl: options.ttl,
         })
     }
 }
 
 #[async_trait]
-impl ConsumerRegistration for NacosConsumer {
+impl Registration<ConsumerRecord> for NacosConsumer {
     async fn update(&self, record: &ConsumerRecord) -> Result<()> {
-        if record.app != self.app || record.id != self.id {
-            return Err(Error::Config(format!(
-                "the registration of consumer {}/{} cannot write the record of {}/{}",
-                self.app, self.id, record.app, record.id
-            )));
-        }
-        let instance = to_nacos(record, &self.limits)?;
-        self.naming
-            .register_instance(
-                self.service.clone(),
-                Some(GROUP.to_owned()),
-                instance.clone(),
-            )
-            .await
-            .map_err(|e| map_error(e, &format!("update consumer {} {}", self.service, self.id)))?;
-        *self.instance.lock().unwrap_or_else(|p| p.into_inner()) = instance;
-        Ok(())
+        check_identity(&self.identity, record)?;
+        self.instance.replace(to_nacos(record, &self.limits)?).await
     }
 
     async fn keep_alive(&self) -> Result<()> {
@@ -115,24 +90,11 @@ impl ConsumerRegistration for NacosConsumer {
     }
 
     async fn deregister(&self) -> Result<()> {
-        let instance = self
-            .instance
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        self.naming
-            .deregister_instance(self.service.clone(), Some(GROUP.to_owned()), instance)
-            .await
-            .map_err(|e| {
-                map_error(
-                    e,
-                    &format!("deregister consumer {} {}", self.service, self.id),
-                )
-            })
+        self.instance.deregister().await
     }
 
     fn id(&self) -> String {
-        format!("nacos connection of consumer {}/{}", self.service, self.id)
+        format!("nacos connection of consumer {}", self.identity)
     }
 
     fn ttl(&self) -> Duration {
@@ -142,22 +104,18 @@ impl ConsumerRegistration for NacosConsumer {
 
 /// Reads one naming instance of `app` as a consumer record.
 fn from_nacos(app: &str, instance: &NacosInstance, limits: &Limits) -> Result<ConsumerRecord> {
-    let json = instance
-        .metadata
-        .get(METADATA_KEY)
-        .ok_or_else(|| Error::Malformed {
-            what: "consumer record",
-            reason: format!("no {METADATA_KEY} metadata"),
-        })?;
+    let json = instance.metadata.get(METADATA_KEY).ok_or_else(|| {
+        Error::malformed("consumer record", format!("no {METADATA_KEY} metadata"))
+    })?;
     let record = ConsumerRecord::from_json(json.as_bytes(), limits)?;
     if record.app != app || instance.cluster_name.as_deref() != Some(record.id.as_str()) {
-        return Err(Error::Malformed {
-            what: "consumer record",
-            reason: format!(
+        return Err(Error::malformed(
+            "consumer record",
+            format!(
                 "the record of {}/{} is registered as another instance",
                 record.app, record.id
             ),
-        });
+        ));
     }
     Ok(record)
 }

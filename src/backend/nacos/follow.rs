@@ -37,14 +37,14 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use nacos_sdk::api::config::{ConfigChangeListener, ConfigResponse};
-use nacos_sdk::api::naming::{NamingChangeEvent, NamingEventListener, NamingService};
+use nacos_sdk::api::config::ConfigChangeListener;
 use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
 
 use super::client::{Reader, is_over_limit, map_error};
 use super::diff::Pushes;
+use super::subscription::{Changed, Subscription};
 use super::{epoch, names, record};
+use crate::backend::forward::forward;
 use crate::backend::{InstanceChange, InstanceEvent, InstanceFollow, MappingFollow};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -82,22 +82,6 @@ fn list_size(list: &crate::backend::InstanceList) -> usize {
         .sum()
 }
 
-/// Turns the SDK's callbacks into "changed" signals: at most one waits, later ones fold into
-/// it (the follow reads the newest state anyway).
-pub(super) struct Changed(pub(super) mpsc::Sender<()>);
-
-impl NamingEventListener for Changed {
-    fn event(&self, _event: Arc<NamingChangeEvent>) {
-        let _ = self.0.try_send(());
-    }
-}
-
-impl ConfigChangeListener for Changed {
-    fn notify(&self, _config: ConfigResponse) {
-        let _ = self.0.try_send(());
-    }
-}
-
 /// Follows `app` in `group`: subscribe, list, then the pushes as changes (or, for a large
 /// app, the lists polled; see the module docs).
 pub(super) async fn instances(
@@ -110,40 +94,30 @@ pub(super) async fn instances(
     let service = names::service_name(&app);
     let naming = reader.naming().await?.clone();
     let (signal, mut changed) = mpsc::channel(1);
-    let listener: Arc<dyn NamingEventListener> = Arc::new(Changed(signal));
     // An app known to be large is not subscribed to: the server would send its whole list
     // with the subscription's answer (over the limit, or as costly as a read).
-    let mut subscribed = false;
+    let mut subscription = None;
     if !reader.is_large(&super::reads::key(&group, &app)) {
-        match naming
-            .subscribe(
-                service.clone(),
-                Some(group.clone()),
-                Vec::new(),
-                listener.clone(),
-            )
-            .await
-        {
-            Ok(()) => subscribed = true,
-            Err(e) if is_over_limit(&e) => {
-                unsubscribe(&naming, &service, &group, &listener).await;
-            }
+        match Subscription::start(&naming, &service, &group, signal).await {
+            Ok(started) => subscription = Some(started),
+            Err(e) if is_over_limit(&e) => {}
             Err(e) => return Err(map_error(e, &format!("subscribe {group}@@{service}"))),
         }
     }
     let first = match super::reads::list(&reader, &group, &app, &limits).await {
         Ok(first) => first,
         Err(e) => {
-            if subscribed {
-                unsubscribe(&naming, &service, &group, &listener).await;
+            if let Some(subscription) = subscription {
+                subscription.end().await;
             }
             return Err(e);
         }
     };
     let mut size = list_size(&first);
-    if subscribed && size > POLL_OVER {
-        unsubscribe(&naming, &service, &group, &listener).await;
-        subscribed = false;
+    if size > POLL_OVER
+        && let Some(subscription) = subscription.take()
+    {
+        subscription.end().await;
     }
     let mut pushes = Pushes::new(&first);
     let mut last_epoch = first.epoch.clone();
@@ -159,36 +133,37 @@ pub(super) async fn instances(
         loop {
             let listed = tokio::select! {
                 () = events.closed() => break,
-                Some(()) = changed.recv(), if subscribed => naming
+                Some(()) = changed.recv(), if subscription.is_some() => naming
                     .get_all_instances(service.clone(), Some(group.clone()), Vec::new(), true)
                     .await
-                    .map_err(|e| watch_ended(map_error(e, &format!("read {group}@@{service}")))),
-                _ = verify.tick(), if subscribed && size > VERIFY_OVER => {
+                    .map_err(|e| map_error(e, &format!("read {group}@@{service}")).ending_follow()),
+                _ = verify.tick(), if subscription.is_some() && size > VERIFY_OVER => {
                     match super::reads::instances(&reader, &group, &app).await {
                         Ok(listed) if super::reads::reply_size(&listed) > POLL_OVER => Ok(listed),
                         Err(e) if !e.is_transient() => Err(e),
                         _ => continue,
                     }
                 }
-                _ = poll.tick(), if !subscribed => {
+                _ = poll.tick(), if subscription.is_none() => {
                     match super::reads::instances(&reader, &group, &app).await {
                         // The server unreachable: asked again at the next tick, as the SDK
                         // rides out a lost connection.
                         Err(e) if e.is_transient() => continue,
-                        other => other.map_err(watch_ended),
+                        other => other.map_err(Error::ending_follow),
                     }
                 }
             };
             let item = match listed {
                 Ok(listed) => {
                     size = super::reads::reply_size(&listed);
-                    if subscribed && size > POLL_OVER {
+                    if size > POLL_OVER
+                        && let Some(subscription) = subscription.take()
+                    {
                         tracing::debug!(
                             "the list of {group}@@{service} is large ({size} bytes): polled \
                              every {POLL_EVERY:?} instead of pushed"
                         );
-                        unsubscribe(&naming, &service, &group, &listener).await;
-                        subscribed = false;
+                        subscription.end().await;
                         poll.reset();
                     }
                     let list = record::parse_list(&app, &listed, &limits);
@@ -210,51 +185,23 @@ pub(super) async fn instances(
                                     Ok(InstanceEvent::Reset(list))
                                 }
                                 Ok(_) => Ok(InstanceEvent::Changes(changes)),
-                                Err(e) => Err(watch_ended(e)),
+                                Err(e) => Err(e.ending_follow()),
                             },
-                            Err(e) => Err(watch_ended(e)),
+                            Err(e) => Err(e.ending_follow()),
                         },
                     }
                 }
                 Err(e) => Err(e),
             };
-            let last = item.is_err();
-            if !forward(&events, item) || last {
+            if !forward(&events, item) {
                 break;
             }
         }
-        if subscribed {
-            unsubscribe(&naming, &service, &group, &listener).await;
+        if let Some(subscription) = subscription {
+            subscription.end().await;
         }
     });
     Ok(follow)
-}
-
-/// Gives up the subscription of `service` in `group` by `listener`.
-async fn unsubscribe(
-    naming: &NamingService,
-    service: &str,
-    group: &str,
-    listener: &Arc<dyn NamingEventListener>,
-) {
-    let _ = naming
-        .unsubscribe(
-            service.to_owned(),
-            Some(group.to_owned()),
-            Vec::new(),
-            listener.clone(),
-        )
-        .await;
-}
-
-/// A read that failed inside a follow ends it as a broken watch (followed again), unless
-/// it is permanent.
-fn watch_ended(error: Error) -> Error {
-    if error.is_permanent() {
-        error
-    } else {
-        Error::WatchEnded(error.to_string())
-    }
 }
 
 /// Follows the mapping of `interface`: listen, read, then a read per notification.
@@ -298,10 +245,9 @@ pub(super) async fn mapping(
                     last = value.apps.clone();
                     Ok(value.apps)
                 }
-                Err(e) => Err(watch_ended(e)),
+                Err(e) => Err(e.ending_follow()),
             };
-            let end = item.is_err();
-            if !forward(&values, item) || end {
+            if !forward(&values, item) {
                 break;
             }
         }
@@ -310,13 +256,4 @@ pub(super) async fn mapping(
             .await;
     });
     Ok(follow)
-}
-
-/// Sends `item` without waiting; returns whether the follower is still there and keeping
-/// up (a full buffer ends the stream: the follower reads afresh).
-fn forward<T>(sender: &mpsc::Sender<T>, item: T) -> bool {
-    match sender.try_send(item) {
-        Ok(()) => true,
-        Err(TrySendError::Full(_) | TrySendError::Closed(_)) => false,
-    }
 }

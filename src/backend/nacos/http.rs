@@ -130,11 +130,8 @@ impl HttpReader {
             let status = sent.status();
             let body = read_bounded(sent, what).await?;
             if status.is_success() {
-                let answer: ListAnswer =
-                    serde_json::from_slice(&body).map_err(|e| Error::Malformed {
-                        what: "Nacos reply",
-                        reason: format!("{what}: {e}"),
-                    })?;
+                let answer: ListAnswer = serde_json::from_slice(&body)
+                    .map_err(|e| Error::malformed("Nacos reply", format!("{what}: {e}")))?;
                 return Ok(answer.hosts);
             }
             let text = Error::shorten(&String::from_utf8_lossy(&body));
@@ -174,10 +171,8 @@ impl HttpReader {
                 "{what}: Nacos refused the credentials ({status}): {text}"
             )));
         }
-        let login: LoginAnswer = serde_json::from_slice(&body).map_err(|e| Error::Malformed {
-            what: "Nacos login reply",
-            reason: format!("{what}: {e}"),
-        })?;
+        let login: LoginAnswer = serde_json::from_slice(&body)
+            .map_err(|e| Error::malformed("Nacos login reply", format!("{what}: {e}")))?;
         let ttl = Duration::from_secs(login.token_ttl.max(10));
         let token = Token {
             value: login.access_token,

@@ -10,14 +10,15 @@
 
 use std::sync::Arc;
 
-use nacos_sdk::api::naming::{NamingEventListener, ServiceInstance as NacosInstance};
+use nacos_sdk::api::naming::ServiceInstance as NacosInstance;
 use tokio::sync::mpsc;
 
 use super::client::{Reader, map_error};
-use super::follow::Changed;
 use super::names;
+use super::subscription::Subscription;
+use crate::backend::forward::forward;
 use crate::backend::{InterfaceKey, ProviderUrlFollow, ProviderUrls};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::ProviderUrl;
 use crate::model::provider_url::PROVIDERS_CATEGORY;
 
@@ -66,17 +67,16 @@ pub(super) async fn follow(
     let service = service_of(&key);
     let naming = reader.naming().await?.clone();
     let (signal, mut changed) = mpsc::channel(1);
-    let listener: Arc<dyn NamingEventListener> = Arc::new(Changed(signal));
-    naming
-        .subscribe(
-            service.clone(),
-            Some(group.clone()),
-            Vec::new(),
-            listener.clone(),
-        )
+    let subscription = Subscription::start(&naming, &service, &group, signal)
         .await
         .map_err(|e| map_error(e, &format!("subscribe {group}@@{service}")))?;
-    let first = list(&reader, &group, &key).await?;
+    let first = match list(&reader, &group, &key).await {
+        Ok(first) => first,
+        Err(e) => {
+            subscription.end().await;
+            return Err(e);
+        }
+    };
     let (sets, follow) = ProviderUrlFollow::channel();
     let mut last = first.clone();
     let _ = sets.try_send(Ok(first));
@@ -90,32 +90,20 @@ pub(super) async fn follow(
                 .get_all_instances(service.clone(), Some(group.clone()), Vec::new(), true)
                 .await
                 .map(|listed| read(&listed))
-                .map_err(|e| watch_ended(map_error(e, &format!("read {group}@@{service}"))));
+                .map_err(|e| map_error(e, &format!("read {group}@@{service}")).ending_follow());
             if let Ok(set) = &item {
                 if *set == last {
                     continue;
                 }
                 last = set.clone();
             }
-            let end = item.is_err();
-            if sets.try_send(item).is_err() || end {
+            if !forward(&sets, item) {
                 break;
             }
         }
-        let _ = naming
-            .unsubscribe(service, Some(group), Vec::new(), listener)
-            .await;
+        subscription.end().await;
     });
     Ok(follow)
-}
-
-/// A read that failed inside a follow ends it as a broken watch, unless it is permanent.
-fn watch_ended(error: Error) -> Error {
-    if error.is_permanent() {
-        error
-    } else {
-        Error::WatchEnded(error.to_string())
-    }
 }
 
 #[cfg(test)]

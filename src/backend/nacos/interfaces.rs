@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use nacos_sdk::api::naming::{NamingService, ServiceInstance as NacosInstance};
 
-use super::client::map_error;
+use super::naming_instance::NamingInstance;
 use super::{names, record};
 use crate::backend::InterfaceRegistration;
 use crate::error::{Error, Result};
@@ -27,12 +27,9 @@ pub(super) type Held = Arc<Mutex<BTreeSet<String>>>;
 
 /// One interface-level instance on a registration's connection.
 pub(super) struct NacosInterface {
-    naming: NamingService,
-    group: String,
-    service: String,
+    instance: NamingInstance,
     held: Held,
     limits: Limits,
-    current: Mutex<NacosInstance>,
 }
 
 /// The naming instance of `url`, checked against `limits`.
@@ -81,21 +78,15 @@ impl NacosInterface {
                  instance per service and connection"
             )));
         }
-        let registered = naming
-            .register_instance(service.clone(), Some(group.to_owned()), nacos.clone())
-            .await
-            .map_err(|e| map_error(e, &format!("register {service} {}", url.host)));
-        if let Err(e) = registered {
-            lock(&held).remove(&service);
+        let instance = NamingInstance::new(naming, group, service, nacos);
+        if let Err(e) = instance.register().await {
+            lock(&held).remove(instance.service());
             return Err(e);
         }
         Ok(NacosInterface {
-            naming,
-            group: group.to_owned(),
-            service,
+            instance,
             held,
             limits: limits.clone(),
-            current: Mutex::new(nacos),
         })
     }
 }
@@ -104,43 +95,23 @@ impl NacosInterface {
 impl InterfaceRegistration for NacosInterface {
     async fn update(&self, url: &ProviderUrl) -> Result<()> {
         let nacos = instance(url, &self.limits)?;
-        if nacos.service_name.as_deref() != Some(self.service.as_str()) {
-            return Err(Error::Config(format!(
-                "the interface-level registration of {} cannot write {}",
-                self.service,
+        let service = self.instance.service();
+        if nacos.service_name.as_deref() != Some(service) {
+            return Err(Error::Misuse(format!(
+                "the interface-level registration of {service} cannot write {}",
                 url.nacos_service()
             )));
         }
-        let previous = lock(&self.current).clone();
-        if previous.ip != nacos.ip || previous.port != nacos.port {
-            self.naming
-                .deregister_instance(self.service.clone(), Some(self.group.clone()), previous)
-                .await
-                .map_err(|e| map_error(e, &format!("deregister {}", self.service)))?;
-        }
-        self.naming
-            .register_instance(
-                self.service.clone(),
-                Some(self.group.clone()),
-                nacos.clone(),
-            )
-            .await
-            .map_err(|e| map_error(e, &format!("update {}", self.service)))?;
-        *lock(&self.current) = nacos;
-        Ok(())
+        self.instance.replace(nacos).await
     }
 
     async fn deregister(&self) -> Result<()> {
-        let current = lock(&self.current).clone();
-        self.naming
-            .deregister_instance(self.service.clone(), Some(self.group.clone()), current)
-            .await
-            .map_err(|e| map_error(e, &format!("deregister {}", self.service)))?;
-        lock(&self.held).remove(&self.service);
+        self.instance.deregister().await?;
+        lock(&self.held).remove(self.instance.service());
         Ok(())
     }
 
     fn id(&self) -> String {
-        format!("nacos service {}@@{}", self.group, self.service)
+        format!("nacos service {}", self.instance.key())
     }
 }

@@ -55,26 +55,27 @@ mod interface_reads;
 mod interfaces;
 pub mod mapping;
 pub mod names;
+mod naming_instance;
 mod options;
 mod reads;
 pub mod record;
 mod registration;
 mod reports;
+mod subscription;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 
 pub use epoch::{DATA_ID as EPOCH_DATA_ID, GROUP as EPOCH_GROUP};
 pub use options::{DEFAULT_CONNECT_TIMEOUT, NacosOptions};
 
-use super::consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
+use super::consumers::{ConsumerList, ConsumerRegistry};
 use super::interfaces::{InterfaceKey, InterfaceProviders, ProviderUrlFollow, ProviderUrls};
 use super::{
     Backend, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
-    MetadataReports, Registration,
+    MetadataReports, RegisterOptions, Registration,
 };
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -121,11 +122,7 @@ impl NacosBackend {
 
     /// The backend as the builders take it.
     pub fn into_backend(self) -> Backend {
-        let shared = Arc::new(self);
-        Backend::new("nacos", shared.clone(), shared.clone(), shared.clone())
-            .with_consumers(shared.clone())
-            .with_interface_providers(shared.clone())
-            .with_config(shared)
+        Backend::whole("nacos", Arc::new(self))
     }
 
     /// The options it was connected with.
@@ -153,45 +150,18 @@ impl InstanceRegistry for NacosBackend {
     async fn register(
         &self,
         instance: &ServiceInstance,
-        ttl: Duration,
-        limits: &Limits,
+        options: &RegisterOptions,
     ) -> Result<Arc<dyn Registration>> {
         instance.validate()?;
         let naming = self.inner.connector.naming(&instance.service_name).await?;
-        let registration = NacosRegistration::register(
-            naming,
-            self.inner.reader.clone(),
-            self.group(),
-            instance,
-            ttl,
-            limits,
-        )
-        .await?;
+        let reader = self.inner.reader.clone();
+        let registration =
+            NacosRegistration::register(naming, reader, self.group(), instance, options).await?;
         Ok(Arc::new(registration))
     }
 
     fn interface_level(&self) -> bool {
         true
-    }
-
-    async fn register_liveness(
-        &self,
-        instance: &ServiceInstance,
-        ttl: Duration,
-        limits: &Limits,
-    ) -> Result<Arc<dyn Registration>> {
-        instance.validate()?;
-        let naming = self.inner.connector.naming(&instance.service_name).await?;
-        let registration = NacosRegistration::liveness(
-            naming,
-            self.inner.reader.clone(),
-            self.group(),
-            instance,
-            ttl,
-            limits,
-        )
-        .await?;
-        Ok(Arc::new(registration))
     }
 
     async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
@@ -291,8 +261,7 @@ impl MetadataReports for NacosBackend {
     }
 
     async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
-        model_names::validate_app(app)?;
-        model_names::validate_revision(revision)?;
+        model_names::validate_report_key(app, revision)?;
         let config = self.config().await?;
         let data_id = names::config_key(app);
         let group = names::config_key(revision);
@@ -323,12 +292,11 @@ impl ConsumerRegistry for NacosBackend {
     async fn register(
         &self,
         record: &ConsumerRecord,
-        ttl: Duration,
-        limits: &Limits,
-    ) -> Result<Arc<dyn ConsumerRegistration>> {
+        options: &RegisterOptions,
+    ) -> Result<Arc<dyn Registration<ConsumerRecord>>> {
         record.validate()?;
         let naming = self.inner.connector.naming(&record.app).await?;
-        let registered = consumers::NacosConsumer::register(naming, record, ttl, limits).await?;
+        let registered = consumers::NacosConsumer::register(naming, record, options).await?;
         Ok(Arc::new(registered))
     }
 

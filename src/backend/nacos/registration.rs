@@ -24,33 +24,30 @@ use std::time::Duration;
 use async_trait::async_trait;
 use nacos_sdk::api::naming::NamingService;
 
-use super::client::{Reader, map_error};
+use super::client::Reader;
 use super::interfaces::{Held, NacosInterface};
+use super::naming_instance::NamingInstance;
 use super::{epoch, names, record};
-use crate::backend::{InterfaceRegistration, Registration};
-use crate::error::{Error, Result};
+use crate::backend::{
+    InterfaceRegistration, Record, RegisterOptions, Registration, Writes, check_identity,
+};
+use crate::error::Result;
 use crate::limits::Limits;
 use crate::model::{ProviderUrl, ServiceInstance};
-
-/// Tries of a first registration refused as unauthenticated (see `register`).
-const LOGIN_TRIES: u32 = 10;
-/// The wait between them.
-const LOGIN_WAIT: Duration = Duration::from_millis(300);
 
 /// One naming instance (or, for a provider registering at the interface level only, none)
 /// and the client that holds it.
 pub(super) struct NacosRegistration {
-    /// Whether the instance is registered (else the client holds interface-level ones only).
+    /// The app's instance; registered unless the client holds interface-level ones only.
+    instance: NamingInstance,
+    /// Whether the instance is registered.
     registered: bool,
     /// The interface-level services this client holds.
     interfaces: Held,
-    naming: NamingService,
     reader: Arc<Reader>,
     group: String,
-    service: String,
-    app: String,
-    address: String,
-    record: std::sync::Mutex<nacos_sdk::api::naming::ServiceInstance>,
+    /// `{app}/{host}:{port}`.
+    identity: String,
     limits: Limits,
     ttl: Duration,
 }
@@ -71,108 +68,45 @@ fn check(
 }
 
 impl NacosRegistration {
+    /// Ensures the epoch and, unless `options` ask for the liveness alone, registers
+    /// `instance` on a client of its own.
     pub(super) async fn register(
         naming: NamingService,
         reader: Arc<Reader>,
         group: &str,
         instance: &ServiceInstance,
-        ttl: Duration,
-        limits: &Limits,
+        options: &RegisterOptions,
     ) -> Result<Self> {
-        let nacos = check(instance, limits)?;
+        let nacos = check(instance, &options.limits)?;
         epoch::ensure(reader.config().await?).await?;
         let service = names::service_name(&instance.service_name);
-        // The SDK logs a new client in on a task of its own; a request that overtakes the
-        // login is refused as unknown. A few tries tell that from wrong credentials.
-        let what = format!("register {service} {}", instance.address());
-        let mut tries = 0;
-        loop {
-            match naming
-                .register_instance(service.clone(), Some(group.to_owned()), nacos.clone())
-                .await
-                .map_err(|e| map_error(e, &what))
-            {
-                Ok(()) => break,
-                Err(Error::Unauthenticated(_)) if tries < LOGIN_TRIES => {
-                    tries += 1;
-                    tokio::time::sleep(LOGIN_WAIT).await;
-                }
-                Err(e) => return Err(e),
-            }
+        let registered = options.writes == Writes::Record;
+        let held = NamingInstance::new(naming, group, service, nacos);
+        if registered {
+            held.register().await?;
         }
         Ok(NacosRegistration {
-            registered: true,
+            instance: held,
+            registered,
             interfaces: Held::default(),
-            naming,
             reader,
             group: group.to_owned(),
-            service,
-            app: instance.service_name.clone(),
-            address: instance.address(),
-            record: std::sync::Mutex::new(nacos),
-            limits: limits.clone(),
-            ttl,
+            identity: instance.identity(),
+            limits: options.limits.clone(),
+            ttl: options.ttl,
         })
-    }
-
-    /// A client of its own for `instance`'s interface-level instances, registering no
-    /// instance of the app.
-    pub(super) async fn liveness(
-        naming: NamingService,
-        reader: Arc<Reader>,
-        group: &str,
-        instance: &ServiceInstance,
-        ttl: Duration,
-        limits: &Limits,
-    ) -> Result<Self> {
-        let nacos = check(instance, limits)?;
-        epoch::ensure(reader.config().await?).await?;
-        Ok(NacosRegistration {
-            registered: false,
-            interfaces: Held::default(),
-            naming,
-            reader,
-            group: group.to_owned(),
-            service: names::service_name(&instance.service_name),
-            app: instance.service_name.clone(),
-            address: instance.address(),
-            record: std::sync::Mutex::new(nacos),
-            limits: limits.clone(),
-            ttl,
-        })
-    }
-
-    fn current(&self) -> nacos_sdk::api::naming::ServiceInstance {
-        self.record.lock().expect("record lock").clone()
     }
 }
 
 #[async_trait]
 impl Registration for NacosRegistration {
     async fn update(&self, instance: &ServiceInstance) -> Result<()> {
-        if instance.service_name != self.app || !instance.is_at(&self.address) {
-            return Err(Error::Config(format!(
-                "a registration of {}/{} cannot write the record of {}/{}",
-                self.app,
-                self.address,
-                instance.service_name,
-                instance.address()
-            )));
-        }
+        check_identity(&self.identity, instance)?;
         let nacos = check(instance, &self.limits)?;
         if !self.registered {
             return Ok(());
         }
-        self.naming
-            .register_instance(
-                self.service.clone(),
-                Some(self.group.clone()),
-                nacos.clone(),
-            )
-            .await
-            .map_err(|e| map_error(e, &format!("update {} {}", self.service, self.address)))?;
-        *self.record.lock().expect("record lock") = nacos;
-        Ok(())
+        self.instance.replace(nacos).await
     }
 
     async fn keep_alive(&self) -> Result<()> {
@@ -183,18 +117,11 @@ impl Registration for NacosRegistration {
         if !self.registered {
             return Ok(());
         }
-        self.naming
-            .deregister_instance(
-                self.service.clone(),
-                Some(self.group.clone()),
-                self.current(),
-            )
-            .await
-            .map_err(|e| map_error(e, &format!("deregister {} {}", self.service, self.address)))
+        self.instance.deregister().await
     }
 
     fn id(&self) -> String {
-        format!("nacos connection of {}/{}", self.service, self.address)
+        format!("nacos connection of {}", self.identity)
     }
 
     fn ttl(&self) -> Duration {
@@ -207,7 +134,7 @@ impl Registration for NacosRegistration {
         limits: &Limits,
     ) -> Result<Arc<dyn InterfaceRegistration>> {
         let registered = NacosInterface::register(
-            self.naming.clone(),
+            self.instance.naming().clone(),
             &self.group,
             self.interfaces.clone(),
             url,

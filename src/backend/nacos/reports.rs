@@ -22,8 +22,7 @@ pub(super) async fn get(
     revision: &str,
     limits: &Limits,
 ) -> Result<Option<MetadataInfo>> {
-    model_names::validate_app(app)?;
-    model_names::validate_revision(revision)?;
+    model_names::validate_report_key(app, revision)?;
     let java = store
         .get(&names::config_key(app), &names::config_key(revision))
         .await?;
@@ -49,18 +48,13 @@ pub(super) async fn put_if_absent(
     info: &MetadataInfo,
     limits: &Limits,
 ) -> Result<bool> {
-    info.validate(limits)?;
-    let json = info.to_json();
-    limits.check_size("metadata info", json.len(), limits.max_metadata_bytes)?;
+    let json = info.to_report(limits)?;
     let data_id = names::config_key(&info.app);
     let group = names::config_key(&info.revision);
     if store.get(&data_id, &group).await?.is_some() {
         return Ok(false);
     }
-    let content = String::from_utf8(json).map_err(|e| Error::Malformed {
-        what: "metadata info",
-        reason: e.to_string(),
-    })?;
+    let content = String::from_utf8(json).map_err(|e| Error::unparsable("metadata info", e))?;
     store
         .publish_cas(&data_id, &group, &content, ABSENT_MD5)
         .await

@@ -18,13 +18,13 @@
 //! [`Paths::config`]: super::Paths::config
 
 use async_trait::async_trait;
-use tokio::sync::mpsc::error::TrySendError;
 use zookeeper_client as zk;
 
 use super::ZooKeeperBackend;
-use super::follow::{session_ended, watch_ended};
+use super::follow::session_ended;
 use super::session::{self, map_error};
 use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
+use crate::backend::forward::forward_config;
 use crate::config_item::MAX_RULE_BYTES;
 use crate::error::Result;
 
@@ -158,15 +158,10 @@ impl ConfigCentre for ZooKeeperBackend {
                             last = now;
                             node.map(|node| node.item).transpose()
                         }
-                        Err(e) => Err(watch_ended(e)),
+                        Err(e) => Err(e.ending_follow()),
                     }
                 };
-                let end = matches!(&state, Err(e) if !matches!(e, crate::Error::Rule { .. }));
-                if let Err(TrySendError::Full(_) | TrySendError::Closed(_)) = states.try_send(state)
-                {
-                    return;
-                }
-                if end {
+                if !forward_config(&states, state) {
                     return;
                 }
             }

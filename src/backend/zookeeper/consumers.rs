@@ -2,7 +2,7 @@
 //! (under the group's root with a group), parents containers, in the backend's session for
 //! the record's TTL (shared with the providers of that TTL, as instance nodes share it).
 //! The session is the lease: when it expires the server deletes the node, and
-//! [`ConsumerRegistration::keep_alive`] reports the record lost.
+//! [`Registration::keep_alive`] reports the record lost.
 
 use std::time::Duration;
 
@@ -10,21 +10,21 @@ use async_trait::async_trait;
 use futures::future::join_all;
 use zookeeper_client as zk;
 
+use super::node::Node;
 use super::paths::Paths;
-use super::registration::create_replacing;
-use super::session::{self, map_error};
-use crate::backend::consumers::{ConsumerList, ConsumerRegistration, MAX_CONSUMER_RECORDS};
-use crate::error::{Error, Result};
+use super::session::map_error;
+use crate::backend::consumers::{ConsumerList, MAX_CONSUMER_RECORDS};
+use crate::backend::{Record, Registration, check_identity};
+use crate::error::Result;
 use crate::limits::Limits;
 use crate::model::ConsumerRecord;
 
 /// One consumer node and the session that owns it.
 pub(super) struct ZkConsumer {
-    pub(super) client: zk::Client,
-    pub(super) path: String,
-    pub(super) app: String,
-    pub(super) id: String,
-    pub(super) limits: Limits,
+    node: Node,
+    /// `{app}/{id}`.
+    identity: String,
+    limits: Limits,
 }
 
 impl ZkConsumer {
@@ -37,70 +37,37 @@ impl ZkConsumer {
         limits: &Limits,
     ) -> Result<Self> {
         let data = record.to_json(limits)?;
-        let path = paths.consumer(&record.app, &record.id);
-        create_replacing(&client, &path, &data, acls).await?;
+        let node = Node::new(client, acls, paths.consumer(&record.app, &record.id));
+        node.create(&data).await?;
         Ok(ZkConsumer {
-            client,
-            path,
-            app: record.app.clone(),
-            id: record.id.clone(),
+            node,
+            identity: record.identity(),
             limits: limits.clone(),
         })
-    }
-
-    fn lost(&self, why: &str) -> Error {
-        session::lost(&self.client, &self.path, why)
     }
 }
 
 #[async_trait]
-impl ConsumerRegistration for ZkConsumer {
+impl Registration<ConsumerRecord> for ZkConsumer {
     async fn update(&self, record: &ConsumerRecord) -> Result<()> {
-        if record.app != self.app || record.id != self.id {
-            return Err(Error::Config(format!(
-                "the registration of consumer {}/{} cannot write the record of {}/{}",
-                self.app, self.id, record.app, record.id
-            )));
-        }
-        let data = record.to_json(&self.limits)?;
-        if session::is_over(&self.client) {
-            return Err(self.lost("the session is over"));
-        }
-        match self.client.set_data(&self.path, &data, None).await {
-            Ok(_) => Ok(()),
-            Err(zk::Error::NoNode) => Err(self.lost("its node is gone")),
-            Err(zk::Error::SessionExpired) => Err(self.lost("the session expired")),
-            Err(e) => Err(map_error(e, &format!("update {}", self.path))),
-        }
+        check_identity(&self.identity, record)?;
+        self.node.set(&record.to_json(&self.limits)?).await
     }
 
     async fn keep_alive(&self) -> Result<()> {
-        session::check_held(&self.client, &self.path)?;
-        match self.client.check_stat(&self.path).await {
-            Ok(Some(stat)) if stat.ephemeral_owner == self.client.session_id().0 => Ok(()),
-            Ok(Some(_)) => Err(self.lost("its node is held by another session")),
-            Ok(None) => Err(self.lost("its node is gone")),
-            Err(zk::Error::SessionExpired) => Err(self.lost("the session expired")),
-            Err(e) => Err(map_error(e, &format!("check {}", self.path))),
-        }
+        self.node.check(true).await
     }
 
     async fn deregister(&self) -> Result<()> {
-        if session::is_over(&self.client) {
-            return Ok(());
-        }
-        match self.client.delete(&self.path, None).await {
-            Ok(()) | Err(zk::Error::NoNode) | Err(zk::Error::SessionExpired) => Ok(()),
-            Err(e) => Err(map_error(e, &format!("delete {}", self.path))),
-        }
+        self.node.delete().await
     }
 
     fn id(&self) -> String {
-        format!("session {}", self.client.session_id())
+        self.node.id()
     }
 
     fn ttl(&self) -> Duration {
-        self.client.session_timeout()
+        self.node.ttl()
     }
 }
 

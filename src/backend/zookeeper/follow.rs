@@ -17,13 +17,12 @@
 use std::collections::BTreeSet;
 
 use futures::FutureExt as _;
-use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
 use zookeeper_client as zk;
 
 use super::paths::Paths;
 use super::record;
 use super::session::map_error;
+use crate::backend::forward::forward;
 use crate::backend::{InstanceChange, InstanceEvent, InstanceFollow, MappingFollow};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -61,13 +60,11 @@ pub(super) async fn instances(
                     None => break,
                 }
             }
-            let item = match changes(&client, &paths, &app, &limits, batch).await {
-                Ok(changes) if changes.is_empty() => continue,
-                Ok(changes) => Ok(InstanceEvent::Changes(changes)),
-                Err(e) => Err(e),
+            let changes = changes(&client, &paths, &app, &limits, batch).await;
+            let Some(item) = changes.map(InstanceEvent::changes).transpose() else {
+                continue;
             };
-            let last = item.is_err();
-            if !forward(&events, item) || last {
+            if !forward(&events, item) {
                 return;
             }
         }
@@ -124,10 +121,10 @@ async fn changes(
                 },
                 Err(zk::Error::NoNode) => InstanceChange::Removed(address),
                 Err(e) => {
-                    return Err(watch_ended(map_error(
-                        e,
-                        &format!("read {}", paths.instance(app, &address)),
-                    )));
+                    return Err(
+                        map_error(e, &format!("read {}", paths.instance(app, &address)))
+                            .ending_follow(),
+                    );
                 }
             },
         });
@@ -145,16 +142,6 @@ pub(super) fn session_ended(state: zk::SessionState) -> Option<Error> {
         other => Some(Error::WatchEnded(format!(
             "ZooKeeper session {other:?}: following again after it reconnects"
         ))),
-    }
-}
-
-/// A read that failed inside a follow ends it as a broken watch (re-followed), unless it
-/// is permanent.
-pub(super) fn watch_ended(error: Error) -> Error {
-    if error.is_permanent() {
-        error
-    } else {
-        Error::WatchEnded(error.to_string())
     }
 }
 
@@ -186,22 +173,12 @@ pub(super) async fn mapping(
                 super::mapping::read(&client, &path, &limits)
                     .await
                     .map(|value| value.apps)
-                    .map_err(watch_ended)
+                    .map_err(Error::ending_follow)
             };
-            let last = item.is_err();
-            if !forward(&values, item) || last {
+            if !forward(&values, item) {
                 return;
             }
         }
     });
     Ok(follow)
-}
-
-/// Sends `item` without waiting; returns whether the follower is still there and keeping
-/// up (a full buffer ends the stream: the follower reads afresh).
-fn forward<T>(sender: &mpsc::Sender<T>, item: T) -> bool {
-    match sender.try_send(item) {
-        Ok(()) => true,
-        Err(TrySendError::Full(_) | TrySendError::Closed(_)) => false,
-    }
 }

@@ -11,9 +11,10 @@
 
 use zookeeper_client as zk;
 
-use super::follow::{session_ended, watch_ended};
+use super::follow::session_ended;
 use super::paths::Paths;
 use super::session::map_error;
+use crate::backend::forward::forward;
 use crate::backend::{InterfaceKey, ProviderUrlFollow, ProviderUrls};
 use crate::error::Result;
 use crate::model::ProviderUrl;
@@ -70,10 +71,11 @@ pub(super) async fn follow(
                     None => continue,
                 }
             } else {
-                list(&client, &path).await.map_err(watch_ended)
+                list(&client, &path)
+                    .await
+                    .map_err(crate::Error::ending_follow)
             };
-            let last = item.is_err();
-            if sets.try_send(item).is_err() || last {
+            if !forward(&sets, item) {
                 return;
             }
         }

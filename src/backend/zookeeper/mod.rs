@@ -39,6 +39,7 @@ mod follow;
 mod interface_reads;
 mod interfaces;
 mod mapping;
+mod node;
 mod options;
 pub mod paths;
 mod reads;
@@ -49,18 +50,17 @@ mod session;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
 pub use options::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT, ZooKeeperOptions};
 pub use paths::Paths;
 
-use super::consumers::{ConsumerList, ConsumerRegistration, ConsumerRegistry};
+use super::consumers::{ConsumerList, ConsumerRegistry};
 use super::interfaces::{InterfaceKey, InterfaceProviders, ProviderUrlFollow, ProviderUrls};
 use super::{
     Backend, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
-    MetadataReports, Registration,
+    MetadataReports, RegisterOptions, Registration,
 };
 use crate::error::Result;
 use crate::limits::Limits;
@@ -104,11 +104,7 @@ impl ZooKeeperBackend {
 
     /// The backend as the builders take it.
     pub fn into_backend(self) -> Backend {
-        let shared = Arc::new(self);
-        Backend::new("zookeeper", shared.clone(), shared.clone(), shared.clone())
-            .with_consumers(shared.clone())
-            .with_interface_providers(shared.clone())
-            .with_config(shared)
+        Backend::whole("zookeeper", Arc::new(self))
     }
 
     /// The znode layout.
@@ -136,31 +132,17 @@ impl InstanceRegistry for ZooKeeperBackend {
     async fn register(
         &self,
         instance: &ServiceInstance,
-        ttl: Duration,
-        limits: &Limits,
+        options: &RegisterOptions,
     ) -> Result<Arc<dyn Registration>> {
-        let client = self.inner.sessions.for_ttl(ttl).await?;
+        let client = self.inner.sessions.for_ttl(options.ttl).await?;
         let registration =
-            ZkRegistration::register(client, &self.inner.options, self.paths(), instance, limits)
+            ZkRegistration::register(client, &self.inner.options, self.paths(), instance, options)
                 .await?;
         Ok(Arc::new(registration))
     }
 
     fn interface_level(&self) -> bool {
         true
-    }
-
-    async fn register_liveness(
-        &self,
-        instance: &ServiceInstance,
-        ttl: Duration,
-        limits: &Limits,
-    ) -> Result<Arc<dyn Registration>> {
-        let client = self.inner.sessions.for_ttl(ttl).await?;
-        let registration =
-            ZkRegistration::liveness(client, &self.inner.options, self.paths(), instance, limits)
-                .await?;
-        Ok(Arc::new(registration))
     }
 
     async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
@@ -246,13 +228,12 @@ impl ConsumerRegistry for ZooKeeperBackend {
     async fn register(
         &self,
         record: &ConsumerRecord,
-        ttl: Duration,
-        limits: &Limits,
-    ) -> Result<Arc<dyn ConsumerRegistration>> {
-        let client = self.inner.sessions.for_ttl(ttl).await?;
+        options: &RegisterOptions,
+    ) -> Result<Arc<dyn Registration<ConsumerRecord>>> {
+        let client = self.inner.sessions.for_ttl(options.ttl).await?;
+        let (acls, paths, limits) = (self.acls(), self.paths(), &options.limits);
         let registered =
-            consumers::ZkConsumer::register(client, self.acls(), self.paths(), record, limits)
-                .await?;
+            consumers::ZkConsumer::register(client, acls, paths, record, limits).await?;
         Ok(Arc::new(registered))
     }
 

@@ -116,21 +116,19 @@ struct ReadPayload {
 /// docs), or one whose names would break the layout.
 pub fn from_json(bytes: &[u8], limits: &Limits) -> Result<ServiceInstance> {
     limits.check_size("instance record", bytes.len(), limits.max_instance_bytes)?;
-    let record: Read = serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
-        what: "ZooKeeper instance record",
-        reason: e.to_string(),
-    })?;
+    let record: Read = serde_json::from_slice(bytes)
+        .map_err(|e| Error::unparsable("ZooKeeper instance record", e))?;
     if let Some(class) = record.payload.as_ref().and_then(|p| p.class.as_deref())
         && class != PAYLOAD_CLASS
     {
-        return Err(Error::Malformed {
-            what: "ZooKeeper instance record",
-            reason: format!(
+        return Err(Error::malformed(
+            "ZooKeeper instance record",
+            format!(
                 "its payload is of class {:?}, not Dubbo's {PAYLOAD_CLASS} (a record another \
                  Curator user, such as Spring Cloud ZooKeeper, wrote under the same root)",
                 Error::shorten(class)
             ),
-        });
+        ));
     }
     let metadata = record
         .payload

@@ -20,8 +20,7 @@ pub(super) async fn get(
     revision: &str,
     limits: &Limits,
 ) -> Result<Option<MetadataInfo>> {
-    names::validate_app(app)?;
-    names::validate_revision(revision)?;
+    names::validate_report_key(app, revision)?;
     let java = client.get_data(&paths.report(app, revision));
     let go = client.get_data(&paths.go_report(app, revision));
     let data = match java.await {
@@ -54,9 +53,7 @@ pub(super) async fn put_if_absent(
     info: &MetadataInfo,
     limits: &Limits,
 ) -> Result<bool> {
-    info.validate(limits)?;
-    let json = info.to_json();
-    limits.check_size("metadata info", json.len(), limits.max_metadata_bytes)?;
+    let json = info.to_report(limits)?;
     let path = paths.report(&info.app, &info.revision);
     match session::create(client, &path, &json, zk::CreateMode::Persistent, acls).await {
         Ok(_) => Ok(true),
@@ -91,8 +88,7 @@ pub(super) async fn remove(
     app: &str,
     revision: &str,
 ) -> Result<bool> {
-    names::validate_app(app)?;
-    names::validate_revision(revision)?;
+    names::validate_report_key(app, revision)?;
     let path = paths.report(app, revision);
     match client.delete(&path, None).await {
         Ok(()) => Ok(true),

@@ -174,6 +174,7 @@ impl Dialer {
         let invalid = |reason: String| Error::Connect {
             address: address.to_string(),
             reason,
+            source: None,
         };
         let mut endpoint = TonicEndpoint::from_shared(format!("{scheme}://{address}"))
             .map_err(|e| invalid(e.to_string()))?

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pace::Pace;
 use super::table::Seen;
-use crate::backend::{Backend, ConsumerRegistration};
+use crate::backend::{Backend, RegisterOptions, Registration};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -45,12 +45,14 @@ impl RecordTask {
 
     /// Registers the record, with backoff and jitter while the registry refuses; `None`
     /// once cancelled (or refused for good).
-    async fn register(&self) -> Option<Arc<dyn ConsumerRegistration>> {
+    async fn register(&self) -> Option<Arc<dyn Registration<ConsumerRecord>>> {
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
         loop {
-            let consumers = self.backend.consumers();
-            match consumers
-                .register(&self.record(), self.ttl, &self.limits)
+            let options = RegisterOptions::new(self.ttl, &self.limits);
+            match self
+                .backend
+                .consumers()
+                .register(&self.record(), &options)
                 .await
             {
                 Ok(registration) => {
@@ -147,7 +149,7 @@ impl RecordTask {
 }
 
 /// Deletes the record, bounded.
-async fn deregister(registration: &dyn ConsumerRegistration) {
+async fn deregister(registration: &dyn Registration<ConsumerRecord>) {
     let ended: Result<()> = tokio::time::timeout(DEREGISTER_DEADLINE, registration.deregister())
         .await
         .unwrap_or_else(|_| Err(Error::Shutdown));

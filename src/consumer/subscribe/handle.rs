@@ -43,7 +43,7 @@ impl Shared {
     /// The error that ended the subscription, as a value of its own.
     pub(super) fn ended(&self) -> Option<Error> {
         let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
-        ended.as_deref().map(Error::replay)
+        ended.as_deref().cloned()
     }
 
     /// Records why the subscription stopped following the registry.

@@ -25,7 +25,7 @@ pub(super) async fn read_snapshot(
     let file = path.clone();
     let read = tokio::task::spawn_blocking(move || Snapshot::read(&file, &limits))
         .await
-        .unwrap_or_else(|e| Err(Error::Io(std::io::Error::other(e))));
+        .unwrap_or_else(|e| Err(Error::from(std::io::Error::other(e))));
     match read {
         Ok(Some(s)) if s.is_for(subscription) => Some(s),
         Ok(Some(_)) => {
@@ -106,7 +106,7 @@ impl Snapshots {
     /// The next write that ended (pending while none runs).
     pub async fn written(&mut self) -> Result<()> {
         match self.writes.join_next().await {
-            Some(joined) => joined.unwrap_or_else(|e| Err(Error::Io(std::io::Error::other(e)))),
+            Some(joined) => joined.unwrap_or_else(|e| Err(Error::from(std::io::Error::other(e)))),
             None => std::future::pending().await,
         }
     }

@@ -113,10 +113,7 @@ impl Snapshot {
     /// Parses and checks the file form: header, checksum, JSON, and every instance and
     /// metadata info within `limits`.
     pub fn decode(bytes: &[u8], limits: &Limits) -> Result<Self> {
-        let bad = |reason: &str| Error::Malformed {
-            what: "snapshot",
-            reason: reason.to_owned(),
-        };
+        let bad = |reason: &str| Error::malformed("snapshot", reason.to_owned());
         let newline = bytes
             .iter()
             .position(|b| *b == b'\n')

@@ -64,10 +64,7 @@ pub(super) fn header_revision(
 ) -> Result<i64> {
     header
         .map(|h| h.revision())
-        .ok_or_else(|| Error::Malformed {
-            what: "etcd response",
-            reason: format!("{what}: no header"),
-        })
+        .ok_or_else(|| Error::malformed("etcd response", format!("{what}: no header")))
 }
 
 #[cfg(test)]

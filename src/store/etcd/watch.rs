@@ -106,10 +106,10 @@ async fn open_stream(
                 });
             }
             if !created.created() {
-                return Err(Error::Malformed {
-                    what: "etcd watch response",
-                    reason: format!("{}: the first response is not \"created\"", what()),
-                });
+                return Err(Error::malformed(
+                    "etcd watch response",
+                    format!("{}: the first response is not \"created\"", what()),
+                ));
             }
             Ok(Stream {
                 requests,
