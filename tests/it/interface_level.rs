@@ -69,8 +69,8 @@ const JAVA_ONLY: [&str; 8] = [
 /// A Rust Greeter provider run by `Provider::serve`.
 struct RustProvider {
     port: u16,
-    /// Calls it answered.
-    calls: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Calls it answered that the Dubbo peer made.
+    peer_calls: std::sync::Arc<std::sync::atomic::AtomicU64>,
     stop: Option<oneshot::Sender<()>>,
     serving: JoinHandle<introspect::Result<()>>,
 }
@@ -90,14 +90,14 @@ impl RustProvider {
             .expect("a valid provider");
         let (stop, stopped) = oneshot::channel::<()>();
         let greeter = CountingGreeter::new(address);
-        let calls = greeter.counter();
+        let peer_calls = greeter.peer_counter();
         let router = greeter_router(greeter);
         let serving = tokio::spawn(provider.serve(router, listener, async {
             let _ = stopped.await;
         }));
         RustProvider {
             port: address.port(),
-            calls,
+            peer_calls,
             stop: Some(stop),
             serving,
         }
@@ -686,7 +686,7 @@ async fn application_first_falls_back_as_java_does(registry: &str, backend: &Bac
     let mut first = RustProvider::start(backend, RegisterMode::Instance).await;
     resolvable(backend, first.port).await;
     let first_by_rust = format!("rust:{}", first.port);
-    let first_calls = first.calls.clone();
+    let first_calls = first.peer_calls.clone();
     // Java's consumer runs 30 s of calls; the phases are driven from here.
     let script = async {
         // Both consumers call the Rust provider first: wait until Java's calls show in its
@@ -802,7 +802,7 @@ async fn a_migration_rule_steers_java_and_introspect_alike(registry: &str, backe
     let mut rust = RustProvider::start(backend, RegisterMode::Instance).await;
     resolvable(backend, rust.port).await;
     let by_rust = format!("rust:{}", rust.port);
-    let rust_calls = rust.calls.clone();
+    let rust_calls = rust.peer_calls.clone();
     let script = async {
         eventually(
             LIMIT,

@@ -25,6 +25,8 @@ use pb::{HelloReply, HelloRequest};
 #[derive(Clone)]
 pub struct CountingGreeter {
     calls: Arc<AtomicU64>,
+    /// Calls of a Dubbo peer (Java or Go): they name themselves `dubbo-…`.
+    peer_calls: Arc<AtomicU64>,
     paused: Arc<AtomicBool>,
     address: SocketAddr,
 }
@@ -34,6 +36,7 @@ impl CountingGreeter {
     pub fn new(address: SocketAddr) -> Self {
         CountingGreeter {
             calls: Arc::default(),
+            peer_calls: Arc::default(),
             paused: Arc::default(),
             address,
         }
@@ -47,6 +50,12 @@ impl CountingGreeter {
     /// The counter of calls answered.
     pub fn counter(&self) -> Arc<AtomicU64> {
         self.calls.clone()
+    }
+
+    /// The counter of the calls a Dubbo peer (Java or Go, named `dubbo-…`) made: what a
+    /// side-by-side test waits on, apart from Introspect's own calls.
+    pub fn peer_counter(&self) -> Arc<AtomicU64> {
+        self.peer_calls.clone()
     }
 
     /// Stops answering (calls wait) until [`resume`](Self::resume).
@@ -76,6 +85,9 @@ impl Greeter for CountingGreeter {
         }
         self.calls.fetch_add(1, Ordering::Relaxed);
         let name = request.into_inner().name;
+        if name.starts_with("dubbo-") {
+            self.peer_calls.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(Response::new(HelloReply {
             message: format!("Hello {name} from {}", self.address),
         }))
