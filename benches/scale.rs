@@ -21,7 +21,9 @@
 //! 5. cold resolve of 10,000 instances in 10 revisions against its floor (the registry's raw
 //!    read of the same records plus one MetadataService call), on the memory store, etcd and
 //!    ZooKeeper (`scale/rig.rs`, `scale/zookeeper.rs`), and on Nacos at 3,000 and 10,000
-//!    (6b);
+//!    (6b); on the memory store and etcd also against a validating client's floor (the same
+//!    read, serde's parse of every record into a minimal struct, the same call;
+//!    `scale/validating.rs`);
 //! 6. propagation from a registration to a live subscription's update against the same
 //!    registry's raw write → event (a put → watch event; on ZooKeeper a create → persistent
 //!    watch event; on Nacos a registration → the SDK's subscribe callback), on the same four;
@@ -61,10 +63,10 @@ mod curve;
 #[allow(dead_code)]
 #[path = "../tests/it/support/etcd.rs"]
 mod etcd;
-/// Scenario 10: many subscriptions on one resolver against separate resolvers.
 /// Scenario 11: what reading the interface level costs a consumer.
 #[path = "scale/interface.rs"]
 mod interface;
+/// Scenario 10: many subscriptions on one resolver against separate resolvers.
 #[path = "scale/many.rs"]
 mod many;
 /// Scenarios 5 and 6 on Nacos.
@@ -87,6 +89,9 @@ mod scale_failure;
 /// Scenario 8: xDS push latency next to the resolver's own propagation.
 #[path = "scale/xds.rs"]
 mod scale_xds;
+/// Scenario 5's validating client's floor on the key-value stores.
+#[path = "scale/validating.rs"]
+mod validating;
 /// Scenarios 5 and 6 on ZooKeeper.
 #[path = "scale/zookeeper.rs"]
 mod zookeeper;
@@ -806,6 +811,17 @@ struct Cold {
     warm: Duration,
     /// The floor's raw read alone.
     read: Duration,
+    /// The validating client's floor beside them, where the registry's read holds the
+    /// records' text (`scale/validating.rs`).
+    validating: Option<ValidatingFloor>,
+}
+
+/// The medians of the validating client's floor (`scale/validating.rs`).
+struct ValidatingFloor {
+    /// Raw read, serde's parse of every record, one MetadataService call.
+    floor: Duration,
+    /// The parse of every record alone.
+    parse: Duration,
 }
 
 /// One measurement of the cold-resolve floor: the raw read of the `n` instance records of
@@ -867,9 +883,11 @@ fn fleet(servers: &Servers, n: usize, revisions: usize) -> Vec<ServiceInstance> 
 
 /// Cold resolve on any registry: writes `n` instance records in `revisions` revisions
 /// into `rig`, then, alternating, times (a) the floor: the registry's raw read of the same
-/// records plus one MetadataService call, and (b) `resolve()` of one interface and
-/// protocol by a fresh resolver (mapping read, instance list, one MetadataService call per
-/// revision in parallel, endpoints). Medians over `trials`.
+/// records plus one MetadataService call, (a') where the read holds the records' text, the
+/// validating client's floor: the same with serde's parse of every record
+/// (`scale/validating.rs`), and (b) `resolve()` of one interface and protocol by a fresh
+/// resolver (mapping read, instance list, one MetadataService call per revision in
+/// parallel, endpoints). Medians over `trials`.
 ///
 /// Runs on the memory store and on a fresh etcd, ZooKeeper and Nacos of its own (each
 /// when installed).
@@ -888,12 +906,21 @@ async fn cold_resolve<R: Rig>(
     let (mut resolves, mut floors) = (Vec::new(), Vec::new());
     let (mut lists, mut warms, mut reads) = (Vec::new(), Vec::new(), Vec::new());
     let mut subscribes = Vec::new();
+    let (mut validating_floors, mut parses) = (Vec::new(), Vec::new());
+    // Whether the registry's read holds the records' text, for the validating floor: one
+    // untimed read before the trials, so that registries without it read nothing more.
+    let validates = R::record_values(&rig.read_raw().await?).is_some();
     let limits = Limits::default();
     let mut endpoints = 0;
     for _ in 0..trials {
         let (read, floor) = floor_once(rig, &client, server, n).await?;
         reads.push(read);
         floors.push(floor);
+        if validates {
+            let (parse, floor) = validating::floor_once(rig, &client, n).await?;
+            parses.push(parse);
+            validating_floors.push(floor);
+        }
 
         let resolver = Resolver::new(backend.clone());
         let started = Instant::now();
@@ -932,6 +959,10 @@ async fn cold_resolve<R: Rig>(
         list: median(lists),
         warm: median(warms),
         read: median(reads),
+        validating: (!parses.is_empty()).then(|| ValidatingFloor {
+            floor: median(validating_floors),
+            parse: median(parses),
+        }),
     })
 }
 
@@ -963,6 +994,20 @@ fn cold_row(
         "≤ 1.5× the floor",
         Some(ratio <= 1.5),
     ));
+    if let Some(validating) = &cold.validating {
+        let ratio = cold.resolve.as_secs_f64() / validating.floor.as_secs_f64();
+        rows.push(Row::new(
+            format!(
+                "Cold resolve, {n} instances in {r} revisions, {label}, against a validating \
+                 client's floor (median)"
+            ),
+            ms(cold.resolve),
+            ms(validating.floor),
+            format!("{ratio:.2}× the validating floor"),
+            "≤ 1.5× the floor",
+            Some(ratio <= 1.5),
+        ));
+    }
     let ratio = cold.subscribe.as_secs_f64() / cold.subscribe_floor.as_secs_f64();
     rows.push(Row::new(
         format!("Cold subscribe until the first full set, {n} instances in {r} revisions, {label} (median)"),
@@ -984,6 +1029,22 @@ fn cold_row(
         floor_read(label),
         ms(cold.read),
     ));
+    if let Some(validating) = &cold.validating {
+        notes.push(format!(
+            "Cold resolve, {label}, the validating client's floor (medians of {}, interleaved \
+             with the floor and the resolve): the same {}, then `serde_json::from_slice` of \
+             each of the {n} records into a minimal struct (`serviceName`, `host`, `port` as \
+             a `u16`, and the metadata entries `dubbo.metadata.revision` and \
+             `dubbo.metadata-service.url-params`, the strings owned; serde skips every other \
+             field and entry, checking its syntax), checks that each names the app, a host, a port and a \
+             revision, then one MetadataService call at the first record's parsed url-params \
+             port. The parse alone, on one thread, takes {}; the floor {}.",
+            sizes.cold_trials,
+            floor_read(label),
+            ms(validating.parse),
+            ms(validating.floor),
+        ));
+    }
 }
 
 /// The cold-resolve row of the registry `start` gives, or a skipped row when it is not

@@ -2,7 +2,8 @@
 //! (a [`Backend`] with default options) and the raw operations underneath it that the
 //! floors are made of. The scenarios are written once against [`Rig`]; the memory store and
 //! etcd are [`StoreRig`] (below), ZooKeeper and Nacos have files of their own
-//! (`zookeeper.rs`, `nacos.rs`).
+//! (`zookeeper.rs`, `nacos.rs`). The validating floor of the key-value stores is in
+//! `validating.rs`.
 
 use introspect::backend::Backend;
 
@@ -33,6 +34,12 @@ pub trait Rig {
 
     /// How many records a raw read found.
     fn read_len(read: &Self::Read) -> usize;
+
+    /// The instance records' text in a raw read, for the validating floor
+    /// (`validating.rs`); `None` (the default) where a read holds no instance JSON.
+    fn record_values(_read: &Self::Read) -> Option<impl Iterator<Item = &[u8]>> {
+        None::<std::iter::Empty<&[u8]>>
+    }
 
     /// The propagation floor's consumer side: raw events of a key space of its own, as
     /// arrival instants. `fleet` is the app's fleet, for registries whose events carry the
@@ -121,6 +128,11 @@ impl Rig for StoreRig {
 
     fn read_len(read: &Self::Read) -> usize {
         read.kvs.len()
+    }
+
+    /// The values of the prefix read: the instance JSON, as providers wrote it.
+    fn record_values(read: &Self::Read) -> Option<impl Iterator<Item = &[u8]>> {
+        Some(read.kvs.iter().map(|kv| kv.value.as_slice()))
     }
 
     async fn raw_feed(&self, _fleet: &[ServiceInstance]) -> Result<UpdateFeed> {
