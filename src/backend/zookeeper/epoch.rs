@@ -10,12 +10,19 @@ use super::paths::Paths;
 use super::session::{self, map_error};
 use crate::error::Result;
 
-/// Creates the epoch with a fresh random id unless it exists.
+/// Creates the epoch with a fresh random id unless it exists. It is looked for first: a
+/// create that finds the node is still a transaction the server logs (an error one), and
+/// it would go through the server's write pipeline ahead of the record created beside it.
 pub(super) async fn ensure(
     client: &zk::Client,
     paths: &Paths,
     acls: zk::Acls<'static>,
 ) -> Result<()> {
+    match client.check_stat(paths.epoch()).await {
+        Ok(Some(_)) => return Ok(()),
+        Ok(None) => {}
+        Err(e) => return Err(map_error(e, &format!("check {}", paths.epoch()))),
+    }
     let id = hex::encode(rand::random::<[u8; 16]>());
     match session::create(
         client,

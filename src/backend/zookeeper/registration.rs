@@ -65,9 +65,10 @@ impl ZkRegistration {
         if record {
             let data = record::to_json(instance, registered_at);
             limits.check_size("instance record", data.len(), limits.max_instance_bytes)?;
-            // The epoch's create and the record's go out together: one round trip, not two
-            // before the record is seen. The session keeps their order, so the epoch is
-            // there first (a record seen before a new store's epoch is no wipe sign either).
+            // The epoch's check and the record's create go out together: one round trip,
+            // not two, before the record is seen, and the record's create is the only
+            // write while the epoch exists. When it is absent, the record may be seen
+            // before the epoch is created: no wipe sign either (a new store has none).
             let (epoch, created) = futures::join!(
                 super::epoch::ensure(&node.client, paths, node.acls),
                 node.create(&data),
