@@ -500,7 +500,7 @@ impl Registry {
                 for chunk in records.chunks(PIPELINE) {
                     let written: Vec<(String, Vec<u8>)> = chunk
                         .iter()
-                        .map(|r| (paths.instance(APP, &r.address()), record::to_json(r, 0)))
+                        .map(|r| (paths.instance(APP, &r.key_address()), record::to_json(r, 0)))
                         .collect();
                     let creates: Vec<_> = written
                         .iter()

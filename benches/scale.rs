@@ -543,7 +543,7 @@ impl AppConsumer {
         for change in changes {
             match change {
                 InstanceChange::Upsert(i) => {
-                    self.instances.insert(i.address(), i);
+                    self.instances.insert(i.key_address(), i);
                 }
                 InstanceChange::Removed(address) | InstanceChange::Skipped { address, .. } => {
                     self.instances.remove(&address);

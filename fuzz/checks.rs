@@ -25,7 +25,7 @@ pub fn instance_json(data: &[u8]) {
         let _ = (
             instance.protocol_ports(),
             instance.port_for_protocol("tri"),
-            instance.address(),
+            instance.key_address(),
         );
     }
 }

@@ -151,7 +151,7 @@ impl Rig for StoreRig {
 
     fn raw(&self, record: &ServiceInstance) -> Self::Raw {
         (
-            format!("{RAW_PREFIX}{}", record.address()),
+            format!("{RAW_PREFIX}{}", record.key_address()),
             record.to_json(),
         )
     }

@@ -197,7 +197,7 @@ impl Rig for ZooKeeperRig {
             .iter()
             .map(|r| {
                 (
-                    self.paths.instance(APP, &r.address()),
+                    self.paths.instance(APP, &r.key_address()),
                     record::to_json(r, 0),
                 )
             })
@@ -278,7 +278,7 @@ impl Rig for ZooKeeperRig {
 
     fn raw(&self, record: &ServiceInstance) -> Self::Raw {
         (
-            format!("{RAW_NODE}/{}", record.address()),
+            format!("{RAW_NODE}/{}", record.key_address()),
             record::to_json(record, 0),
         )
     }
@@ -324,7 +324,7 @@ impl Registrations {
         self.0
             .lock()
             .expect("registrations lock")
-            .insert(record.address(), registration);
+            .insert(record.key_address(), registration);
         Ok(())
     }
 
@@ -334,7 +334,7 @@ impl Registrations {
             .0
             .lock()
             .expect("registrations lock")
-            .remove(&record.address());
+            .remove(&record.key_address());
         match registration {
             Some(registration) => registration.deregister().await,
             None => Ok(()),

@@ -89,7 +89,7 @@ impl Output {
                 let _ = writeln!(
                     t,
                     "{:<28} {:<8} {:<14} {:<8} {:>13}",
-                    i.address(),
+                    i.key_address(),
                     i.enabled,
                     short(i.revision()),
                     i.storage_type().as_str(),

@@ -27,7 +27,7 @@ impl Record for ServiceInstance {
     const KIND: &'static str = "instance";
 
     fn identity(&self) -> String {
-        format!("{}/{}", self.service_name, self.address())
+        format!("{}/{}", self.service_name, self.key_address())
     }
 }
 

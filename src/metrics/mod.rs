@@ -173,7 +173,7 @@ impl Metrics {
     /// its instance address (read now: add the provider once it has started).
     pub async fn provider(mut self, provider: &Provider) -> Self {
         self.providers.push(ProviderSource {
-            instance: provider.instance().await.address(),
+            instance: provider.instance().await.key_address(),
             exported: provider.exported().clone(),
         });
         self

@@ -5,7 +5,7 @@
 //! balanced channel key endpoints by it, and a held instance is known by the authority of
 //! its record (its host and instance port), so no two spellings of one address can meet.
 //! Registry keys keep Dubbo's unbracketed `{host}:{port}` (see
-//! [`super::ServiceInstance::address`]); that form never reaches health or the balancer.
+//! [`super::ServiceInstance::key_address`]); that form never reaches health or the balancer.
 
 use std::fmt;
 use std::sync::Arc;

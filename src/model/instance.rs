@@ -104,13 +104,15 @@ impl ServiceInstance {
             .insert(keys::STOPPING.into(), keys::STOPPING_TRUE.into());
     }
 
-    /// `{host}:{port}`, the last segment of the instance's key (Dubbo's form: an IPv6 host
-    /// is not bracketed). Not dialable as such: see [`ServiceInstance::authority`].
-    pub fn address(&self) -> String {
+    /// `{host}:{port}` as registries key the instance: the last segment of its key, in
+    /// Dubbo's form (an IPv6 host is not bracketed). Not dialable as such: the address
+    /// to dial or show is [`ServiceInstance::authority`], bracketed as
+    /// [`Endpoint::address`](crate::model::Endpoint::address) is.
+    pub fn key_address(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
 
-    /// Whether `address` is exactly [`Self::address`] (`{host}:{port}`, the port in plain
+    /// Whether `address` is exactly [`Self::key_address`] (`{host}:{port}`, the port in plain
     /// decimal), without building it: every record a consumer lists is checked against its
     /// key.
     pub fn is_at(&self, address: &str) -> bool {
@@ -371,7 +373,7 @@ mod tests {
             "x10.0.0.7:80",
             "::80",
         ] {
-            assert_eq!(i.is_at(address), i.address() == address, "{address}");
+            assert_eq!(i.is_at(address), i.key_address() == address, "{address}");
         }
         let zero = ServiceInstance::new("a", "h", 0);
         assert!(zero.is_at("h:0") && !zero.is_at("h:00"));

@@ -108,7 +108,7 @@ impl ServiceInstance {
     /// Triple or gRPC; else [`Error::UnsupportedMetadataService`] (see
     /// [`MetadataServiceAdvert`]).
     pub fn metadata_service_target(&self) -> Result<u16> {
-        MetadataServiceAdvert::of(self).check(&self.address())
+        MetadataServiceAdvert::of(self).check(&self.key_address())
     }
 }
 

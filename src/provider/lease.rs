@@ -40,7 +40,7 @@ impl Shared {
         state.interfaces.clear();
         tracing::info!(
             app = %state.instance.service_name,
-            address = %state.instance.address(),
+            address = %state.instance.key_address(),
             revision = %state.instance.revision(),
             registration = %registration.id(),
             ttl = ?registration.ttl(),

@@ -50,7 +50,7 @@ impl Shared {
             let marked = registration.update(&state.instance).await;
             match &marked {
                 Ok(()) => tracing::info!(
-                    address = %state.instance.address(),
+                    address = %state.instance.key_address(),
                     ?drain,
                     "instance marked as stopping; draining"
                 ),
@@ -73,12 +73,12 @@ impl Shared {
         match &deregistered {
             Ok(()) => tracing::info!(
                 app = %instance.service_name,
-                address = %instance.address(),
+                address = %instance.key_address(),
                 "instance deregistered"
             ),
             Err(e) => tracing::warn!(
                 app = %instance.service_name,
-                address = %instance.address(),
+                address = %instance.key_address(),
                 error = %e,
                 "instance not deregistered: its record stays until its lease expires"
             ),

@@ -99,7 +99,7 @@ async fn changes_until(
 }
 
 fn upsert_of(address: &'static str, revision: &'static str) -> impl Fn(&InstanceChange) -> bool {
-    move |c| matches!(c, InstanceChange::Upsert(i) if i.address() == address && i.revision() == revision)
+    move |c| matches!(c, InstanceChange::Upsert(i) if i.key_address() == address && i.revision() == revision)
 }
 
 pub mod cases {

@@ -67,7 +67,7 @@ async fn hundred_instances_two_revisions_two_fetches() {
     assert_eq!(weighted, 50);
     let mut expected: Vec<String> = Vec::new();
     for p in &fleet {
-        expected.push(p.instance().await.address());
+        expected.push(p.instance().await.authority().as_str().to_owned());
     }
     expected.sort();
     let mut got = addresses.clone();
@@ -241,7 +241,7 @@ async fn export_change_publishes_a_new_revision_and_keeps_the_old_answerable() {
     let record = store
         .get(&format!(
             "/services/shop-orders/{}",
-            p.instance().await.address()
+            p.instance().await.key_address()
         ))
         .await
         .unwrap()
@@ -274,7 +274,7 @@ async fn export_change_publishes_a_new_revision_and_keeps_the_old_answerable() {
 async fn graceful_shutdown_disables_then_deregisters() {
     let store = store();
     let p = start_provider(&store, "shop-orders", blue()).await;
-    let key = format!("/services/shop-orders/{}", p.instance().await.address());
+    let key = format!("/services/shop-orders/{}", p.instance().await.key_address());
     let mut watch = store
         .watch_prefix("/services/shop-orders/", 0)
         .await

@@ -39,7 +39,7 @@ async fn registered(store: &Arc<dyn Store>, app: &str) -> BTreeSet<String> {
 async fn addresses(providers: &[Provider]) -> BTreeSet<String> {
     let mut set = BTreeSet::new();
     for p in providers {
-        set.insert(p.instance().await.address());
+        set.insert(p.instance().await.key_address());
     }
     set
 }
@@ -110,7 +110,7 @@ async fn a_crashed_provider_disappears_after_its_ttl() {
     };
     let store: Arc<dyn Store> = etcd.store().await;
     let providers = start_providers(&store, "shop-orders", 2).await;
-    let survivor = providers[1].instance().await.address();
+    let survivor = providers[1].instance().await.key_address();
     providers[0].abort();
     eventually(
         TTL + Duration::from_secs(4),

@@ -81,7 +81,7 @@ async fn resolver_and_provider_stats_reach_the_recorder() {
     let revision = fleet[0].revision();
     let mut served_total = 0.0;
     for provider in &fleet {
-        let instance = provider.instance().await.address();
+        let instance = provider.instance().await.key_address();
         served_total += samples
             .get(&format!(
                 "introspect_provider_metadata_requests_total{{app=\"shop-orders\",instance=\"{instance}\"}}"

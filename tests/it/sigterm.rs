@@ -63,7 +63,7 @@ async fn sigterm_disables_drains_deregisters_and_exits_cleanly() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let address = format!("http://{}", instance.address());
+    let address = format!("http://{}", instance.authority());
 
     let pid = Pid::from_raw(child.id().expect("running") as i32).expect("a real pid");
     kill_process(pid, Signal::TERM).expect("SIGTERM sent");

@@ -224,7 +224,7 @@ async fn app(State(shared): State<Shared>, Query(query): Query<AppQuery>) -> Res
             .skip(offset)
             .take(limit)
             .map(|i| {
-                let address = i.address();
+                let address = i.key_address();
                 let (seen, at_start) = entry.seen.get(&address).copied().unwrap_or((now, false));
                 let metadata_service =
                     introspect::model::Authority::new(&i.host, i.metadata_service_port());

@@ -150,7 +150,7 @@ async fn a_person_reads_a_live_fleet_its_holds_and_a_stale_consumer() {
             if let Some(address) = line.strip_prefix("KILL ") {
                 let mut victim = None;
                 for (n, p) in providers.iter().enumerate() {
-                    if p.instance().await.address() == address {
+                    if p.instance().await.key_address() == address {
                         victim = Some(n);
                     }
                 }

@@ -189,7 +189,7 @@ async fn console_over(store: &Arc<dyn Store>, token: Option<&str>) -> Console {
 }
 
 async fn address_of(provider: &introspect::Provider) -> String {
-    provider.instance().await.address()
+    provider.instance().await.key_address()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

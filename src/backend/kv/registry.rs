@@ -305,7 +305,7 @@ impl Registry {
             let reason = format!(
                 "record of {}/{} stored under another key",
                 instance.service_name,
-                instance.address()
+                instance.key_address()
             );
             return Err((address, reason));
         }

@@ -66,7 +66,7 @@ mod tests {
             let mut i = ServiceInstance::new("shop", "h", *port);
             i.metadata
                 .insert("dubbo.metadata.revision".into(), (*revision).into());
-            list.instances.insert(i.address(), Arc::new(i));
+            list.instances.insert(i.key_address(), Arc::new(i));
         }
         list
     }
@@ -75,7 +75,7 @@ mod tests {
         changes
             .iter()
             .map(|c| match c {
-                InstanceChange::Upsert(i) => format!("+{}@{}", i.address(), i.revision()),
+                InstanceChange::Upsert(i) => format!("+{}@{}", i.key_address(), i.revision()),
                 InstanceChange::Removed(a) => format!("-{a}"),
                 InstanceChange::Skipped { address, .. } => format!("!{address}"),
             })

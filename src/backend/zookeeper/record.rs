@@ -69,7 +69,7 @@ struct WrittenPayload<'a> {
 /// The record of `instance`, registered at `registration_time_ms` (milliseconds since the
 /// Unix epoch, UTC). Metadata keys are written sorted, as Dubbo's `getSortedMetadata`.
 pub fn to_json(instance: &ServiceInstance, registration_time_ms: i64) -> Vec<u8> {
-    let id = instance.address();
+    let id = instance.key_address();
     let record = Written {
         name: &instance.service_name,
         id: &id,
@@ -166,7 +166,7 @@ pub fn parse_child(
         return Err(format!(
             "record of {}/{} stored under another node",
             Error::shorten(&instance.service_name),
-            Error::shorten(&instance.address())
+            Error::shorten(&instance.key_address())
         ));
     }
     Ok(instance)

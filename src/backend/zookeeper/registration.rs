@@ -59,7 +59,7 @@ impl ZkRegistration {
         instance.validate()?;
         let limits = &register.limits;
         let registered_at = now_ms();
-        let path = paths.instance(&instance.service_name, &instance.address());
+        let path = paths.instance(&instance.service_name, &instance.key_address());
         let node = Node::new(client, session::acls(options), path);
         let record = register.writes == Writes::Record;
         if record {

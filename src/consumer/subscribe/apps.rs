@@ -314,7 +314,7 @@ mod tests {
             .map(|(port, revision)| {
                 let mut i = ServiceInstance::new("shop", "10.0.0.1", port as u16 + 1);
                 i.metadata.insert(keys::REVISION.into(), (*revision).into());
-                (i.address(), Arc::new(i))
+                (i.key_address(), Arc::new(i))
             })
             .collect();
         Arc::new(Routable {

@@ -234,7 +234,10 @@ mod tests {
     }
 
     fn apps(instances: &[Arc<ServiceInstance>]) -> BTreeMap<String, AppState> {
-        let routable: Instances = instances.iter().map(|i| (i.address(), i.clone())).collect();
+        let routable: Instances = instances
+            .iter()
+            .map(|i| (i.key_address(), i.clone()))
+            .collect();
         let mut state = AppState::default();
         state.update(Arc::new(Routable {
             instances: Arc::new(routable),

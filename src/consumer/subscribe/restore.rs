@@ -123,7 +123,7 @@ pub(super) fn restore(snapshot: Snapshot, following: &mut Following, fetching: &
         following.add_app(app.clone());
         let list = instances
             .into_iter()
-            .map(|i| (i.address(), Arc::new(i)))
+            .map(|i| (i.key_address(), Arc::new(i)))
             .collect();
         following.restore_app(&app, list);
     }

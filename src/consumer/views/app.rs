@@ -200,7 +200,7 @@ impl AppView {
             let gone = match change {
                 InstanceChange::Upsert(instance) => {
                     self.returned(instance.clone(), &mut applied);
-                    Arc::make_mut(&mut self.instances).insert(instance.address(), instance);
+                    Arc::make_mut(&mut self.instances).insert(instance.key_address(), instance);
                     continue;
                 }
                 InstanceChange::Removed(address) => {
@@ -260,7 +260,7 @@ impl AppView {
 
     /// `instance`'s record was written again: its hold, if any, ends.
     fn returned(&mut self, instance: Arc<ServiceInstance>, applied: &mut Applied) {
-        let address = instance.address();
+        let address = instance.key_address();
         let kept = self.forget_kept(&address);
         if self.protection.returned(&address) || kept {
             applied.returned.push(instance);
@@ -427,7 +427,7 @@ mod tests {
         (0..n)
             .map(|p| {
                 let i = instance(1000 + p, true);
-                (i.address(), i)
+                (i.key_address(), i)
             })
             .collect()
     }

@@ -301,7 +301,7 @@ mod tests {
 
     fn instance(i: usize) -> (String, Arc<ServiceInstance>) {
         let instance = ServiceInstance::new("shop", "10.0.0.1", 1000 + i as u16);
-        (instance.address(), Arc::new(instance))
+        (instance.key_address(), Arc::new(instance))
     }
 
     /// Expires `count` of `total` instances one by one at `now`; returns how many are held.

@@ -206,7 +206,7 @@ fn apply_to_list(
     for change in changes {
         match change {
             InstanceChange::Upsert(instance) => {
-                list.instances.insert(instance.address(), instance);
+                list.instances.insert(instance.key_address(), instance);
             }
             InstanceChange::Removed(address) => {
                 list.instances.remove(&address);
