@@ -82,8 +82,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use introspect::backend::Backend;
 use introspect::backend::zookeeper::{Paths, record};
+use introspect::backend::{Backend, InstanceRead};
 use introspect::{Limits, Provider, Resolver, ServiceInfo, ServiceInstance, Subscription};
 use tempfile::TempDir;
 use zookeeper_client as zk;
@@ -416,7 +416,7 @@ async fn fleet(registry: &Registry, instances: usize) -> Fleet {
     loop {
         let listed = backend
             .instances()
-            .list(APP, &limits)
+            .list(APP, InstanceRead::new(&limits))
             .await
             .map_or(0, |list| list.instances.len());
         let mapped = backend

@@ -105,6 +105,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
+use introspect::backend::{Backend, InstanceRead};
 use introspect::consumer::{CoalesceOptions, ProtectionOptions, Resolver};
 use introspect::mapping::Mapping;
 use introspect::registry::{InstanceChange, Instances, Registry};
@@ -122,7 +123,6 @@ use common::{
     synthetic,
 };
 use etcd::EtcdServer;
-use introspect::backend::Backend;
 use nacos::NacosRig;
 use rig::{Rig, StoreRig};
 use zookeeper::ZooKeeperRig;
@@ -939,7 +939,10 @@ async fn cold_resolve<R: Rig>(
         warms.push(started.elapsed());
         drop(warm);
         let started = Instant::now();
-        let list = backend.instances().list(APP, &limits).await?;
+        let list = backend
+            .instances()
+            .list(APP, InstanceRead::new(&limits))
+            .await?;
         lists.push(started.elapsed());
         drop(list);
     }

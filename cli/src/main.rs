@@ -9,6 +9,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use introspect::backend::InstanceRead;
 use introspect::consumer::MigrationStep;
 use introspect::consumer::migration::{Level, LevelChoice, StepSource};
 use introspect::consumer::routing::CallTag;
@@ -377,7 +378,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Apps => out.apps(&instances.list_apps(&limits).await?)?,
         Command::Instances { app } => {
-            let list = instances.list(app, &limits).await?;
+            let list = instances.list(app, InstanceRead::new(&limits)).await?;
             out.instances(&list)?;
             if let Some(error) = unreadable::check(app, &list) {
                 return Err(error);
@@ -387,7 +388,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
             }
         }
         Command::Metadata { app, revision } => {
-            let list = instances.list(app, &limits).await?;
+            let list = instances.list(app, InstanceRead::new(&limits)).await?;
             if let Some(error) = unreadable::check(app, &list) {
                 return Err(error);
             }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::future::join_all;
-use introspect::backend::InstanceRegistry;
+use introspect::backend::{InstanceRead, InstanceRegistry};
 use introspect::consumer::Resolver;
 use introspect::model::revision_diff::{CanonicalForm, MetadataDiff, canonical_forms, diff};
 use introspect::{Error, Limits, MetadataInfo, ServiceInstance};
@@ -42,7 +42,9 @@ pub async fn gather(
     app: &str,
     asked: &[String],
 ) -> Result<RevisionReport, Error> {
-    let list = instances.list(app, &Limits::default()).await?;
+    let list = instances
+        .list(app, InstanceRead::new(&Limits::default()))
+        .await?;
     if let Some(error) = crate::unreadable::check(app, &list) {
         return Err(error);
     }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use introspect::Limits;
-use introspect::backend::{InstanceList, InstanceRegistry};
+use introspect::backend::{InstanceList, InstanceRead, InstanceRegistry};
 use introspect::consumer::{Resolver, Subscription};
 use introspect::{Endpoint, Error};
 
@@ -46,7 +46,9 @@ pub async fn resolve(
     let mut failure = None;
     let mut unreadable = None;
     for app in &apps {
-        let list = instances.list(app, &Limits::default()).await?;
+        let list = instances
+            .list(app, InstanceRead::new(&Limits::default()))
+            .await?;
         if let Some(error) = check(app, &list) {
             unreadable = unreadable.or(Some(error));
             continue;

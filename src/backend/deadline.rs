@@ -20,7 +20,7 @@ use super::interfaces::{
 };
 use super::registration::{Record, RegisterOptions, Registration};
 use super::{
-    EarlyInstances, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
+    InstanceFollow, InstanceList, InstanceRead, InstanceRegistry, MappingFollow, MappingRegistry,
     MetadataReports,
 };
 use crate::error::{Error, Result};
@@ -92,36 +92,16 @@ impl InstanceRegistry for Deadline<dyn InstanceRegistry> {
         self.inner.interface_level()
     }
 
-    async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
-        self.run("list", self.inner.list(app, limits)).await
-    }
-
-    async fn list_early(
-        &self,
-        app: &str,
-        limits: &Limits,
-        early: EarlyInstances<'_>,
-    ) -> Result<InstanceList> {
-        self.run("list", self.inner.list_early(app, limits, early))
-            .await
+    async fn list(&self, app: &str, read: InstanceRead<'_>) -> Result<InstanceList> {
+        self.run("list", self.inner.list(app, read)).await
     }
 
     async fn list_apps(&self, limits: &Limits) -> Result<BTreeMap<String, InstanceList>> {
         self.run("list of apps", self.inner.list_apps(limits)).await
     }
 
-    async fn follow(&self, app: &str, limits: &Limits) -> Result<InstanceFollow> {
-        self.run("follow", self.inner.follow(app, limits)).await
-    }
-
-    async fn follow_early(
-        &self,
-        app: &str,
-        limits: &Limits,
-        early: EarlyInstances<'_>,
-    ) -> Result<InstanceFollow> {
-        self.run("follow", self.inner.follow_early(app, limits, early))
-            .await
+    async fn follow(&self, app: &str, read: InstanceRead<'_>) -> Result<InstanceFollow> {
+        self.run("follow", self.inner.follow(app, read)).await
     }
 }
 

@@ -19,8 +19,60 @@ use crate::model::ServiceInstance;
 pub type Instances = BTreeMap<String, Arc<ServiceInstance>>;
 
 /// Told of the instances of each page of a list as it is parsed (see
-/// [`InstanceRegistry::list_early`]).
+/// [`InstanceRead::with_early`]).
 pub type EarlyInstances<'a> = &'a (dyn Fn(&[&Arc<ServiceInstance>]) + Send + Sync);
+
+/// How one list or follow of an app reads: the bounds on what it reads and, when the
+/// reader wants them, each page's instances as soon as they are parsed.
+///
+/// ```
+/// use introspect::Limits;
+/// use introspect::backend::InstanceRead;
+///
+/// let limits = Limits::default();
+/// let read = InstanceRead::new(&limits).with_early(&|page| println!("{} parsed", page.len()));
+/// assert!(read.early.is_some());
+/// ```
+#[derive(Clone, Copy)]
+pub struct InstanceRead<'a> {
+    /// The bounds on what is read (record and list sizes).
+    pub limits: &'a Limits,
+    /// Told of each page's instances while the rest is still being read, so a resolver
+    /// starts fetching metadata before the whole list is in. A backend that reads an app in
+    /// one answer need not call it; a follow calls it for its first read only.
+    pub early: Option<EarlyInstances<'a>>,
+}
+
+impl<'a> InstanceRead<'a> {
+    /// A read bounded by `limits`, telling no one of its pages.
+    pub fn new(limits: &'a Limits) -> Self {
+        InstanceRead {
+            limits,
+            early: None,
+        }
+    }
+
+    /// Tells `early` of each page's instances as soon as they are parsed.
+    pub fn with_early(mut self, early: EarlyInstances<'a>) -> Self {
+        self.early = Some(early);
+        self
+    }
+}
+
+impl<'a> From<&'a Limits> for InstanceRead<'a> {
+    fn from(limits: &'a Limits) -> Self {
+        InstanceRead::new(limits)
+    }
+}
+
+impl std::fmt::Debug for InstanceRead<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InstanceRead")
+            .field("limits", self.limits)
+            .field("early", &self.early.is_some())
+            .finish()
+    }
+}
 
 /// The instances of one app, as one read saw them.
 #[derive(Clone, Debug, Default)]
@@ -131,39 +183,14 @@ pub trait InstanceRegistry: Send + Sync + 'static {
         false
     }
 
-    /// Every instance of `app`, skipping (and reporting) records that cannot be used.
-    async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList>;
-
-    /// [`Self::list`], also handing `early` the instances of each page as soon as it is
-    /// parsed, while the rest is still being read: a resolver starts fetching metadata
-    /// before the whole list is in. A backend that reads an app in one answer need not
-    /// call it (the default).
-    async fn list_early(
-        &self,
-        app: &str,
-        limits: &Limits,
-        early: EarlyInstances<'_>,
-    ) -> Result<InstanceList> {
-        let _ = early;
-        self.list(app, limits).await
-    }
+    /// Every instance of `app`, skipping (and reporting) records that cannot be used,
+    /// read as `read` says.
+    async fn list(&self, app: &str, read: InstanceRead<'_>) -> Result<InstanceList>;
 
     /// Every app with at least one instance record, with its instances.
     async fn list_apps(&self, limits: &Limits) -> Result<BTreeMap<String, InstanceList>>;
 
-    /// Follows `app`: a reset from a fresh read first, then its changes, with no gap
-    /// between the read and the changes. Never writes anything.
-    async fn follow(&self, app: &str, limits: &Limits) -> Result<InstanceFollow>;
-
-    /// [`Self::follow`], handing `early` the instances of each page of its first read as
-    /// [`Self::list_early`] does. The default does not call it.
-    async fn follow_early(
-        &self,
-        app: &str,
-        limits: &Limits,
-        early: EarlyInstances<'_>,
-    ) -> Result<InstanceFollow> {
-        let _ = early;
-        self.follow(app, limits).await
-    }
+    /// Follows `app`: a reset from a fresh read (made as `read` says) first, then its
+    /// changes, with no gap between the read and the changes. Never writes anything.
+    async fn follow(&self, app: &str, read: InstanceRead<'_>) -> Result<InstanceFollow>;
 }

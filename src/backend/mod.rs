@@ -61,8 +61,8 @@ pub use config::{ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
 pub use connect::{ConnectOptions, connect, connect_with};
 pub use consumers::{ConsumerList, ConsumerRegistry};
 pub use instances::{
-    EarlyInstances, InstanceChange, InstanceEvent, InstanceFollow, InstanceList, InstanceRegistry,
-    Instances,
+    EarlyInstances, InstanceChange, InstanceEvent, InstanceFollow, InstanceList, InstanceRead,
+    InstanceRegistry, Instances,
 };
 pub use interfaces::{
     InterfaceKey, InterfaceProviders, InterfaceRegistration, ProviderUrlFollow, ProviderUrls,

@@ -19,7 +19,7 @@ use super::seen::table::Seen;
 use super::stats::{Counters, ResolverStats};
 use super::subscribe::{self, SubscribeOptions, SubscribeParts, SubscriptionHandle};
 use super::subscription::Subscription;
-use crate::backend::{Backend, ConsumerList, InstanceList, Instances};
+use crate::backend::{Backend, ConsumerList, InstanceList, InstanceRead, Instances};
 use crate::error::{Error, Result};
 use crate::model::{Endpoint, MetadataInfo, ServiceInstance};
 use crate::warnings::aggregated;
@@ -138,8 +138,9 @@ impl Resolver {
         // Each revision's metadata is fetched while the rest of its app's list is read.
         let lists = join_all(apps.iter().map(|app| async move {
             let early = EarlyFetches::new(self.parts.metadata.clone(), app);
+            let on_page = |page: &[&Arc<ServiceInstance>]| early.page(page);
             instances
-                .list_early(app, limits, &|page| early.page(page))
+                .list(app, InstanceRead::new(limits).with_early(&on_page))
                 .await
         }))
         .await;
@@ -253,7 +254,7 @@ impl Resolver {
         let apps = self.apps(subscription).await?;
         let instances = self.backend.instances();
         let limits = &self.parts.limits;
-        let lists = join_all(apps.iter().map(|app| instances.list(app, limits))).await;
+        let lists = join_all(apps.iter().map(|app| instances.list(app, limits.into()))).await;
         let mut found = Vec::with_capacity(apps.len());
         for (app, list) in apps.iter().zip(lists) {
             let list = list?;

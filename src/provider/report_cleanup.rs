@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::Shared;
+use crate::backend::InstanceRead;
 
 impl Shared {
     /// Removes reported revisions that no registered instance has used for `grace`,
@@ -18,7 +19,10 @@ impl Shared {
             }
             let (reported, list) = match (
                 self.backend.reports().revisions(&app).await,
-                self.backend.instances().list(&app, &self.limits).await,
+                self.backend
+                    .instances()
+                    .list(&app, InstanceRead::new(&self.limits))
+                    .await,
             ) {
                 (Ok(reported), Ok(list)) if list.skipped.is_empty() => (reported, list),
                 (Err(e), _) | (_, Err(e)) => {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use introspect::backend::config::DEFAULT_GROUP;
 use introspect::backend::{
-    Backend, ConfigFollow, ConfigItem, InstanceChange, InstanceEvent, InstanceFollow,
+    Backend, ConfigFollow, ConfigItem, InstanceChange, InstanceEvent, InstanceFollow, InstanceRead,
     RegisterOptions,
 };
 use introspect::model::keys;
@@ -107,6 +107,7 @@ pub mod cases {
 
     pub async fn register_list_update_deregister(s: Subject) {
         let limits = Limits::default();
+        let read = InstanceRead::new(&limits);
         let instances = s.backend.instances();
         let r = instances
             .register(
@@ -122,7 +123,7 @@ pub mod cases {
             r.ttl()
         );
         r.keep_alive().await.unwrap();
-        let list = instances.list("shop", &limits).await.unwrap();
+        let list = instances.list("shop", read).await.unwrap();
         assert_eq!(list.instances.len(), 1);
         assert_eq!(list.instances["127.0.0.1:1001"].revision(), "aa");
         assert!(list.skipped.is_empty());
@@ -131,10 +132,10 @@ pub mod cases {
         let mut changed = instance("shop", 1001, "bb");
         changed.mark_stopping();
         r.update(&changed).await.unwrap();
-        let list = instances.list("shop", &limits).await.unwrap();
-        let read = &list.instances["127.0.0.1:1001"];
-        assert_eq!(read.revision(), "bb");
-        assert!(read.is_stopping() && !read.accepts_calls(), "{read:?}");
+        let list = instances.list("shop", read).await.unwrap();
+        let seen = &list.instances["127.0.0.1:1001"];
+        assert_eq!(seen.revision(), "bb");
+        assert!(seen.is_stopping() && !seen.accepts_calls(), "{seen:?}");
         assert!(
             list.revision >= first_revision,
             "the revision never goes backwards"
@@ -145,19 +146,19 @@ pub mod cases {
             matches!(refused, Err(Error::Misuse(_))),
             "a registration writes its own record only: {refused:?}"
         );
-        let list = instances.list("shop", &limits).await.unwrap();
+        let list = instances.list("shop", read).await.unwrap();
         assert_eq!(
             list.instances.len(),
             1,
             "nothing written for the other record"
         );
         r.deregister().await.unwrap();
-        let list = instances.list("shop", &limits).await.unwrap();
+        let list = instances.list("shop", read).await.unwrap();
         assert!(list.instances.is_empty(), "{:?}", list.instances);
         assert!(list.epoch.is_some(), "the epoch outlives the records");
         assert!(
             instances
-                .list("nobody", &limits)
+                .list("nobody", read)
                 .await
                 .unwrap()
                 .instances
@@ -167,8 +168,9 @@ pub mod cases {
 
     pub async fn the_epoch_is_created_once_and_stays(s: Subject) {
         let limits = Limits::default();
+        let read = InstanceRead::new(&limits);
         let instances = s.backend.instances();
-        assert_eq!(instances.list("shop", &limits).await.unwrap().epoch, None);
+        assert_eq!(instances.list("shop", read).await.unwrap().epoch, None);
         let a = instances
             .register(
                 &instance("shop", 1001, "aa"),
@@ -176,7 +178,7 @@ pub mod cases {
             )
             .await
             .unwrap();
-        let epoch = instances.list("shop", &limits).await.unwrap().epoch;
+        let epoch = instances.list("shop", read).await.unwrap().epoch;
         let b = instances
             .register(
                 &instance("cart", 1002, "aa"),
@@ -184,7 +186,7 @@ pub mod cases {
             )
             .await
             .unwrap();
-        assert_eq!(instances.list("cart", &limits).await.unwrap().epoch, epoch);
+        assert_eq!(instances.list("cart", read).await.unwrap().epoch, epoch);
         a.deregister().await.unwrap();
         b.deregister().await.unwrap();
     }
@@ -199,7 +201,10 @@ pub mod cases {
             )
             .await
             .unwrap();
-        let mut follow = instances.follow("shop", &limits).await.unwrap();
+        let mut follow = instances
+            .follow("shop", InstanceRead::new(&limits))
+            .await
+            .unwrap();
         match next(&mut follow).await {
             InstanceEvent::Reset(list) => {
                 assert_eq!(
@@ -235,6 +240,7 @@ pub mod cases {
 
     pub async fn an_unreadable_record_is_skipped_and_never_fails_the_app(s: Subject) {
         let limits = Limits::default();
+        let read = InstanceRead::new(&limits);
         let instances = s.backend.instances();
         let good = instances
             .register(
@@ -243,7 +249,7 @@ pub mod cases {
             )
             .await
             .unwrap();
-        let mut follow = instances.follow("shop", &limits).await.unwrap();
+        let mut follow = instances.follow("shop", read).await.unwrap();
         let _reset = next(&mut follow).await;
         (s.put_garbage)("shop".into(), "127.0.0.1:1002".into()).await;
         changes_until(
@@ -251,7 +257,7 @@ pub mod cases {
             |c| matches!(c, InstanceChange::Skipped { address, .. } if address == "127.0.0.1:1002"),
         )
         .await;
-        let list = instances.list("shop", &limits).await.unwrap();
+        let list = instances.list("shop", read).await.unwrap();
         assert_eq!(list.instances.len(), 1);
         assert_eq!(list.skipped.len(), 1, "{:?}", list.skipped);
         assert_eq!(list.skipped[0].0, "127.0.0.1:1002");
@@ -294,16 +300,17 @@ pub mod cases {
 
     pub async fn names_that_break_the_layout_are_refused(s: Subject) {
         let limits = Limits::default();
+        let read = InstanceRead::new(&limits);
         let instances = s.backend.instances();
         for bad in ["a/b", "", "..", "a b"] {
             assert!(
                 matches!(
-                    instances.list(bad, &limits).await,
+                    instances.list(bad, read).await,
                     Err(Error::InvalidName { .. })
                 ),
                 "{bad:?}"
             );
-            assert!(instances.follow(bad, &limits).await.is_err(), "{bad:?}");
+            assert!(instances.follow(bad, read).await.is_err(), "{bad:?}");
             assert!(
                 s.backend
                     .mapping()

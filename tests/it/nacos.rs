@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use introspect::backend::ConnectOptions;
+use introspect::backend::{ConnectOptions, InstanceRead};
 use introspect::consumer::{SnapshotOptions, SubscribeOptions};
 use introspect::model::keys;
 use introspect::{Limits, Resolver, Subscription};
@@ -101,12 +101,13 @@ async fn what_we_register_is_what_dubbo_java_reads_and_java_and_go_records_read_
     register_raw(&raw, "DEFAULT_GROUP", "go-app", "10.0.0.8", 20000, &go).await;
     let backend = server.backend().await;
     let limits = Limits::default();
-    let java_read = backend.instances().list("java-app", &limits).await.unwrap();
+    let read = InstanceRead::new(&limits);
+    let java_read = backend.instances().list("java-app", read).await.unwrap();
     let i = &java_read.instances["10.0.0.7:20880"];
     assert_eq!(i.service_name, "java-app");
     assert_eq!(i.revision(), revision);
     assert_eq!(i.metadata_service_port(), 20880);
-    let go_read = backend.instances().list("go-app", &limits).await.unwrap();
+    let go_read = backend.instances().list("go-app", read).await.unwrap();
     let i = &go_read.instances["10.0.0.8:20000"];
     assert!(
         !i.metadata.contains_key("id"),
@@ -136,7 +137,7 @@ async fn eight_providers_of_one_app_in_one_process_are_eight_instances() {
     }
     let list = backend
         .instances()
-        .list("eight", &Limits::default())
+        .list("eight", InstanceRead::new(&Limits::default()))
         .await
         .unwrap();
     assert_eq!(list.instances.len(), 8, "{:?}", list.instances.keys());
@@ -313,7 +314,7 @@ async fn a_refused_login_ends_with_a_permanent_error() {
         Err(e) => e,
         Ok(backend) => backend
             .instances()
-            .list("secret-app", &Limits::default())
+            .list("secret-app", InstanceRead::new(&Limits::default()))
             .await
             .expect_err("refused"),
     };
@@ -323,7 +324,7 @@ async fn a_refused_login_ends_with_a_permanent_error() {
         Err(e) => e,
         Ok(backend) => backend
             .instances()
-            .list("secret-app", &Limits::default())
+            .list("secret-app", InstanceRead::new(&Limits::default()))
             .await
             .expect_err("no credentials"),
     };
@@ -769,16 +770,17 @@ async fn an_app_that_grows_past_grpc_s_4_mib_is_still_listed_and_followed() {
         return;
     };
     let limits = Limits::default();
+    let read = InstanceRead::new(&limits);
     let mut raw = vec![batch_of_huge(&server, 0).await];
     let backend = server.backend().await;
     eventually(LIMIT, "the first batch listed", || async {
         hosts(&server, HUGE).await.len() == BATCH
     })
     .await;
-    let small = backend.instances().list(HUGE, &limits).await.unwrap();
+    let small = backend.instances().list(HUGE, read).await.unwrap();
     assert_eq!(small.instances.len(), BATCH);
     // A follow of the app while it is small enough for pushes.
-    let mut follow = backend.instances().follow(HUGE, &limits).await.unwrap();
+    let mut follow = backend.instances().follow(HUGE, read).await.unwrap();
     let mut held = std::collections::BTreeSet::new();
     next_event(&mut follow, &mut held).await;
     assert_eq!(
@@ -811,7 +813,7 @@ async fn an_app_that_grows_past_grpc_s_4_mib_is_still_listed_and_followed() {
     assert!(http.len() > 4 << 20, "the list is over 4 MiB");
 
     // A list and the list of every app read it whole (over HTTP).
-    let listed = backend.instances().list(HUGE, &limits).await.unwrap();
+    let listed = backend.instances().list(HUGE, read).await.unwrap();
     assert_eq!(listed.instances.len(), 6 * BATCH);
     let all = backend.instances().list_apps(&limits).await.unwrap();
     assert_eq!(all[HUGE].instances.len(), 6 * BATCH);
@@ -842,7 +844,7 @@ async fn an_app_that_grows_past_grpc_s_4_mib_is_still_listed_and_followed() {
     )
     .await;
     // A new follow starts polling at once.
-    let mut again = backend.instances().follow(HUGE, &limits).await.unwrap();
+    let mut again = backend.instances().follow(HUGE, read).await.unwrap();
     let mut held_again = std::collections::BTreeSet::new();
     next_event(&mut again, &mut held_again).await;
     assert_eq!(held_again, held);
@@ -921,7 +923,11 @@ async fn an_app_of_ten_thousand_instances_resolves_follows_and_survives_churn() 
     let provider = start_greeter_on(server.backend().await, FLEET, TTL, DRAIN).await;
     let backend = server.backend().await;
     let limits = Limits::default();
-    let template = backend.instances().list(FLEET, &limits).await.unwrap();
+    let template = backend
+        .instances()
+        .list(FLEET, InstanceRead::new(&limits))
+        .await
+        .unwrap();
     let template = template.instances.values().next().unwrap().as_ref().clone();
     let mut raw = Vec::new();
     for first in (0..FLEET_SIZE).step_by(FLEET_BATCH) {

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use introspect::backend::InstanceRead;
 use introspect::consumer::{HealthOptions, ProtectionOptions};
 use introspect::provider::DEFAULT_LEASE_TTL;
 use introspect::store::DEFAULT_STORE_TIMEOUT;
@@ -209,7 +210,7 @@ impl Registry {
     async fn registered(&self, direct: &Backend) -> usize {
         direct
             .instances()
-            .list(APP, &Limits::default())
+            .list(APP, InstanceRead::new(&Limits::default()))
             .await
             .map_or(0, |list| list.instances.len())
     }
@@ -324,7 +325,11 @@ fn count_removals(direct: Backend) -> Arc<AtomicU64> {
         let limits = Limits::default();
         let mut known = None::<usize>;
         loop {
-            let Ok(mut follow) = direct.instances().follow(APP, &limits).await else {
+            let Ok(mut follow) = direct
+                .instances()
+                .follow(APP, InstanceRead::new(&limits))
+                .await
+            else {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };

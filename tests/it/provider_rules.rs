@@ -14,6 +14,7 @@ use crate::support::calls::{calls_until, channel_over, count_calls};
 use crate::support::greeter::{CountingGreeter, greeter_router};
 use crate::support::rules::{delete_rule, put_rule};
 use crate::support::wait::eventually;
+use introspect::backend::InstanceRead;
 use introspect::consumer::{BalancedChannel, SubscriptionHandle};
 use introspect::{
     Backend, Limits, MemoryStore, Provider, Resolver, ServiceInfo, Store, Subscription,
@@ -72,7 +73,7 @@ impl Node {
     async fn registered_revision(&self, backend: &Backend) -> String {
         let list = backend
             .instances()
-            .list(APP, &Limits::default())
+            .list(APP, InstanceRead::new(&Limits::default()))
             .await
             .unwrap();
         list.instances

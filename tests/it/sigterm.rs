@@ -14,7 +14,7 @@ use crate::support::examples::example;
 use crate::support::greeter::pb::HelloRequest;
 use crate::support::greeter::pb::greeter_client::GreeterClient;
 use crate::support::wait::eventually;
-use introspect::backend::Backend;
+use introspect::backend::{Backend, InstanceRead};
 use introspect::{EtcdStore, Limits, ServiceInstance, Store};
 
 const APP: &str = "sigterm-greeter";
@@ -23,7 +23,7 @@ const APP: &str = "sigterm-greeter";
 async fn registered(backend: &Backend) -> Option<Arc<ServiceInstance>> {
     let list = backend
         .instances()
-        .list(APP, &Limits::default())
+        .list(APP, InstanceRead::new(&Limits::default()))
         .await
         .expect("etcd answers");
     assert!(list.instances.len() <= 1, "one provider, one record");

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use introspect::backend::zookeeper::ZooKeeperOptions;
-use introspect::backend::{Backend, ConnectOptions, RegisterOptions};
+use introspect::backend::{Backend, ConnectOptions, InstanceRead, RegisterOptions};
 use introspect::consumer::ProtectionOptions;
 use introspect::model::keys;
 use introspect::{Limits, Provider, Resolver, ServiceInfo, Subscription};
@@ -105,6 +105,7 @@ async fn what_we_write_is_what_dubbo_java_writes_field_by_field_and_both_shapes_
     }
     // Java's and Go's records, as they write them, read back.
     let limits = Limits::default();
+    let read = InstanceRead::new(&limits);
     for (file, app, address) in [
         ("java-instance.json", "shop-orders", "10.0.0.7:50051"),
         ("go-instance.json", "go-greeter", "10.0.0.8:20000"),
@@ -122,11 +123,7 @@ async fn what_we_write_is_what_dubbo_java_writes_field_by_field_and_both_shapes_
                 .unwrap()
                 .replace("shop-orders", "java-orders");
             create_with_parents(&raw, &path, renamed.as_bytes()).await;
-            let list = backend
-                .instances()
-                .list("java-orders", &limits)
-                .await
-                .unwrap();
+            let list = backend.instances().list("java-orders", read).await.unwrap();
             let i = &list.instances[address];
             assert_eq!(i.revision(), "7c8b4f6e6f3a2d1c");
             assert_eq!(i.port_for_protocol("tri"), 50051);
@@ -135,7 +132,7 @@ async fn what_we_write_is_what_dubbo_java_writes_field_by_field_and_both_shapes_
             continue;
         }
         create_with_parents(&raw, &path, &bytes).await;
-        let list = backend.instances().list(app, &limits).await.unwrap();
+        let list = backend.instances().list(app, read).await.unwrap();
         assert!(list.skipped.is_empty(), "{:?}", list.skipped);
         let i = &list.instances[address];
         assert_eq!(i.revision(), "2315792146");
@@ -156,7 +153,7 @@ async fn what_we_write_is_what_dubbo_java_writes_field_by_field_and_both_shapes_
         b"{\"name\":\"other\",\"address\":\"h\",\"port\":3}",
     )
     .await;
-    let list = backend.instances().list("shop", &limits).await.unwrap();
+    let list = backend.instances().list("shop", read).await.unwrap();
     assert_eq!(list.instances.len(), 1);
     assert_eq!(list.skipped.len(), 2, "{:?}", list.skipped);
     provider.shutdown().await.unwrap();
@@ -446,7 +443,7 @@ async fn the_ensemble_s_leader_killed_costs_no_registration_and_calls_go_on() {
     eventually(LIMIT, "both still registered", || async {
         backend
             .instances()
-            .list("greeter", &Limits::default())
+            .list("greeter", InstanceRead::new(&Limits::default()))
             .await
             .is_ok_and(|l| l.instances.len() == 2)
     })
@@ -483,7 +480,7 @@ async fn wrong_digest_credentials_end_with_a_permanent_error() {
         .unwrap();
     let error = backend
         .instances()
-        .list("secret-app", &Limits::default())
+        .list("secret-app", InstanceRead::new(&Limits::default()))
         .await
         .expect_err("refused");
     assert!(error.is_permanent(), "{error}");
@@ -507,7 +504,7 @@ async fn wrong_digest_credentials_end_with_a_permanent_error() {
         .unwrap();
     let list = reader
         .instances()
-        .list("secret-app", &Limits::default())
+        .list("secret-app", InstanceRead::new(&Limits::default()))
         .await
         .unwrap();
     assert_eq!(list.instances.len(), 1);
@@ -520,6 +517,7 @@ async fn the_list_revision_is_a_zxid_that_goes_backwards_only_when_the_server_is
         return;
     };
     let limits = Limits::default();
+    let read = InstanceRead::new(&limits);
     let instance = |port| {
         let mut i = introspect::ServiceInstance::new("shop", "127.0.0.1", port);
         i.metadata.insert(keys::REVISION.into(), "aa".into());
@@ -528,7 +526,7 @@ async fn the_list_revision_is_a_zxid_that_goes_backwards_only_when_the_server_is
     let backend = server.backend().await;
     let instances = backend.instances();
     assert_eq!(
-        instances.list("shop", &limits).await.unwrap().revision,
+        instances.list("shop", read).await.unwrap().revision,
         0,
         "no app node"
     );
@@ -541,9 +539,9 @@ async fn the_list_revision_is_a_zxid_that_goes_backwards_only_when_the_server_is
                 .unwrap(),
         );
     }
-    let before = instances.list("shop", &limits).await.unwrap();
+    let before = instances.list("shop", read).await.unwrap();
     registrations[0].update(&instance(1)).await.unwrap();
-    let updated = instances.list("shop", &limits).await.unwrap();
+    let updated = instances.list("shop", read).await.unwrap();
     assert!(
         updated.revision > before.revision,
         "{} then {}",
@@ -559,7 +557,7 @@ async fn the_list_revision_is_a_zxid_that_goes_backwards_only_when_the_server_is
         .register(&instance(99), &RegisterOptions::new(TTL, &limits))
         .await
         .unwrap();
-    let after_restart = backend.instances().list("shop", &limits).await.unwrap();
+    let after_restart = backend.instances().list("shop", read).await.unwrap();
     assert!(
         after_restart.revision > updated.revision,
         "{} then {}",
@@ -576,7 +574,7 @@ async fn the_list_revision_is_a_zxid_that_goes_backwards_only_when_the_server_is
         .register(&instance(1), &RegisterOptions::new(TTL, &limits))
         .await
         .unwrap();
-    let replaced = backend.instances().list("shop", &limits).await.unwrap();
+    let replaced = backend.instances().list("shop", read).await.unwrap();
     eprintln!(
         "zxids: {:#x} before, {:#x} after a restart, {:#x} on an empty server",
         updated.revision, after_restart.revision, replaced.revision
@@ -671,7 +669,11 @@ async fn a_record_of_another_curator_user_is_skipped_counted_and_explained() {
 
     // A list keeps the Dubbo instance and skips the foreign one, saying why.
     let limits = Limits::default();
-    let list = backend.instances().list("greeter", &limits).await.unwrap();
+    let list = backend
+        .instances()
+        .list("greeter", InstanceRead::new(&limits))
+        .await
+        .unwrap();
     assert_eq!(list.instances.len(), 1, "{:?}", list.instances.keys());
     assert!(list.instances.contains_key(&greeter.address.to_string()));
     assert_eq!(list.skipped.len(), 1, "{:?}", list.skipped);

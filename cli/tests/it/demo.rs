@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::support::nacos::NacosServer;
 use crate::support::wait::eventually;
 use crate::support::zookeeper::ZooKeeperServer;
-use introspect::backend::Backend;
+use introspect::backend::{Backend, InstanceRead};
 use introspect::{Limits, MemoryStore, Store};
 use introspect_cli::demo::{DemoOptions, DemoReport, run};
 
@@ -62,7 +62,10 @@ async fn nothing_left(backend: &Backend) {
         || async {
             let mut empty = true;
             for app in APPS {
-                let list = backend.instances().list(app, &Limits::default()).await;
+                let list = backend
+                    .instances()
+                    .list(app, InstanceRead::new(&Limits::default()))
+                    .await;
                 empty &= list.is_ok_and(|l| l.instances.is_empty());
             }
             empty

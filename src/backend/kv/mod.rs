@@ -25,8 +25,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    EarlyInstances, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
-    MetadataReports, RegisterOptions, Registration, Writes,
+    EarlyInstances, InstanceFollow, InstanceList, InstanceRead, InstanceRegistry, MappingFollow,
+    MappingRegistry, MetadataReports, RegisterOptions, Registration, Writes,
 };
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -134,17 +134,8 @@ impl InstanceRegistry for KvBackend {
         Ok(Arc::new(registration))
     }
 
-    async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
-        self.list_with_epoch(app, limits, None).await
-    }
-
-    async fn list_early(
-        &self,
-        app: &str,
-        limits: &Limits,
-        early: EarlyInstances<'_>,
-    ) -> Result<InstanceList> {
-        self.list_with_epoch(app, limits, Some(early)).await
+    async fn list(&self, app: &str, read: InstanceRead<'_>) -> Result<InstanceList> {
+        self.list_with_epoch(app, read.limits, read.early).await
     }
 
     async fn list_apps(&self, limits: &Limits) -> Result<BTreeMap<String, InstanceList>> {
@@ -161,17 +152,8 @@ impl InstanceRegistry for KvBackend {
             .collect())
     }
 
-    async fn follow(&self, app: &str, limits: &Limits) -> Result<InstanceFollow> {
-        follow::instances(self, app, limits, None).await
-    }
-
-    async fn follow_early(
-        &self,
-        app: &str,
-        limits: &Limits,
-        early: EarlyInstances<'_>,
-    ) -> Result<InstanceFollow> {
-        follow::instances(self, app, limits, Some(early)).await
+    async fn follow(&self, app: &str, read: InstanceRead<'_>) -> Result<InstanceFollow> {
+        follow::instances(self, app, read.limits, read.early).await
     }
 }
 

@@ -74,8 +74,8 @@ pub use options::{DEFAULT_CONNECT_TIMEOUT, NacosOptions};
 use super::consumers::{ConsumerList, ConsumerRegistry};
 use super::interfaces::{InterfaceKey, InterfaceProviders, ProviderUrlFollow, ProviderUrls};
 use super::{
-    Backend, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
-    MetadataReports, RegisterOptions, Registration,
+    Backend, InstanceFollow, InstanceList, InstanceRead, InstanceRegistry, MappingFollow,
+    MappingRegistry, MetadataReports, RegisterOptions, Registration,
 };
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -164,21 +164,21 @@ impl InstanceRegistry for NacosBackend {
         true
     }
 
-    async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
-        reads::list(&self.inner.reader, self.group(), app, limits).await
+    async fn list(&self, app: &str, read: InstanceRead<'_>) -> Result<InstanceList> {
+        reads::list(&self.inner.reader, self.group(), app, read.limits).await
     }
 
     async fn list_apps(&self, limits: &Limits) -> Result<BTreeMap<String, InstanceList>> {
         reads::list_apps(&self.inner.reader, self.group(), limits).await
     }
 
-    async fn follow(&self, app: &str, limits: &Limits) -> Result<InstanceFollow> {
+    async fn follow(&self, app: &str, read: InstanceRead<'_>) -> Result<InstanceFollow> {
         model_names::validate_app(app)?;
         follow::instances(
             self.inner.reader.clone(),
             self.group().to_owned(),
             app.to_owned(),
-            limits.clone(),
+            read.limits.clone(),
         )
         .await
     }

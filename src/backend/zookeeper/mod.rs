@@ -59,8 +59,8 @@ pub use paths::Paths;
 use super::consumers::{ConsumerList, ConsumerRegistry};
 use super::interfaces::{InterfaceKey, InterfaceProviders, ProviderUrlFollow, ProviderUrls};
 use super::{
-    Backend, InstanceFollow, InstanceList, InstanceRegistry, MappingFollow, MappingRegistry,
-    MetadataReports, RegisterOptions, Registration,
+    Backend, InstanceFollow, InstanceList, InstanceRead, InstanceRegistry, MappingFollow,
+    MappingRegistry, MetadataReports, RegisterOptions, Registration,
 };
 use crate::error::Result;
 use crate::limits::Limits;
@@ -145,19 +145,20 @@ impl InstanceRegistry for ZooKeeperBackend {
         true
     }
 
-    async fn list(&self, app: &str, limits: &Limits) -> Result<InstanceList> {
+    async fn list(&self, app: &str, read: InstanceRead<'_>) -> Result<InstanceList> {
         names::validate_app(app)?;
-        reads::list(&self.reader().await?, self.paths(), app, limits).await
+        reads::list(&self.reader().await?, self.paths(), app, read.limits).await
     }
 
     async fn list_apps(&self, limits: &Limits) -> Result<BTreeMap<String, InstanceList>> {
         reads::list_apps(&self.reader().await?, self.paths(), limits).await
     }
 
-    async fn follow(&self, app: &str, limits: &Limits) -> Result<InstanceFollow> {
+    async fn follow(&self, app: &str, read: InstanceRead<'_>) -> Result<InstanceFollow> {
         names::validate_app(app)?;
         let client = self.reader().await?;
-        follow::instances(client, self.paths().clone(), app.to_owned(), limits.clone()).await
+        let limits = read.limits.clone();
+        follow::instances(client, self.paths().clone(), app.to_owned(), limits).await
     }
 }
 

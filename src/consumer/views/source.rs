@@ -17,11 +17,12 @@ use futures::FutureExt as _;
 use tokio::sync::mpsc;
 
 use super::{SourceEvent, ViewParts};
-use crate::backend::InstanceEvent;
+use crate::backend::{InstanceEvent, InstanceRead};
 use crate::backoff::Backoff;
 use crate::consumer::early::EarlyFetches;
 use crate::consumer::stats::Counters;
 use crate::error::Error;
+use crate::model::ServiceInstance;
 use crate::warnings::aggregated;
 
 /// First delay before a failed follow is tried again.
@@ -124,11 +125,9 @@ pub(super) async fn follow_app(parts: Arc<ViewParts>, app: String, tx: mpsc::Sen
     loop {
         // Each revision's metadata is fetched while the rest of the first read goes on.
         let early = EarlyFetches::new(parts.metadata.clone(), &app);
-        let follow = parts
-            .backend
-            .instances()
-            .follow_early(&app, &parts.limits, &|page| early.page(page))
-            .await;
+        let on_page = |page: &[&Arc<ServiceInstance>]| early.page(page);
+        let read = InstanceRead::new(&parts.limits).with_early(&on_page);
+        let follow = parts.backend.instances().follow(&app, read).await;
         let next = match follow {
             Ok(mut follow) => loop {
                 let event = match follow.next().await {

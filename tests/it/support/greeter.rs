@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use introspect::backend::InstanceRead;
 use introspect::provider::ProviderBuilder;
 use introspect::{Provider, ServiceInfo, Store};
 use tokio::sync::oneshot;
@@ -219,7 +220,7 @@ pub async fn start_greeter_exporting(
         || async {
             backend
                 .instances()
-                .list(app, &limits)
+                .list(app, InstanceRead::new(&limits))
                 .await
                 .is_ok_and(|list| list.instances.contains_key(&registered.to_string()))
         },

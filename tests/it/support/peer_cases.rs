@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use introspect::backend::InstanceRead;
 use introspect::consumer::SubscriptionHandle;
 use introspect::store::EtcdStore;
 use introspect::{Backend, Limits, ResolverStats, Store, Subscription};
@@ -137,7 +138,7 @@ impl PeerRegistry {
         eventually(Duration::from_secs(30), what, || async {
             self.backend
                 .instances()
-                .list(app, &limits)
+                .list(app, InstanceRead::new(&limits))
                 .await
                 .is_ok_and(|list| list.instances.contains_key(&address))
         })
@@ -902,7 +903,7 @@ pub async fn rust_provider_killed_while_peer_consumer_calls(
                 registry
                     .backend
                     .instances()
-                    .list(rust_app, &Limits::default())
+                    .list(rust_app, InstanceRead::new(&Limits::default()))
                     .await
                     .is_ok_and(|list| !list.instances.contains_key(&address))
             },
