@@ -95,7 +95,8 @@
 //!                     RegisterOptions), mapping, reports, consumers (optional records),
 //!                     interfaces (interface-level URLs), config (the config centre's
 //!                     reader: get, follow, compare-and-set by key and group) traits;
-//!                     Backend; forward (how every follow task hands on an item); url
+//!                     Backend; follow (Follow<T>, the stream every follow hands its
+//!                     follower, and how a task feeds it); url
 //!                     (Dubbo registry URLs, pure), connect, deadline (a bound on every
 //!                     call of any backend)
 //!   kv/               the backend over a Store: layout (Dubbo's keys), registry, mapping,

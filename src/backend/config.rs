@@ -18,8 +18,8 @@
 //! a stale one fails with [`Error::Conflict`], which carries the current item.
 
 use async_trait::async_trait;
-use tokio::sync::mpsc;
 
+use super::follow::{Follow, Followed};
 use crate::error::{Error, Result};
 
 /// The group Dubbo reads and writes governance rules in (`DynamicConfiguration.DEFAULT_GROUP`).
@@ -54,31 +54,10 @@ pub(crate) fn foreign_version(version: &ConfigVersion, backend: &str) -> Error {
 /// An [`Error::Rule`] says the key now holds content that cannot be read (over the size
 /// bound, not UTF-8): the follow goes on, and the previous good state is the caller's to
 /// keep. Any other `Err` is final: follow again.
-#[derive(Debug)]
-pub struct ConfigFollow {
-    states: mpsc::Receiver<Result<Option<ConfigItem>>>,
-}
+pub type ConfigFollow = Follow<Option<ConfigItem>>;
 
-impl ConfigFollow {
-    /// States buffered before the backend ends the stream of a slow follower.
-    pub const BUFFER: usize = 64;
-
-    /// A stream and the sender that feeds it (implementers feed it with `try_send`, ending
-    /// the stream when it is full, like a [`super::MappingFollow`]).
-    pub fn channel() -> (mpsc::Sender<Result<Option<ConfigItem>>>, ConfigFollow) {
-        let (sender, states) = mpsc::channel(Self::BUFFER);
-        (sender, ConfigFollow { states })
-    }
-
-    /// The next state; see the type's docs for which errors are final.
-    pub async fn next(&mut self) -> Result<Option<ConfigItem>> {
-        match self.states.recv().await {
-            Some(state) => state,
-            None => Err(Error::WatchEnded(
-                "config stream closed by the registry backend".into(),
-            )),
-        }
-    }
+impl Followed for Option<ConfigItem> {
+    const BUFFER: usize = 64;
 }
 
 /// The config-centre part of a registry backend. See the module docs.

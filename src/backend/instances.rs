@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::sync::mpsc;
 
+use super::follow::{Follow, Followed};
 #[cfg(doc)]
 use super::registration::Writes;
 use super::registration::{RegisterOptions, Registration};
@@ -131,39 +131,13 @@ impl InstanceEvent {
 ///
 /// # For implementers
 ///
-/// Make it with [`InstanceFollow::channel`] and feed the sender from a task of the
-/// backend's: a [`InstanceEvent::Reset`] first, then changes (or more resets), never an
-/// empty batch, sent with `try_send`: a follower [`InstanceFollow::BUFFER`] events behind
-/// ends the stream (drop the sender) and re-follows from a fresh read, so memory stays
-/// bounded and the backend never waits on a slow follower. An `Err` is the last item
-/// (the watch broke, the connection was lost, history is gone); stop when the sender
-/// reports the channel closed.
-#[derive(Debug)]
-pub struct InstanceFollow {
-    events: mpsc::Receiver<Result<InstanceEvent>>,
-}
+/// Make it with [`Follow::channel`] and feed it as [`Follow`] says: an
+/// [`InstanceEvent::Reset`] first, then changes (or more resets), never an empty batch; a
+/// follower 512 events behind ends the stream and re-follows from a fresh read.
+pub type InstanceFollow = Follow<InstanceEvent>;
 
-impl InstanceFollow {
-    /// Events buffered between a backend and a slow follower before the backend ends the
-    /// stream.
-    pub const BUFFER: usize = 512;
-
-    /// A stream and the sender that feeds it, bounded by [`BUFFER`](Self::BUFFER) events.
-    pub fn channel() -> (mpsc::Sender<Result<InstanceEvent>>, InstanceFollow) {
-        let (sender, events) = mpsc::channel(Self::BUFFER);
-        (sender, InstanceFollow { events })
-    }
-
-    /// The next event. An `Err` is final: follow again (which starts with a reset).
-    pub async fn next(&mut self) -> Result<InstanceEvent> {
-        match self.events.recv().await {
-            Some(event) => event,
-            None => Err(crate::Error::WatchEnded(
-                "closed by the registry backend (the follower fell behind, or the backend went away)"
-                    .into(),
-            )),
-        }
-    }
+impl Followed for InstanceEvent {
+    const BUFFER: usize = 512;
 }
 
 /// The instances part of a registry backend. See the module docs.

@@ -27,8 +27,8 @@
 //! [`Registration`]: super::Registration
 
 use async_trait::async_trait;
-use tokio::sync::mpsc;
 
+use super::follow::{Follow, Followed};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::ProviderUrl;
@@ -85,34 +85,12 @@ impl ProviderUrls {
 }
 
 /// A stream of one interface's provider URLs, each item the whole set; dropping it stops
-/// following. Made and fed as [`super::InstanceFollow`] is: the first item from a fresh
-/// read, an `Err` last (follow again), a follower [`Self::BUFFER`] items behind ends it.
-#[derive(Debug)]
-pub struct ProviderUrlFollow {
-    events: mpsc::Receiver<Result<ProviderUrls>>,
-}
+/// following. Made and fed as [`Follow`] says: the first item from a fresh read, an `Err`
+/// last (follow again), a follower 64 items behind ends it.
+pub type ProviderUrlFollow = Follow<ProviderUrls>;
 
-impl ProviderUrlFollow {
-    /// Sets buffered between a backend and a slow follower before the backend ends the
-    /// stream.
-    pub const BUFFER: usize = 64;
-
-    /// A stream and the sender that feeds it.
-    pub fn channel() -> (mpsc::Sender<Result<ProviderUrls>>, ProviderUrlFollow) {
-        let (sender, events) = mpsc::channel(Self::BUFFER);
-        (sender, ProviderUrlFollow { events })
-    }
-
-    /// The next set. An `Err` is final: follow again.
-    pub async fn next(&mut self) -> Result<ProviderUrls> {
-        match self.events.recv().await {
-            Some(event) => event,
-            None => Err(Error::WatchEnded(
-                "closed by the registry backend (the follower fell behind, or the backend went away)"
-                    .into(),
-            )),
-        }
-    }
+impl Followed for ProviderUrls {
+    const BUFFER: usize = 64;
 }
 
 /// Reading interface-level providers, the consumer's side of this module. See the module

@@ -5,41 +5,20 @@
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
-use tokio::sync::mpsc;
 
+use super::follow::{Follow, Followed};
 use crate::error::Result;
 use crate::limits::Limits;
 
 /// A stream of an interface's apps: the current value first, then each new value (empty
 /// when the mapping was deleted). Dropping it stops following.
 ///
-/// Implementers feed it like an [`super::InstanceFollow`]: through
-/// [`MappingFollow::channel`], with `try_send`, ending the stream (an `Err` last) when the
-/// watch breaks or the follower falls behind.
-#[derive(Debug)]
-pub struct MappingFollow {
-    values: mpsc::Receiver<Result<BTreeSet<String>>>,
-}
+/// Implementers feed it as [`Follow`] says, ending the stream (an `Err` last) when the
+/// watch breaks or the follower, 64 values behind, falls behind.
+pub type MappingFollow = Follow<BTreeSet<String>>;
 
-impl MappingFollow {
-    /// Values buffered before the backend ends the stream of a slow follower.
-    pub const BUFFER: usize = 64;
-
-    /// A stream and the sender that feeds it.
-    pub fn channel() -> (mpsc::Sender<Result<BTreeSet<String>>>, MappingFollow) {
-        let (sender, values) = mpsc::channel(Self::BUFFER);
-        (sender, MappingFollow { values })
-    }
-
-    /// The next value. An `Err` is final: follow again.
-    pub async fn next(&mut self) -> Result<BTreeSet<String>> {
-        match self.values.recv().await {
-            Some(value) => value,
-            None => Err(crate::Error::WatchEnded(
-                "mapping stream closed by the registry backend".into(),
-            )),
-        }
-    }
+impl Followed for BTreeSet<String> {
+    const BUFFER: usize = 64;
 }
 
 /// The mapping part of a registry backend. Values are read leniently (see

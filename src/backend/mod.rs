@@ -39,7 +39,7 @@ pub mod config;
 mod connect;
 pub mod consumers;
 mod deadline;
-mod forward;
+mod follow;
 mod instances;
 pub mod interfaces;
 pub mod kv;
@@ -60,6 +60,7 @@ use std::time::Duration;
 pub use config::{ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
 pub use connect::{ConnectOptions, connect, connect_with};
 pub use consumers::{ConsumerList, ConsumerRegistry};
+pub use follow::{Follow, Followed};
 pub use instances::{
     EarlyInstances, InstanceChange, InstanceEvent, InstanceFollow, InstanceList, InstanceRead,
     InstanceRegistry, Instances,

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 
 use super::KvBackend;
 use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
-use crate::backend::forward::forward_config;
+use crate::backend::follow::forward_config;
 use crate::error::Result;
 use crate::store::{CasOutcome, KeyValue, WatchEvent};
 

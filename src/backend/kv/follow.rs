@@ -3,7 +3,7 @@
 //! its end becomes the stream's last item, and whoever follows follows again.
 
 use super::KvBackend;
-use crate::backend::forward::forward;
+use crate::backend::follow::forward;
 use crate::backend::{EarlyInstances, InstanceEvent, InstanceFollow, MappingFollow};
 use crate::error::Result;
 use crate::limits::Limits;

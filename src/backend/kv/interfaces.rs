@@ -17,7 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::layout::Layout;
-use crate::backend::forward::forward;
+use crate::backend::follow::forward;
 use crate::backend::{InterfaceKey, InterfaceProviders, ProviderUrlFollow, ProviderUrls};
 use crate::error::{Error, Result};
 use crate::limits::Limits;

@@ -33,7 +33,7 @@ use super::client::map_error;
 use super::mapping::{ABSENT_MD5, ConfigStore, content_md5};
 use super::names;
 use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
-use crate::backend::forward::forward_config;
+use crate::backend::follow::forward_config;
 use crate::error::{Error, Result};
 
 /// How often a follow reads the config from the server (see the module docs).

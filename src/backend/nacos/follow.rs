@@ -44,7 +44,7 @@ use super::client::{Reader, is_over_limit, map_error};
 use super::diff::Pushes;
 use super::subscription::{Changed, Subscription};
 use super::{epoch, names, record};
-use crate::backend::forward::forward;
+use crate::backend::follow::forward;
 use crate::backend::{InstanceChange, InstanceEvent, InstanceFollow, MappingFollow};
 use crate::error::{Error, Result};
 use crate::limits::Limits;

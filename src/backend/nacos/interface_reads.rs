@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::client::{Reader, map_error};
 use super::names;
 use super::subscription::Subscription;
-use crate::backend::forward::forward;
+use crate::backend::follow::forward;
 use crate::backend::{InterfaceKey, ProviderUrlFollow, ProviderUrls};
 use crate::error::Result;
 use crate::model::ProviderUrl;

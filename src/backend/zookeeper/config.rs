@@ -24,7 +24,7 @@ use super::ZooKeeperBackend;
 use super::follow::session_ended;
 use super::session::{self, map_error};
 use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
-use crate::backend::forward::forward_config;
+use crate::backend::follow::forward_config;
 use crate::config_item::MAX_RULE_BYTES;
 use crate::error::Result;
 

@@ -22,7 +22,7 @@ use zookeeper_client as zk;
 use super::paths::Paths;
 use super::record;
 use super::session::map_error;
-use crate::backend::forward::forward;
+use crate::backend::follow::forward;
 use crate::backend::{InstanceChange, InstanceEvent, InstanceFollow, MappingFollow};
 use crate::error::{Error, Result};
 use crate::limits::Limits;

@@ -14,7 +14,7 @@ use zookeeper_client as zk;
 use super::follow::session_ended;
 use super::paths::Paths;
 use super::session::map_error;
-use crate::backend::forward::forward;
+use crate::backend::follow::forward;
 use crate::backend::{InterfaceKey, ProviderUrlFollow, ProviderUrls};
 use crate::error::Result;
 use crate::model::ProviderUrl;
