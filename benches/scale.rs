@@ -1313,7 +1313,7 @@ async fn propagation_on<R: Rig, F: Future<Output = Option<R>>>(
     let Some(rig) = start().await else {
         return Ok(None);
     };
-    let window = introspect::consumer::DEFAULT_COALESCE_WINDOW;
+    let window = CoalesceOptions::DEFAULT_WINDOW;
     let times = propagation_in_fleet(
         &rig,
         n,
@@ -1368,7 +1368,7 @@ async fn propagation(
     notes.push(format!(
         "Propagation with the default coalescing window ({} ms), {} trials spaced so each \
          registration is the first change after a quiet period, {} instances: {}.",
-        introspect::consumer::DEFAULT_COALESCE_WINDOW.as_millis(),
+        CoalesceOptions::DEFAULT_WINDOW.as_millis(),
         sizes.propagation_spaced_trials,
         sizes.propagation_fleets.last().expect("a fleet size"),
         if spaced.is_empty() {

@@ -110,6 +110,7 @@ pub fn match_key(data: &[u8]) {
 /// Snapshot files are read back from disk, where they may be truncated or tampered with.
 /// The fuzzed bytes are tried as a whole file and, so that the JSON parser is reached, as
 /// the body of a file with a correct checksum header.
+#[cfg(feature = "internals")]
 pub fn snapshot_file(data: &[u8]) {
     use introspect::consumer::snapshot::Snapshot;
     let limits = Limits::default();

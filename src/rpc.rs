@@ -157,9 +157,8 @@ impl pb::metadata_service_v2_server::MetadataServiceV2 for MetadataServer {
     }
 }
 
-/// Converts metadata info to its wire form (`version` carries the revision). Wire helper:
-/// public for the fuzz targets and tests, not part of the supported API.
-#[doc(hidden)]
+/// The wire form of `info`, as a MetadataService answers it (`version` carries the
+/// revision): for serving metadata from a server of one's own.
 pub fn to_wire(info: &MetadataInfo) -> pb::MetadataInfoV2 {
     pb::MetadataInfoV2 {
         app: info.app.clone(),
@@ -183,9 +182,8 @@ pub fn to_wire(info: &MetadataInfo) -> pb::MetadataInfoV2 {
     }
 }
 
-/// Converts and validates metadata info received from the wire. Wire helper: public for
-/// the fuzz targets and tests, not part of the supported API.
-#[doc(hidden)]
+/// The metadata info in a MetadataService answer, checked as a consumer checks it: within
+/// `limits`, with valid names and keys; an answer that is not gets a clear error.
 pub fn from_wire(wire: pb::MetadataInfoV2, limits: &Limits) -> Result<MetadataInfo> {
     if wire.services.len() > limits.max_services {
         return Err(Error::TooLarge {

@@ -12,9 +12,7 @@ use super::metadata::{CacheSettings, MetadataSource};
 use super::rejections::Rejections;
 use super::resolver::Resolver;
 use super::routing::ConsumerIdentity;
-use super::seen::{
-    ConsumerHandle, ConsumerSettings, DEFAULT_CONSUMER_REFRESH, DEFAULT_CONSUMER_TTL,
-};
+use super::seen::{ConsumerHandle, ConsumerSettings};
 use super::stats::Counters;
 use super::subscribe::migration_follow::MigrationFollow;
 use super::subscribe::{SubscribeOptions, SubscribeParts};
@@ -25,15 +23,6 @@ use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::rpc::MetadataClient;
 use crate::warnings::Aggregator;
-
-/// Default deadline of one MetadataService call.
-pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(3);
-/// Default number of (app, revision) metadata entries cached.
-pub const DEFAULT_CACHE_CAPACITY: u64 = 10_000;
-/// Default time an unused cached revision is kept.
-pub const DEFAULT_CACHE_IDLE: Duration = Duration::from_secs(30 * 60);
-/// Default number of instances of one revision tried before a fetch gives up.
-pub const DEFAULT_FETCH_ATTEMPTS: usize = 5;
 
 /// Builds a [`Resolver`]. Only the registry backend is required.
 pub struct ResolverBuilder {
@@ -70,15 +59,34 @@ impl Resolver {
 }
 
 impl ResolverBuilder {
+    /// Default deadline of one MetadataService call.
+    pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+
+    /// Default number of (app, revision) metadata entries cached.
+    pub const DEFAULT_CACHE_CAPACITY: u64 = 10_000;
+
+    /// Default time an unused cached revision is kept.
+    pub const DEFAULT_CACHE_IDLE: Duration = Duration::from_secs(30 * 60);
+
+    /// Default number of instances of one revision tried before a fetch gives up.
+    pub const DEFAULT_FETCH_ATTEMPTS: usize = 5;
+
+    /// Default liveness of a consumer record: as a provider's lease.
+    pub const DEFAULT_CONSUMER_TTL: Duration = Duration::from_secs(10);
+
+    /// Default shortest time between two rewrites of a consumer record: changes within it are
+    /// written together at its end.
+    pub const DEFAULT_CONSUMER_REFRESH: Duration = Duration::from_secs(10);
+
     fn new(backend: Backend) -> Self {
         ResolverBuilder {
             backend,
             layout: None,
             limits: Limits::default(),
-            fetch_timeout: DEFAULT_FETCH_TIMEOUT,
-            fetch_attempts: DEFAULT_FETCH_ATTEMPTS,
-            cache_capacity: DEFAULT_CACHE_CAPACITY,
-            cache_idle: DEFAULT_CACHE_IDLE,
+            fetch_timeout: ResolverBuilder::DEFAULT_FETCH_TIMEOUT,
+            fetch_attempts: ResolverBuilder::DEFAULT_FETCH_ATTEMPTS,
+            cache_capacity: ResolverBuilder::DEFAULT_CACHE_CAPACITY,
+            cache_idle: ResolverBuilder::DEFAULT_CACHE_IDLE,
             tls: None,
             identity: None,
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
@@ -147,27 +155,27 @@ impl ResolverBuilder {
         self
     }
 
-    /// Sets the deadline of one MetadataService call (default [`DEFAULT_FETCH_TIMEOUT`]).
+    /// Sets the deadline of one MetadataService call (default [`Self::DEFAULT_FETCH_TIMEOUT`]).
     pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
         self.fetch_timeout = timeout;
         self
     }
 
     /// Sets how many instances of a revision one fetch tries (default
-    /// [`DEFAULT_FETCH_ATTEMPTS`], at least 1).
+    /// [`Self::DEFAULT_FETCH_ATTEMPTS`], at least 1).
     pub fn fetch_attempts(mut self, attempts: usize) -> Self {
         self.fetch_attempts = attempts.max(1);
         self
     }
 
     /// Sets how many (app, revision) metadata entries are cached (default
-    /// [`DEFAULT_CACHE_CAPACITY`]).
+    /// [`Self::DEFAULT_CACHE_CAPACITY`]).
     pub fn cache_capacity(mut self, capacity: u64) -> Self {
         self.cache_capacity = capacity;
         self
     }
 
-    /// Sets how long an unused cached revision is kept (default [`DEFAULT_CACHE_IDLE`]).
+    /// Sets how long an unused cached revision is kept (default [`Self::DEFAULT_CACHE_IDLE`]).
     pub fn cache_idle(mut self, idle: Duration) -> Self {
         self.cache_idle = idle;
         self
@@ -215,8 +223,8 @@ impl ResolverBuilder {
         self.consumer = Some(ConsumerSettings {
             app: app.into(),
             host: self.host.clone(),
-            ttl: DEFAULT_CONSUMER_TTL,
-            refresh: DEFAULT_CONSUMER_REFRESH,
+            ttl: ResolverBuilder::DEFAULT_CONSUMER_TTL,
+            refresh: ResolverBuilder::DEFAULT_CONSUMER_REFRESH,
         });
         self
     }
@@ -235,7 +243,7 @@ impl ResolverBuilder {
     }
 
     /// Sets the liveness of the consumer record (default
-    /// [`DEFAULT_CONSUMER_TTL`](crate::consumer::DEFAULT_CONSUMER_TTL)). Only with
+    /// [`Self::DEFAULT_CONSUMER_TTL`](ResolverBuilder::DEFAULT_CONSUMER_TTL)). Only with
     /// [`register_consumer`](Self::register_consumer).
     pub fn consumer_ttl(mut self, ttl: Duration) -> Self {
         if let Some(consumer) = &mut self.consumer {
@@ -245,7 +253,7 @@ impl ResolverBuilder {
     }
 
     /// Sets the shortest time between two rewrites of the consumer record (default
-    /// [`DEFAULT_CONSUMER_REFRESH`](crate::consumer::DEFAULT_CONSUMER_REFRESH)). Only with
+    /// [`Self::DEFAULT_CONSUMER_REFRESH`](ResolverBuilder::DEFAULT_CONSUMER_REFRESH)). Only with
     /// [`register_consumer`](Self::register_consumer).
     pub fn consumer_refresh(mut self, refresh: Duration) -> Self {
         if let Some(consumer) = &mut self.consumer {

@@ -26,8 +26,9 @@
 //!   registry epoch changed or went (or whose revision is lower than the last one seen;
 //!   or, on a backend with neither, that finds the app empty) means a wiped or replaced
 //!   registry. Each app then keeps the instances the re-list misses until they re-register
-//!   or [`ProtectionOptions::wipe_recovery`] passes (default [`DEFAULT_WIPE_RECOVERY`],
-//!   30 s). Graceful stops and deletions on a healthy registry still leave at once.
+//!   or [`ProtectionOptions::wipe_recovery`] passes (default 30 s,
+//!   [`ProtectionOptions::DEFAULT_WIPE_RECOVERY`]). Graceful stops and deletions on a
+//!   healthy registry still leave at once.
 //! * **Consumer-side health** ([`HealthOptions`]): the balanced channel records every
 //!   call's outcome (passive health); applications may report outcomes too. After
 //!   [`HealthOptions::failure_threshold`] consecutive failures (a refused connection at
@@ -71,38 +72,25 @@ mod subscription;
 mod views;
 
 pub use crate::model::endpoint_digest;
-pub use balance::{
-    BalancedChannel, Change, ChannelOptions, DEFAULT_CHANGE_CAPACITY, DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_ENDPOINT_WAIT, Discovery, ResponseFuture,
-};
-pub use builder::{
-    DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_IDLE, DEFAULT_FETCH_ATTEMPTS, DEFAULT_FETCH_TIMEOUT,
-    ResolverBuilder,
-};
+pub use balance::{BalancedChannel, Change, ChannelOptions, Discovery, ResponseFuture};
+pub use builder::ResolverBuilder;
 pub use channel::ChannelHandle;
 pub use explain::{AppFindings, Explanation, InterfaceFindings};
 pub use follow::AppFollow;
-pub use health::{
-    DEFAULT_FAILURE_THRESHOLD, DEFAULT_PROBE_CONCURRENCY, DEFAULT_PROBE_INTERVAL,
-    DEFAULT_PROBE_TIMEOUT, HealthOptions, Probe,
-};
+pub use health::{HealthOptions, Probe};
 pub use migration::MigrationStep;
 pub use resolver::Resolver;
 pub use route_report::{ProviderRoute, RouteProblem, RouteQuery, RouteReport};
-pub use seen::{DEFAULT_CONSUMER_REFRESH, DEFAULT_CONSUMER_TTL};
 pub use stats::{ResolverStats, RevisionChecks, RuleCounts};
-pub use subscribe::coalesce::{CoalesceOptions, DEFAULT_COALESCE_WINDOW};
+pub use subscribe::coalesce::CoalesceOptions;
+/// The snapshot file's reader and writer, for this crate's fuzz targets and property tests
+/// (feature `internals`); not a supported API.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub use subscribe::snapshot;
 pub use subscribe::snapshot::{MAX_SNAPSHOT_BYTES, SnapshotOptions};
-pub use subscribe::{
-    APP_RELEASE_GRACE, DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_FIRST_FETCH_WAIT,
-    DEFAULT_SNAPSHOT_WAIT, DEFAULT_START_TIMEOUT, SubscribeOptions, SubscriptionHandle,
-};
+pub use subscribe::{APP_RELEASE_GRACE, SubscribeOptions, SubscriptionHandle};
 pub use subscription::Subscription;
 pub use views::VIEW_RELEASE_GRACE;
-pub use views::protection::{
-    DEFAULT_MAX_HOLD, DEFAULT_MIN_INSTANCES, DEFAULT_PROTECTION_THRESHOLD,
-    DEFAULT_PROTECTION_WINDOW, DEFAULT_WIPE_RECOVERY, ProtectionOptions,
-};
+pub use views::protection::ProtectionOptions;
 pub use views::snapshot::{AppSnapshot, Hold, HoldCause};

@@ -51,6 +51,7 @@ fn valid_metadata() -> MetadataInfo {
     .unwrap()
 }
 
+#[cfg(feature = "internals")]
 fn valid_snapshot_body() -> Vec<u8> {
     let instance =
         ServiceInstance::from_json(&valid_instance(), &introspect::Limits::default()).unwrap();
@@ -158,9 +159,11 @@ proptest! {
     fn mapping_value_textual(data in "[a-z,./ \\n\\x00-]{0,64}") { checks::mapping_value(data.as_bytes()) }
 
     #[test]
+    #[cfg(feature = "internals")]
     fn snapshot_file_arbitrary(data in prop::collection::vec(any::<u8>(), 0..512)) { checks::snapshot_file(&data) }
 
     #[test]
+    #[cfg(feature = "internals")]
     fn snapshot_file_mutated(data in mutated(valid_snapshot_body())) { checks::snapshot_file(&data) }
 
     #[test]
@@ -178,10 +181,12 @@ fn valid_seeds_parse() {
         &introspect::Limits::default(),
     )
     .unwrap();
-    let body = valid_snapshot_body();
-    let file = introspect::consumer::snapshot::Snapshot::frame(&body);
-    introspect::consumer::snapshot::Snapshot::decode(&file, &introspect::Limits::default())
-        .unwrap();
+    #[cfg(feature = "internals")]
+    {
+        use introspect::consumer::snapshot::Snapshot;
+        let file = Snapshot::frame(&valid_snapshot_body());
+        Snapshot::decode(&file, &introspect::Limits::default()).unwrap();
+    }
 }
 
 /// The rules the mutations start from parse, so the mutated cases reach the routing.

@@ -8,12 +8,11 @@ use std::time::Duration;
 use crate::support::faulty::FaultyStore;
 use crate::support::records::{HOUR, ORDERS, Records, memory, orders, ports};
 use crate::support::wait::settle;
-use introspect::consumer::DEFAULT_MAX_HOLD;
 use introspect::consumer::{ProtectionOptions, SubscribeOptions};
 use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
 
 fn window() -> Duration {
-    introspect::consumer::DEFAULT_COALESCE_WINDOW
+    introspect::consumer::CoalesceOptions::DEFAULT_WINDOW
 }
 
 #[tokio::test(start_paused = true)]
@@ -151,7 +150,7 @@ async fn mass_expiry_of_ninety_percent_is_held() {
     assert_eq!(stats.protected_apps, 1);
 
     // Released after the maximum hold.
-    tokio::time::advance(DEFAULT_MAX_HOLD).await;
+    tokio::time::advance(ProtectionOptions::DEFAULT_MAX_HOLD).await;
     settle().await;
     assert_eq!(ports(&protected.current()), [2000, 2001]);
     assert!(!protected.protection_active());

@@ -10,13 +10,6 @@ use crate::error::{Error, Result};
 use crate::model::Authority;
 use crate::tls::{ClientTlsConfig, IdentityCheck, Refusals};
 
-/// Default deadline of one connection attempt to an endpoint.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// Default number of endpoint changes buffered between the task and the balancer.
-pub const DEFAULT_CHANGE_CAPACITY: usize = 1024;
-/// Default longest wait of a call for an endpoint (see [`ChannelOptions::endpoint_wait`]).
-pub const DEFAULT_ENDPOINT_WAIT: Duration = Duration::from_secs(3);
-
 /// Which TLS configuration the channel's endpoints use.
 #[derive(Clone, Debug, Default)]
 #[cfg_attr(not(feature = "tls"), allow(dead_code))]
@@ -45,19 +38,28 @@ pub struct ChannelOptions {
 impl Default for ChannelOptions {
     fn default() -> Self {
         ChannelOptions {
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            connect_timeout: ChannelOptions::DEFAULT_CONNECT_TIMEOUT,
             request_timeout: None,
             tls: TlsChoice::FromResolver,
-            capacity: DEFAULT_CHANGE_CAPACITY,
+            capacity: ChannelOptions::DEFAULT_CHANGE_CAPACITY,
             passive_health: true,
-            endpoint_wait: DEFAULT_ENDPOINT_WAIT,
+            endpoint_wait: ChannelOptions::DEFAULT_ENDPOINT_WAIT,
             tag: CallTag::none(),
         }
     }
 }
 
 impl ChannelOptions {
-    /// Sets the deadline of one connection attempt (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    /// Default deadline of one connection attempt to an endpoint.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+    /// Default number of endpoint changes buffered between the task and the balancer.
+    pub const DEFAULT_CHANGE_CAPACITY: usize = 1024;
+
+    /// Default longest wait of a call for an endpoint (see [`ChannelOptions::endpoint_wait`]).
+    pub const DEFAULT_ENDPOINT_WAIT: Duration = Duration::from_secs(3);
+
+    /// Sets the deadline of one connection attempt (default [`Self::DEFAULT_CONNECT_TIMEOUT`]).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -98,7 +100,7 @@ impl ChannelOptions {
     }
 
     /// Sets how long a call waits for the balancer to have an endpoint that may take it
-    /// (default [`DEFAULT_ENDPOINT_WAIT`]), whatever its deadline: one still waiting then
+    /// (default [`Self::DEFAULT_ENDPOINT_WAIT`]), whatever its deadline: one still waiting then
     /// fails with UNAVAILABLE, so a call without a deadline never hangs because no endpoint
     /// comes. While the subscription resolves to nothing, calls fail at once instead,
     /// saying why. A call handed to an endpoint whose connection cannot be made fails after
@@ -126,7 +128,7 @@ impl ChannelOptions {
     }
 
     /// Sets how many endpoint changes are buffered for the balancer (default
-    /// [`DEFAULT_CHANGE_CAPACITY`], at least 1).
+    /// [`Self::DEFAULT_CHANGE_CAPACITY`], at least 1).
     pub fn change_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity.max(1);
         self

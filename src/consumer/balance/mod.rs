@@ -43,10 +43,8 @@ use crate::tls::{ClientTlsConfig, IdentityCheck, Refusals};
 use admission::Admission;
 use balancer::Balancer;
 use deadline::{Bounded, Dispatched, NoEndpoints, deadline_of};
+pub use dial::ChannelOptions;
 pub(crate) use dial::TlsChoice;
-pub use dial::{
-    ChannelOptions, DEFAULT_CHANGE_CAPACITY, DEFAULT_CONNECT_TIMEOUT, DEFAULT_ENDPOINT_WAIT,
-};
 pub use discover::{Change, Discovery};
 use feeder::{Feeder, Published};
 use passive::Guarded;
@@ -143,7 +141,7 @@ impl tower::Service<Request> for Marked {
 /// which ([`crate::SubscriptionHandle::why_empty`]). A call waiting for a ready endpoint
 /// fails with UNAVAILABLE at its deadline (its `grpc-timeout`, from `Request::set_timeout`,
 /// or [`ChannelOptions::request_timeout`]) or after [`ChannelOptions::endpoint_wait`]
-/// (default [`DEFAULT_ENDPOINT_WAIT`]), whichever comes first.
+/// (default [`ChannelOptions::DEFAULT_ENDPOINT_WAIT`]), whichever comes first.
 #[derive(Clone)]
 pub struct BalancedChannel {
     inner: Buffer<Request, BoxedFuture>,

@@ -25,9 +25,6 @@ mod prober;
 mod registry;
 mod tracker;
 
-pub use options::{
-    DEFAULT_FAILURE_THRESHOLD, DEFAULT_PROBE_CONCURRENCY, DEFAULT_PROBE_INTERVAL,
-    DEFAULT_PROBE_TIMEOUT, HealthOptions, Probe,
-};
+pub use options::{HealthOptions, Probe};
 pub(crate) use registry::{EndpointKey, HealthRegistry};
 pub(crate) use tracker::Outcome;

@@ -323,7 +323,7 @@ mod tests {
         assert_eq!(h.set_aside_count(), 0);
     }
 
-    const DEFAULT_INTERVAL: Duration = super::super::options::DEFAULT_PROBE_INTERVAL;
+    const DEFAULT_INTERVAL: Duration = HealthOptions::DEFAULT_PROBE_INTERVAL;
 
     #[test]
     fn forgetting_an_instance_reaches_every_endpoint_of_it_after_the_grace() {

@@ -34,12 +34,6 @@ use crate::model::ConsumerRecord;
 use table::Seen;
 use task::RecordTask;
 
-/// Default liveness of a consumer record: as a provider's lease.
-pub const DEFAULT_CONSUMER_TTL: Duration = Duration::from_secs(10);
-/// Default shortest time between two rewrites of a consumer record: changes within it are
-/// written together at its end.
-pub const DEFAULT_CONSUMER_REFRESH: Duration = Duration::from_secs(10);
-
 /// How a consumer record is written; see [`crate::consumer::ResolverBuilder::register_consumer`].
 #[derive(Clone, Debug)]
 pub(crate) struct ConsumerSettings {

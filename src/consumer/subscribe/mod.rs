@@ -13,7 +13,8 @@
 //!   never strips an app that serves;
 //! * `fetches`: the metadata of new revisions, fetched in the background (retried with
 //!   exponential backoff and jitter, never blocking other revisions; the first set waits
-//!   for the first fetches only for [`DEFAULT_FIRST_FETCH_WAIT`] or the configured bound);
+//!   for the first fetches only for [`SubscribeOptions::first_fetch_wait`], 500 ms unless
+//!   set);
 //! * `assemble`: the endpoint set from the routed instances, their metadata and
 //!   consumer-side health (pure, incremental);
 //! * `publish`: the first set and the coalesced pushes (`coalesce`), only when it changed;
@@ -53,7 +54,6 @@ pub mod snapshot;
 mod task;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tracing::Instrument as _;
@@ -74,21 +74,6 @@ use task::Task;
 pub use apps::APP_RELEASE_GRACE;
 pub use handle::SubscriptionHandle;
 pub use options::SubscribeOptions;
-
-/// Default time a new subscription waits for the registry (and the first metadata
-/// fetches) before it serves from the snapshot, or from what it has.
-pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(5);
-/// Default time the first set waits for the first metadata fetches, once the registry has
-/// been read: well under the fetch timeout, so one hung MetadataService never delays the
-/// others.
-pub const DEFAULT_FIRST_FETCH_WAIT: Duration = Duration::from_millis(500);
-/// Default time a new subscription that found a snapshot waits for the registry before it
-/// serves the snapshot.
-pub const DEFAULT_SNAPSHOT_WAIT: Duration = Duration::from_secs(1);
-/// Default first delay before a failed metadata fetch is retried.
-pub const DEFAULT_FETCH_RETRY_BASE: Duration = Duration::from_millis(500);
-/// Default longest delay between retries of a failed metadata fetch.
-pub const DEFAULT_FETCH_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// What the subscriptions of one resolver share.
 pub(crate) struct SubscribeParts {

@@ -4,10 +4,6 @@ use std::time::Duration;
 
 use super::coalesce::CoalesceOptions;
 use super::snapshot::SnapshotOptions;
-use super::{
-    DEFAULT_FETCH_RETRY_BASE, DEFAULT_FETCH_RETRY_MAX, DEFAULT_FIRST_FETCH_WAIT,
-    DEFAULT_SNAPSHOT_WAIT, DEFAULT_START_TIMEOUT,
-};
 use crate::consumer::migration::MigrationStep;
 
 /// How each subscription of a resolver behaves: coalescing, the local snapshot, the start
@@ -31,17 +27,36 @@ impl Default for SubscribeOptions {
         SubscribeOptions {
             coalesce: CoalesceOptions::default(),
             snapshot: None,
-            start_timeout: DEFAULT_START_TIMEOUT,
-            snapshot_wait: DEFAULT_SNAPSHOT_WAIT,
-            first_fetch_wait: DEFAULT_FIRST_FETCH_WAIT,
-            fetch_retry_base: DEFAULT_FETCH_RETRY_BASE,
-            fetch_retry_max: DEFAULT_FETCH_RETRY_MAX,
+            start_timeout: SubscribeOptions::DEFAULT_START_TIMEOUT,
+            snapshot_wait: SubscribeOptions::DEFAULT_SNAPSHOT_WAIT,
+            first_fetch_wait: SubscribeOptions::DEFAULT_FIRST_FETCH_WAIT,
+            fetch_retry_base: SubscribeOptions::DEFAULT_FETCH_RETRY_BASE,
+            fetch_retry_max: SubscribeOptions::DEFAULT_FETCH_RETRY_MAX,
             migration_step: MigrationStep::default(),
         }
     }
 }
 
 impl SubscribeOptions {
+    /// Default time a new subscription waits for the registry (and the first metadata
+    /// fetches) before it serves from the snapshot, or from what it has.
+    pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// Default time the first set waits for the first metadata fetches, once the registry has
+    /// been read: well under the fetch timeout, so one hung MetadataService never delays the
+    /// others.
+    pub const DEFAULT_FIRST_FETCH_WAIT: Duration = Duration::from_millis(500);
+
+    /// Default time a new subscription that found a snapshot waits for the registry before it
+    /// serves the snapshot.
+    pub const DEFAULT_SNAPSHOT_WAIT: Duration = Duration::from_secs(1);
+
+    /// Default first delay before a failed metadata fetch is retried.
+    pub const DEFAULT_FETCH_RETRY_BASE: Duration = Duration::from_millis(500);
+
+    /// Default longest delay between retries of a failed metadata fetch.
+    pub const DEFAULT_FETCH_RETRY_MAX: Duration = Duration::from_secs(30);
+
     /// Sets which level(s) of discovery a subscription reads unless it says
     /// ([`Subscription::migration`](crate::Subscription::migration)); default
     /// [`MigrationStep::ForceApplication`]: the application level only, no interface-level
@@ -65,7 +80,7 @@ impl SubscribeOptions {
     }
 
     /// Sets how long a new subscription that found a snapshot waits for the registry
-    /// before it serves the snapshot (default [`DEFAULT_SNAPSHOT_WAIT`]; the start timeout
+    /// before it serves the snapshot (default [`Self::DEFAULT_SNAPSHOT_WAIT`]; the start timeout
     /// bounds it). The snapshot is served marked
     /// ([`SubscriptionHandle::serving_snapshot`](crate::SubscriptionHandle::serving_snapshot))
     /// and gives way to the registry's own state when it answers.
@@ -76,14 +91,14 @@ impl SubscribeOptions {
 
     /// Sets how long a new subscription waits for the store (and its first metadata
     /// fetches) before it serves from the snapshot, or from what it has (default
-    /// [`DEFAULT_START_TIMEOUT`]).
+    /// [`Self::DEFAULT_START_TIMEOUT`]).
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
         self
     }
 
     /// Sets how long the first set waits for the first metadata fetches once the store has
-    /// been read (default [`DEFAULT_FIRST_FETCH_WAIT`]). After it the first set goes out
+    /// been read (default [`Self::DEFAULT_FIRST_FETCH_WAIT`]). After it the first set goes out
     /// with what is known, and a revision still being fetched (a MetadataService that hangs
     /// until the fetch timeout, say) joins when its metadata arrives: one slow revision
     /// never delays the others. Zero publishes as soon as the store has been read. The
@@ -94,7 +109,7 @@ impl SubscribeOptions {
     }
 
     /// Sets the first and the longest delay of background metadata fetch retries (default
-    /// [`DEFAULT_FETCH_RETRY_BASE`] and [`DEFAULT_FETCH_RETRY_MAX`]).
+    /// [`Self::DEFAULT_FETCH_RETRY_BASE`] and [`Self::DEFAULT_FETCH_RETRY_MAX`]).
     pub fn fetch_retry(mut self, base: Duration, max: Duration) -> Self {
         self.fetch_retry_base = base;
         self.fetch_retry_max = max.max(base);

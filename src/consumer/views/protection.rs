@@ -32,31 +32,6 @@ use tokio::time::Instant;
 use crate::backend::Instances;
 use crate::model::ServiceInstance;
 
-/// Default share of an app's known instances that must expire within the window to hold
-/// the removals: more than half.
-///
-/// The literature ranges from 15–20% (Eureka's renewal threshold of 85%) to 85%. A low
-/// threshold holds real crashes of a few instances; a consumer then keeps routing to dead
-/// instances until their hold ends (consumer-side health sets them aside meanwhile). Half
-/// is far above what crashes and deploys remove at once (deploys are graceful and never
-/// count) and far below what a partition between a zone and the store removes.
-pub const DEFAULT_PROTECTION_THRESHOLD: f64 = 0.5;
-/// Default window over which expiries are counted: 15 s, longer than the default lease TTL
-/// (10 s), so that the expiries of one partition, spread over the keep-alive phases of the
-/// instances, fall into one window.
-pub const DEFAULT_PROTECTION_WINDOW: Duration = Duration::from_secs(15);
-/// Default longest hold of an expired instance: 5 minutes, enough to ride out a store
-/// failover or a short partition, short enough that a real mass crash is eventually
-/// applied.
-pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(5 * 60);
-/// Default minimum number of known instances for protection to apply: apps with fewer are
-/// exempt (losing 2 of 3 instances is as likely a crash as a partition).
-pub const DEFAULT_MIN_INSTANCES: usize = 5;
-/// Default bound of the recovery after a store wipe: 30 s, three lease TTLs of the default
-/// 10 s, time enough for a provider whose keep-alive finds its lease gone to register
-/// again. Until it passes, an app keeps the instances it had that have not re-registered.
-pub const DEFAULT_WIPE_RECOVERY: Duration = Duration::from_secs(30);
-
 /// How self-preservation behaves. Every part has a default (see each setter).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProtectionOptions {
@@ -72,16 +47,45 @@ impl Default for ProtectionOptions {
     fn default() -> Self {
         ProtectionOptions {
             enabled: true,
-            threshold: DEFAULT_PROTECTION_THRESHOLD,
-            window: DEFAULT_PROTECTION_WINDOW,
-            max_hold: DEFAULT_MAX_HOLD,
-            min_instances: DEFAULT_MIN_INSTANCES,
-            wipe_recovery: DEFAULT_WIPE_RECOVERY,
+            threshold: ProtectionOptions::DEFAULT_THRESHOLD,
+            window: ProtectionOptions::DEFAULT_WINDOW,
+            max_hold: ProtectionOptions::DEFAULT_MAX_HOLD,
+            min_instances: ProtectionOptions::DEFAULT_MIN_INSTANCES,
+            wipe_recovery: ProtectionOptions::DEFAULT_WIPE_RECOVERY,
         }
     }
 }
 
 impl ProtectionOptions {
+    /// Default share of an app's known instances that must expire within the window to hold
+    /// the removals: more than half.
+    ///
+    /// The literature ranges from 15–20% (Eureka's renewal threshold of 85%) to 85%. A low
+    /// threshold holds real crashes of a few instances; a consumer then keeps routing to dead
+    /// instances until their hold ends (consumer-side health sets them aside meanwhile). Half
+    /// is far above what crashes and deploys remove at once (deploys are graceful and never
+    /// count) and far below what a partition between a zone and the store removes.
+    pub const DEFAULT_THRESHOLD: f64 = 0.5;
+
+    /// Default window over which expiries are counted: 15 s, longer than the default lease TTL
+    /// (10 s), so that the expiries of one partition, spread over the keep-alive phases of the
+    /// instances, fall into one window.
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(15);
+
+    /// Default longest hold of an expired instance: 5 minutes, enough to ride out a store
+    /// failover or a short partition, short enough that a real mass crash is eventually
+    /// applied.
+    pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(5 * 60);
+
+    /// Default minimum number of known instances for protection to apply: apps with fewer are
+    /// exempt (losing 2 of 3 instances is as likely a crash as a partition).
+    pub const DEFAULT_MIN_INSTANCES: usize = 5;
+
+    /// Default bound of the recovery after a store wipe: 30 s, three lease TTLs of the default
+    /// 10 s, time enough for a provider whose keep-alive finds its lease gone to register
+    /// again. Until it passes, an app keeps the instances it had that have not re-registered.
+    pub const DEFAULT_WIPE_RECOVERY: Duration = Duration::from_secs(30);
+
     /// Never holds mass expiries (the recovery after a store wipe is set apart, with
     /// [`ProtectionOptions::wipe_recovery`]).
     pub fn disabled() -> Self {
@@ -93,10 +97,10 @@ impl ProtectionOptions {
 
     /// Sets the share of an app's known instances (clamped to `0.0..=1.0`) that must
     /// expire within the window, strictly more than it, to hold the removals (default
-    /// [`DEFAULT_PROTECTION_THRESHOLD`]).
+    /// [`Self::DEFAULT_THRESHOLD`]).
     pub fn threshold(mut self, share: f64) -> Self {
         self.threshold = if share.is_nan() {
-            DEFAULT_PROTECTION_THRESHOLD
+            ProtectionOptions::DEFAULT_THRESHOLD
         } else {
             share.clamp(0.0, 1.0)
         };
@@ -104,13 +108,13 @@ impl ProtectionOptions {
     }
 
     /// Sets the window over which expiries are counted (default
-    /// [`DEFAULT_PROTECTION_WINDOW`]).
+    /// [`Self::DEFAULT_WINDOW`]).
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window;
         self
     }
 
-    /// Sets the longest an expired instance is held (default [`DEFAULT_MAX_HOLD`]).
+    /// Sets the longest an expired instance is held (default [`Self::DEFAULT_MAX_HOLD`]).
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = max_hold;
         self
@@ -119,7 +123,7 @@ impl ProtectionOptions {
     /// Sets how long, after a re-list found the registry wiped or replaced (its epoch changed
     /// or went, its revision went backwards, or, on a backend with neither, the app was
     /// found empty), each app keeps the instances that have not re-registered (default
-    /// [`DEFAULT_WIPE_RECOVERY`]; zero turns this protection off). It applies to apps of
+    /// [`Self::DEFAULT_WIPE_RECOVERY`]; zero turns this protection off). It applies to apps of
     /// every size. It must cover the backend's re-registration: on ZooKeeper at least 1.5×
     /// the providers' session timeout.
     pub fn wipe_recovery(mut self, bound: Duration) -> Self {
@@ -128,7 +132,7 @@ impl ProtectionOptions {
     }
 
     /// Sets the minimum number of known instances for protection to apply; smaller apps
-    /// are exempt (default [`DEFAULT_MIN_INSTANCES`]).
+    /// are exempt (default [`Self::DEFAULT_MIN_INSTANCES`]).
     pub fn min_instances(mut self, min: usize) -> Self {
         self.min_instances = min;
         self
@@ -328,7 +332,10 @@ mod tests {
         assert_eq!(expire(&mut p, 20, 18, now), 18);
         assert!(p.is_active());
         assert_eq!(p.held().count(), 18);
-        assert_eq!(p.next_release(), Some(now + DEFAULT_MAX_HOLD));
+        assert_eq!(
+            p.next_release(),
+            Some(now + ProtectionOptions::DEFAULT_MAX_HOLD)
+        );
     }
 
     #[test]
@@ -339,8 +346,15 @@ mod tests {
         let (address, _) = instance(3);
         assert!(p.returned(&address));
         assert!(!p.is_held(&address));
-        assert!(p.release_due(now + DEFAULT_MAX_HOLD / 2).is_empty());
-        assert_eq!(p.release_due(now + DEFAULT_MAX_HOLD).len(), 17);
+        assert!(
+            p.release_due(now + ProtectionOptions::DEFAULT_MAX_HOLD / 2)
+                .is_empty()
+        );
+        assert_eq!(
+            p.release_due(now + ProtectionOptions::DEFAULT_MAX_HOLD)
+                .len(),
+            17
+        );
         assert!(!p.is_active());
     }
 
@@ -356,7 +370,7 @@ mod tests {
                 p.expired(&address, inst, remaining, now).is_empty(),
                 "expiry {i}"
             );
-            now += DEFAULT_PROTECTION_WINDOW;
+            now += ProtectionOptions::DEFAULT_WINDOW;
         }
     }
 
@@ -379,7 +393,7 @@ mod tests {
         assert_eq!(expire(&mut p, 20, 11, now), 11, "more than half is held");
         assert_eq!(
             ProtectionOptions::default().threshold(f64::NAN).threshold,
-            DEFAULT_PROTECTION_THRESHOLD
+            ProtectionOptions::DEFAULT_THRESHOLD
         );
         assert_eq!(ProtectionOptions::default().threshold(7.0).threshold, 1.0);
     }
