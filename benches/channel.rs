@@ -10,6 +10,7 @@
 //! rounds per path.
 //! `cargo bench --bench channel`.
 
+use introspect::backend::{ConfigKey, ConfigWrite};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -191,7 +192,10 @@ async fn run() {
         ruled[0]
     );
     config
-        .put(&format!("{RULED_APP}.tag-router"), "dubbo", &tag_rule, None)
+        .put(
+            &ConfigKey::new(format!("{RULED_APP}.tag-router"), "dubbo").unwrap(),
+            ConfigWrite::create(&tag_rule),
+        )
         .await
         .unwrap();
     let v31 = format!(
@@ -204,10 +208,8 @@ async fn run() {
     );
     config
         .put(
-            &format!("{V31_CONSUMER}.condition-router"),
-            "dubbo",
-            &v31,
-            None,
+            &ConfigKey::new(format!("{V31_CONSUMER}.condition-router"), "dubbo").unwrap(),
+            ConfigWrite::create(&v31),
         )
         .await
         .unwrap();

@@ -94,7 +94,8 @@
 //!                     (one lease-bound Registration<R> for instance and consumer records,
 //!                     RegisterOptions), mapping, reports, consumers (optional records),
 //!                     interfaces (interface-level URLs), config (the config centre's
-//!                     reader: get, follow, compare-and-set by key and group) traits;
+//!                     reader: get, follow, compare-and-set by key) traits; config_key
+//!                     (an item's key and a write, checked once, pure);
 //!                     Backend; follow (Follow<T>, the stream every follow hands its
 //!                     follower, and how a task feeds it); url
 //!                     (Dubbo registry URLs, pure), connect, deadline (a bound on every

@@ -25,13 +25,12 @@ use crate::error::{Error, Result};
 /// The group Dubbo reads and writes governance rules in (`DynamicConfiguration.DEFAULT_GROUP`).
 pub const DEFAULT_GROUP: &str = "dubbo";
 
-/// The longest key or group accepted (Nacos's limit on a `dataId`).
-const MAX_NAME_LEN: usize = 256;
-
 /// The most keys [`ConfigCentre::list`] returns for one group: a group holding more is an
 /// error rather than an unbounded answer.
 pub const MAX_LISTED_KEYS: usize = 10_000;
 
+pub(crate) use super::config_key::decode;
+pub use super::config_key::{ConfigKey, ConfigWrite, validate_group, validate_key};
 pub use crate::config_item::{ConfigItem, ConfigVersion, MAX_RULE_BYTES};
 
 /// The error for a version this backend never gave out.
@@ -63,25 +62,20 @@ impl Followed for Option<ConfigItem> {
 /// The config-centre part of a registry backend. See the module docs.
 #[async_trait]
 pub trait ConfigCentre: Send + Sync + 'static {
-    /// The item under `key` in `group`, `None` when absent.
-    async fn get(&self, key: &str, group: &str) -> Result<Option<ConfigItem>>;
+    /// The item under `key`, `None` when absent.
+    async fn get(&self, key: &ConfigKey) -> Result<Option<ConfigItem>>;
 
     /// Follows one key: its current state first, then each change; see [`ConfigFollow`].
-    async fn follow(&self, key: &str, group: &str) -> Result<ConfigFollow>;
+    async fn follow(&self, key: &ConfigKey) -> Result<ConfigFollow>;
 
-    /// Writes `content` if the item's version is still `expected` (`None`: it must be
-    /// absent); returns the new version. A stale `expected` fails with [`Error::Conflict`].
-    async fn put(
-        &self,
-        key: &str,
-        group: &str,
-        content: &str,
-        expected: Option<&ConfigVersion>,
-    ) -> Result<ConfigVersion>;
+    /// Writes the content if the item's version is still the one `write` expects (see
+    /// [`ConfigWrite`]); returns the new version. A stale version fails with
+    /// [`Error::Conflict`], empty or oversized content with [`Error::Rule`].
+    async fn put(&self, key: &ConfigKey, write: ConfigWrite<'_>) -> Result<ConfigVersion>;
 
     /// Deletes the item if its version is still `expected`; a stale one (or an absent item)
     /// fails with [`Error::Conflict`].
-    async fn delete(&self, key: &str, group: &str, expected: &ConfigVersion) -> Result<()>;
+    async fn delete(&self, key: &ConfigKey, expected: &ConfigVersion) -> Result<()>;
 
     /// The keys present in `group`, sorted, so operators can see which rules exist (Java's
     /// `getConfigKeys`: the children of the group's node on ZooKeeper). Names that are not
@@ -97,87 +91,6 @@ pub trait ConfigCentre: Send + Sync + 'static {
         validate_key(key)?;
         Ok(None)
     }
-}
-
-/// Checks a config key as Dubbo's rule keys look: `shop.tag-router`,
-/// `com.foo.Svc:1.0:grp.configurators`, `com.foo.Svc::.condition-router`.
-pub fn validate_key(key: &str) -> Result<()> {
-    validate("config key", key)
-}
-
-/// Checks a config group (`dubbo`): one segment, no `/`.
-pub fn validate_group(group: &str) -> Result<()> {
-    validate("config group", group)
-}
-
-fn validate(kind: &'static str, value: &str) -> Result<()> {
-    let reason = if value.is_empty() {
-        Some("must not be empty")
-    } else if value.len() > MAX_NAME_LEN {
-        Some("is longer than 256 bytes")
-    } else if value == "." || value == ".." {
-        Some("must not be . or ..")
-    } else if !value
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '$'))
-    {
-        Some("may hold only letters, digits and . _ - : $ (no / or whitespace)")
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(Error::InvalidName {
-            kind,
-            value: Error::shorten(value),
-            reason,
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Checks both names.
-pub(crate) fn validate_names(key: &str, group: &str) -> Result<()> {
-    validate_key(key)?;
-    validate_group(group)
-}
-
-/// How an error names an item: `{group}/{key}`.
-pub(crate) fn item_name(key: &str, group: &str) -> String {
-    format!("{group}/{key}")
-}
-
-/// The refusal of content over the bound, of `size` bytes.
-pub(crate) fn too_large(key: &str, group: &str, size: usize) -> Error {
-    Error::Rule {
-        key: item_name(key, group),
-        reason: format!("{size} bytes, over the limit of {MAX_RULE_BYTES}"),
-    }
-}
-
-/// Content as read: refused when over the bound or not UTF-8.
-pub(crate) fn decode(key: &str, group: &str, bytes: Vec<u8>) -> Result<String> {
-    if bytes.len() > MAX_RULE_BYTES {
-        return Err(too_large(key, group, bytes.len()));
-    }
-    String::from_utf8(bytes).map_err(|e| Error::Rule {
-        key: item_name(key, group),
-        reason: format!("not UTF-8 text ({})", e.utf8_error()),
-    })
-}
-
-/// Content to write: refused when empty (Dubbo reads an empty item as absent, and Nacos
-/// refuses one) or over the bound.
-pub(crate) fn check_content(key: &str, group: &str, content: &str) -> Result<()> {
-    if content.is_empty() {
-        return Err(Error::Rule {
-            key: item_name(key, group),
-            reason: "empty content: delete the item instead".into(),
-        });
-    }
-    if content.len() > MAX_RULE_BYTES {
-        return Err(too_large(key, group, content.len()));
-    }
-    Ok(())
 }
 
 /// The keys of a group as listed: valid ones only, sorted, refused over the bound.
@@ -198,9 +111,9 @@ pub(crate) fn listed(group: &str, names: impl IntoIterator<Item = String>) -> Re
 }
 
 /// The conflict of a write whose expected version is stale.
-pub(crate) fn conflict(key: &str, group: &str, current: Option<ConfigItem>) -> Error {
+pub(crate) fn conflict(key: &ConfigKey, current: Option<ConfigItem>) -> Error {
     Error::Conflict {
-        key: item_name(key, group),
+        key: key.to_string(),
         current,
     }
 }
@@ -222,25 +135,19 @@ impl NoConfig {
 
 #[async_trait]
 impl ConfigCentre for NoConfig {
-    async fn get(&self, _: &str, _: &str) -> Result<Option<ConfigItem>> {
+    async fn get(&self, _: &ConfigKey) -> Result<Option<ConfigItem>> {
         Err(self.refused())
     }
 
-    async fn follow(&self, _: &str, _: &str) -> Result<ConfigFollow> {
+    async fn follow(&self, _: &ConfigKey) -> Result<ConfigFollow> {
         Err(self.refused())
     }
 
-    async fn put(
-        &self,
-        _: &str,
-        _: &str,
-        _: &str,
-        _: Option<&ConfigVersion>,
-    ) -> Result<ConfigVersion> {
+    async fn put(&self, _: &ConfigKey, _: ConfigWrite<'_>) -> Result<ConfigVersion> {
         Err(self.refused())
     }
 
-    async fn delete(&self, _: &str, _: &str, _: &ConfigVersion) -> Result<()> {
+    async fn delete(&self, _: &ConfigKey, _: &ConfigVersion) -> Result<()> {
         Err(self.refused())
     }
 
@@ -275,20 +182,30 @@ mod tests {
         validate_group(DEFAULT_GROUP).unwrap();
         assert!(validate_group("a/b").is_err());
         assert!(validate_group("").is_err());
+        assert!(ConfigKey::new("shop.tag-router", "a/b").is_err());
+        assert!(ConfigKey::new("a/b", DEFAULT_GROUP).is_err());
+        let key = ConfigKey::new("shop.tag-router", DEFAULT_GROUP).unwrap();
+        assert_eq!((key.key(), key.group()), ("shop.tag-router", "dubbo"));
     }
 
     #[test]
     fn content_is_bounded_and_utf8() {
         let big = vec![b'a'; MAX_RULE_BYTES + 1];
-        let err = decode("shop.tag-router", "dubbo", big).unwrap_err();
+        let key = ConfigKey::new("shop.tag-router", "dubbo").unwrap();
+        let err = decode(&key, big).unwrap_err();
         assert!(matches!(&err, Error::Rule { key, .. } if key == "dubbo/shop.tag-router"));
         assert!(err.to_string().contains("65537 bytes"), "{err}");
-        let err = decode("k", "dubbo", vec![0xff, 0xfe]).unwrap_err();
+        let err = decode(&key, vec![0xff, 0xfe]).unwrap_err();
         assert!(err.to_string().contains("not UTF-8"), "{err}");
-        assert_eq!(decode("k", "g", b"tags: []".to_vec()).unwrap(), "tags: []");
-        assert!(check_content("k", "g", "").is_err());
-        assert!(check_content("k", "g", &"a".repeat(MAX_RULE_BYTES + 1)).is_err());
-        check_content("k", "g", &"a".repeat(MAX_RULE_BYTES)).unwrap();
+        assert_eq!(decode(&key, b"tags: []".to_vec()).unwrap(), "tags: []");
+        assert!(ConfigWrite::create("").check(&key).is_err());
+        let over = "a".repeat(MAX_RULE_BYTES + 1);
+        assert!(ConfigWrite::create(&over).check(&key).is_err());
+        let version = ConfigVersion::new("1");
+        let at_bound = "a".repeat(MAX_RULE_BYTES);
+        ConfigWrite::replace(&at_bound, &version)
+            .check(&key)
+            .unwrap();
     }
 
     #[test]
@@ -312,10 +229,11 @@ mod tests {
             content: "force: true".into(),
             version: ConfigVersion::new("7"),
         };
-        let err = conflict("shop.tag-router", "dubbo", Some(current)).to_string();
+        let key = ConfigKey::new("shop.tag-router", "dubbo").unwrap();
+        let err = conflict(&key, Some(current)).to_string();
         assert!(err.contains("dubbo/shop.tag-router"), "{err}");
         assert!(err.contains("version 7"), "{err}");
-        let err = conflict("k", "dubbo", None).to_string();
+        let err = conflict(&key, None).to_string();
         assert!(err.contains("absent"), "{err}");
     }
 }

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::config::{ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
+use super::config::{
+    ConfigCentre, ConfigFollow, ConfigItem, ConfigKey, ConfigVersion, ConfigWrite,
+};
 use super::consumers::{ConsumerList, ConsumerRegistry};
 use super::interfaces::{
     InterfaceKey, InterfaceProviders, InterfaceRegistration, ProviderUrlFollow, ProviderUrls,
@@ -250,31 +252,20 @@ impl ConsumerRegistry for Deadline<dyn ConsumerRegistry> {
 
 #[async_trait]
 impl ConfigCentre for Deadline<dyn ConfigCentre> {
-    async fn get(&self, key: &str, group: &str) -> Result<Option<ConfigItem>> {
-        self.run("config read", self.inner.get(key, group)).await
+    async fn get(&self, key: &ConfigKey) -> Result<Option<ConfigItem>> {
+        self.run("config read", self.inner.get(key)).await
     }
 
-    async fn follow(&self, key: &str, group: &str) -> Result<ConfigFollow> {
-        self.run("config follow", self.inner.follow(key, group))
-            .await
+    async fn follow(&self, key: &ConfigKey) -> Result<ConfigFollow> {
+        self.run("config follow", self.inner.follow(key)).await
     }
 
-    async fn put(
-        &self,
-        key: &str,
-        group: &str,
-        content: &str,
-        expected: Option<&ConfigVersion>,
-    ) -> Result<ConfigVersion> {
-        self.run(
-            "config write",
-            self.inner.put(key, group, content, expected),
-        )
-        .await
+    async fn put(&self, key: &ConfigKey, write: ConfigWrite<'_>) -> Result<ConfigVersion> {
+        self.run("config write", self.inner.put(key, write)).await
     }
 
-    async fn delete(&self, key: &str, group: &str, expected: &ConfigVersion) -> Result<()> {
-        self.run("config delete", self.inner.delete(key, group, expected))
+    async fn delete(&self, key: &ConfigKey, expected: &ConfigVersion) -> Result<()> {
+        self.run("config delete", self.inner.delete(key, expected))
             .await
     }
 

@@ -36,6 +36,7 @@
 //! pause).
 
 pub mod config;
+mod config_key;
 mod connect;
 pub mod consumers;
 mod deadline;
@@ -57,7 +58,7 @@ pub mod zookeeper;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use config::{ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
+pub use config::{ConfigCentre, ConfigFollow, ConfigItem, ConfigKey, ConfigVersion, ConfigWrite};
 pub use connect::{ConnectOptions, connect, connect_with};
 pub use consumers::{ConsumerList, ConsumerRegistry};
 pub use follow::{Follow, Followed};

@@ -8,6 +8,7 @@
 //! that puts an unreadable record where the backend keeps instances, and a raw writer that
 //! puts a config item where Dubbo Java reads it (with the server's own client).
 
+use introspect::backend::{ConfigKey, ConfigWrite};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -391,17 +392,17 @@ pub mod cases {
 
     pub async fn config_items_are_read_and_written_by_compare_and_set(s: Subject) {
         let config = s.backend.config();
-        let key = "shop.tag-router";
-        assert_eq!(config.get(key, DEFAULT_GROUP).await.unwrap(), None);
+        let key = ConfigKey::new("shop.tag-router", DEFAULT_GROUP).unwrap();
+        assert_eq!(config.get(&key).await.unwrap(), None);
         let v1 = config
-            .put(key, DEFAULT_GROUP, TAG_RULE, None)
+            .put(&key, ConfigWrite::create(TAG_RULE))
             .await
             .unwrap();
-        let read = config.get(key, DEFAULT_GROUP).await.unwrap().unwrap();
+        let read = config.get(&key).await.unwrap().unwrap();
         assert_eq!(read.content, TAG_RULE);
         assert_eq!(read.version, v1);
         // Put if absent: it is not.
-        match config.put(key, DEFAULT_GROUP, "x: 1", None).await {
+        match config.put(&key, ConfigWrite::create("x: 1")).await {
             Err(Error::Conflict {
                 key: named,
                 current,
@@ -413,13 +414,13 @@ pub mod cases {
         }
         let changed = TAG_RULE.replace("force: false", "force: true");
         let v2 = config
-            .put(key, DEFAULT_GROUP, &changed, Some(&v1))
+            .put(&key, ConfigWrite::replace(&changed, &v1))
             .await
             .unwrap();
         assert_ne!(v1, v2);
         // A writer holding the stale version loses, and sees what is there now.
         let err = config
-            .put(key, DEFAULT_GROUP, "x: 2", Some(&v1))
+            .put(&key, ConfigWrite::replace("x: 2", &v1))
             .await
             .unwrap_err();
         let shown = err.to_string();
@@ -435,12 +436,12 @@ pub mod cases {
             other => panic!("a stale write: {other:?}"),
         }
         assert!(matches!(
-            config.delete(key, DEFAULT_GROUP, &v1).await,
+            config.delete(&key, &v1).await,
             Err(Error::Conflict { .. })
         ));
-        config.delete(key, DEFAULT_GROUP, &v2).await.unwrap();
-        assert_eq!(config.get(key, DEFAULT_GROUP).await.unwrap(), None);
-        match config.put(key, DEFAULT_GROUP, "x: 3", Some(&v2)).await {
+        config.delete(&key, &v2).await.unwrap();
+        assert_eq!(config.get(&key).await.unwrap(), None);
+        match config.put(&key, ConfigWrite::replace("x: 3", &v2)).await {
             Err(Error::Conflict { current: None, .. }) => {}
             other => panic!("a write against a deleted item: {other:?}"),
         }
@@ -449,25 +450,28 @@ pub mod cases {
             "org.apache.dubbo.samples.CommentService::.condition-router",
             "org.Outer$Inner:1.0:grp.configurators",
         ] {
+            let key = ConfigKey::new(key, DEFAULT_GROUP).unwrap();
             let v = config
-                .put(key, DEFAULT_GROUP, CONDITION_RULE, None)
+                .put(&key, ConfigWrite::create(CONDITION_RULE))
                 .await
                 .unwrap();
-            let read = config.get(key, DEFAULT_GROUP).await.unwrap().unwrap();
+            let read = config.get(&key).await.unwrap().unwrap();
             assert_eq!((read.content.as_str(), &read.version), (CONDITION_RULE, &v));
         }
-        // Refused before any request.
+        // Names that could reach outside the group are refused before any request.
         for (key, group) in [("a/b", DEFAULT_GROUP), ("", DEFAULT_GROUP), ("k", "a/b")] {
             assert!(
-                matches!(config.get(key, group).await, Err(Error::InvalidName { .. })),
+                matches!(ConfigKey::new(key, group), Err(Error::InvalidName { .. })),
                 "{key:?} in {group:?}"
             );
-            assert!(config.follow(key, group).await.is_err());
         }
         let huge = "a".repeat(introspect::consumer::routing::MAX_RULE_BYTES + 1);
         for content in ["", huge.as_str()] {
             match config
-                .put("big.tag-router", DEFAULT_GROUP, content, None)
+                .put(
+                    &ConfigKey::new("big.tag-router", DEFAULT_GROUP).unwrap(),
+                    ConfigWrite::create(content),
+                )
                 .await
             {
                 Err(Error::Rule { key, .. }) => assert_eq!(key, "dubbo/big.tag-router"),
@@ -478,12 +482,12 @@ pub mod cases {
 
     pub async fn a_config_follow_sees_each_state_in_order(s: Subject) {
         let config = s.backend.config();
-        let key = "shop.condition-router";
+        let key = ConfigKey::new("shop.condition-router", DEFAULT_GROUP).unwrap();
         let v1 = config
-            .put(key, DEFAULT_GROUP, CONDITION_RULE, None)
+            .put(&key, ConfigWrite::create(CONDITION_RULE))
             .await
             .unwrap();
-        let mut follow = config.follow(key, DEFAULT_GROUP).await.unwrap();
+        let mut follow = config.follow(&key).await.unwrap();
         let first = next_item(&mut follow).await.expect("the current item");
         assert_eq!(
             (first.content.as_str(), &first.version),
@@ -491,7 +495,7 @@ pub mod cases {
         );
         let updated = CONDITION_RULE.replace("Hangzhou", "Beijing");
         let v2 = config
-            .put(key, DEFAULT_GROUP, &updated, Some(&v1))
+            .put(&key, ConfigWrite::replace(&updated, &v1))
             .await
             .unwrap();
         let seen = next_item(&mut follow).await.expect("the update");
@@ -499,11 +503,11 @@ pub mod cases {
             (seen.content.as_str(), &seen.version),
             (updated.as_str(), &v2)
         );
-        config.delete(key, DEFAULT_GROUP, &v2).await.unwrap();
+        config.delete(&key, &v2).await.unwrap();
         assert_eq!(next_item(&mut follow).await, None, "the delete");
         let recreated = CONDITION_RULE.replace("Hangzhou", "Shanghai");
         let v3 = config
-            .put(key, DEFAULT_GROUP, &recreated, None)
+            .put(&key, ConfigWrite::create(&recreated))
             .await
             .unwrap();
         let seen = next_item(&mut follow).await.expect("the re-create");
@@ -513,11 +517,17 @@ pub mod cases {
         );
         // Another key's changes are not this follow's.
         config
-            .put("shop.tag-router", DEFAULT_GROUP, TAG_RULE, None)
+            .put(
+                &ConfigKey::new("shop.tag-router", DEFAULT_GROUP).unwrap(),
+                ConfigWrite::create(TAG_RULE),
+            )
             .await
             .unwrap();
         config
-            .put("shop.condition-router2", DEFAULT_GROUP, TAG_RULE, None)
+            .put(
+                &ConfigKey::new("shop.condition-router2", DEFAULT_GROUP).unwrap(),
+                ConfigWrite::create(TAG_RULE),
+            )
             .await
             .unwrap();
         assert!(
@@ -530,15 +540,12 @@ pub mod cases {
 
     pub async fn unreadable_config_content_is_refused_and_the_follow_goes_on(s: Subject) {
         let config = s.backend.config();
-        let key = "shop.configurators";
-        let mut follow = config.follow(key, DEFAULT_GROUP).await.unwrap();
+        let key = ConfigKey::new("shop.configurators", DEFAULT_GROUP).unwrap();
+        let mut follow = config.follow(&key).await.unwrap();
         assert_eq!(next_item(&mut follow).await, None);
         let huge = vec![b'a'; introspect::consumer::routing::MAX_RULE_BYTES + 1];
-        (s.put_config_raw)(DEFAULT_GROUP.into(), key.into(), huge).await;
-        for read in [
-            next_state(&mut follow).await,
-            config.get(key, DEFAULT_GROUP).await,
-        ] {
+        (s.put_config_raw)(DEFAULT_GROUP.into(), key.key().into(), huge).await;
+        for read in [next_state(&mut follow).await, config.get(&key).await] {
             match read {
                 Err(Error::Rule { key, reason }) => {
                     assert_eq!(key, "dubbo/shop.configurators");
@@ -548,11 +555,13 @@ pub mod cases {
             }
         }
         if s.raw_bytes {
-            (s.put_config_raw)(DEFAULT_GROUP.into(), key.into(), vec![b'a', 0xff, 0xfe]).await;
-            for read in [
-                next_state(&mut follow).await,
-                config.get(key, DEFAULT_GROUP).await,
-            ] {
+            (s.put_config_raw)(
+                DEFAULT_GROUP.into(),
+                key.key().into(),
+                vec![b'a', 0xff, 0xfe],
+            )
+            .await;
+            for read in [next_state(&mut follow).await, config.get(&key).await] {
                 match read {
                     Err(Error::Rule { reason, .. }) => {
                         assert!(reason.contains("not UTF-8"), "{reason}")
@@ -562,10 +571,15 @@ pub mod cases {
             }
         }
         let good = "configVersion: v3.0\nscope: application\nkey: shop\nenabled: true\nconfigs:\n  - side: consumer\n    parameters:\n      timeout: 6000\n";
-        (s.put_config_raw)(DEFAULT_GROUP.into(), key.into(), good.as_bytes().to_vec()).await;
+        (s.put_config_raw)(
+            DEFAULT_GROUP.into(),
+            key.key().into(),
+            good.as_bytes().to_vec(),
+        )
+        .await;
         let seen = next_item(&mut follow).await.expect("good content again");
         assert_eq!(seen.content, good);
-        assert_eq!(config.get(key, DEFAULT_GROUP).await.unwrap(), Some(seen));
+        assert_eq!(config.get(&key).await.unwrap(), Some(seen));
     }
 
     pub async fn a_rule_written_where_java_reads_it_is_read(s: Subject) {
@@ -580,7 +594,10 @@ pub mod cases {
                 TAG_RULE.as_bytes().to_vec(),
             )
             .await;
-            let read = config.get(key, DEFAULT_GROUP).await.unwrap();
+            let read = config
+                .get(&ConfigKey::new(key, DEFAULT_GROUP).unwrap())
+                .await
+                .unwrap();
             assert_eq!(read.map(|i| i.content).as_deref(), Some(TAG_RULE), "{key}");
         }
     }
@@ -588,15 +605,16 @@ pub mod cases {
     pub async fn config_keys_are_listed_per_group(s: Subject) {
         let config = s.backend.config();
         config
-            .put("shop.tag-router", DEFAULT_GROUP, TAG_RULE, None)
+            .put(
+                &ConfigKey::new("shop.tag-router", DEFAULT_GROUP).unwrap(),
+                ConfigWrite::create(TAG_RULE),
+            )
             .await
             .unwrap();
         config
             .put(
-                "shop.migration",
-                "DUBBO_SERVICEDISCOVERY_MIGRATION",
-                "step: APPLICATION_FIRST",
-                None,
+                &ConfigKey::new("shop.migration", "DUBBO_SERVICEDISCOVERY_MIGRATION").unwrap(),
+                ConfigWrite::create("step: APPLICATION_FIRST"),
             )
             .await
             .unwrap();
@@ -630,12 +648,15 @@ pub mod cases {
             Err(Error::InvalidName { .. })
         ));
         let item = config
-            .get("shop.tag-router", DEFAULT_GROUP)
+            .get(&ConfigKey::new("shop.tag-router", DEFAULT_GROUP).unwrap())
             .await
             .unwrap()
             .unwrap();
         config
-            .delete("shop.tag-router", DEFAULT_GROUP, &item.version)
+            .delete(
+                &ConfigKey::new("shop.tag-router", DEFAULT_GROUP).unwrap(),
+                &item.version,
+            )
             .await
             .unwrap();
         assert_eq!(

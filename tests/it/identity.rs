@@ -7,6 +7,7 @@
 //! rule written over the forced one was obeyed 4 to 8 ms after its write on the memory store;
 //! the test takes 0.7 s).
 
+use introspect::backend::{ConfigKey, ConfigWrite};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -241,7 +242,10 @@ async fn a_rule_routing_every_call_to_a_rogue_sends_it_none() {
     let config = backend.config();
     let key = format!("{GREETER}::.condition-router");
     let forced = config
-        .put(&key, DEFAULT_GROUP, &every_call_to(rogue_port, true), None)
+        .put(
+            &ConfigKey::new(&key, DEFAULT_GROUP).unwrap(),
+            ConfigWrite::create(&every_call_to(rogue_port, true)),
+        )
         .await
         .unwrap();
     let resolver = checking_resolver(&store, &ca);
@@ -268,10 +272,8 @@ async fn a_rule_routing_every_call_to_a_rogue_sends_it_none() {
     let written = std::time::Instant::now();
     config
         .put(
-            &key,
-            DEFAULT_GROUP,
-            &every_call_to(rogue_port, false),
-            Some(&forced),
+            &ConfigKey::new(&key, DEFAULT_GROUP).unwrap(),
+            ConfigWrite::replace(&every_call_to(rogue_port, false), &forced),
         )
         .await
         .unwrap();

@@ -26,6 +26,7 @@
 //! Introspect consumer of one app between the levels alike, and neither to a level with no
 //! provider unless the rule says `force: true`.
 
+use introspect::backend::{ConfigKey, ConfigWrite};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -293,22 +294,22 @@ async fn set_migration_rule(backend: &Backend, text: Option<&str>) {
     use introspect::consumer::migration::MIGRATION_GROUP;
     let key = format!("{STEERED}.migration");
     let config = backend.config();
-    let current = config.get(&key, MIGRATION_GROUP).await.unwrap();
+    let current = config
+        .get(&ConfigKey::new(&key, MIGRATION_GROUP).unwrap())
+        .await
+        .unwrap();
     match text {
         Some(text) => config
             .put(
-                &key,
-                MIGRATION_GROUP,
-                text,
-                current.as_ref().map(|c| &c.version),
+                &ConfigKey::new(&key, MIGRATION_GROUP).unwrap(),
+                ConfigWrite::new(text, current.as_ref().map(|c| &c.version)),
             )
             .await
             .map(drop)
             .unwrap(),
         None => config
             .delete(
-                &key,
-                MIGRATION_GROUP,
+                &ConfigKey::new(&key, MIGRATION_GROUP).unwrap(),
                 &current.expect("the rule is there").version,
             )
             .await

@@ -3,6 +3,7 @@
 //! digest a reader computes from one read of the config centre; a consumer that reads no
 //! rules keeps the digest of none, and so shows as routing by an older rule set.
 
+use introspect::backend::{ConfigKey, ConfigWrite};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,7 +116,10 @@ async fn a_consumer_record_follows_the_rules_its_channel_routes_by() {
                 force: false\nconditions:\n  - 'method = Cancel => port != 1'\n";
     backend
         .config()
-        .put(KEY, "dubbo", rule, None)
+        .put(
+            &ConfigKey::new(KEY, "dubbo").unwrap(),
+            ConfigWrite::create(rule),
+        )
         .await
         .unwrap();
     let written = rules_now(&reader).await;

@@ -28,7 +28,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use introspect::Error;
-use introspect::backend::config::{ConfigItem, DEFAULT_GROUP};
+use introspect::backend::config::{ConfigItem, ConfigKey, DEFAULT_GROUP};
 use introspect::model::names::validate_app;
 use serde_json::{Map, Value, json};
 
@@ -135,7 +135,11 @@ pub(super) async fn rules(
     let read = |key: String| {
         let config = config.clone();
         async move {
-            let got = tokio::time::timeout(READ_TIMEOUT, config.get(&key, DEFAULT_GROUP)).await;
+            let at = ConfigKey::new(key.as_str(), DEFAULT_GROUP);
+            let got = match at {
+                Ok(at) => tokio::time::timeout(READ_TIMEOUT, config.get(&at)).await,
+                Err(e) => Ok(Err(e)),
+            };
             let state = match got {
                 Ok(Ok(item)) => Ok(item),
                 Ok(Err(e)) => Err(e.to_string()),
@@ -305,7 +309,11 @@ async fn apply(shared: &Shared, asked: &Asked, key: &str) -> (Result<Written, Fa
     let config = &*config;
     let mut retried = false;
     loop {
-        let current = match config.get(key, DEFAULT_GROUP).await {
+        let read = match ConfigKey::new(key, DEFAULT_GROUP) {
+            Ok(at) => config.get(&at).await,
+            Err(e) => Err(e),
+        };
+        let current = match read {
             Ok(current) => current,
             Err(e) => return (Err(Failed::Error(e.to_string())), retried),
         };

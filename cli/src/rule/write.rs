@@ -4,7 +4,7 @@
 
 use introspect::Error;
 use introspect::backend::ConfigCentre;
-use introspect::backend::config::{ConfigItem, ConfigVersion};
+use introspect::backend::config::{ConfigItem, ConfigKey, ConfigVersion, ConfigWrite};
 
 /// Which version a write replaces.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub enum Expect {
 /// The rule under `key` in `group`; absent is [`Error::NotFound`].
 pub async fn get(config: &dyn ConfigCentre, key: &str, group: &str) -> Result<ConfigItem, Error> {
     config
-        .get(key, group)
+        .get(&ConfigKey::new(key, group)?)
         .await?
         .ok_or_else(|| absent(key, group))
 }
@@ -35,12 +35,15 @@ pub async fn put(
     content: &str,
     expect: Expect,
 ) -> Result<ConfigVersion, Error> {
+    let at = ConfigKey::new(key, group)?;
     let expected = match expect {
         Expect::Version(version) => Some(version),
         Expect::Absent => None,
-        Expect::Current => config.get(key, group).await?.map(|item| item.version),
+        Expect::Current => config.get(&at).await?.map(|item| item.version),
     };
-    config.put(key, group, content, expected.as_ref()).await
+    config
+        .put(&at, ConfigWrite::new(content, expected.as_ref()))
+        .await
 }
 
 /// Deletes the rule under `key` in `group` if its version is still `expected` (`None`:
@@ -55,7 +58,9 @@ pub async fn delete(
         Some(version) => version,
         None => get(config, key, group).await?.version,
     };
-    config.delete(key, group, &expected).await?;
+    config
+        .delete(&ConfigKey::new(key, group)?, &expected)
+        .await?;
     Ok(expected)
 }
 

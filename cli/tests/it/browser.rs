@@ -13,6 +13,7 @@
 //! INTROSPECT_BROWSER=1 asks for it, then it fails. INTROSPECT_SCREENSHOT=PATH saves the
 //! app page there.
 
+use introspect::backend::{ConfigKey, ConfigWrite};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -104,7 +105,13 @@ async fn a_person_reads_a_live_fleet_its_holds_and_a_stale_consumer() {
     }
     let config = Backend::from(store.clone()).config().clone();
     for (key, text) in [CONDITION_RULE, BROKEN_RULE] {
-        config.put(key, "dubbo", text, None).await.unwrap();
+        config
+            .put(
+                &ConfigKey::new(key, "dubbo").unwrap(),
+                ConfigWrite::create(text),
+            )
+            .await
+            .unwrap();
     }
     let options = ConsoleOptions {
         discover_every: Duration::from_millis(500),
@@ -235,7 +242,7 @@ async fn a_person_logs_in_disables_an_instance_and_enables_it_again() {
                 let (what, address) = rest.split_once(' ').expect("CHECK WHAT ADDRESS");
                 let text = backend
                     .config()
-                    .get("shop-orders.configurators", "dubbo")
+                    .get(&ConfigKey::new("shop-orders.configurators", "dubbo").unwrap())
                     .await
                     .unwrap()
                     .map(|item| item.content);

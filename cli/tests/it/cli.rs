@@ -1,5 +1,6 @@
 //! The `introspect` binary against a real etcd holding real providers.
 
+use introspect::backend::{ConfigKey, ConfigWrite};
 use std::sync::Arc;
 
 use crate::support::etcd::EtcdServer;
@@ -239,7 +240,10 @@ async fn consumers_shows_who_routes_to_what_and_by_which_rules_against_the_tools
                 conditions:\n  - 'method = Cancel => port != 1'\n";
     introspect::Backend::from(store.clone())
         .config()
-        .put("shop.OrderService::.condition-router", "dubbo", rule, None)
+        .put(
+            &ConfigKey::new("shop.OrderService::.condition-router", "dubbo").unwrap(),
+            ConfigWrite::create(rule),
+        )
         .await
         .unwrap();
     // A stale consumer (its digests are of some other set and rules) and a record that is

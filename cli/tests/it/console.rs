@@ -15,6 +15,9 @@ use crate::support::fleet::{start_provider, start_provider_with};
 use crate::support::wait::eventually;
 use crate::support::zookeeper::ZooKeeperServer;
 use introspect::backend::RegisterOptions;
+use introspect::backend::config::{
+    ConfigFollow, ConfigItem, ConfigKey, ConfigVersion, ConfigWrite,
+};
 use introspect::consumer::routing::{Configurators, TagRule};
 use introspect::consumer::{ProtectionOptions, Resolver, Subscription};
 use introspect::{Backend, Limits, MemoryStore, ServiceInfo, Store};
@@ -367,9 +370,15 @@ async fn the_api_follows_a_live_fleet() {
 /// operator's tool writes a rule.
 async fn put_rule(backend: &Backend, key: &str, text: &str) {
     let config = backend.config();
-    let current = config.get(key, "dubbo").await.unwrap();
+    let current = config
+        .get(&ConfigKey::new(key, "dubbo").unwrap())
+        .await
+        .unwrap();
     config
-        .put(key, "dubbo", text, current.as_ref().map(|c| &c.version))
+        .put(
+            &ConfigKey::new(key, "dubbo").unwrap(),
+            ConfigWrite::new(text, current.as_ref().map(|c| &c.version)),
+        )
         .await
         .unwrap();
 }
@@ -1294,7 +1303,7 @@ async fn act(console: &impl Listening, cookie: &str, action: &str, body: &str) -
 async fn rule_text(backend: &Backend, key: &str) -> Option<String> {
     backend
         .config()
-        .get(key, "dubbo")
+        .get(&ConfigKey::new(key, "dubbo").unwrap())
         .await
         .unwrap()
         .map(|item| item.content)
@@ -1873,56 +1882,37 @@ struct Meddler {
 
 #[async_trait::async_trait]
 impl introspect::backend::ConfigCentre for Meddler {
-    async fn get(
-        &self,
-        key: &str,
-        group: &str,
-    ) -> introspect::Result<Option<introspect::backend::config::ConfigItem>> {
-        self.inner.get(key, group).await
+    async fn get(&self, key: &ConfigKey) -> introspect::Result<Option<ConfigItem>> {
+        self.inner.get(key).await
     }
 
-    async fn follow(
-        &self,
-        key: &str,
-        group: &str,
-    ) -> introspect::Result<introspect::backend::config::ConfigFollow> {
-        self.inner.follow(key, group).await
+    async fn follow(&self, key: &ConfigKey) -> introspect::Result<ConfigFollow> {
+        self.inner.follow(key).await
     }
 
     async fn put(
         &self,
-        key: &str,
-        group: &str,
-        content: &str,
-        expected: Option<&introspect::backend::config::ConfigVersion>,
-    ) -> introspect::Result<introspect::backend::config::ConfigVersion> {
+        key: &ConfigKey,
+        write: ConfigWrite<'_>,
+    ) -> introspect::Result<ConfigVersion> {
         use std::sync::atomic::Ordering;
         let left = self.times.load(Ordering::SeqCst);
         if left > 0 {
             self.times.store(left - 1, Ordering::SeqCst);
-            let current = self
-                .inner
-                .get(key, group)
-                .await?
-                .expect("a rule to meddle with");
+            let current = self.inner.get(key).await?.expect("a rule to meddle with");
             let theirs = format!(
                 "{}- side: consumer\n  parameters:\n    retries: '{left}'\n",
                 current.content
             );
             self.inner
-                .put(key, group, &theirs, Some(&current.version))
+                .put(key, ConfigWrite::replace(&theirs, &current.version))
                 .await?;
         }
-        self.inner.put(key, group, content, expected).await
+        self.inner.put(key, write).await
     }
 
-    async fn delete(
-        &self,
-        key: &str,
-        group: &str,
-        expected: &introspect::backend::config::ConfigVersion,
-    ) -> introspect::Result<()> {
-        self.inner.delete(key, group, expected).await
+    async fn delete(&self, key: &ConfigKey, expected: &ConfigVersion) -> introspect::Result<()> {
+        self.inner.delete(key, expected).await
     }
 
     async fn list(&self, group: &str) -> introspect::Result<Vec<String>> {

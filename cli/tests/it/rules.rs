@@ -55,6 +55,7 @@
 //! built for them (`CARGO_BIN_EXE_introspect`); the Java peer's launcher
 //! (`tests/it/support/peers.rs`) is reused as it is through `support/`.
 
+use introspect::backend::{ConfigKey, ConfigWrite};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -115,7 +116,13 @@ async fn rules_round_trip_on_zookeeper() {
     let key = "shop-orders.configurators";
     let broken = "configVersion: v3.0\nscope: application\nkey: shop-orders\nconfigs: []\n";
     let config = server.backend().await.config().clone();
-    config.put(key, "dubbo", broken, None).await.unwrap();
+    config
+        .put(
+            &ConfigKey::new(key, "dubbo").unwrap(),
+            ConfigWrite::create(broken),
+        )
+        .await
+        .unwrap();
     let (ok, out, err) = tokio::task::block_in_place(|| {
         introspect(&["--registry", url.as_str(), "rule", "get", key])
     });

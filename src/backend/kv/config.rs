@@ -12,15 +12,17 @@
 use async_trait::async_trait;
 
 use super::KvBackend;
-use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
+use crate::backend::config::{
+    self, ConfigCentre, ConfigFollow, ConfigItem, ConfigKey, ConfigVersion, ConfigWrite,
+};
 use crate::backend::follow::forward_config;
 use crate::error::Result;
 use crate::store::{CasOutcome, KeyValue, WatchEvent};
 
 /// An item as read from the store (its content checked).
-fn item(key: &str, group: &str, kv: KeyValue) -> Result<ConfigItem> {
+fn item(key: &ConfigKey, kv: KeyValue) -> Result<ConfigItem> {
     Ok(ConfigItem {
-        content: config::decode(key, group, kv.value)?,
+        content: config::decode(key, kv.value)?,
         version: revision_version(kv.mod_revision),
     })
 }
@@ -40,29 +42,34 @@ fn revision_of(version: &ConfigVersion, backend: &str) -> Result<i64> {
 }
 
 /// The current item under `path`, for a conflict (unreadable content reads as its error).
-fn current(key: &str, group: &str, kv: Option<KeyValue>) -> Result<Option<ConfigItem>> {
-    kv.map(|kv| item(key, group, kv)).transpose()
+fn current(key: &ConfigKey, kv: Option<KeyValue>) -> Result<Option<ConfigItem>> {
+    kv.map(|kv| item(key, kv)).transpose()
+}
+
+impl KvBackend {
+    /// Where the item under `key` is kept.
+    fn path(&self, key: &ConfigKey) -> String {
+        self.layout.config_key(key.group(), key.key())
+    }
 }
 
 #[async_trait]
 impl ConfigCentre for KvBackend {
-    async fn get(&self, key: &str, group: &str) -> Result<Option<ConfigItem>> {
-        config::validate_names(key, group)?;
-        let path = self.layout.config_key(group, key);
-        current(key, group, self.store.get(&path).await?)
+    async fn get(&self, key: &ConfigKey) -> Result<Option<ConfigItem>> {
+        let path = self.path(key);
+        current(key, self.store.get(&path).await?)
     }
 
-    async fn follow(&self, key: &str, group: &str) -> Result<ConfigFollow> {
-        config::validate_names(key, group)?;
-        let path = self.layout.config_key(group, key);
+    async fn follow(&self, key: &ConfigKey) -> Result<ConfigFollow> {
+        let path = self.path(key);
         // A prefix read gives the store revision even when the key is absent.
         let range = self.store.get_prefix(&path).await?;
         let first = range.kvs.into_iter().find(|kv| kv.key == path);
         let mut last = first.as_ref().map(|kv| kv.mod_revision);
         let mut watch = self.store.watch_prefix(&path, range.revision + 1).await?;
         let (states, follow) = ConfigFollow::channel();
-        let (key, group) = (key.to_owned(), group.to_owned());
-        let _ = states.try_send(current(&key, &group, first));
+        let key = key.clone();
+        let _ = states.try_send(current(&key, first));
         tokio::spawn(async move {
             loop {
                 let events = tokio::select! {
@@ -79,9 +86,7 @@ impl ConfigCentre for KvBackend {
                 // The prefix also matches longer keys: only the exact one counts.
                 for event in events.into_iter().filter(|e| e.key() == path) {
                     let (now, state) = match event {
-                        WatchEvent::Put(kv) => {
-                            (Some(kv.mod_revision), current(&key, &group, Some(kv)))
-                        }
+                        WatchEvent::Put(kv) => (Some(kv.mod_revision), current(&key, Some(kv))),
                         WatchEvent::Delete { .. } => (None, Ok(None)),
                     };
                     if now == last {
@@ -97,39 +102,34 @@ impl ConfigCentre for KvBackend {
         Ok(follow)
     }
 
-    async fn put(
-        &self,
-        key: &str,
-        group: &str,
-        content: &str,
-        expected: Option<&ConfigVersion>,
-    ) -> Result<ConfigVersion> {
-        config::validate_names(key, group)?;
-        config::check_content(key, group, content)?;
+    async fn put(&self, key: &ConfigKey, write: ConfigWrite<'_>) -> Result<ConfigVersion> {
+        write.check(key)?;
         let backend = self.store.backend();
-        let expected = expected.map(|v| revision_of(v, backend)).transpose()?;
-        let path = self.layout.config_key(group, key);
+        let expected = write.expected().map(|v| revision_of(v, backend));
         let outcome = self
             .store
-            .compare_and_swap(&path, expected.unwrap_or(0), content.into(), None)
+            .compare_and_swap(
+                &self.path(key),
+                expected.transpose()?.unwrap_or(0),
+                write.content().into(),
+                None,
+            )
             .await?;
         match outcome {
             CasOutcome::Written { revision } => Ok(revision_version(revision)),
-            CasOutcome::Conflict { current: now } => {
-                Err(config::conflict(key, group, current(key, group, now)?))
-            }
+            CasOutcome::Conflict { current: now } => Err(config::conflict(key, current(key, now)?)),
         }
     }
 
-    async fn delete(&self, key: &str, group: &str, expected: &ConfigVersion) -> Result<()> {
-        config::validate_names(key, group)?;
+    async fn delete(&self, key: &ConfigKey, expected: &ConfigVersion) -> Result<()> {
         let expected = revision_of(expected, self.store.backend())?;
-        let path = self.layout.config_key(group, key);
-        match self.store.compare_and_delete(&path, expected).await? {
+        match self
+            .store
+            .compare_and_delete(&self.path(key), expected)
+            .await?
+        {
             CasOutcome::Written { .. } => Ok(()),
-            CasOutcome::Conflict { current: now } => {
-                Err(config::conflict(key, group, current(key, group, now)?))
-            }
+            CasOutcome::Conflict { current: now } => Err(config::conflict(key, current(key, now)?)),
         }
     }
 
@@ -169,18 +169,19 @@ mod tests {
     use std::time::Duration;
 
     use crate::backend::Backend;
-    use crate::backend::config::DEFAULT_GROUP;
+    use crate::backend::config::{ConfigKey, ConfigWrite, DEFAULT_GROUP};
     use crate::layout::Layout;
     use crate::store::{MemoryStore, Store};
 
     #[tokio::test]
     async fn the_part_survives_deadline_and_layout_and_keys_go_where_java_reads() {
         let store = Arc::new(MemoryStore::new());
+        let tag_router = ConfigKey::new("shop.tag-router", DEFAULT_GROUP).unwrap();
         let backend =
             Backend::from(store.clone() as Arc<dyn Store>).with_deadline(Duration::from_secs(5));
         let version = backend
             .config()
-            .put("shop.tag-router", DEFAULT_GROUP, "tags: []", None)
+            .put(&tag_router, ConfigWrite::create("tags: []"))
             .await
             .unwrap();
         let raw = store
@@ -192,17 +193,10 @@ mod tests {
             Some(version.to_string())
         );
         let staged = backend.with_layout(Layout::new("/staging").unwrap());
-        assert_eq!(
-            staged
-                .config()
-                .get("shop.tag-router", DEFAULT_GROUP)
-                .await
-                .unwrap(),
-            None
-        );
+        assert_eq!(staged.config().get(&tag_router).await.unwrap(), None);
         staged
             .config()
-            .put("shop.tag-router", DEFAULT_GROUP, "tags: []", None)
+            .put(&tag_router, ConfigWrite::create("tags: []"))
             .await
             .unwrap();
         assert!(
@@ -214,7 +208,10 @@ mod tests {
         );
         staged
             .config()
-            .put("shop.configurators", DEFAULT_GROUP, "configs: []", None)
+            .put(
+                &ConfigKey::new("shop.configurators", DEFAULT_GROUP).unwrap(),
+                ConfigWrite::create("configs: []"),
+            )
             .await
             .unwrap();
         // A deeper key is not an item of the group.
@@ -229,10 +226,7 @@ mod tests {
         assert!(staged.config().list("other").await.unwrap().is_empty());
         let foreign = crate::backend::ConfigVersion::new("a.b");
         assert!(matches!(
-            staged
-                .config()
-                .delete("shop.tag-router", DEFAULT_GROUP, &foreign)
-                .await,
+            staged.config().delete(&tag_router, &foreign).await,
             Err(crate::Error::InvalidName { .. })
         ));
     }

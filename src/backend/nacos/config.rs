@@ -32,7 +32,9 @@ use super::NacosBackend;
 use super::client::map_error;
 use super::mapping::{ABSENT_MD5, ConfigStore, content_md5};
 use super::names;
-use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
+use crate::backend::config::{
+    self, ConfigCentre, ConfigFollow, ConfigItem, ConfigKey, ConfigVersion, ConfigWrite,
+};
 use crate::backend::follow::forward_config;
 use crate::error::{Error, Result};
 
@@ -40,18 +42,14 @@ use crate::error::{Error, Result};
 pub(super) const POLL: Duration = Duration::from_secs(2);
 
 /// The `dataId` and group of an item, as Dubbo writes them.
-fn ids(key: &str, group: &str) -> (String, String) {
-    (names::config_key(key), names::config_key(group))
+fn ids(key: &ConfigKey) -> (String, String) {
+    (names::config_key(key.key()), names::config_key(key.group()))
 }
 
 /// Reads an item from the server: its content (checked) and version.
-async fn read(config: &ConfigService, key: &str, group: &str) -> Result<Option<ConfigItem>> {
-    let (data_id, nacos_group) = ids(key, group);
-    read_raw(
-        key,
-        group,
-        ConfigStore::get(config, &data_id, &nacos_group).await?,
-    )
+async fn read(config: &ConfigService, key: &ConfigKey) -> Result<Option<ConfigItem>> {
+    let (data_id, nacos_group) = ids(key);
+    read_raw(key, ConfigStore::get(config, &data_id, &nacos_group).await?)
 }
 
 /// The version as read, including of content that cannot be used.
@@ -74,12 +72,12 @@ fn check_version(version: &ConfigVersion) -> Result<&str> {
 }
 
 /// The MD5 of what is there now (`None`: absent) and the error for a conflict with it.
-async fn now(config: &ConfigService, key: &str, group: &str) -> Result<(Option<String>, Error)> {
-    let (data_id, nacos_group) = ids(key, group);
+async fn now(config: &ConfigService, key: &ConfigKey) -> Result<(Option<String>, Error)> {
+    let (data_id, nacos_group) = ids(key);
     let raw = ConfigStore::get(config, &data_id, &nacos_group).await?;
     let md5 = raw.as_deref().map(content_md5);
-    let current = read_raw(key, group, raw)?;
-    Ok((md5, config::conflict(key, group, current)))
+    let current = read_raw(key, raw)?;
+    Ok((md5, config::conflict(key, current)))
 }
 
 /// Wakes a follow when the SDK says a config changed; later wakes fold into a waiting one.
@@ -93,16 +91,14 @@ impl ConfigChangeListener for Changed {
 
 #[async_trait]
 impl ConfigCentre for NacosBackend {
-    async fn get(&self, key: &str, group: &str) -> Result<Option<ConfigItem>> {
-        config::validate_names(key, group)?;
-        read(self.config().await?, key, group).await
+    async fn get(&self, key: &ConfigKey) -> Result<Option<ConfigItem>> {
+        read(self.config().await?, key).await
     }
 
-    async fn follow(&self, key: &str, group: &str) -> Result<ConfigFollow> {
-        config::validate_names(key, group)?;
+    async fn follow(&self, key: &ConfigKey) -> Result<ConfigFollow> {
         let listening = self.inner.reader.listening().await?.clone();
         let reader = self.config().await?.clone();
-        let (data_id, nacos_group) = ids(key, group);
+        let (data_id, nacos_group) = ids(key);
         let (signal, mut changed) = mpsc::channel(1);
         let listener: Arc<dyn ConfigChangeListener> = Arc::new(Changed(signal));
         listening
@@ -110,11 +106,11 @@ impl ConfigCentre for NacosBackend {
             .await
             .map_err(|e| map_error(e, &format!("listen to config {nacos_group}/{data_id}")))?;
         let raw = ConfigStore::get(&reader, &data_id, &nacos_group).await?;
-        let first = read_raw(key, group, raw.clone());
+        let first = read_raw(key, raw.clone());
         let mut last = state_of(&first, raw.as_deref());
         let (states, follow) = ConfigFollow::channel();
         let _ = states.try_send(first);
-        let (key, group) = (key.to_owned(), group.to_owned());
+        let key = key.clone();
         tokio::spawn(async move {
             let mut poll = tokio::time::interval(POLL);
             poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -127,7 +123,7 @@ impl ConfigCentre for NacosBackend {
                 }
                 let state = match ConfigStore::get(&reader, &data_id, &nacos_group).await {
                     Ok(raw) => {
-                        let state = read_raw(&key, &group, raw.clone());
+                        let state = read_raw(&key, raw.clone());
                         let now = state_of(&state, raw.as_deref());
                         if now == last {
                             continue;
@@ -149,42 +145,34 @@ impl ConfigCentre for NacosBackend {
         Ok(follow)
     }
 
-    async fn put(
-        &self,
-        key: &str,
-        group: &str,
-        content: &str,
-        expected: Option<&ConfigVersion>,
-    ) -> Result<ConfigVersion> {
-        config::validate_names(key, group)?;
-        config::check_content(key, group, content)?;
-        let expected = expected.map(check_version).transpose()?;
+    async fn put(&self, key: &ConfigKey, write: ConfigWrite<'_>) -> Result<ConfigVersion> {
+        write.check(key)?;
+        let expected = write.expected().map(check_version).transpose()?;
         let config = self.config().await?;
-        let (md5, conflict) = now(config, key, group).await?;
+        let (md5, conflict) = now(config, key).await?;
         if md5.as_deref() != expected {
             return Err(conflict);
         }
-        let (data_id, nacos_group) = ids(key, group);
+        let (data_id, nacos_group) = ids(key);
         let cas = expected.unwrap_or(ABSENT_MD5);
         if config
-            .publish_cas(&data_id, &nacos_group, content, cas)
+            .publish_cas(&data_id, &nacos_group, write.content(), cas)
             .await?
         {
-            Ok(ConfigVersion::new(content_md5(content)))
+            Ok(ConfigVersion::new(content_md5(write.content())))
         } else {
-            Err(now(config, key, group).await?.1)
+            Err(now(config, key).await?.1)
         }
     }
 
-    async fn delete(&self, key: &str, group: &str, expected: &ConfigVersion) -> Result<()> {
-        config::validate_names(key, group)?;
+    async fn delete(&self, key: &ConfigKey, expected: &ConfigVersion) -> Result<()> {
         let expected = check_version(expected)?;
         let config = self.config().await?;
-        let (md5, conflict) = now(config, key, group).await?;
+        let (md5, conflict) = now(config, key).await?;
         if md5.as_deref() != Some(expected) {
             return Err(conflict);
         }
-        let (data_id, nacos_group) = ids(key, group);
+        let (data_id, nacos_group) = ids(key);
         config
             .remove_config(data_id.clone(), nacos_group.clone())
             .await
@@ -205,11 +193,10 @@ impl ConfigCentre for NacosBackend {
 }
 
 /// An item from content as the SDK read it.
-fn read_raw(key: &str, group: &str, raw: Option<String>) -> Result<Option<ConfigItem>> {
+fn read_raw(key: &ConfigKey, raw: Option<String>) -> Result<Option<ConfigItem>> {
     raw.map(|content| {
         let version = ConfigVersion::new(content_md5(&content));
-        config::decode(key, group, content.into_bytes())
-            .map(|content| ConfigItem { content, version })
+        config::decode(key, content.into_bytes()).map(|content| ConfigItem { content, version })
     })
     .transpose()
 }
@@ -220,10 +207,11 @@ mod tests {
 
     #[test]
     fn ids_as_dubbo_writes_them_and_versions_are_md5() {
+        let key = ConfigKey::new("org.Outer$Inner:1.0:ab.configurators", "dubbo").unwrap();
         assert_eq!(
-            ids("org.Outer$Inner:1.0:a/b.configurators", "dubbo"),
+            ids(&key),
             (
-                "org.Outer___Inner:1.0:a-b.configurators".to_owned(),
+                "org.Outer___Inner:1.0:ab.configurators".to_owned(),
                 "dubbo".to_owned()
             )
         );
@@ -231,9 +219,9 @@ mod tests {
         assert!(check_version(&md5).is_ok());
         assert!(check_version(&ConfigVersion::new("12")).is_err());
         let big = "a".repeat(crate::config_item::MAX_RULE_BYTES + 1);
-        let read = read_raw("k", "dubbo", Some(big.clone()));
+        let read = read_raw(&key, Some(big.clone()));
         assert!(matches!(read, Err(Error::Rule { .. })));
         assert_eq!(state_of(&read, Some(&big)), Some(content_md5(&big)));
-        assert_eq!(state_of(&read_raw("k", "dubbo", None), None), None);
+        assert_eq!(state_of(&read_raw(&key, None), None), None);
     }
 }

@@ -17,13 +17,17 @@
 //!
 //! [`Paths::config`]: super::Paths::config
 
+use std::fmt::Display;
+
 use async_trait::async_trait;
 use zookeeper_client as zk;
 
 use super::ZooKeeperBackend;
 use super::follow::session_ended;
 use super::session::{self, map_error};
-use crate::backend::config::{self, ConfigCentre, ConfigFollow, ConfigItem, ConfigVersion};
+use crate::backend::config::{
+    self, ConfigCentre, ConfigFollow, ConfigItem, ConfigKey, ConfigVersion, ConfigWrite,
+};
 use crate::backend::follow::forward_config;
 use crate::config_item::MAX_RULE_BYTES;
 use crate::error::Result;
@@ -47,8 +51,12 @@ fn parse_version(version: &ConfigVersion) -> Result<(i64, i32)> {
         .ok_or_else(|| crate::backend::config::foreign_version(version, "zookeeper"))
 }
 
-/// Reads the node at `path`; `None` when absent.
-async fn read(client: &zk::Client, path: &str, key: &str, group: &str) -> Result<Option<Node>> {
+/// Reads the node at `path`, of the item `name` names in errors; `None` when absent.
+async fn read(
+    client: &zk::Client,
+    path: &str,
+    name: &(dyn Display + Sync),
+) -> Result<Option<Node>> {
     let what = || format!("read {path}");
     let Some(stat) = client
         .check_stat(path)
@@ -61,7 +69,7 @@ async fn read(client: &zk::Client, path: &str, key: &str, group: &str) -> Result
     if size > MAX_RULE_BYTES {
         return Ok(Some(Node {
             version: node_version(&stat),
-            item: Err(config::too_large(key, group, size)),
+            item: Err(crate::backend::config_key::too_large(name, size)),
         }));
     }
     let (data, stat) = match client.get_data(path).await {
@@ -70,7 +78,7 @@ async fn read(client: &zk::Client, path: &str, key: &str, group: &str) -> Result
         Err(e) => return Err(map_error(e, &what())),
     };
     let version = node_version(&stat);
-    let item = config::decode(key, group, data).map(|content| ConfigItem {
+    let item = config::decode(name, data).map(|content| ConfigItem {
         content,
         version: version.clone(),
     });
@@ -81,19 +89,18 @@ async fn read(client: &zk::Client, path: &str, key: &str, group: &str) -> Result
 async fn current(
     client: &zk::Client,
     path: &str,
-    key: &str,
-    group: &str,
+    name: &(dyn Display + Sync),
 ) -> Result<Option<ConfigItem>> {
-    read(client, path, key, group)
+    read(client, path, name)
         .await?
         .map(|node| node.item)
         .transpose()
 }
 
 /// The conflict error, with the item as it is now.
-async fn conflict(client: &zk::Client, path: &str, key: &str, group: &str) -> crate::Error {
-    match current(client, path, key, group).await {
-        Ok(now) => config::conflict(key, group, now),
+async fn conflict(client: &zk::Client, path: &str, key: &ConfigKey) -> crate::Error {
+    match current(client, path, key).await {
+        Ok(now) => config::conflict(key, now),
         Err(e) => e,
     }
 }
@@ -107,36 +114,42 @@ async fn same_node(client: &zk::Client, path: &str, czxid: i64) -> Result<bool> 
     Ok(stat.is_some_and(|stat| stat.czxid == czxid))
 }
 
+impl ZooKeeperBackend {
+    /// The node of the item under `key`.
+    fn config_path(&self, key: &ConfigKey) -> String {
+        self.paths().config(key.group(), key.key())
+    }
+}
+
 #[async_trait]
 impl ConfigCentre for ZooKeeperBackend {
-    async fn get(&self, key: &str, group: &str) -> Result<Option<ConfigItem>> {
-        config::validate_names(key, group)?;
-        let path = self.paths().config(group, key);
-        current(&self.reader().await?, &path, key, group).await
+    async fn get(&self, key: &ConfigKey) -> Result<Option<ConfigItem>> {
+        let path = self.config_path(key);
+        current(&self.reader().await?, &path, key).await
     }
 
     async fn misplaced(&self, key: &str) -> Result<Option<ConfigItem>> {
         config::validate_key(key)?;
         let path = self.paths().config_flat(key);
         // A group node (`/dubbo/config/dubbo`) holds no text: only a node with data counts.
-        Ok(current(&self.reader().await?, &path, key, "(no group)")
+        let name = format!("(no group)/{key}");
+        Ok(current(&self.reader().await?, &path, &name)
             .await?
             .filter(|item| !item.content.is_empty()))
     }
 
-    async fn follow(&self, key: &str, group: &str) -> Result<ConfigFollow> {
-        config::validate_names(key, group)?;
-        let path = self.paths().config(group, key);
+    async fn follow(&self, key: &ConfigKey) -> Result<ConfigFollow> {
+        let path = self.config_path(key);
         let client = self.reader().await?;
         let mut watcher = client
             .watch(&path, zk::AddWatchMode::Persistent)
             .await
             .map_err(|e| map_error(e, &format!("watch {path}")))?;
-        let first = read(&client, &path, key, group).await?;
+        let first = read(&client, &path, key).await?;
         let mut last = first.as_ref().map(|node| node.version.clone());
         let (states, follow) = ConfigFollow::channel();
         let _ = states.try_send(first.map(|node| node.item).transpose());
-        let (key, group) = (key.to_owned(), group.to_owned());
+        let key = key.clone();
         tokio::spawn(async move {
             loop {
                 let event = tokio::select! {
@@ -149,7 +162,7 @@ impl ConfigCentre for ZooKeeperBackend {
                         None => continue,
                     }
                 } else {
-                    match read(&client, &path, &key, &group).await {
+                    match read(&client, &path, &key).await {
                         Ok(node) => {
                             let now = node.as_ref().map(|node| node.version.clone());
                             if now == last {
@@ -169,19 +182,13 @@ impl ConfigCentre for ZooKeeperBackend {
         Ok(follow)
     }
 
-    async fn put(
-        &self,
-        key: &str,
-        group: &str,
-        content: &str,
-        expected: Option<&ConfigVersion>,
-    ) -> Result<ConfigVersion> {
-        config::validate_names(key, group)?;
-        config::check_content(key, group, content)?;
-        let path = self.paths().config(group, key);
+    async fn put(&self, key: &ConfigKey, write: ConfigWrite<'_>) -> Result<ConfigVersion> {
+        write.check(key)?;
+        let path = self.config_path(key);
         let client = self.reader().await?;
         let what = || format!("write {path}");
-        let written = match expected {
+        let content = write.content();
+        let written = match write.expected() {
             None => {
                 let mode = zk::CreateMode::Persistent;
                 session::create(&client, &path, content.as_bytes(), mode, self.acls()).await
@@ -189,7 +196,7 @@ impl ConfigCentre for ZooKeeperBackend {
             Some(expected) => {
                 let (czxid, version) = parse_version(expected)?;
                 if !same_node(&client, &path, czxid).await? {
-                    return Err(conflict(&client, &path, key, group).await);
+                    return Err(conflict(&client, &path, key).await);
                 }
                 client
                     .set_data(&path, content.as_bytes(), Some(version))
@@ -199,24 +206,23 @@ impl ConfigCentre for ZooKeeperBackend {
         match written {
             Ok(stat) => Ok(node_version(&stat)),
             Err(zk::Error::NodeExists | zk::Error::BadVersion | zk::Error::NoNode) => {
-                Err(conflict(&client, &path, key, group).await)
+                Err(conflict(&client, &path, key).await)
             }
             Err(e) => Err(map_error(e, &what())),
         }
     }
 
-    async fn delete(&self, key: &str, group: &str, expected: &ConfigVersion) -> Result<()> {
-        config::validate_names(key, group)?;
+    async fn delete(&self, key: &ConfigKey, expected: &ConfigVersion) -> Result<()> {
         let (czxid, version) = parse_version(expected)?;
-        let path = self.paths().config(group, key);
+        let path = self.config_path(key);
         let client = self.reader().await?;
         if !same_node(&client, &path, czxid).await? {
-            return Err(conflict(&client, &path, key, group).await);
+            return Err(conflict(&client, &path, key).await);
         }
         match client.delete(&path, Some(version)).await {
             Ok(()) => Ok(()),
             Err(zk::Error::BadVersion | zk::Error::NoNode) => {
-                Err(conflict(&client, &path, key, group).await)
+                Err(conflict(&client, &path, key).await)
             }
             Err(e) => Err(map_error(e, &format!("delete {path}"))),
         }

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::backend::config::ConfigCentre;
 #[cfg(doc)]
 use crate::backend::config::DEFAULT_GROUP;
+use crate::backend::config::{ConfigCentre, ConfigKey};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 
@@ -37,8 +37,15 @@ pub(crate) async fn follow_key<K: Clone, R>(
     states: mpsc::Sender<(K, KeyState<R>)>,
 ) {
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
+    let name = match ConfigKey::new(name, group) {
+        Ok(name) => name,
+        Err(error) => {
+            let _ = states.send((key, refused_for_good(error))).await;
+            return;
+        }
+    };
     loop {
-        match config.follow(&name, group).await {
+        match config.follow(&name).await {
             Ok(mut follow) => loop {
                 let state = match follow.next().await {
                     Ok(Some(item)) => match parse(&item.content) {
@@ -61,8 +68,7 @@ pub(crate) async fn follow_key<K: Clone, R>(
                 // No config centre, or no right to read it: following again cannot help.
                 // The key counts as answered, and the reason shows where rules are shown.
                 tracing::debug!(key = %name, %error, "rule key cannot be read; not followed");
-                let reason = format!("cannot be read: {error}");
-                let _ = states.send((key, KeyState::Refused(reason))).await;
+                let _ = states.send((key, refused_for_good(error))).await;
                 return;
             }
             Err(error) => {
@@ -71,6 +77,11 @@ pub(crate) async fn follow_key<K: Clone, R>(
         }
         tokio::time::sleep(backoff.next_delay()).await;
     }
+}
+
+/// The state of a key that cannot be read for good.
+fn refused_for_good<R>(error: Error) -> KeyState<R> {
+    KeyState::Refused(format!("cannot be read: {error}"))
 }
 
 /// The reason of a refused rule, without the key (the problem names it).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 
-use crate::backend::config::{ConfigCentre, DEFAULT_GROUP};
+use crate::backend::config::{ConfigCentre, ConfigKey, DEFAULT_GROUP};
 use crate::consumer::routing::{Rule, RuleKey, RuleProblem};
 use crate::error::Error;
 
@@ -23,8 +23,8 @@ pub(crate) struct RulesRead {
 /// Reads each of `keys` once, at the same time.
 pub(crate) async fn read_rules(config: &Arc<dyn ConfigCentre>, keys: Vec<RuleKey>) -> RulesRead {
     let reads = join_all(keys.iter().map(|key| {
-        let name = key.key();
-        async move { config.get(&name, DEFAULT_GROUP).await }
+        let name = ConfigKey::new(key.key(), DEFAULT_GROUP);
+        async move { config.get(&name?).await }
     }))
     .await;
     let mut read = RulesRead {

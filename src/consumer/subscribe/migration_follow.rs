@@ -109,6 +109,7 @@ mod tests {
 
     use super::*;
     use crate::Backend;
+    use crate::backend::config::{ConfigKey, ConfigWrite};
     use crate::consumer::migration::MigrationStep;
 
     const KEY: &str = "shop.migration";
@@ -134,13 +135,14 @@ mod tests {
         let put = |text: &'static str| {
             let config = config.clone();
             async move {
-                let current = config.get(KEY, MIGRATION_GROUP).await.unwrap();
+                let current = config
+                    .get(&ConfigKey::new(KEY, MIGRATION_GROUP).unwrap())
+                    .await
+                    .unwrap();
                 config
                     .put(
-                        KEY,
-                        MIGRATION_GROUP,
-                        text,
-                        current.as_ref().map(|c| &c.version),
+                        &ConfigKey::new(KEY, MIGRATION_GROUP).unwrap(),
+                        ConfigWrite::new(text, current.as_ref().map(|c| &c.version)),
                     )
                     .await
                     .unwrap();
@@ -156,14 +158,24 @@ mod tests {
         );
         // The same key in another group is no migration rule.
         config
-            .put(KEY, "dubbo", "step: FORCE_APPLICATION", None)
+            .put(
+                &ConfigKey::new(KEY, "dubbo").unwrap(),
+                ConfigWrite::create("step: FORCE_APPLICATION"),
+            )
             .await
             .unwrap();
         put("step: APPLICATION_FIRST").await;
         assert_eq!(next(&mut rx).await, Some(MigrationStep::ApplicationFirst));
-        let current = config.get(KEY, MIGRATION_GROUP).await.unwrap().unwrap();
+        let current = config
+            .get(&ConfigKey::new(KEY, MIGRATION_GROUP).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
         config
-            .delete(KEY, MIGRATION_GROUP, &current.version)
+            .delete(
+                &ConfigKey::new(KEY, MIGRATION_GROUP).unwrap(),
+                &current.version,
+            )
             .await
             .unwrap();
         assert_eq!(

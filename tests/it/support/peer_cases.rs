@@ -2,6 +2,7 @@
 //! a peer's provider, a peer's consumer calling a Rust provider, and what each side wrote
 //! into the registry (compared with the golden records in `tests/it/data/`).
 
+use introspect::backend::{ConfigKey, ConfigWrite};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -186,16 +187,14 @@ impl PeerRegistry {
             Server::Nacos { .. } => {
                 let config = self.backend.config();
                 let current = config
-                    .get(key, DEFAULT_GROUP)
+                    .get(&ConfigKey::new(key, DEFAULT_GROUP).unwrap())
                     .await
                     .unwrap_or_else(|e| panic!("read the rule {key}: {e}"));
                 // The one writer of its rules: a conflict here is a defect of the test.
                 config
                     .put(
-                        key,
-                        DEFAULT_GROUP,
-                        text,
-                        current.as_ref().map(|item| &item.version),
+                        &ConfigKey::new(key, DEFAULT_GROUP).unwrap(),
+                        ConfigWrite::new(text, current.as_ref().map(|item| &item.version)),
                     )
                     .await
                     .unwrap_or_else(|e| panic!("write the rule {key}: {e}"));
@@ -224,12 +223,12 @@ impl PeerRegistry {
             Server::Nacos { .. } => {
                 let config = self.backend.config();
                 let current = config
-                    .get(key, DEFAULT_GROUP)
+                    .get(&ConfigKey::new(key, DEFAULT_GROUP).unwrap())
                     .await
                     .unwrap_or_else(|e| panic!("read the rule {key}: {e}"));
                 if let Some(item) = current {
                     config
-                        .delete(key, DEFAULT_GROUP, &item.version)
+                        .delete(&ConfigKey::new(key, DEFAULT_GROUP).unwrap(), &item.version)
                         .await
                         .unwrap_or_else(|e| panic!("delete the rule {key}: {e}"));
                 }

@@ -2,15 +2,22 @@
 //! compare-and-set against the version just read, in group `dubbo`.
 
 use introspect::Backend;
+use introspect::backend::{ConfigKey, ConfigWrite};
 
 const GROUP: &str = "dubbo";
 
 /// Writes `text` under `key`, over whatever is there.
 pub async fn put_rule(backend: &Backend, key: &str, text: &str) {
     let config = backend.config();
-    let current = config.get(key, GROUP).await.unwrap();
+    let current = config
+        .get(&ConfigKey::new(key, GROUP).unwrap())
+        .await
+        .unwrap();
     config
-        .put(key, GROUP, text, current.as_ref().map(|c| &c.version))
+        .put(
+            &ConfigKey::new(key, GROUP).unwrap(),
+            ConfigWrite::new(text, current.as_ref().map(|c| &c.version)),
+        )
         .await
         .unwrap();
 }
@@ -19,9 +26,12 @@ pub async fn put_rule(backend: &Backend, key: &str, text: &str) {
 pub async fn delete_rule(backend: &Backend, key: &str) {
     let config = backend.config();
     let current = config
-        .get(key, GROUP)
+        .get(&ConfigKey::new(key, GROUP).unwrap())
         .await
         .unwrap()
         .expect("the rule is there");
-    config.delete(key, GROUP, &current.version).await.unwrap();
+    config
+        .delete(&ConfigKey::new(key, GROUP).unwrap(), &current.version)
+        .await
+        .unwrap();
 }
