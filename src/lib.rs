@@ -89,7 +89,8 @@
 //!                     (revision, revision_v2, revision_java, revision_rule, verification),
 //!                     instances, their metadata map (one string, sorted index) and their
 //!                     record shapes, endpoints, the Authority address
-//!                     type, names and keys, the consumer record and its endpoint digest
+//!                     type, names and keys (a metadata report's ReportKey), the consumer
+//!                     record and its endpoint digest
 //! backend/            the seam: instances (list, follow as reset/changes), registration
 //!                     (one lease-bound Registration<R> for instance and consumer records,
 //!                     RegisterOptions), mapping, reports, consumers (optional records),

@@ -27,7 +27,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::{ConsumerRecord, MetadataInfo, ProviderUrl, ServiceInstance};
+use crate::model::{ConsumerRecord, MetadataInfo, ProviderUrl, ReportKey, ServiceInstance};
 
 /// Runs `call` under `deadline`; a call that takes longer fails with [`Error::Timeout`]
 /// naming `backend` and `what`.
@@ -207,14 +207,8 @@ impl MappingRegistry for Deadline<dyn MappingRegistry> {
 
 #[async_trait]
 impl MetadataReports for Deadline<dyn MetadataReports> {
-    async fn get(
-        &self,
-        app: &str,
-        revision: &str,
-        limits: &Limits,
-    ) -> Result<Option<MetadataInfo>> {
-        self.run("report read", self.inner.get(app, revision, limits))
-            .await
+    async fn get(&self, key: &ReportKey, limits: &Limits) -> Result<Option<MetadataInfo>> {
+        self.run("report read", self.inner.get(key, limits)).await
     }
 
     async fn put_if_absent(&self, info: &MetadataInfo, limits: &Limits) -> Result<bool> {
@@ -226,9 +220,8 @@ impl MetadataReports for Deadline<dyn MetadataReports> {
         self.run("report list", self.inner.revisions(app)).await
     }
 
-    async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
-        self.run("report removal", self.inner.remove(app, revision))
-            .await
+    async fn remove(&self, key: &ReportKey) -> Result<bool> {
+        self.run("report removal", self.inner.remove(key)).await
     }
 }
 

@@ -23,7 +23,7 @@ use crate::backend::MetadataReports;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::{
-    Declared, MetadataInfo, ServiceInstance, StorageType, Verification, verification,
+    Declared, MetadataInfo, ReportKey, ServiceInstance, StorageType, Verification, verification,
 };
 use crate::rpc::MetadataClient;
 use crate::warnings::{Aggregator, aggregated};
@@ -202,7 +202,11 @@ impl MetadataSource {
             .any(|i| i.storage_type() == StorageType::Remote)
         {
             Counters::bump(&counters.report_reads);
-            match self.reports.get(app, revision, &self.limits).await {
+            let read = match ReportKey::new(app, revision) {
+                Ok(key) => self.reports.get(&key, &self.limits).await,
+                Err(e) => Err(e),
+            };
+            match read {
                 Ok(Some(info)) => match verify_answer(&info, app, revision, group_rule, counters) {
                     Ok(()) => return Ok(info),
                     Err(e) => {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::Shared;
 use crate::backend::InstanceRead;
+use crate::model::ReportKey;
 
 impl Shared {
     /// Removes reported revisions that no registered instance has used for `grace`,
@@ -42,7 +43,11 @@ impl Shared {
             for revision in
                 crate::report::unused_revisions(&mut unused_since, &reported, &used, now, grace)
             {
-                match self.backend.reports().remove(&app, &revision).await {
+                let removed = match ReportKey::new(app.as_str(), revision.as_str()) {
+                    Ok(key) => self.backend.reports().remove(&key).await,
+                    Err(e) => Err(e),
+                };
+                match removed {
                     Ok(_) => tracing::info!(%app, %revision, "unused reported revision removed"),
                     Err(e) => tracing::warn!(%app, %revision, error = %e, "report not removed"),
                 }

@@ -19,7 +19,7 @@ use introspect::backend::{
     Backend, ConfigFollow, ConfigItem, InstanceChange, InstanceEvent, InstanceFollow, InstanceRead,
     RegisterOptions,
 };
-use introspect::model::keys;
+use introspect::model::{ReportKey, keys};
 use introspect::{Error, Limits, MetadataInfo, ServiceInfo, ServiceInstance};
 
 /// How long a case waits for an expected event.
@@ -669,37 +669,22 @@ pub mod cases {
         let limits = Limits::default();
         let reports = s.backend.reports();
         let info = MetadataInfo::new("shop", vec![ServiceInfo::new("shop.Orders")]).unwrap();
-        assert!(
-            reports
-                .get("shop", &info.revision, &limits)
-                .await
-                .unwrap()
-                .is_none()
-        );
+        let key = ReportKey::new("shop", info.revision.as_str()).unwrap();
+        assert!(reports.get(&key, &limits).await.unwrap().is_none());
         assert!(reports.put_if_absent(&info, &limits).await.unwrap());
         assert!(
             !reports.put_if_absent(&info, &limits).await.unwrap(),
             "never overwritten"
         );
-        let read = reports
-            .get("shop", &info.revision, &limits)
-            .await
-            .unwrap()
-            .unwrap();
+        let read = reports.get(&key, &limits).await.unwrap().unwrap();
         assert_eq!(read, info);
         assert_eq!(
             reports.revisions("shop").await.unwrap(),
             vec![info.revision.clone()]
         );
-        assert!(reports.remove("shop", &info.revision).await.unwrap());
-        assert!(!reports.remove("shop", &info.revision).await.unwrap());
-        assert!(
-            reports
-                .get("shop", &info.revision, &limits)
-                .await
-                .unwrap()
-                .is_none()
-        );
+        assert!(reports.remove(&key).await.unwrap());
+        assert!(!reports.remove(&key).await.unwrap());
+        assert!(reports.get(&key, &limits).await.unwrap().is_none());
     }
 }
 

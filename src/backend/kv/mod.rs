@@ -30,7 +30,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::{MetadataInfo, ServiceInstance};
+use crate::model::{MetadataInfo, ReportKey, ServiceInstance};
 use crate::store::{CasOutcome, Store};
 use layout::Layout;
 use mapping::Mapping;
@@ -174,13 +174,8 @@ impl MappingRegistry for KvBackend {
 
 #[async_trait]
 impl MetadataReports for KvBackend {
-    async fn get(
-        &self,
-        app: &str,
-        revision: &str,
-        limits: &Limits,
-    ) -> Result<Option<MetadataInfo>> {
-        self.report(limits).get(app, revision).await
+    async fn get(&self, key: &ReportKey, limits: &Limits) -> Result<Option<MetadataInfo>> {
+        self.report(limits).get(key).await
     }
 
     async fn put_if_absent(&self, info: &MetadataInfo, limits: &Limits) -> Result<bool> {
@@ -191,7 +186,7 @@ impl MetadataReports for KvBackend {
         self.report(&Limits::default()).revisions(app).await
     }
 
-    async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
-        self.report(&Limits::default()).remove(app, revision).await
+    async fn remove(&self, key: &ReportKey) -> Result<bool> {
+        self.report(&Limits::default()).remove(key).await
     }
 }

@@ -11,7 +11,7 @@ use crate::backend::reports::read_report;
 use crate::error::Result;
 use crate::layout::Layout;
 use crate::limits::Limits;
-use crate::model::{MetadataInfo, names};
+use crate::model::{MetadataInfo, ReportKey, names};
 use crate::store::{CasOutcome, Store};
 
 /// Publishes and reads metadata reports.
@@ -43,18 +43,14 @@ impl MetadataReport {
         ))
     }
 
-    /// The reported metadata of `app` at `revision`, if any. A report whose content does not
-    /// belong to the key it is stored under is an error.
-    pub async fn get(&self, app: &str, revision: &str) -> Result<Option<MetadataInfo>> {
-        names::validate_report_key(app, revision)?;
-        let Some(kv) = self
-            .store
-            .get(&self.layout.report_key(app, revision))
-            .await?
-        else {
+    /// The reported metadata under `key`, if any. A report whose content does not belong to
+    /// the key it is stored under is an error.
+    pub async fn get(&self, key: &ReportKey) -> Result<Option<MetadataInfo>> {
+        let path = self.layout.report_key(key.app(), key.revision());
+        let Some(kv) = self.store.get(&path).await? else {
             return Ok(None);
         };
-        read_report(app, revision, &kv.value, &self.limits).map(Some)
+        read_report(key, &kv.value, &self.limits).map(Some)
     }
 
     /// The revisions reported for `app`.
@@ -69,12 +65,10 @@ impl MetadataReport {
             .collect())
     }
 
-    /// Removes the report of `app` at `revision`; returns whether it existed.
-    pub async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
-        names::validate_report_key(app, revision)?;
-        self.store
-            .delete(&self.layout.report_key(app, revision))
-            .await
+    /// Removes the report under `key`; returns whether it existed.
+    pub async fn remove(&self, key: &ReportKey) -> Result<bool> {
+        let path = self.layout.report_key(key.app(), key.revision());
+        self.store.delete(&path).await
     }
 }
 

@@ -79,7 +79,9 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::{ConsumerRecord, MetadataInfo, ServiceInstance, names as model_names};
+use crate::model::{
+    ConsumerRecord, MetadataInfo, ReportKey, ServiceInstance, names as model_names,
+};
 use client::{Connector, Reader, map_error};
 use registration::NacosRegistration;
 
@@ -228,13 +230,8 @@ impl MappingRegistry for NacosBackend {
 
 #[async_trait]
 impl MetadataReports for NacosBackend {
-    async fn get(
-        &self,
-        app: &str,
-        revision: &str,
-        limits: &Limits,
-    ) -> Result<Option<MetadataInfo>> {
-        reports::get(self.config().await?, app, revision, limits).await
+    async fn get(&self, key: &ReportKey, limits: &Limits) -> Result<Option<MetadataInfo>> {
+        reports::get(self.config().await?, key, limits).await
     }
 
     async fn put_if_absent(&self, info: &MetadataInfo, limits: &Limits) -> Result<bool> {
@@ -260,11 +257,10 @@ impl MetadataReports for NacosBackend {
             .unwrap_or_default())
     }
 
-    async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
-        model_names::validate_report_key(app, revision)?;
+    async fn remove(&self, key: &ReportKey) -> Result<bool> {
         let config = self.config().await?;
-        let data_id = names::config_key(app);
-        let group = names::config_key(revision);
+        let data_id = names::config_key(key.app());
+        let group = names::config_key(key.revision());
         let existed = mapping::ConfigStore::get(config, &data_id, &group)
             .await?
             .is_some();
@@ -279,9 +275,9 @@ impl MetadataReports for NacosBackend {
             .reported
             .lock()
             .expect("reported lock")
-            .get_mut(app)
+            .get_mut(key.app())
         {
-            revisions.remove(revision);
+            revisions.remove(key.revision());
         }
         Ok(existed)
     }

@@ -13,16 +13,15 @@ use super::names;
 use crate::backend::reports::read_report;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::model::{MetadataInfo, names as model_names};
+use crate::model::{MetadataInfo, ReportKey};
 
-/// The report of `app` at `revision`: Dubbo Java's config first, then dubbo-go's older one.
+/// The report under `key`: Dubbo Java's config first, then dubbo-go's older one.
 pub(super) async fn get(
     store: &dyn ConfigStore,
-    app: &str,
-    revision: &str,
+    key: &ReportKey,
     limits: &Limits,
 ) -> Result<Option<MetadataInfo>> {
-    model_names::validate_report_key(app, revision)?;
+    let (app, revision) = (key.app(), key.revision());
     let java = store
         .get(&names::config_key(app), &names::config_key(revision))
         .await?;
@@ -39,7 +38,7 @@ pub(super) async fn get(
             None => return Ok(None),
         },
     };
-    read_report(app, revision, content.as_bytes(), limits).map(Some)
+    read_report(key, content.as_bytes(), limits).map(Some)
 }
 
 /// Creates the report of `info` unless it exists; returns whether it wrote.

@@ -64,7 +64,7 @@ use super::{
 };
 use crate::error::Result;
 use crate::limits::Limits;
-use crate::model::{ConsumerRecord, MetadataInfo, ServiceInstance, names};
+use crate::model::{ConsumerRecord, MetadataInfo, ReportKey, ServiceInstance, names};
 use registration::ZkRegistration;
 use session::{Reader, Sessions};
 
@@ -201,13 +201,8 @@ impl MappingRegistry for ZooKeeperBackend {
 
 #[async_trait]
 impl MetadataReports for ZooKeeperBackend {
-    async fn get(
-        &self,
-        app: &str,
-        revision: &str,
-        limits: &Limits,
-    ) -> Result<Option<MetadataInfo>> {
-        reports::get(&self.reader().await?, self.paths(), app, revision, limits).await
+    async fn get(&self, key: &ReportKey, limits: &Limits) -> Result<Option<MetadataInfo>> {
+        reports::get(&self.reader().await?, self.paths(), key, limits).await
     }
 
     async fn put_if_absent(&self, info: &MetadataInfo, limits: &Limits) -> Result<bool> {
@@ -219,8 +214,8 @@ impl MetadataReports for ZooKeeperBackend {
         reports::revisions(&self.reader().await?, self.paths(), app).await
     }
 
-    async fn remove(&self, app: &str, revision: &str) -> Result<bool> {
-        reports::remove(&self.reader().await?, self.paths(), app, revision).await
+    async fn remove(&self, key: &ReportKey) -> Result<bool> {
+        reports::remove(&self.reader().await?, self.paths(), key).await
     }
 }
 

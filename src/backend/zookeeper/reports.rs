@@ -10,17 +10,16 @@ use super::session::{self, map_error};
 use crate::backend::reports::read_report;
 use crate::error::Result;
 use crate::limits::Limits;
-use crate::model::{MetadataInfo, names};
+use crate::model::{MetadataInfo, ReportKey, names};
 
-/// The report of `app` at `revision`: Dubbo Java's node first, then dubbo-go's.
+/// The report under `key`: Dubbo Java's node first, then dubbo-go's.
 pub(super) async fn get(
     client: &zk::Client,
     paths: &Paths,
-    app: &str,
-    revision: &str,
+    key: &ReportKey,
     limits: &Limits,
 ) -> Result<Option<MetadataInfo>> {
-    names::validate_report_key(app, revision)?;
+    let (app, revision) = (key.app(), key.revision());
     let java = client.get_data(&paths.report(app, revision));
     let go = client.get_data(&paths.go_report(app, revision));
     let data = match java.await {
@@ -42,7 +41,7 @@ pub(super) async fn get(
             ));
         }
     };
-    read_report(app, revision, &data, limits).map(Some)
+    read_report(key, &data, limits).map(Some)
 }
 
 /// Creates the report of `info` unless it exists; returns whether it wrote.
@@ -82,14 +81,8 @@ pub(super) async fn revisions(
 }
 
 /// Deletes the report of `app` at `revision`; returns whether it existed.
-pub(super) async fn remove(
-    client: &zk::Client,
-    paths: &Paths,
-    app: &str,
-    revision: &str,
-) -> Result<bool> {
-    names::validate_report_key(app, revision)?;
-    let path = paths.report(app, revision);
+pub(super) async fn remove(client: &zk::Client, paths: &Paths, key: &ReportKey) -> Result<bool> {
+    let path = paths.report(key.app(), key.revision());
     match client.delete(&path, None).await {
         Ok(()) => Ok(true),
         Err(zk::Error::NoNode) => Ok(false),
