@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use introspect::registry::Registry;
+use introspect::backend::kv::registry::Registry;
 use introspect::{
     Layout, Limits, MemoryStore, Provider, Resolver, ServiceInfo, ServiceInstance, Store,
     Subscription,

@@ -20,8 +20,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use introspect::backend::kv::registry::Registry;
 use introspect::consumer::Resolver;
-use introspect::registry::Registry;
 use introspect::{Limits, MemoryStore, ServiceInfo, ServiceInstance, Store, Subscription};
 
 use common::{APP, INTERFACES, service_params, start_metadata_server, synthetic};

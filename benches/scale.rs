@@ -105,10 +105,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
+use introspect::backend::kv::mapping::Mapping;
+use introspect::backend::kv::registry::{InstanceChange, Instances, Registry};
 use introspect::backend::{Backend, InstanceRead};
 use introspect::consumer::{CoalesceOptions, ProtectionOptions, Resolver};
-use introspect::mapping::Mapping;
-use introspect::registry::{InstanceChange, Instances, Registry};
 use introspect::rpc::MetadataClient;
 use introspect::store::{Store, Watch};
 use introspect::{

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use introspect::mapping::{join_apps, parse_apps};
+use introspect::backend::mapping::{join_apps, parse_apps};
 use introspect::model::names::validate_app;
 use introspect::rpc::{from_wire, pb, to_wire};
 use introspect::{Limits, MetadataInfo, ServiceInfo, ServiceInstance};

@@ -216,8 +216,6 @@ pub mod provider;
 pub mod rpc;
 pub mod store;
 
-pub use backend::kv::{layout, mapping, registry, report};
-
 mod backoff;
 mod config_item;
 mod drop_later;
@@ -226,11 +224,11 @@ mod tls;
 mod warnings;
 
 pub use backend::Backend;
+pub use backend::kv::layout::Layout;
 pub use consumer::{
     MigrationStep, Resolver, ResolverStats, SubscribeOptions, Subscription, SubscriptionHandle,
 };
 pub use error::{Error, Result};
-pub use layout::Layout;
 pub use limits::Limits;
 pub use model::{Endpoint, MetadataInfo, ServiceInfo, ServiceInstance};
 pub use provider::{Provider, shutdown_signal};

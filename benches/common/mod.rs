@@ -142,10 +142,14 @@ pub async fn start_metadata_server_on(
     }
     let provider = builder.start().await.expect("metadata server starts");
     let me = provider.instance().await;
-    introspect::registry::Registry::new(store.clone(), Default::default(), Default::default())
-        .deregister(APP, &me.host, me.port)
-        .await
-        .expect("own record removed");
+    introspect::backend::kv::registry::Registry::new(
+        store.clone(),
+        Default::default(),
+        Default::default(),
+    )
+    .deregister(APP, &me.host, me.port)
+    .await
+    .expect("own record removed");
     provider
 }
 

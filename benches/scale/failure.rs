@@ -13,11 +13,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use introspect::backend::kv::registry::Registry;
+use introspect::backend::kv::report::MetadataReport;
 use introspect::consumer::{ChannelOptions, HealthOptions, ProtectionOptions};
 use introspect::model::keys;
 use introspect::model::revision::REVISION_RULE_SHA256_V1;
-use introspect::registry::Registry;
-use introspect::report::MetadataReport;
 use introspect::{
     Layout, Limits, MemoryStore, MetadataInfo, Resolver, Result, ServiceInfo, ServiceInstance,
     Store, Subscription,
@@ -236,9 +236,13 @@ pub async fn failure(rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Result<()>
     MetadataReport::new(store.clone(), Layout::default(), Limits::default())
         .publish(&info)
         .await?;
-    introspect::mapping::Mapping::new(store.clone(), Layout::default(), Limits::default())
-        .add(INTERFACE, &info.app)
-        .await?;
+    introspect::backend::kv::mapping::Mapping::new(
+        store.clone(),
+        Layout::default(),
+        Limits::default(),
+    )
+    .add(INTERFACE, &info.app)
+    .await?;
     let mut nodes = Vec::new();
     for _ in 0..shape.fleet {
         nodes.push(Node::start(&store, &info, shape.ttl).await?);

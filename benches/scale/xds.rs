@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use introspect::mapping::Mapping;
+use introspect::backend::kv::mapping::Mapping;
 use introspect::{
     Layout, Limits, MemoryStore, Provider, Result, ServiceInfo, Store, Subscription,
 };

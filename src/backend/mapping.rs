@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use super::follow::{Follow, Followed};
 use crate::error::Result;
 use crate::limits::Limits;
+use crate::model::names;
 
 /// A stream of an interface's apps: the current value first, then each new value (empty
 /// when the mapping was deleted). Dropping it stops following.
@@ -22,7 +23,7 @@ impl Followed for BTreeSet<String> {
 }
 
 /// The mapping part of a registry backend. Values are read leniently (see
-/// [`crate::mapping::parse_apps`]): invalid app names and empty segments are dropped, an
+/// [`parse_apps`]): invalid app names and empty segments are dropped, an
 /// oversized value reads as no apps.
 #[async_trait]
 pub trait MappingRegistry: Send + Sync + 'static {
@@ -36,4 +37,59 @@ pub trait MappingRegistry: Send + Sync + 'static {
 
     /// Follows the mapping of `interface`: its current value, then each change.
     async fn follow(&self, interface: &str, limits: &Limits) -> Result<MappingFollow>;
+}
+
+/// Parses a mapping value leniently: empty segments, surrounding spaces and invalid app
+/// names are dropped (with a warning), never failing the read. An oversized value reads as
+/// no apps.
+pub fn parse_apps(value: &[u8], limits: &Limits) -> BTreeSet<String> {
+    if value.len() > limits.max_mapping_bytes {
+        tracing::warn!(
+            size = value.len(),
+            limit = limits.max_mapping_bytes,
+            "mapping value over the limit; ignored"
+        );
+        return BTreeSet::new();
+    }
+    let text = String::from_utf8_lossy(value);
+    let mut apps = BTreeSet::new();
+    for segment in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match names::validate_app(segment) {
+            Ok(()) => {
+                apps.insert(segment.to_owned());
+            }
+            Err(e) => tracing::warn!(error = %e, "invalid app name in mapping value; skipped"),
+        }
+    }
+    apps
+}
+
+/// Joins app names into a mapping value.
+pub fn join_apps(apps: &BTreeSet<String>) -> String {
+    apps.iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_cleans_hostile_values() {
+        let limits = Limits::default();
+        let apps = parse_apps(b"a,,b , ,../x,c\0d,a", &limits);
+        assert_eq!(apps.into_iter().collect::<Vec<_>>(), ["a", "b"]);
+        assert!(parse_apps(b"", &limits).is_empty());
+        assert!(parse_apps(&[0xff, 0xfe, b',', b'z'], &limits).contains("z"));
+        let huge = "a,".repeat(limits.max_mapping_bytes);
+        assert!(parse_apps(huge.as_bytes(), &limits).is_empty());
+    }
+
+    #[test]
+    fn join_is_sorted_and_comma_separated() {
+        let apps: BTreeSet<String> = ["b", "a"].into_iter().map(String::from).collect();
+        assert_eq!(join_apps(&apps), "a,b");
+    }
 }

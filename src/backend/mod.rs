@@ -44,7 +44,7 @@ mod follow;
 mod instances;
 pub mod interfaces;
 pub mod kv;
-mod mapping;
+pub mod mapping;
 #[cfg(feature = "nacos")]
 #[cfg_attr(docsrs, doc(cfg(feature = "nacos")))]
 pub mod nacos;
@@ -73,7 +73,7 @@ pub use mapping::{MappingFollow, MappingRegistry};
 pub use registration::{Record, RegisterOptions, Registration, Writes, check_identity};
 pub use reports::MetadataReports;
 
-use crate::layout::Layout;
+use crate::backend::kv::layout::Layout;
 use crate::store::{DeadlineStore, MemoryStore, Store};
 use kv::KvBackend;
 

@@ -19,7 +19,7 @@ use super::subscribe::{SubscribeOptions, SubscribeParts};
 use super::views::protection::ProtectionOptions;
 use super::views::{ViewParts, Views};
 use crate::backend::Backend;
-use crate::layout::Layout;
+use crate::backend::kv::layout::Layout;
 use crate::limits::Limits;
 use crate::rpc::MetadataClient;
 use crate::warnings::Aggregator;

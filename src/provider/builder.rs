@@ -16,8 +16,8 @@ use super::{
     MetadataServing, Provider, RegisterMode, Settings, Shared, State, address, interfaces,
 };
 use crate::backend::Backend;
+use crate::backend::kv::layout::Layout;
 use crate::error::{Error, Result};
-use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::model::{MetadataInfo, ServiceInfo, ServiceInstance, StorageType, names};
 use crate::rpc::ExportedMetadata;

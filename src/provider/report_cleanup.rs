@@ -40,9 +40,13 @@ impl Shared {
                 .collect();
             used.insert(self.exported.current().revision.clone());
             let now = tokio::time::Instant::now();
-            for revision in
-                crate::report::unused_revisions(&mut unused_since, &reported, &used, now, grace)
-            {
+            for revision in crate::backend::kv::report::unused_revisions(
+                &mut unused_since,
+                &reported,
+                &used,
+                now,
+                grace,
+            ) {
                 let removed = match ReportKey::new(app.as_str(), revision.as_str()) {
                     Ok(key) => self.backend.reports().remove(&key).await,
                     Err(e) => Err(e),

@@ -8,8 +8,8 @@ use std::time::Duration;
 use crate::support::etcd::EtcdServer;
 use crate::support::fleet::start_provider_with;
 use crate::support::wait::eventually;
-use introspect::mapping::Mapping;
-use introspect::registry::Registry;
+use introspect::backend::kv::mapping::Mapping;
+use introspect::backend::kv::registry::Registry;
 use introspect::{Layout, Limits, Provider, Resolver, ServiceInfo, Store, Subscription};
 
 const TTL: Duration = Duration::from_secs(2);

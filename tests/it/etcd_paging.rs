@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::support::etcd::EtcdServer;
-use introspect::registry::{InstanceChange, Registry};
+use introspect::backend::kv::registry::{InstanceChange, Registry};
 use introspect::store::{EtcdStore, Page};
 use introspect::{Error, Layout, Limits, MemoryStore, ServiceInstance, Store};
 

@@ -209,7 +209,7 @@ async fn oversized_mapping_value_reads_as_no_apps() {
     );
     // And a hostile instance whose revision claims are huge is skipped by name validation.
     register_raw(&store, "shop-orders", 9, &"r".repeat(1000), false).await;
-    let list = introspect::registry::Registry::new(
+    let list = introspect::backend::kv::registry::Registry::new(
         store,
         introspect::Layout::default(),
         Limits::default(),

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use futures::future::join_all;
-use introspect::mapping::Mapping;
+use introspect::backend::kv::mapping::Mapping;
 use introspect::{Layout, Limits, MemoryStore, Resolver, Store, Subscription};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

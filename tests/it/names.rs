@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use introspect::mapping::Mapping;
+use introspect::backend::kv::mapping::Mapping;
+use introspect::backend::kv::registry::Registry;
 use introspect::model::ReportKey;
-use introspect::registry::Registry;
 use introspect::{
     Error, Layout, Limits, MemoryStore, Provider, Resolver, ServiceInfo, Store, Subscription,
 };

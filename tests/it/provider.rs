@@ -232,7 +232,7 @@ async fn serve_on_all_interfaces_registers_a_reachable_host() {
         CountingGreeter::new(([127, 0, 0, 1], port).into()),
     ));
     let (stop, serving) = spawn_serve(provider, router, listener);
-    let registry = introspect::registry::Registry::new(
+    let registry = introspect::backend::kv::registry::Registry::new(
         store.clone(),
         introspect::Layout::default(),
         Limits::default(),

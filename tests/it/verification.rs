@@ -170,7 +170,7 @@ async fn unused_reported_revisions_are_removed_after_the_grace_period() {
         .await
         .unwrap();
     let new = a.revision();
-    let report = introspect::report::MetadataReport::new(
+    let report = introspect::backend::kv::report::MetadataReport::new(
         store.clone(),
         introspect::Layout::default(),
         introspect::Limits::default(),

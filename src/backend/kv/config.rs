@@ -170,7 +170,7 @@ mod tests {
 
     use crate::backend::Backend;
     use crate::backend::config::{ConfigKey, ConfigWrite, DEFAULT_GROUP};
-    use crate::layout::Layout;
+    use crate::backend::kv::layout::Layout;
     use crate::store::{MemoryStore, Store};
 
     #[tokio::test]

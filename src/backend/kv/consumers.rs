@@ -6,9 +6,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::backend::consumers::{ConsumerList, ConsumerRegistry, MAX_CONSUMER_RECORDS};
+use crate::backend::kv::layout::Layout;
 use crate::backend::registration::{RegisterOptions, Registration};
 use crate::error::{Error, Result};
-use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::model::ConsumerRecord;
 use crate::store::KeyValue;

@@ -4,10 +4,10 @@
 
 use super::KvBackend;
 use crate::backend::follow::forward;
+use crate::backend::kv::mapping::Mapping;
 use crate::backend::{EarlyInstances, InstanceEvent, InstanceFollow, MappingFollow};
 use crate::error::Result;
 use crate::limits::Limits;
-use crate::mapping::Mapping;
 
 /// Lists `app` (with the epoch), then forwards its watch. The epoch is read, and the watch
 /// started, as soon as the list's revision is known, while the rest of the list is read.

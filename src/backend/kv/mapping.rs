@@ -7,9 +7,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::backend::kv::layout::Layout;
+use crate::backend::mapping::{join_apps, parse_apps};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
-use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::model::names;
 use crate::store::{CasOutcome, Store, Watch, WatchEvent};
@@ -131,60 +132,5 @@ impl MappingWatch {
                 });
             }
         }
-    }
-}
-
-/// Parses a mapping value leniently: empty segments, surrounding spaces and invalid app
-/// names are dropped (with a warning), never failing the read. An oversized value reads as
-/// no apps.
-pub fn parse_apps(value: &[u8], limits: &Limits) -> BTreeSet<String> {
-    if value.len() > limits.max_mapping_bytes {
-        tracing::warn!(
-            size = value.len(),
-            limit = limits.max_mapping_bytes,
-            "mapping value over the limit; ignored"
-        );
-        return BTreeSet::new();
-    }
-    let text = String::from_utf8_lossy(value);
-    let mut apps = BTreeSet::new();
-    for segment in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        match names::validate_app(segment) {
-            Ok(()) => {
-                apps.insert(segment.to_owned());
-            }
-            Err(e) => tracing::warn!(error = %e, "invalid app name in mapping value; skipped"),
-        }
-    }
-    apps
-}
-
-/// Joins app names into a mapping value.
-pub fn join_apps(apps: &BTreeSet<String>) -> String {
-    apps.iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parse_cleans_hostile_values() {
-        let limits = Limits::default();
-        let apps = parse_apps(b"a,,b , ,../x,c\0d,a", &limits);
-        assert_eq!(apps.into_iter().collect::<Vec<_>>(), ["a", "b"]);
-        assert!(parse_apps(b"", &limits).is_empty());
-        assert!(parse_apps(&[0xff, 0xfe, b',', b'z'], &limits).contains("z"));
-        let huge = "a,".repeat(limits.max_mapping_bytes);
-        assert!(parse_apps(huge.as_bytes(), &limits).is_empty());
-    }
-
-    #[test]
-    fn join_is_sorted_and_comma_separated() {
-        let apps: BTreeSet<String> = ["b", "a"].into_iter().map(String::from).collect();
-        assert_eq!(join_apps(&apps), "a,b");
     }
 }

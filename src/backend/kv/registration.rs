@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::backend::kv::layout::Layout;
 use crate::backend::registration::{Record, RegisterOptions, Registration, check_identity};
 use crate::error::{Error, Result};
-use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::model::{ConsumerRecord, ServiceInstance};
 use crate::store::{LeaseId, Store};

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use super::registration::KvRecord;
+use crate::backend::kv::layout::Layout;
 use crate::error::{Error, Result};
-use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::model::{ServiceInstance, names};
 use crate::store::{KeyValue, LeaseId, Page, Store, Watch, WatchEvent};

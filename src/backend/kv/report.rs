@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backend::kv::layout::Layout;
 use crate::backend::reports::read_report;
 use crate::error::Result;
-use crate::layout::Layout;
 use crate::limits::Limits;
 use crate::model::{MetadataInfo, ReportKey, names};
 use crate::store::{CasOutcome, Store};

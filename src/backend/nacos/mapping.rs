@@ -20,10 +20,10 @@ use nacos_sdk::api::error::Error as SdkError;
 
 use super::client::map_error;
 use super::names;
+use crate::backend::mapping::{join_apps, parse_apps};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::mapping::{join_apps, parse_apps};
 
 /// Compare-and-set rounds before [`add`] gives up.
 const MAX_ATTEMPTS: u32 = 32;

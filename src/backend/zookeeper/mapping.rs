@@ -9,10 +9,10 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 use super::session::{self, map_error};
+use crate::backend::mapping::{join_apps, parse_apps};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::mapping::{join_apps, parse_apps};
 
 /// Compare-and-set rounds before [`add`] gives up.
 const MAX_ATTEMPTS: u32 = 32;

@@ -169,8 +169,8 @@ async fn sleep_until(at: Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::kv::layout::Layout;
     use crate::consumer::subscription::Subscription;
-    use crate::layout::Layout;
     use crate::store::{MemoryStore, Store};
 
     const INTERVAL: Duration = Duration::from_secs(10);

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use introspect::mapping::Mapping;
+use introspect::backend::kv::mapping::Mapping;
+use introspect::backend::kv::registry::Registry;
+use introspect::backend::kv::report::MetadataReport;
 use introspect::model::{MetadataInfo, keys, revision::REVISION_RULE_SHA256_V1};
-use introspect::registry::Registry;
-use introspect::report::MetadataReport;
 use introspect::store::LeaseId;
 use introspect::{Layout, Limits, ServiceInfo, ServiceInstance, Store};
 
