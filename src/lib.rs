@@ -81,8 +81,12 @@
 //! # Layout
 //!
 //! The one map of the source tree; each module's own docs say what it does. Data flows
-//! one way through the consumer: views → subscribe → balance, with health beside them as
-//! a leaf (`scripts/check-cycles.py` checks that no module imports another in a cycle).
+//! one way through the consumer, in three stages: **discovery** (views → subscribe: what
+//! the registries say, never filtered by health) → **routing** (`consumer/routing`: rules
+//! per call input, pure) → **health** (`consumer/health`: endpoints set aside and probed;
+//! the fallback when all are, `health/fallback.rs`), which the balancer (`balance`)
+//! applies per call after routing. Health is a leaf the balancer and the views of it read
+//! (`scripts/check-cycles.py` checks that no module imports another in a cycle).
 //!
 //! ```text
 //! model/              pure data: service info and match key, metadata info, revision rules
@@ -148,7 +152,8 @@
 //!   subscribe/        one task per subscription: task (the select loop), apps, fetches,
 //!                     assemble (pure), publish, coalesce (pure), snapshot (the file),
 //!                     restore, handle, options
-//!   health/           a leaf: options, tracker (pure), registry, prober
+//!   health/           a leaf: fallback (the one rule, pure), options, tracker (pure),
+//!                     registry, prober
 //!   balance/          the data plane: discover, feeder, admission (identity: checked
 //!                     before joining, refused ones rechecked), balancer (routing per call
 //!                     input, health, the weighted pick), passive (passive health), deadline,

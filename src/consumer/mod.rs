@@ -32,11 +32,13 @@
 //! * **Consumer-side health** ([`HealthOptions`]): the balanced channel records every
 //!   call's outcome (passive health); applications may report outcomes too. After
 //!   [`HealthOptions::failure_threshold`] consecutive failures (a refused connection at
-//!   once) an address is set aside (left out of channels and of `current()`) and probed,
-//!   with at most [`HealthOptions::probe_concurrency`] probes at once for the resolver,
-//!   until it answers. One that left and registers again is probed at once. If every
-//!   endpoint of a channel is set aside, it routes to all (panic mode, logged and counted
-//!   as `panic_routes`).
+//!   once) an address is set aside (left out of the calls of balanced channels) and
+//!   probed, with at most [`HealthOptions::probe_concurrency`] probes at once for the
+//!   resolver, until it answers. One that left and registers again is probed at once. If
+//!   every endpoint a call may go to is set aside, it goes to all of them (panic mode,
+//!   logged and counted as `panic_routes`); [`route_around`] is that rule, written once.
+//!   Health is its own view: [`SubscriptionHandle::current`] is what discovery found,
+//!   [`SubscriptionHandle::healthy`] the same set as health leaves it.
 //! * **Identity** (with the `tls` feature, [`ResolverBuilder::identity`]): every
 //!   MetadataService call and every balanced channel's connection checks that the server's
 //!   certificate names the app it was resolved for. A refused endpoint is removed, not set
@@ -77,7 +79,7 @@ pub use builder::ResolverBuilder;
 pub use channel::ChannelHandle;
 pub use explain::{AppFindings, Explanation, InterfaceFindings};
 pub use follow::AppFollow;
-pub use health::{HealthOptions, Probe};
+pub use health::{HealthOptions, Probe, route_around};
 pub use migration::MigrationStep;
 pub use resolver::Resolver;
 pub use route_report::{ProviderRoute, RouteProblem, RouteQuery, RouteReport};

@@ -214,7 +214,7 @@ async fn calls_spread_survive_a_graceful_stop_and_reach_a_newcomer() {
 }
 
 #[tokio::test]
-async fn set_aside_endpoints_leave_the_balancer() {
+async fn set_aside_endpoints_take_no_call_and_come_back() {
     let store = store();
     let a = start_greeter(&store, APP, Duration::from_millis(50)).await;
     let b = start_greeter(&store, APP, Duration::from_millis(50)).await;
@@ -225,27 +225,40 @@ async fn set_aside_endpoints_leave_the_balancer() {
                 .probe_interval(Duration::from_secs(60)),
         )
     };
-    let (_resolver, subscription, _channel, mut handle) = balanced(&store, options, 2).await;
+    let (_resolver, subscription, channel, handle) = balanced(&store, options, 2).await;
     let bad = subscription
         .current()
         .iter()
         .find(|e| e.port == a.address.port())
         .cloned()
         .expect("an endpoint of the first provider");
+    let mut client = GreeterClient::new(channel.clone());
+    let mut call_times = async |n: usize| {
+        for _ in 0..n {
+            client
+                .say_hello(HelloRequest { name: "x".into() })
+                .await
+                .expect("a call through the channel");
+        }
+    };
     subscription.report_failure(&bad);
     subscription.report_failure(&bad);
-    let left = tokio::time::timeout(Duration::from_secs(5), handle.changed())
-        .await
-        .expect("the set-aside endpoint leaves")
-        .unwrap();
-    assert_eq!(*left, [authority(b.address)].into_iter().collect());
+    assert!(subscription.is_set_aside(&bad));
+    // Discovery still lists it; health leaves it out, and so does every call.
+    assert_eq!(subscription.current().len(), 2);
+    assert_eq!(handle.addresses().len(), 2);
+    let healthy: Vec<u16> = subscription.healthy().iter().map(|e| e.port).collect();
+    assert_eq!(healthy, [b.address.port()]);
+    let (a_before, b_before) = (a.calls(), b.calls());
+    call_times(20).await;
+    assert_eq!(a.calls(), a_before, "no call to the set-aside endpoint");
+    assert_eq!(b.calls(), b_before + 20);
 
     subscription.report_success(&bad);
-    let back = tokio::time::timeout(Duration::from_secs(5), handle.changed())
-        .await
-        .expect("it comes back after a success")
-        .unwrap();
-    assert_eq!(back.len(), 2);
+    assert!(!subscription.is_set_aside(&bad));
+    assert_eq!(subscription.healthy().len(), 2);
+    call_times(40).await;
+    assert!(a.calls() > a_before, "it takes calls again after a success");
     a.shutdown().await;
     b.shutdown().await;
 }

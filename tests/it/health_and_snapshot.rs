@@ -88,10 +88,10 @@ async fn reports_applied(resolver: &Resolver, n: u64) {
     .await;
 }
 
-/// Waits until the subscription's set has these ports.
+/// Waits until the subscription's healthy view has these ports.
 async fn set_is(handle: &introspect::SubscriptionHandle, expected: &[u16], what: &str) {
     eventually(LIMIT, what, || async {
-        ports(&handle.current()) == expected
+        ports(&handle.healthy()) == expected
     })
     .await;
 }
@@ -116,13 +116,19 @@ async fn a_failing_endpoint_is_set_aside_and_probed_until_it_answers() {
     handle.report_failure(&bad);
     set_is(&handle, &[1000], "the failing endpoint set aside").await;
     assert_eq!(resolver.stats().await.set_aside, 1);
+    assert!(handle.is_set_aside(&bad));
+    assert_eq!(
+        ports(&handle.current()),
+        [1000, 1001],
+        "discovery still lists it: health is a view beside the set"
+    );
 
     // Probes keep failing while it does not answer: it stays aside.
     eventually(LIMIT, "three failed probes", || async {
         probe.calls() >= 3
     })
     .await;
-    assert_eq!(ports(&handle.current()), [1000]);
+    assert_eq!(ports(&handle.healthy()), [1000]);
     assert!(resolver.stats().await.probes >= 3);
 
     // It answers again: the next probe brings it back.
@@ -139,7 +145,8 @@ async fn a_failing_endpoint_is_set_aside_and_probed_until_it_answers() {
         resolver.stats().await.set_aside == 3
     })
     .await;
-    assert_eq!(ports(&handle.current()), [1000, 1001]);
+    assert!(handle.current().iter().all(|e| handle.is_set_aside(e)));
+    assert_eq!(ports(&handle.healthy()), [1000, 1001]);
 }
 
 #[tokio::test(start_paused = true)]

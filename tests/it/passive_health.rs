@@ -65,12 +65,12 @@ async fn a_killed_endpoint_costs_at_most_two_calls_and_rejoins_when_it_answers()
         "{failed_after_kill} calls failed on the killed endpoint"
     );
     assert_eq!(caller.failed(), failed_after_kill, "no failure once aside");
-    assert!(!handle.current().iter().any(|e| e.port == port));
+    assert!(!handle.healthy().iter().any(|e| e.port == port));
 
     // It comes back on the same port: a probe finds it and it rejoins.
     let _back = Killable::serve(port).await;
     eventually(Duration::from_secs(15), "the endpoint back", || async {
-        handle.current().iter().any(|e| e.port == port)
+        handle.healthy().iter().any(|e| e.port == port)
     })
     .await;
     let (ok, failed, errors) = caller.finish().await;

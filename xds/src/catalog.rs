@@ -90,10 +90,19 @@ impl Catalog {
         };
         mark_seen(&seen, &handle.current());
         let mut watching = handle.clone();
+        let mut health = handle.health_watch();
         let generation = self.generation.clone();
+        // A client is told again when the set changes and when health sets an endpoint
+        // aside or brings one back.
         let forwarder = tokio::spawn(async move {
-            while let Ok(endpoints) = watching.changed().await {
-                mark_seen(&seen, &endpoints);
+            loop {
+                tokio::select! {
+                    changed = watching.changed() => match changed {
+                        Ok(endpoints) => mark_seen(&seen, &endpoints),
+                        Err(_) => return,
+                    },
+                    Ok(()) = health.changed() => {}
+                }
                 generation.send_modify(|g| *g = g.wrapping_add(1));
             }
         });
@@ -106,9 +115,9 @@ impl Catalog {
         Some(handle)
     }
 
-    /// The gRPC-callable endpoints of `service` if it exists (a callable endpoint was seen
-    /// since it is followed), else `None`: an unknown or never-callable service does not
-    /// exist.
+    /// The gRPC-callable endpoints of `service` as health leaves them (see
+    /// [`SubscriptionHandle::healthy`]) if it exists (a callable endpoint was seen since it
+    /// is followed), else `None`: an unknown or never-callable service does not exist.
     pub(crate) fn view(&self, service: &str) -> Option<Vec<Endpoint>> {
         let entry = self
             .entries
@@ -117,12 +126,7 @@ impl Catalog {
             .get(service)
             .cloned()?;
         let handle = entry.handle.get()?.as_ref()?;
-        let endpoints: Vec<Endpoint> = handle
-            .current()
-            .iter()
-            .filter(|e| grpc_callable(e))
-            .cloned()
-            .collect();
+        let endpoints: Vec<Endpoint> = handle.healthy().into_iter().filter(grpc_callable).collect();
         if !endpoints.is_empty() {
             entry.seen.store(true, Ordering::Relaxed);
         }

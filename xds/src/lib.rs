@@ -18,8 +18,9 @@
 //! The endpoints come from the library's own [`introspect::Resolver`] subscriptions, one per
 //! service, created when a client first asks for it: they share the resolver's per-app
 //! views and protections, so the registry as the resolver sees it and the xDS state cannot
-//! disagree. What self-preservation holds stays; what the consumer-side health checks set
-//! aside is left out. A name that is no known gRPC service "does not exist": it is left out
+//! disagree. What the consumer-side health checks set aside (an endpoint failing, or an
+//! instance self-preservation holds that has not answered a probe yet) is left out, unless
+//! that would leave none, as a balanced channel does. A name that is no known gRPC service "does not exist": it is left out
 //! of every response (for LDS and CDS the protocol's way of saying so). The server is
 //! read-only and takes TLS, with optional client certificates (feature `tls`, on by
 //! default). Incremental (delta) xDS is not served.

@@ -179,9 +179,8 @@ pub fn cluster(service: &str) -> Cluster {
 }
 
 /// The ClusterLoadAssignment of `service`: one locality of weight 1 holding one endpoint
-/// per distinct address among the gRPC-callable `endpoints`, each healthy (the
-/// subscription's view already set aside what its health checks failed, and still holds
-/// what self-preservation holds), routed and weighted as an Introspect or Dubbo Java
+/// per distinct address among the gRPC-callable `endpoints`, each healthy (the catalog
+/// gives the subscription's healthy view: what health sets aside is left out), routed and weighted as an Introspect or Dubbo Java
 /// consumer routes an untagged call: no disabled or tagged provider, each weighed with
 /// warm-up, none of weight 0 while another weighs more.
 pub fn load_assignment(service: &str, endpoints: &[Endpoint]) -> ClusterLoadAssignment {

@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, watch};
 use tower::{BoxError, Service, ServiceExt as _};
 
 use super::{BoxedFuture, Marked, Request};
-use crate::consumer::health::{EndpointKey, HealthRegistry};
+use crate::consumer::health::{EndpointKey, HealthRegistry, route_around};
 use crate::consumer::routing::{
     CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleSet,
     effective_weight, pick, route,
@@ -358,14 +358,9 @@ impl Service<Request> for Balancer {
         }
         self.refresh_health();
         let routed = &routing.choices[self.choose(&routing)].indices;
-        self.candidates.clear();
-        self.candidates.extend(
-            routed
-                .iter()
-                .copied()
-                .filter(|&i| !self.aside.get(i).copied().unwrap_or(false)),
-        );
-        if self.candidates.is_empty() {
+        let aside = &self.aside;
+        let is_aside = |i: usize| aside.get(i).copied().unwrap_or(false);
+        if route_around(routed, is_aside, &mut self.candidates) {
             if !self.panic {
                 self.panic = true;
                 Counters::bump(&self.counters.panic_routes);
@@ -374,7 +369,6 @@ impl Service<Request> for Balancer {
                      (panic mode)"
                 );
             }
-            self.candidates.extend(routed.iter().copied());
         } else if self.panic {
             self.panic = false;
             tracing::info!("an endpoint is healthy again: the channel leaves panic mode");

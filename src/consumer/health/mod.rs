@@ -14,17 +14,20 @@
 //! A leaf: it knows addresses ([`Authority`](crate::model::Authority)), counters and the
 //! clock, nothing of subscriptions, views or channels.
 //!
+//! * `fallback`: the one rule for a set whose endpoints are all set aside ([`route_around`]);
 //! * `options`: [`HealthOptions`] and the [`Probe`];
 //! * `tracker`: the state per address (pure);
 //! * `registry`: the resolver's one tracker behind a lock, with a generation counter for
 //!   those who follow it;
 //! * `prober`: the probe driver.
 
+mod fallback;
 mod options;
 mod prober;
 mod registry;
 mod tracker;
 
+pub use fallback::route_around;
 pub use options::{HealthOptions, Probe};
 pub(crate) use registry::{EndpointKey, HealthRegistry};
 pub(crate) use tracker::Outcome;

@@ -71,12 +71,6 @@ impl HealthRegistry {
             .is_endpoint_aside(&endpoint.address, &endpoint.instance)
     }
 
-    /// Whether `address` is set aside for failed calls: it leaves subscriptions' sets too
-    /// (a held one stays listed there while self-preservation holds it).
-    pub fn is_failing(&self, address: &Authority) -> bool {
-        self.lock().tracker.is_failing(address)
-    }
-
     /// How many addresses are set aside.
     pub fn set_aside_count(&self) -> usize {
         self.lock().tracker.set_aside_count()

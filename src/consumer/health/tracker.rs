@@ -216,13 +216,6 @@ impl HealthTracker {
                 .is_some_and(|s| s.set_aside && s.suspect)
     }
 
-    /// Whether `address` is set aside for failed calls (not merely suspect).
-    pub fn is_failing(&self, address: &Authority) -> bool {
-        self.by_address
-            .get(address)
-            .is_some_and(|s| s.set_aside && !s.suspect)
-    }
-
     /// How many addresses are set aside.
     pub fn set_aside_count(&self) -> usize {
         self.by_address.values().filter(|s| s.set_aside).count()
@@ -310,7 +303,7 @@ mod tests {
             h.is_endpoint_aside(&service, &instance),
             "the service port too"
         );
-        assert!(!h.is_failing(&service), "suspect, not failing");
+        assert!(!h.is_set_aside(&service), "its own address is not failing");
         assert!(!h.suspect(&instance, now), "already aside");
         assert_eq!(h.due_probes(now), vec![instance.clone()]);
         assert!(!h.probed(&instance, false, now));

@@ -22,7 +22,7 @@ use crate::consumer::endpoints::RevisionEndpoints;
 use crate::consumer::hosts::HostNames;
 use crate::consumer::subscription::Subscription;
 use crate::consumer::views::Routable;
-use crate::model::{Authority, EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance};
+use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance};
 
 /// What the last pass built for one instance of its set.
 struct Built {
@@ -90,16 +90,14 @@ pub(super) struct Assembly {
 
 impl Assembly {
     /// The endpoint set: each routed instance's endpoints from its revision's metadata, or
-    /// its last endpoints while that metadata is not known; addresses `failing` says are
-    /// set aside for failed calls left out unless that would leave nothing. Sorted, without
-    /// duplicates.
+    /// its last endpoints while that metadata is not known. Sorted, without duplicates.
+    /// Health does not enter it: what health sets aside is the balancer's to leave out.
     pub fn compute(
         &mut self,
         apps: &BTreeMap<String, AppState>,
         metadata: &HashMap<Key, Arc<MetadataInfo>>,
         subscription: &Subscription,
         hosts: &HostNames,
-        failing: Option<&dyn Fn(&Authority) -> bool>,
     ) -> Vec<Endpoint> {
         // One lock for the pass: a cold pass looks up a host for every instance.
         let mut hosts = hosts.lock();
@@ -189,12 +187,7 @@ impl Assembly {
             .retain(|app, revisions| !revisions.is_empty() && apps.contains_key(app));
         let total = self.passes.values().map(|p| p.endpoints.len()).sum();
         let mut chosen = Vec::with_capacity(total);
-        if let Some(failing) = failing {
-            chosen.extend(self.all().filter(|e| !failing(&e.authority())).cloned());
-        }
-        if chosen.is_empty() {
-            chosen.extend(self.all().cloned());
-        }
+        chosen.extend(self.all().cloned());
         // Unstable: equal endpoints are indistinguishable (and removed just after).
         chosen.sort_unstable();
         chosen.dedup();
@@ -292,13 +285,13 @@ mod tests {
                 for (port, r) in &pass {
                     if r.0 < 2 {
                         let alone = apps(&[record(*port, *r)]);
-                        let own = Assembly::default().compute(&alone, &metadata, &sub, &hosts, None);
+                        let own = Assembly::default().compute(&alone, &metadata, &sub, &hosts);
                         last.insert(*port, own);
                     }
                 }
                 let mut expected: Vec<Endpoint> = last.values().flatten().cloned().collect();
                 expected.sort_unstable();
-                let set = assembly.compute(&apps(&fleet), &metadata, &sub, &hosts, None);
+                let set = assembly.compute(&apps(&fleet), &metadata, &sub, &hosts);
                 proptest::prop_assert_eq!(set, expected);
             }
         }
@@ -314,7 +307,7 @@ mod tests {
         ];
         let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
         let mut assembly = Assembly::default();
-        let set = assembly.compute(&apps(&fleet), &known(&[&v1]), &sub, &hosts, None);
+        let set = assembly.compute(&apps(&fleet), &known(&[&v1]), &sub, &hosts);
         assert_eq!(ports(&set), [1, 3], "sorted; revision 0 exports nothing");
         assert!(set.iter().all(|e| e.instance_port == e.port));
     }
@@ -329,22 +322,21 @@ mod tests {
             &known(&[&v1]),
             &sub,
             &hosts,
-            None,
         );
         assert_eq!(first.len(), 1);
         // The instance moves to a revision whose metadata is still being fetched.
         let moved = apps(&[instance(1, "feed")]);
-        let kept = assembly.compute(&moved, &known(&[&v1]), &sub, &hosts, None);
+        let kept = assembly.compute(&moved, &known(&[&v1]), &sub, &hosts);
         assert_eq!(kept, first, "kept while the new metadata is unknown");
         // A new instance of the unknown revision gets nothing yet; one that leaves goes.
         let grown = apps(&[instance(1, "feed"), instance(2, "feed")]);
         assert_eq!(
-            assembly.compute(&grown, &known(&[&v1]), &sub, &hosts, None),
+            assembly.compute(&grown, &known(&[&v1]), &sub, &hosts),
             first
         );
         assert!(
             assembly
-                .compute(&apps(&[]), &known(&[&v1]), &sub, &hosts, None)
+                .compute(&apps(&[]), &known(&[&v1]), &sub, &hosts)
                 .is_empty()
         );
     }
@@ -355,8 +347,8 @@ mod tests {
         let fleet = [instance(1, &v1.revision), instance(2, &v1.revision)];
         let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
         let mut assembly = Assembly::default();
-        let first = assembly.compute(&apps(&fleet), &known(&[&v1]), &sub, &hosts, None);
-        let again = assembly.compute(&apps(&fleet), &known(&[&v1]), &sub, &hosts, None);
+        let first = assembly.compute(&apps(&fleet), &known(&[&v1]), &sub, &hosts);
+        let again = assembly.compute(&apps(&fleet), &known(&[&v1]), &sub, &hosts);
         assert_eq!(first, again);
         assert!(
             Arc::ptr_eq(&first[0].service, &again[0].service),
@@ -370,18 +362,12 @@ mod tests {
         let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
         let mut assembly = Assembly::default();
         let first = known(&[&v1]);
-        assembly.compute(
-            &apps(&[instance(1, &v1.revision)]),
-            &first,
-            &sub,
-            &hosts,
-            None,
-        );
+        assembly.compute(&apps(&[instance(1, &v1.revision)]), &first, &sub, &hosts);
         // The first instance leaves as the second joins, then a third joins.
         let second = apps(&[instance(2, &v1.revision)]);
-        let set = assembly.compute(&second, &first, &sub, &hosts, None);
+        let set = assembly.compute(&second, &first, &sub, &hosts);
         let third = apps(&[instance(2, &v1.revision), instance(3, &v1.revision)]);
-        let later = assembly.compute(&third, &first, &sub, &hosts, None);
+        let later = assembly.compute(&third, &first, &sub, &hosts);
         assert_eq!(ports(&later), [2, 3]);
         for endpoint in &later {
             assert!(Arc::ptr_eq(&endpoint.app, &set[0].app), "one app string");
@@ -390,29 +376,8 @@ mod tests {
         }
         // New metadata for the revision (fetched again) is built from anew.
         let refetched = known(&[&info(&["shop.A"])]);
-        let rebuilt = assembly.compute(&third, &refetched, &sub, &hosts, None);
+        let rebuilt = assembly.compute(&third, &refetched, &sub, &hosts);
         assert!(!Arc::ptr_eq(&rebuilt[0].app, &set[0].app));
-    }
-
-    #[test]
-    fn failing_addresses_leave_unless_every_one_fails() {
-        let v1 = info(&["shop.A"]);
-        let fleet = [instance(1, &v1.revision), instance(2, &v1.revision)];
-        let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
-        let mut assembly = Assembly::default();
-        let one = Authority::new("10.0.0.1", 1);
-        let first_fails = |a: &Authority| *a == one;
-        let set = assembly.compute(
-            &apps(&fleet),
-            &known(&[&v1]),
-            &sub,
-            &hosts,
-            Some(&first_fails),
-        );
-        assert_eq!(ports(&set), [2]);
-        let all_fail = |_: &Authority| true;
-        let set = assembly.compute(&apps(&fleet), &known(&[&v1]), &sub, &hosts, Some(&all_fail));
-        assert_eq!(ports(&set), [1, 2], "never nothing because of health");
     }
 
     #[test]
@@ -421,17 +386,15 @@ mod tests {
         let fleet = apps(&[instance(1, &v1.revision)]);
         let (hosts, sub) = (HostNames::default(), Subscription::new("shop.A"));
         let mut assembly = Assembly::default();
-        let first = assembly.compute(&fleet, &known(&[&v1]), &sub, &hosts, None);
+        let first = assembly.compute(&fleet, &known(&[&v1]), &sub, &hosts);
         assembly.forget_app(SHOP);
         let unknown = HashMap::new();
         assert!(
-            assembly
-                .compute(&fleet, &unknown, &sub, &hosts, None)
-                .is_empty(),
+            assembly.compute(&fleet, &unknown, &sub, &hosts).is_empty(),
             "nothing carried over"
         );
         assert_eq!(
-            assembly.compute(&fleet, &known(&[&v1]), &sub, &hosts, None),
+            assembly.compute(&fleet, &known(&[&v1]), &sub, &hosts),
             first
         );
     }

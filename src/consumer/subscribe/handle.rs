@@ -3,12 +3,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::consumer::balance::Discovery;
 use crate::consumer::explain::Explanation;
-use crate::consumer::health::{EndpointKey, HealthRegistry};
+use crate::consumer::health::{EndpointKey, HealthRegistry, Outcome, route_around};
 use crate::consumer::migration::LevelChoice;
+use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::error::{Error, Result};
 use crate::model::Endpoint;
@@ -21,9 +22,10 @@ pub(super) struct Shared {
     pub(super) serving_snapshot: AtomicBool,
     /// Why the subscription stopped following the registry, once it did.
     pub(super) ended: Mutex<Option<Arc<Error>>>,
-    pub(super) reports: mpsc::Sender<(EndpointKey, bool)>,
     /// The resolver's health, which decides what is set aside.
     pub(super) health: Arc<HealthRegistry>,
+    /// Where reported call outcomes are counted.
+    pub(super) counters: Arc<Counters>,
     /// Why the set is empty, while it is.
     pub(super) why_empty: watch::Sender<Option<Arc<Explanation>>>,
     /// Which level the set comes from, and why.
@@ -80,9 +82,34 @@ impl SubscriptionHandle {
         &self.subscription
     }
 
-    /// The current endpoint set, sorted.
+    /// The current endpoint set, sorted: every endpoint discovery finds for the
+    /// subscription, whatever consumer-side health says of it. Health is a view of its own
+    /// beside it: [`healthy`](Self::healthy), [`is_set_aside`](Self::is_set_aside).
     pub fn current(&self) -> Arc<Vec<Endpoint>> {
         self.endpoints.borrow().clone()
+    }
+
+    /// The current set as health leaves it: without the endpoints consumer-side health sets
+    /// aside, unless that would leave none (then all of them, as a balanced channel in
+    /// panic mode does; see [`route_around`](crate::consumer::route_around)). Sorted.
+    pub fn healthy(&self) -> Vec<Endpoint> {
+        let current = self.current();
+        let keys: Vec<EndpointKey> = current.iter().map(key_of).collect();
+        let aside = self
+            .shared
+            .health
+            .aside_of(&keys.iter().collect::<Vec<_>>());
+        let members: Vec<usize> = (0..current.len()).collect();
+        let mut kept = Vec::with_capacity(members.len());
+        route_around(&members, |i| aside[i], &mut kept);
+        kept.into_iter().map(|i| current[i].clone()).collect()
+    }
+
+    /// A receiver that changes whenever consumer-side health sets an endpoint aside or
+    /// brings one back (its value is a generation count): read
+    /// [`healthy`](Self::healthy) or [`is_set_aside`](Self::is_set_aside) again then.
+    pub fn health_watch(&self) -> watch::Receiver<u64> {
+        self.shared.health.changes()
     }
 
     /// Waits for the next pushed endpoint set (one this handle has not seen) and returns it.
@@ -157,10 +184,10 @@ impl SubscriptionHandle {
         self.shared.serving_snapshot.load(Ordering::Relaxed)
     }
 
-    /// Whether consumer-side health sets `endpoint` aside: for failed calls (it is then
-    /// left out of [`current`](Self::current) unless every endpoint is), or because its
-    /// instance is held by self-preservation and has not answered a probe yet (listed,
-    /// but balanced channels send it no call).
+    /// Whether consumer-side health sets `endpoint` aside: for failed calls, or because its
+    /// instance is held by self-preservation and has not answered a probe yet. It stays in
+    /// [`current`](Self::current); [`healthy`](Self::healthy) and balanced channels leave
+    /// it out unless every endpoint is set aside.
     pub fn is_set_aside(&self, endpoint: &Endpoint) -> bool {
         self.shared.health.is_endpoint_aside(&key_of(endpoint))
     }
@@ -178,8 +205,13 @@ impl SubscriptionHandle {
     }
 
     fn report(&self, endpoint: &Endpoint, ok: bool) {
-        // Reports are advisory: when the task is busy and the buffer full, drop them.
-        let _ = self.shared.reports.try_send((key_of(endpoint), ok));
+        Counters::bump(&self.shared.counters.health_reports);
+        let outcome = if ok {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        };
+        self.shared.health.record(&key_of(endpoint), outcome);
     }
 }
 

@@ -21,7 +21,6 @@ use super::publish::{Publisher, Start};
 use super::restore::{self, Snapshots};
 use super::snapshot::Snapshot;
 use crate::consumer::explain::{AppFindings, Explanation};
-use crate::consumer::health::{EndpointKey, Outcome};
 use crate::consumer::migration::{
     Level, LevelChoice, MigrationSettings, MigrationStep, StepSource, display_service_key,
 };
@@ -29,13 +28,11 @@ use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::consumer::views::ViewUpdate;
 use crate::error::{Error, Result};
-use crate::model::{Authority, EMPTY_REVISION};
+use crate::model::EMPTY_REVISION;
 use crate::warnings::aggregated;
 
 /// View updates buffered for the task.
 const UPDATE_BUFFER: usize = 1024;
-/// Health reports buffered; reports beyond it are dropped (they are advisory).
-const REPORT_BUFFER: usize = 4096;
 /// How long a new subscription waits for the first answer about the consumer app's
 /// migration rule before it starts at its own step (the rule still applies once read).
 const RULE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -46,8 +43,6 @@ enum Wake {
     Fetched(Joined),
     Interface(InterfaceUpdate),
     Rule,
-    Report(EndpointKey, bool),
-    Health,
     Written(Result<()>),
     Timer,
 }
@@ -59,15 +54,12 @@ pub(super) struct Task {
     parts: Arc<SubscribeParts>,
     subscription: Subscription,
     updates: mpsc::Receiver<ViewUpdate>,
-    reports: mpsc::Receiver<(EndpointKey, bool)>,
-    /// Moves when the resolver's health of some address changes.
-    health_changes: watch::Receiver<u64>,
     following: Following,
     fetching: Fetching,
     assembly: Assembly,
     publisher: Publisher,
     snapshots: Snapshots,
-    /// Whether the routed instances, metadata or health changed since the last tick.
+    /// Whether the routed instances or metadata changed since the last tick.
     dirty: bool,
     /// Set when the registry refused for good: the task stops following it.
     stopped: bool,
@@ -102,7 +94,6 @@ impl Task {
             .next_subscription
             .fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = watch::channel(Arc::new(Vec::new()));
-        let (reports_tx, reports) = mpsc::channel(REPORT_BUFFER);
         let (updates_tx, updates) = mpsc::channel(UPDATE_BUFFER);
         let step = subscription.migration.unwrap_or(options.migration_step);
         let shared = Arc::new(Shared {
@@ -110,8 +101,8 @@ impl Task {
             protection_active: AtomicBool::new(false),
             serving_snapshot: AtomicBool::new(false),
             ended: std::sync::Mutex::new(None),
-            reports: reports_tx,
             health: parts.health.clone(),
+            counters: parts.counters.clone(),
             why_empty: watch::channel(None).0,
             level: watch::channel(Arc::new(LevelChoice::initial(step))).0,
         });
@@ -132,9 +123,7 @@ impl Task {
                 options.first_fetch_wait,
             ),
             snapshots: Snapshots::new(options.snapshot.clone(), snapshot),
-            health_changes: parts.health.changes(),
             updates,
-            reports,
             parts,
             subscription: subscription.clone(),
             dirty: false,
@@ -182,8 +171,6 @@ impl Task {
                 joined = self.fetching.next() => Wake::Fetched(joined),
                 update = next_interface(&mut self.interface) => Wake::Interface(update),
                 () = next_rule(&mut self.rule) => Wake::Rule,
-                Some((endpoint, ok)) = self.reports.recv() => Wake::Report(endpoint, ok),
-                Ok(()) = self.health_changes.changed() => Wake::Health,
                 written = self.snapshots.written() => Wake::Written(written),
                 () = sleep_until(deadline) => Wake::Timer,
             };
@@ -208,13 +195,6 @@ impl Task {
                     self.refused = None;
                     self.choose_again(now);
                 }
-                Wake::Report(endpoint, ok) => {
-                    self.on_report(&endpoint, ok);
-                    while let Ok((endpoint, ok)) = self.reports.try_recv() {
-                        self.on_report(&endpoint, ok);
-                    }
-                }
-                Wake::Health => self.dirty = true,
                 Wake::Written(Ok(())) => Counters::bump(&self.parts.counters.snapshot_writes),
                 Wake::Written(Err(error)) => {
                     let subject = self.id.to_string();
@@ -350,7 +330,6 @@ impl Task {
                 &self.fetching.metadata,
                 &self.subscription,
                 &parts.hosts,
-                None,
             );
             set.len()
         } else {
@@ -462,18 +441,12 @@ impl Task {
 
     /// Computes the set and pushes it if it differs from what subscribers have.
     fn push(&mut self, now: Instant) {
-        let parts = self.parts.clone();
-        let health = &parts.health;
-        let is_failing = |a: &Authority| health.is_failing(a);
-        let failing: Option<&dyn Fn(&Authority) -> bool> =
-            (health.set_aside_count() > 0).then_some(&is_failing);
         let application = if self.step.reads_application() {
             self.assembly.compute(
                 &self.following.apps,
                 &self.fetching.metadata,
                 &self.subscription,
                 &self.parts.hosts,
-                failing,
             )
         } else {
             Vec::new()
@@ -492,20 +465,7 @@ impl Task {
             _ => None,
         };
         let next = match interface_set {
-            Some(all) => {
-                let mut chosen: Vec<crate::model::Endpoint> = match failing {
-                    Some(failing) => all
-                        .iter()
-                        .filter(|e| !failing(&e.authority()))
-                        .cloned()
-                        .collect(),
-                    None => Vec::new(),
-                };
-                if chosen.is_empty() {
-                    chosen.clone_from(all);
-                }
-                chosen
-            }
+            Some(all) => all.clone(),
             None => application,
         };
         let why = next.is_empty().then(|| Arc::new(self.explanation()));
@@ -686,18 +646,6 @@ impl Task {
         }
         self.publisher.shared.end(error);
         self.stopped = true;
-    }
-
-    /// A call outcome the application reported: it goes to the resolver's health (a
-    /// change there wakes every subscription).
-    fn on_report(&mut self, endpoint: &EndpointKey, ok: bool) {
-        Counters::bump(&self.parts.counters.health_reports);
-        let outcome = if ok {
-            Outcome::Success
-        } else {
-            Outcome::Failure
-        };
-        self.parts.health.record(endpoint, outcome);
     }
 
     /// Serves from the snapshot what the registry has not given yet.
