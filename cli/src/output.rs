@@ -434,6 +434,7 @@ impl Output {
             );
             for p in &report.providers {
                 let routed = match &p.routed_out_by {
+                    None if p.routed && p.set_aside => "yes, but set aside by health".to_owned(),
                     None if p.routed => "yes".to_owned(),
                     None => "no".to_owned(),
                     Some(why) => format!("no: {why}"),

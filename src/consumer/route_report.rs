@@ -1,18 +1,19 @@
 //! Explaining where a call would go ([`Resolver::explain_route`]): the subscription's
 //! providers, the rules the config centre holds for them now, and for each provider whether
-//! a call of the given input is routed to it, by which rule or parameter it is not, and
-//! its effective weight. The same chain the balanced channel runs, on one read of the
-//! rules.
+//! a call of the given input is routed to it, by which rule or parameter it is not, its
+//! effective weight, and whether consumer-side health sets it aside. The same chain the
+//! balanced channel runs (discovery, routing, health), on one read of the rules.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::health::route_around;
 use super::resolver::Resolver;
 use super::routing::{
-    CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, RuleProblem, RuleSet,
-    effective_weight, route, rule_keys, service_key,
+    CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleProblem,
+    RuleSet, effective_weight, route, rule_keys, service_key,
 };
 use super::rules::read_rules;
 use super::subscribe::SubscriptionHandle;
@@ -75,6 +76,9 @@ pub struct ProviderRoute {
     pub routed: bool,
     /// Why not, when it may not.
     pub routed_out_by: Option<String>,
+    /// Whether consumer-side health sets it aside now: a call routed to it goes to another
+    /// routed provider, unless every one of them is set aside (panic mode).
+    pub set_aside: bool,
     /// Its effective weight now (warm-up applied) for the query's method.
     pub weight: u32,
     /// The parameters configurators changed, with their new values.
@@ -164,7 +168,14 @@ impl Resolver {
             attachments: &headers,
             tag: &tag,
         };
-        let routing = route(&set, &call, &providers, &enabled);
+        let mut routing = route(&set, &call, &providers, &enabled);
+        let aside: Vec<bool> = endpoints
+            .iter()
+            .map(|e| subscription.is_set_aside(e))
+            .collect();
+        if let Some(step) = health_step(&routing, &aside) {
+            routing.steps.push(step);
+        }
         let now = crate::consumer::seen::now_ms();
         let now = i64::try_from(now).unwrap_or(i64::MAX);
         let reports = endpoints
@@ -188,6 +199,7 @@ impl Resolver {
                     enabled: r.enabled,
                     routed: routing.reaches(i),
                     routed_out_by: routing.routed_out[i].clone(),
+                    set_aside: aside[i],
                     weight: effective_weight(
                         r.weight_for(query.method.as_deref()),
                         r.warmup_ms,
@@ -218,6 +230,27 @@ impl Resolver {
             providers: reports,
         })
     }
+}
+
+/// The health step of the chain, when health sets some routed provider aside: how many,
+/// and whether calls then go to all of them (the rule of [`route_around`]).
+fn health_step(routing: &Routing, aside: &[bool]) -> Option<String> {
+    let routed: Vec<usize> = (0..aside.len()).filter(|&i| routing.reaches(i)).collect();
+    let set_aside = routed.iter().filter(|&&i| aside[i]).count();
+    if set_aside == 0 {
+        return None;
+    }
+    let mut kept = Vec::new();
+    let panic = route_around(&routed, |i| aside[i], &mut kept);
+    let of = routed.len();
+    Some(if panic {
+        format!("health: all {of} routed providers set aside; calls go to all of them (panic mode)")
+    } else {
+        format!(
+            "health: {set_aside} of {of} routed providers set aside; calls go to the other {}",
+            kept.len()
+        )
+    })
 }
 
 /// The call's tag as a request with `headers` would carry it.

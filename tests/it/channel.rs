@@ -11,11 +11,11 @@ use crate::support::greeter::{GreeterNode, serve_greeter, start_greeter};
 use crate::support::wait::eventually;
 use futures::StreamExt as _;
 use introspect::consumer::Change;
-use introspect::consumer::ResolverBuilder;
 use introspect::consumer::{
     BalancedChannel, ChannelHandle, CoalesceOptions, HealthOptions, SubscribeOptions,
     SubscriptionHandle,
 };
+use introspect::consumer::{ResolverBuilder, RouteQuery};
 use introspect::model::Authority;
 use introspect::{MemoryStore, Resolver, Store, Subscription};
 
@@ -225,7 +225,7 @@ async fn set_aside_endpoints_take_no_call_and_come_back() {
                 .probe_interval(Duration::from_secs(60)),
         )
     };
-    let (_resolver, subscription, channel, handle) = balanced(&store, options, 2).await;
+    let (resolver, subscription, channel, handle) = balanced(&store, options, 2).await;
     let bad = subscription
         .current()
         .iter()
@@ -249,6 +249,34 @@ async fn set_aside_endpoints_take_no_call_and_come_back() {
     assert_eq!(handle.addresses().len(), 2);
     let healthy: Vec<u16> = subscription.healthy().iter().map(|e| e.port).collect();
     assert_eq!(healthy, [b.address.port()]);
+    // The explanation shows the three stages: listed, routed, set aside.
+    let report = resolver
+        .explain_route(&subscription, &RouteQuery::default())
+        .await
+        .unwrap();
+    let mut aside: Vec<(u16, bool, bool)> = report
+        .providers
+        .iter()
+        .map(|p| {
+            let port = p.address.rsplit(':').next().unwrap().parse().unwrap();
+            (port, p.routed, p.set_aside)
+        })
+        .collect();
+    aside.sort();
+    let mut expected = vec![
+        (a.address.port(), true, true),
+        (b.address.port(), true, false),
+    ];
+    expected.sort();
+    assert_eq!(aside, expected, "{report:?}");
+    assert!(
+        report
+            .steps
+            .iter()
+            .any(|s| s.starts_with("health: 1 of 2 routed providers set aside")),
+        "{:?}",
+        report.steps
+    );
     let (a_before, b_before) = (a.calls(), b.calls());
     call_times(20).await;
     assert_eq!(a.calls(), a_before, "no call to the set-aside endpoint");

@@ -360,6 +360,7 @@ function routeForm() {
 }
 
 function routedCell(p) {
+  if (p.routed && p.set_aside) return [el("span", { class: "tag ok" }, "routed"), " ", el("span", { class: "tag bad" }, "set aside by health")];
   if (p.routed) return el("span", { class: "tag ok" }, "routed");
   return [el("span", { class: "tag bad" }, "routed out"), " ", el("span", { class: "muted" }, p.routed_out_by || "")];
 }
