@@ -202,11 +202,11 @@ impl MetadataSource {
             .any(|i| i.storage_type() == StorageType::Remote)
         {
             Counters::bump(&counters.report_reads);
-            let read = match ReportKey::new(app, revision) {
-                Ok(key) => self.reports.get(&key, &self.limits).await,
-                Err(e) => Err(e),
+            let read = async {
+                let key = ReportKey::new(app, revision)?;
+                self.reports.get(&key, &self.limits).await
             };
-            match read {
+            match read.await {
                 Ok(Some(info)) => match verify_answer(&info, app, revision, group_rule, counters) {
                     Ok(()) => return Ok(info),
                     Err(e) => {

@@ -47,11 +47,11 @@ impl Shared {
                 now,
                 grace,
             ) {
-                let removed = match ReportKey::new(app.as_str(), revision.as_str()) {
-                    Ok(key) => self.backend.reports().remove(&key).await,
-                    Err(e) => Err(e),
+                let removed = async {
+                    let key = ReportKey::new(app.as_str(), revision.as_str())?;
+                    self.backend.reports().remove(&key).await
                 };
-                match removed {
+                match removed.await {
                     Ok(_) => tracing::info!(%app, %revision, "unused reported revision removed"),
                     Err(e) => tracing::warn!(%app, %revision, error = %e, "report not removed"),
                 }

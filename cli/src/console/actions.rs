@@ -135,11 +135,12 @@ pub(super) async fn rules(
     let read = |key: String| {
         let config = config.clone();
         async move {
-            let at = ConfigKey::new(key.as_str(), DEFAULT_GROUP);
-            let got = match at {
-                Ok(at) => tokio::time::timeout(READ_TIMEOUT, config.get(&at)).await,
-                Err(e) => Ok(Err(e)),
+            let read = async {
+                config
+                    .get(&ConfigKey::new(key.as_str(), DEFAULT_GROUP)?)
+                    .await
             };
+            let got = tokio::time::timeout(READ_TIMEOUT, read).await;
             let state = match got {
                 Ok(Ok(item)) => Ok(item),
                 Ok(Err(e)) => Err(e.to_string()),
@@ -309,11 +310,8 @@ async fn apply(shared: &Shared, asked: &Asked, key: &str) -> (Result<Written, Fa
     let config = &*config;
     let mut retried = false;
     loop {
-        let read = match ConfigKey::new(key, DEFAULT_GROUP) {
-            Ok(at) => config.get(&at).await,
-            Err(e) => Err(e),
-        };
-        let current = match read {
+        let read = async { config.get(&ConfigKey::new(key, DEFAULT_GROUP)?).await };
+        let current = match read.await {
             Ok(current) => current,
             Err(e) => return (Err(Failed::Error(e.to_string())), retried),
         };
