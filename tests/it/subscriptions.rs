@@ -157,6 +157,39 @@ async fn mass_expiry_of_ninety_percent_is_held() {
     assert!(!resolver.stats().await.protection_active);
 }
 
+/// `protection_active()` describes the set `current()` returns: with a coalescing window
+/// far longer than the test, a released hold still goes out with the set it leaves, so no
+/// reader sees "no hold" beside the released instances.
+#[tokio::test(start_paused = true)]
+async fn a_released_hold_and_the_set_it_leaves_go_out_together() {
+    let (_memory, records) = memory();
+    let info = orders("shop-a");
+    records
+        .fleet(&info, 1000, 18, Duration::from_secs(10))
+        .await;
+    records.fleet(&info, 2000, 2, HOUR).await;
+    let resolver = Resolver::builder(records.store.clone())
+        .subscribe_options(
+            SubscribeOptions::default()
+                .coalesce(introspect::consumer::CoalesceOptions::default().window(HOUR)),
+        )
+        .build();
+    let handle = resolver.subscribe(Subscription::new(ORDERS)).await.unwrap();
+    tokio::time::advance(Duration::from_secs(11)).await;
+    settle().await;
+    assert!(handle.protection_active(), "a hold shows at once");
+    assert_eq!(handle.current().len(), 20);
+
+    tokio::time::advance(ProtectionOptions::DEFAULT_MAX_HOLD).await;
+    settle().await;
+    assert!(!handle.protection_active());
+    assert_eq!(
+        ports(&handle.current()),
+        [2000, 2001],
+        "the release went out with the flag, not a window later"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_single_expiry_of_twenty_is_removed_at_once() {
     let (_memory, records) = memory();

@@ -68,6 +68,13 @@ impl Coalescer {
         due
     }
 
+    /// Makes the pending change, if one is pending, due at `now`.
+    pub fn hurry(&mut self, now: Instant) {
+        if let Some(due) = &mut self.due {
+            *due = (*due).min(now);
+        }
+    }
+
     /// When the pending change is due, if one is pending.
     pub fn due(&self) -> Option<Instant> {
         self.due
@@ -123,6 +130,20 @@ mod tests {
         c.handled(t0, false);
         let t1 = t0 + Duration::from_millis(1);
         assert_eq!(c.changed(t1), t1, "nothing was pushed, so no window runs");
+    }
+
+    #[test]
+    fn a_hurried_change_is_due_at_once_and_nothing_pending_stays_so() {
+        let t0 = Instant::now();
+        let mut c = Coalescer::new(&CoalesceOptions::default().window(W));
+        c.hurry(t0);
+        assert_eq!(c.due(), None, "hurrying starts no change");
+        c.changed(t0);
+        c.handled(t0, true);
+        let t1 = t0 + Duration::from_millis(1);
+        assert_eq!(c.changed(t1), t0 + W);
+        c.hurry(t1);
+        assert!(c.is_due(t1));
     }
 
     #[test]

@@ -173,7 +173,9 @@ impl SubscriptionHandle {
         self.shared.level.subscribe()
     }
 
-    /// Whether self-preservation is holding removals of some app right now.
+    /// Whether self-preservation holds removals of some app in the set
+    /// [`current`](Self::current) returns: it changes with the set it describes, so a
+    /// released hold reads inactive only once the released instances are gone from it.
     pub fn protection_active(&self) -> bool {
         self.shared.protection_active.load(Ordering::Relaxed)
     }

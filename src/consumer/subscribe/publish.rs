@@ -106,6 +106,21 @@ impl Publisher {
         self.coalescer.changed(now);
     }
 
+    /// Whether a change waits for its push.
+    pub fn pending(&self) -> bool {
+        self.coalescer.due().is_some()
+    }
+
+    /// Makes a pending change due at `now`, window or not.
+    pub fn hurry(&mut self, now: Instant) {
+        self.coalescer.hurry(now);
+    }
+
+    /// Whether the handles say self-preservation holds removals.
+    pub fn protection_shown(&self) -> bool {
+        self.shared.protection_active.load(Ordering::Relaxed)
+    }
+
     /// Whether a push is due at `now`.
     pub fn is_due(&self, now: Instant) -> bool {
         self.coalescer.is_due(now)

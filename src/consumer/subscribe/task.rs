@@ -225,8 +225,6 @@ impl Task {
         self.fetching
             .ensure(&mut self.following.apps, now, counters);
         self.decide_move(now);
-        self.publisher
-            .set_protection_active(self.following.protection_active());
         if self.following.live() && self.snapshots.live() {
             self.publisher.set_serving_snapshot(false);
         }
@@ -245,6 +243,11 @@ impl Task {
         if starting || (start == Start::Done && self.dirty) {
             self.publisher.changed(now);
         }
+        let holding = self.following.protection_active();
+        if !holding && self.publisher.protection_shown() {
+            // A released hold goes out at once, with the set it leaves, not a window later.
+            self.publisher.hurry(now);
+        }
         if self.dirty || starting {
             let per_app = self.following.instances_per_app();
             counters.set_instances(self.id, Some(per_app));
@@ -252,6 +255,11 @@ impl Task {
         self.dirty = false;
         if (start == Start::Done || starting) && self.publisher.is_due(now) {
             self.push(now);
+        }
+        // The flag describes the published set: a hold shows at once (its instances are
+        // listed already), a release only with the push that drops them.
+        if holding || !self.publisher.pending() {
+            self.publisher.set_protection_active(holding);
         }
         if starting {
             self.publisher.announce_start();
