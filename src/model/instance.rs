@@ -212,7 +212,7 @@ impl ServiceInstance {
     /// Dubbo Java writes it; 0 when absent or not a number (no warm-up then, as in Java).
     pub fn started_at_ms(&self) -> u64 {
         self.metadata
-            .get("timestamp")
+            .known(Known::Timestamp)
             .and_then(|t| t.parse().ok())
             .unwrap_or(0)
     }

@@ -48,12 +48,13 @@ pub struct InstanceMetadata {
 
 /// The keys a consumer reads of every instance, many times over (grouping by revision,
 /// health, ports): located once when a map is built, so reading them costs no search.
-const KNOWN: [&str; 5] = [
+const KNOWN: [&str; 6] = [
     keys::REVISION,
     keys::STOPPING,
     keys::STORAGE_TYPE,
     keys::REVISION_RULE,
     keys::ENDPOINTS,
+    keys::TIMESTAMP,
 ];
 
 /// One of [`KNOWN`], by its place there.
@@ -64,6 +65,7 @@ pub(crate) enum Known {
     StorageType = 2,
     RevisionRule = 3,
     Endpoints = 4,
+    Timestamp = 5,
 }
 
 impl InstanceMetadata {
@@ -480,6 +482,7 @@ mod tests {
                 (keys::ENDPOINTS, "[]"),
                 (keys::REVISION_RULE, "sha256-v1"),
                 (keys::STORAGE_TYPE, "remote"),
+                (keys::TIMESTAMP, "1764579600000"),
             ]
             .into_iter()
             .collect(),
@@ -490,6 +493,7 @@ mod tests {
             Known::StorageType,
             Known::RevisionRule,
             Known::Endpoints,
+            Known::Timestamp,
         ];
         for m in &cases {
             for which in all {

@@ -10,6 +10,9 @@ pub const ENDPOINTS: &str = "dubbo.endpoints";
 /// JSON object of strings with at least `port`, `protocol` and `version` of the
 /// MetadataService.
 pub const METADATA_SERVICE_URL_PARAMS: &str = "dubbo.metadata-service.url-params";
+/// When the provider started, in ms since the epoch, where Dubbo Java writes it: consumers
+/// warm the instance's weight up from it.
+pub const TIMESTAMP: &str = "timestamp";
 /// The MetadataService contract version the instance serves.
 pub const META_V: &str = "meta-v";
 /// Value of [`META_V`]: MetadataServiceV2.

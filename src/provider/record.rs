@@ -14,10 +14,6 @@ use crate::model::{MetadataInfo, ProtocolPort, ServiceInfo, StorageType, keys};
 /// The protocol MetadataService is served with: gRPC-compatible Triple.
 pub(super) const METADATA_SERVICE_PROTOCOL: &str = "tri";
 
-/// The instance metadata key of the provider's start time in ms since the epoch, where Dubbo
-/// Java writes it and consumers read it to warm the instance up.
-const TIMESTAMP_KEY: &str = "timestamp";
-
 /// The metadata map of the instance record: the user's extra entries, then the well-known
 /// keys (which the user cannot override) derived from `current`, and the start time when
 /// known (`started_at_ms` > 0).
@@ -31,7 +27,7 @@ pub(super) fn instance_metadata(
 ) -> BTreeMap<String, String> {
     let mut metadata = extra.clone();
     if started_at_ms > 0 {
-        metadata.insert(TIMESTAMP_KEY.into(), started_at_ms.to_string());
+        metadata.insert(keys::TIMESTAMP.into(), started_at_ms.to_string());
     }
     metadata.insert(keys::REVISION.into(), current.revision.clone());
     metadata.insert(keys::STORAGE_TYPE.into(), storage_type.as_str().into());
