@@ -663,9 +663,16 @@ fn read_output(dir: &Path) -> String {
             .iter()
             .copied()
             .filter(|l| {
-                ["Exception", "ERROR", "SEVERE", "Caused by", "no answer"]
-                    .iter()
-                    .any(|sign| l.contains(sign))
+                [
+                    "Exception",
+                    "ERROR",
+                    "SEVERE",
+                    "Caused by",
+                    "no answer",
+                    " failed=",
+                ]
+                .iter()
+                .any(|sign| l.contains(sign))
             })
             .filter(|l| !l.contains("NetworkInterface"))
             .filter(|l| seen.insert(*l))
