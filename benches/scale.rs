@@ -1514,6 +1514,19 @@ async fn run(sizes: &Sizes, only: Option<&str>) -> Result<(Vec<Row>, Vec<String>
         cold(sizes, &servers, &mut rows, &mut notes).await?;
         done("cold");
     }
+    if only == Some("cold-memory") {
+        let memory = ("memory store", "", sizes.cold_instances);
+        cold_on(
+            sizes,
+            &servers,
+            memory,
+            StoreRig::memory,
+            &mut rows,
+            &mut notes,
+        )
+        .await?;
+        done("cold on the memory store");
+    }
     if wanted("propagation") {
         propagation(sizes, &servers, &mut rows, &mut notes).await?;
         done("propagation");
@@ -1600,7 +1613,8 @@ fn main() {
     // `--only NAME` (volume, memory, calls, cold, propagation, nacos, failure, xds, curve, many,
     // interface)
     // runs one scenario, for profiling; it writes nothing. `cold` and `propagation` run on
-    // every registry (memory store, etcd, ZooKeeper, Nacos).
+    // every registry (memory store, etcd, ZooKeeper, Nacos); `cold-memory` is `cold` on the
+    // memory store alone, where the client's own work is all there is to profile.
     let only = args
         .iter()
         .position(|a| a == "--only")
