@@ -121,15 +121,20 @@ async fn two_subscriptions(
     (resolver, protected, unprotected)
 }
 
-#[tokio::test(start_paused = true)]
-async fn mass_expiry_of_ninety_percent_is_held() {
-    let (_memory, records) = memory();
+/// Shop-a's fleet of 20: 18 instances (ports 1000..) whose leases lapse after 10 s, a
+/// partition as the store sees it, and 2 (ports 2000..) that keep theirs.
+async fn ninety_percent_lapsing(records: &Records) {
     let info = orders("shop-a");
-    // 18 instances whose leases will lapse (a partition) and 2 that keep theirs.
     records
         .fleet(&info, 1000, 18, Duration::from_secs(10))
         .await;
     records.fleet(&info, 2000, 2, HOUR).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn mass_expiry_of_ninety_percent_is_held() {
+    let (_memory, records) = memory();
+    ninety_percent_lapsing(&records).await;
     let (resolver, protected, control) =
         two_subscriptions(&records.store, ProtectionOptions::default()).await;
     assert_eq!(protected.current().len(), 20);
@@ -163,11 +168,7 @@ async fn mass_expiry_of_ninety_percent_is_held() {
 #[tokio::test(start_paused = true)]
 async fn a_released_hold_and_the_set_it_leaves_go_out_together() {
     let (_memory, records) = memory();
-    let info = orders("shop-a");
-    records
-        .fleet(&info, 1000, 18, Duration::from_secs(10))
-        .await;
-    records.fleet(&info, 2000, 2, HOUR).await;
+    ninety_percent_lapsing(&records).await;
     let resolver = Resolver::builder(records.store.clone())
         .subscribe_options(
             SubscribeOptions::default()
