@@ -84,8 +84,9 @@
 //! one way through the consumer, in three stages: **discovery** (views → subscribe: what
 //! the registries say, never filtered by health) → **routing** (`consumer/routing`: rules
 //! per call input, pure) → **health** (`consumer/health`: endpoints set aside and probed;
-//! the fallback when all are, `health/fallback.rs`), which the balancer (`balance`)
-//! applies per call after routing. Health is a leaf the balancer and the views of it read
+//! the fallback when all are, `health/fallback.rs`) → **select** (`consumer/select`: the
+//! call's policy, which providers a retry may take, the load balancer's pick, pure), which
+//! the balancer (`balance`) applies per attempt after routing. Health is a leaf the balancer and the views of it read
 //! (`scripts/check-cycles.py` checks that no module imports another in a cycle).
 //!
 //! ```text
@@ -154,11 +155,16 @@
 //!                     restore, handle, options
 //!   health/           a leaf: fallback (the one rule, pure), options, tracker (pure),
 //!                     registry, prober
+//!   select/           pure, Dubbo's Cluster and LoadBalance: policy (cluster, retries,
+//!                     forks, loadbalance, timeout, each with its source), loadbalance/
+//!                     (p2c, random, round_robin, least_active, shortest_response and its
+//!                     response_time, consistent_hash), retry (what is safe to retry),
+//!                     budget (the retry budget)
 //!   balance/          the data plane: discover, feeder, admission (identity: checked
 //!                     before joining, refused ones rechecked), balancer (routing per call
-//!                     input, health, the weighted pick), passive (passive health), deadline,
-//!                     dial; knows health, routing and a stream of changes, never the
-//!                     resolver
+//!                     input, health, select), cluster (a call's attempts), replay (bodies
+//!                     sent again), passive (passive health), deadline, dial; knows health,
+//!                     routing, select and a stream of changes, never the resolver
 //! limits, warnings    size limits; aggregated warnings
 //! config_item         a config-centre item and its version (plain values)
 //! drop_later          large values (a cold list's pages) freed off the caller's path

@@ -77,6 +77,11 @@ impl ChannelHandle {
     pub fn stop(&self) {
         self.feed.cancel.cancel();
     }
+
+    /// Retries the channel's [retry budget](ChannelOptions::retry_budget) allows now.
+    pub fn retry_budget_left(&self) -> u64 {
+        self.feed.budget.left()
+    }
 }
 
 impl Resolver {

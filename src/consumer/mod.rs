@@ -68,13 +68,19 @@ pub mod routing;
 pub(crate) mod rules;
 mod rules_now;
 mod seen;
+// Wired into the balancer next.
+#[allow(dead_code)]
+mod select;
 mod stats;
 mod subscribe;
 mod subscription;
 mod views;
 
 pub use crate::model::endpoint_digest;
-pub use balance::{BalancedChannel, Change, ChannelOptions, Discovery, ResponseFuture};
+pub use balance::{
+    BalancedChannel, Change, ChannelOptions, DEFAULT_REPLAY_LIMIT, Discovery, HASH_KEY_HEADER,
+    ResponseFuture,
+};
 pub use builder::ResolverBuilder;
 pub use channel::ChannelHandle;
 pub use explain::{AppFindings, Explanation, InterfaceFindings};
@@ -82,7 +88,15 @@ pub use follow::AppFollow;
 pub use health::{HealthOptions, Probe, route_around};
 pub use migration::MigrationStep;
 pub use resolver::Resolver;
-pub use route_report::{ProviderRoute, RouteProblem, RouteQuery, RouteReport};
+pub use route_report::{
+    CallReport, ProviderRoute, RouteProblem, RouteQuery, RouteReport, SettingReport,
+};
+pub use select::policy::{DEFAULT_FORKS, DEFAULT_RETRIES, RETRIES_HEADER};
+pub use select::retry::IDEMPOTENT_RETRY_CODES;
+pub use select::{
+    CallPolicy, Cluster, ConsumerSettings, Idempotent, LoadBalance, MethodSettings, RetryBudget,
+    Setting, Source,
+};
 pub use stats::{ResolverStats, RevisionChecks, RuleCounts};
 pub use subscribe::coalesce::CoalesceOptions;
 /// The snapshot file's reader and writer, for this crate's fuzz targets and property tests

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -16,6 +17,7 @@ use super::routing::{
     RuleSet, effective_weight, route, rule_keys, service_key,
 };
 use super::rules::read_rules;
+use super::select::policy::{CallPolicy, ConsumerSettings, PolicyInputs, RETRIES_HEADER, Source};
 use super::subscribe::SubscriptionHandle;
 use crate::error::Result;
 use crate::model::Endpoint;
@@ -33,6 +35,13 @@ pub struct RouteQuery {
     /// resolver's): one resolver (a console's) can then explain the calls of any app
     /// without building another.
     pub consumer_app: Option<String>,
+    /// The consumer's own settings of calls (a channel's
+    /// [`ChannelOptions`](crate::consumer::ChannelOptions): cluster, retries, load
+    /// balancer, per method, idempotent methods), to explain the call's policy.
+    pub settings: ConsumerSettings,
+    /// The consumer's own deadline of calls that set none
+    /// ([`ChannelOptions::request_timeout`](crate::consumer::ChannelOptions::request_timeout)).
+    pub request_timeout: Option<Duration>,
 }
 
 /// Where a call of a [`RouteQuery`] goes. See the module docs.
@@ -48,6 +57,77 @@ pub struct RouteReport {
     pub steps: Vec<String>,
     /// Each provider (one per dialable address).
     pub providers: Vec<ProviderRoute>,
+    /// How the call is made once routed: its cluster, retries, load balancer and timeout,
+    /// each with where it came from (`None` when no provider is routed).
+    pub call: Option<CallReport>,
+}
+
+/// How a call is made (its [`CallPolicy`]), in a [`RouteReport`].
+#[derive(Clone, Debug, Serialize)]
+pub struct CallReport {
+    /// The cluster (`failover`, `failfast`, `forking`) and where it came from.
+    pub cluster: SettingReport,
+    /// Retries after the first try, and where they came from.
+    pub retries: SettingReport,
+    /// Tries in all under the cluster.
+    pub tries: u32,
+    /// Providers called at once under `forking`.
+    pub forks: SettingReport,
+    /// The load balancer.
+    pub loadbalance: SettingReport,
+    /// The deadline of a call that sets none (`none`: no deadline), in ms.
+    pub timeout: SettingReport,
+    /// Whether the query's method may be processed twice (idempotent).
+    pub idempotent: bool,
+    /// What failed attempts are tried again on another provider, in words.
+    pub retried: String,
+    /// Settings read and not applied, with why.
+    pub not_applied: Vec<String>,
+}
+
+/// One setting of a call and where it came from.
+#[derive(Clone, Debug, Serialize)]
+pub struct SettingReport {
+    /// Its value, as Dubbo writes it.
+    pub value: String,
+    /// Where it came from (`default`, `consumer option`, `provider parameter KEY`,
+    /// `configurator KEY`, `call header retries`).
+    pub from: String,
+}
+
+impl CallReport {
+    fn of(policy: &CallPolicy, idempotent: bool) -> CallReport {
+        fn setting<T: ToString>(value: T, source: &Source) -> SettingReport {
+            SettingReport {
+                value: value.to_string(),
+                from: source.to_string(),
+            }
+        }
+        let timeout = match policy.timeout.value {
+            Some(t) => t.as_millis().to_string(),
+            None => "none".to_owned(),
+        };
+        let retried = if idempotent {
+            "attempts that never reached a provider, declined ones (trailers-only \
+             UNAVAILABLE, UNIMPLEMENTED), timeouts, lost connections, and RESOURCE_EXHAUSTED \
+             or ABORTED answers (the method is idempotent)"
+        } else {
+            "attempts that never reached a provider and declined ones (trailers-only \
+             UNAVAILABLE, UNIMPLEMENTED); not timeouts or other failures (the method is not \
+             marked idempotent)"
+        };
+        CallReport {
+            cluster: setting(policy.cluster.value, &policy.cluster.source),
+            retries: setting(policy.retries.value, &policy.retries.source),
+            tries: policy.tries(),
+            forks: setting(policy.forks.value, &policy.forks.source),
+            loadbalance: setting(policy.loadbalance.value, &policy.loadbalance.source),
+            timeout: setting(timeout, &policy.timeout.source),
+            idempotent,
+            retried: retried.to_owned(),
+            not_applied: policy.not_applied.clone(),
+        }
+    }
 }
 
 /// A rule refused or not applied.
@@ -183,14 +263,7 @@ impl Resolver {
             .enumerate()
             .map(|(i, e)| {
                 let r = &routes[i];
-                let configured = match &overridden[i] {
-                    Some(o) => o
-                        .iter()
-                        .filter(|(k, v)| e.params().get(*k) != Some(*v))
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect(),
-                    None => BTreeMap::new(),
-                };
+                let configured = reports_configured(e.params(), overridden[i].as_ref());
                 ProviderRoute {
                     address: e.address(),
                     app: e.app.to_string(),
@@ -215,7 +288,29 @@ impl Resolver {
                 }
             })
             .collect();
+        let method = query.method.as_deref();
+        let call = (0..endpoints.len())
+            .find(|&i| routing.reaches(i))
+            .map(|first| {
+                let published = endpoints[first].params();
+                let configured = reports_configured(published, overridden[first].as_ref());
+                let inputs = PolicyInputs {
+                    consumer: &query.settings,
+                    consumer_timeout: query.request_timeout,
+                    provider: published,
+                    configured: &configured,
+                };
+                let mut policy = CallPolicy::resolve(&inputs, method);
+                if let Some(retries) = headers
+                    .get(RETRIES_HEADER)
+                    .and_then(|r| r.trim().parse().ok())
+                {
+                    policy = policy.with_call_retries(retries);
+                }
+                CallReport::of(&policy, query.settings.is_idempotent(method))
+            });
         Ok(RouteReport {
+            call,
             consumer_app: consumer.app.clone(),
             rules_in_force: set.in_force().collect(),
             problems: set
@@ -230,6 +325,20 @@ impl Resolver {
             providers: reports,
         })
     }
+}
+
+/// The parameters configurators set on a provider publishing `published`, whose
+/// parameters then read `overridden`.
+fn reports_configured(
+    published: &BTreeMap<String, String>,
+    overridden: Option<&BTreeMap<String, String>>,
+) -> BTreeMap<String, String> {
+    overridden.map_or_else(BTreeMap::new, |o| {
+        o.iter()
+            .filter(|(k, v)| published.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    })
 }
 
 /// The health step of the chain, when health sets some routed provider aside: how many,

@@ -148,6 +148,22 @@ stats! {
          they were resolved for, or does not chain to its CAs): balanced-channel endpoints \
          removed (once per endpoint and cause, not per re-check) and MetadataService calls \
          refused; per app in Resolver::identity_rejections_per_app.";
+    counter call_attempts = "call_attempts_total":
+        "Attempts of calls through balanced channels that reached the balancer's pick \
+         (a call retried on another provider makes several).";
+    counter attempts_not_sent = "call_attempts_not_sent_total":
+        "Attempts that never reached their provider (connection not made, REFUSED_STREAM, \
+         a graceful GOAWAY above them): retried on another provider.";
+    counter attempts_declined = "call_attempts_declined_total":
+        "Attempts the provider declined unprocessed (a trailers-only UNAVAILABLE or \
+         UNIMPLEMENTED): retried on another provider while the call may.";
+    counter attempts_failed = "call_attempts_failed_total":
+        "Attempts that may have been processed and failed (a timeout, a lost connection, \
+         another status): retried only for idempotent calls.";
+    counter retries = "call_retries_total":
+        "Attempts sent again to another provider.";
+    counter retries_over_budget = "call_retries_over_budget_total":
+        "Retries the retry budget refused: the call got its last attempt's answer.";
     counter panic_routes = "panic_routes_total":
         "Times a balanced channel found every endpoint set aside and routed to all of them \
          (panic mode).";

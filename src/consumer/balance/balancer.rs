@@ -1,7 +1,9 @@
-//! The balancer under the channel's buffer: for each call, the routing stage's subset
-//! (`consumer/routing`: configurators, disabled providers, tags, condition rules), then
-//! health (set-aside endpoints left out, panic mode when every routed one is), then a
-//! weighted, load-aware pick.
+//! The balancer under the channel's buffer: for each attempt of a call, the routing
+//! stage's subset (`consumer/routing`: configurators, disabled providers, tags, condition
+//! rules), less the providers the call tried already, then health (set-aside endpoints
+//! left out, panic mode when every routed one is), then the select stage
+//! (`consumer/select`): the call's policy read from the first routed provider, and its
+//! load balancer's pick.
 //!
 //! It takes its endpoints from the feeder as [`Update`]s: an address joins with its
 //! endpoint, is rerouted when a new revision changes it (no new connection), and leaves;
@@ -13,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context as TaskContext, Poll};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
@@ -22,13 +24,18 @@ use rand::rngs::SmallRng;
 use tokio::sync::{mpsc, watch};
 use tower::{BoxError, Service, ServiceExt as _};
 
+use super::cluster::{CallRecord, NoProviderLeft, first_answer};
+use super::deadline::{Dispatched, write_grpc_timeout};
 use super::{BoxedFuture, Marked, Request};
 use crate::consumer::health::{EndpointKey, HealthRegistry, route_around};
 use crate::consumer::routing::{
     CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleSet,
-    effective_weight, pick, route,
+    effective_weight, route,
 };
 use crate::consumer::rules::RulesReport;
+use crate::consumer::select::loadbalance::{Balancers, CallKey, Candidate, ResponseTimes};
+use crate::consumer::select::policy::{CallPolicy, Cluster, ConsumerSettings, PolicyInputs};
+use crate::consumer::select::retry;
 use crate::consumer::stats::Counters;
 use crate::model::{Authority, Endpoint};
 
@@ -59,6 +66,13 @@ struct Slot {
     route: Arc<RouteParams>,
     /// Calls handed to it and not yet answered: the load measure.
     in_flight: Arc<AtomicUsize>,
+    /// Its recent response times, for `shortestresponse`.
+    times: Arc<ResponseTimes>,
+    /// The parameters configurators set on it (only those), for the call policy.
+    configured: BTreeMap<String, String>,
+    /// The policies of calls whose first routed provider it is, per method ("" for none),
+    /// until its parameters change.
+    policies: HashMap<Box<str>, Arc<CallPolicy>>,
 }
 
 impl Slot {
@@ -74,6 +88,45 @@ impl Slot {
         let facts = ProviderFacts::of(&self.endpoint, self.endpoint.params());
         self.overridden = rules.configure(consumer, &facts).map(Arc::new);
         self.route = Arc::new(RouteParams::of_overridden(&self.endpoint, self.params()));
+        let published = self.endpoint.params();
+        self.configured = match &self.overridden {
+            Some(overridden) => overridden
+                .iter()
+                .filter(|(key, value)| published.get(*key) != Some(*value))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        self.policies.clear();
+    }
+
+    /// The policy of calls of `method` whose first routed provider this is.
+    fn policy(
+        &mut self,
+        method: Option<&str>,
+        consumer: &ConsumerSettings,
+        consumer_timeout: Option<Duration>,
+    ) -> Arc<CallPolicy> {
+        if let Some(policy) = self.policies.get(method.unwrap_or("")) {
+            return policy.clone();
+        }
+        let inputs = PolicyInputs {
+            consumer,
+            consumer_timeout,
+            provider: self.endpoint.params(),
+            configured: &self.configured,
+        };
+        let policy = Arc::new(CallPolicy::resolve(&inputs, method));
+        for problem in &policy.not_applied {
+            tracing::warn!(address = %self.address, "{problem}");
+        }
+        // Bounded: methods are the callers' own paths.
+        if self.policies.len() >= 64 {
+            self.policies.clear();
+        }
+        self.policies
+            .insert(method.unwrap_or("").into(), policy.clone());
+        policy
     }
 }
 
@@ -91,6 +144,14 @@ struct CallInput {
 pub(super) struct Balancer {
     updates: mpsc::Receiver<Update>,
     slots: Vec<Slot>,
+    /// The consumer's own settings of calls.
+    settings: Arc<ConsumerSettings>,
+    /// The consumer's own deadline of calls that set none.
+    request_timeout: Option<Duration>,
+    /// The load balancers' state.
+    balancers: Balancers,
+    /// When the channel began: its endpoints' response-time windows turn together from it.
+    origin: tokio::time::Instant,
     /// The consumer's own tag, for calls that carry none.
     default_tag: CallTag,
     /// Who the consumer is, for rules.
@@ -114,14 +175,16 @@ pub(super) struct Balancer {
     panic: bool,
     rng: SmallRng,
     /// Scratch space of one pick.
+    untried: Vec<usize>,
     candidates: Vec<usize>,
-    weights: Vec<u32>,
-    loads: Vec<usize>,
 }
 
 impl Balancer {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         updates: mpsc::Receiver<Update>,
+        settings: Arc<ConsumerSettings>,
+        request_timeout: Option<Duration>,
         default_tag: CallTag,
         consumer: Arc<ConsumerIdentity>,
         mut rule_changes: watch::Receiver<Arc<RuleSet>>,
@@ -133,6 +196,10 @@ impl Balancer {
         Balancer {
             updates,
             slots: Vec::new(),
+            settings,
+            request_timeout,
+            balancers: Balancers::default(),
+            origin: tokio::time::Instant::now(),
             default_tag,
             consumer,
             rule_changes,
@@ -147,9 +214,8 @@ impl Balancer {
             aside_stale: true,
             panic: false,
             rng: SmallRng::from_os_rng(),
+            untried: Vec::new(),
             candidates: Vec::new(),
-            weights: Vec::new(),
-            loads: Vec::new(),
         }
     }
 
@@ -169,6 +235,9 @@ impl Balancer {
                     overridden: None,
                     route: Arc::default(),
                     in_flight: Arc::default(),
+                    times: Arc::new(ResponseTimes::new(self.origin)),
+                    configured: BTreeMap::new(),
+                    policies: HashMap::new(),
                 };
                 slot.configure(&self.rules, &self.consumer);
                 count_unparsed(&self.counters, &slot.route);
@@ -347,7 +416,7 @@ impl Service<Request> for Balancer {
         }
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, mut request: Request) -> Self::Future {
         self.refresh_rules();
         let input = self.input_of(&request);
         let routing = self.routed(&input);
@@ -357,10 +426,24 @@ impl Service<Request> for Balancer {
             return futures::future::ready(Err(Box::new(status) as BoxError)).boxed();
         }
         self.refresh_health();
+        let record = CallRecord::of(&request);
         let routed = &routing.choices[self.choose(&routing)].indices;
+        // A retry goes only to a provider the call has not tried.
+        self.untried.clear();
+        let slots = &self.slots;
+        let picks = record.as_ref().map(|r| r.picks());
+        self.untried.extend(routed.iter().copied().filter(|&i| {
+            picks
+                .as_ref()
+                .is_none_or(|p| !p.contains(&slots[i].address))
+        }));
+        drop(picks);
+        if self.untried.is_empty() {
+            return futures::future::ready(Err(Box::new(NoProviderLeft) as BoxError)).boxed();
+        }
         let aside = &self.aside;
         let is_aside = |i: usize| aside.get(i).copied().unwrap_or(false);
-        if route_around(routed, is_aside, &mut self.candidates) {
+        if route_around(&self.untried, is_aside, &mut self.candidates) {
             if !self.panic {
                 self.panic = true;
                 Counters::bump(&self.counters.panic_routes);
@@ -374,29 +457,110 @@ impl Service<Request> for Balancer {
             tracing::info!("an endpoint is healthy again: the channel leaves panic mode");
         }
         let method = method_of(request.uri().path());
-        let now = now_ms();
-        self.weights.clear();
-        self.loads.clear();
-        for &i in &self.candidates {
-            let slot = &self.slots[i];
-            let route = &slot.route;
-            self.weights.push(effective_weight(
-                route.weight_for(method),
-                route.warmup_ms,
-                route.timestamp_ms,
-                now,
-            ));
-            self.loads.push(slot.in_flight.load(Ordering::Relaxed));
+        // The call's policy, as Java reads it from the first routed provider.
+        let first = routed[0];
+        let mut policy = self.slots[first].policy(method, &self.settings, self.request_timeout);
+        if let Some(retries) = record.as_ref().and_then(|r| r.call_retries) {
+            policy = Arc::new((*policy).clone().with_call_retries(retries));
         }
-        let chosen = self.candidates[pick(&self.weights, &self.loads, &mut self.rng)];
-        let slot = &self.slots[chosen];
+        // A call that set no deadline itself gets the policy's.
+        let deadline = policy.timeout.value.and_then(|timeout| {
+            let mark = Dispatched::of(&request)?;
+            mark.deadline().is_none().then(|| mark.bound_by(timeout))
+        });
+        let now_wall = now_ms();
+        let now = tokio::time::Instant::now();
+        let candidates: Vec<Candidate<'_>> = self
+            .candidates
+            .iter()
+            .map(|&i| {
+                let slot = &self.slots[i];
+                let route = &slot.route;
+                Candidate {
+                    address: slot.address.as_str(),
+                    weight: effective_weight(
+                        route.weight_for(method),
+                        route.warmup_ms,
+                        route.timestamp_ms,
+                        now_wall,
+                    ),
+                    active: slot.in_flight.load(Ordering::Relaxed),
+                    stats: &slot.times,
+                }
+            })
+            .collect();
+        let key = CallKey {
+            method,
+            hash_key: request
+                .headers()
+                .get(HASH_KEY_HEADER)
+                .map(http::HeaderValue::as_bytes),
+        };
+        let lb = policy.loadbalance.value;
+        let index = self
+            .balancers
+            .select(lb, &candidates, &key, now, &mut self.rng);
+        let chosen = self.candidates[index];
+        // Forking: more providers at once, each picked as the first was, when the body can
+        // be sent to each.
+        let forks = usize::try_from(policy.forks.value).unwrap_or(usize::MAX);
+        let forking = policy.cluster.value == Cluster::Forking
+            && forks > 1
+            && candidates.len() > 1
+            && record.as_ref().is_some_and(|r| r.body_complete());
+        let mut more = Vec::new();
+        if forking {
+            let mut rest: Vec<usize> = (0..candidates.len()).filter(|&j| j != index).collect();
+            while more.len() + 1 < forks && !rest.is_empty() {
+                let others: Vec<Candidate<'_>> = rest.iter().map(|&j| candidates[j]).collect();
+                let k = self.balancers.select(lb, &others, &key, now, &mut self.rng);
+                more.push(self.candidates[rest.remove(k)]);
+            }
+        }
+        drop(candidates);
+        if let Some(deadline) = deadline {
+            write_grpc_timeout(request.headers_mut(), deadline);
+        }
+        if let Some(record) = &record {
+            for &i in std::iter::once(&chosen).chain(&more) {
+                record.picked(&self.slots[i].address, &policy);
+            }
+        }
+        if more.is_empty() {
+            return self.dispatch(chosen, request);
+        }
+        let copies = record
+            .as_ref()
+            .map(|r| r.copies(&request, more.len()))
+            .unwrap_or_default();
+        let mut attempts = vec![self.dispatch(chosen, request)];
+        for (&i, copy) in more.iter().zip(copies) {
+            attempts.push(self.dispatch(i, copy));
+        }
+        first_answer(attempts).boxed()
+    }
+}
+
+impl Balancer {
+    /// Sends `request` to the endpoint of slot `i`, counted in its load and response
+    /// times.
+    fn dispatch(&self, i: usize, request: Request) -> BoxedFuture {
+        let slot = &self.slots[i];
         slot.in_flight.fetch_add(1, Ordering::Relaxed);
         let in_flight = InFlight(slot.in_flight.clone());
+        let times = slot.times.clone();
         let mut service = slot.service.clone();
         async move {
             let _in_flight = in_flight;
             service.ready().await?;
-            service.call(request).await
+            let started = tokio::time::Instant::now();
+            let answer = service.call(request).await;
+            let succeeded = answer.as_ref().is_ok_and(|response| {
+                retry::grpc_code(response.headers()).is_none_or(|code| code == tonic::Code::Ok)
+            });
+            let now = tokio::time::Instant::now();
+            times.record(now.saturating_duration_since(started), succeeded, now);
+            answer
         }
         .boxed()
     }
@@ -408,8 +572,12 @@ fn count_unparsed(counters: &Counters, route: &RouteParams) {
     Counters::add(&counters.unparsed_route_params, route.bad.len() as u64);
 }
 
+/// The request header whose value `consistenthash` hashes (a gRPC call's body, where Java
+/// finds the arguments it hashes, is not read); a call without it is picked by weight.
+pub const HASH_KEY_HEADER: &str = "introspect-hash-key";
+
 /// The method of a gRPC call's path (`/pkg.Service/Method`), if it names one.
-fn method_of(path: &str) -> Option<&str> {
+pub(super) fn method_of(path: &str) -> Option<&str> {
     path.rsplit_once('/')
         .map(|(_, method)| method)
         .filter(|m| !m.is_empty())

@@ -1,10 +1,13 @@
 //! Call deadlines in the balanced channel, and the bound on waiting for an endpoint.
 //!
-//! A call's deadline is the nearer of its `grpc-timeout` header (what
-//! `tonic::Request::set_timeout` writes) and [`super::ChannelOptions::request_timeout`].
-//! A call still waiting for an endpoint when its deadline passes, or when the channel's
-//! endpoint wait ([`super::ChannelOptions::endpoint_wait`]) ends, whichever comes first,
-//! fails with UNAVAILABLE: a call never waits forever for an endpoint that does not come. A
+//! A call's deadline is its `grpc-timeout` header (what `tonic::Request::set_timeout`
+//! writes), no later than [`super::ChannelOptions::request_timeout`]; a call without one
+//! gets its policy's timeout when the balancer picks its provider (configurators, the
+//! consumer's own, the provider's `timeout`: `select/policy.rs`). It bounds all the call's
+//! attempts, and each attempt's `grpc-timeout` says the time left. An attempt still
+//! waiting for an endpoint when its deadline passes, or when the channel's endpoint wait
+//! ([`super::ChannelOptions::endpoint_wait`]) ends, whichever comes first, fails with
+//! UNAVAILABLE: a call never waits forever for an endpoint that does not come. A
 //! channel whose subscription resolves to nothing, or whose every endpoint the identity
 //! check refused, fails calls at once, saying why ([`NoEndpoints`]); not while the metadata
 //! of some instance is on its way (being fetched, or retried after a failure that may
@@ -17,11 +20,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, ready};
 use std::time::Duration;
 
+use futures::task::AtomicWaker;
 use tokio::sync::watch;
 use tokio_util::sync::ReusableBoxFuture;
 
@@ -33,24 +37,27 @@ use tower::BoxError;
 /// endpoint's own answer (its DEADLINE_EXCEEDED, say) before it fails by itself.
 pub const DISPATCHED_GRACE: Duration = Duration::from_millis(200);
 
-/// What a call's channel knows of it, shared through a request extension: its deadline,
-/// whether it was handed to an endpoint, and whether it gave up waiting for that
+/// What a call's channel knows of one attempt, shared through a request extension: the
+/// call's deadline (set by the balancer from the call's policy when the caller set none),
+/// whether the attempt was handed to an endpoint, and whether it gave up waiting for that
 /// endpoint's answer.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Dispatched(Arc<Mark>);
 
 #[derive(Debug, Default)]
 struct Mark {
-    deadline: Option<Instant>,
+    deadline: Mutex<Option<Instant>>,
     dispatched: AtomicBool,
     timed_out: AtomicBool,
+    /// The task bounding the attempt, woken when the balancer sets the deadline.
+    bound: AtomicWaker,
 }
 
 impl Dispatched {
-    /// The mark of a call due by `deadline` from now, if it has one.
-    pub fn new(deadline: Option<Duration>) -> Self {
+    /// The mark of an attempt due by `deadline`, if it has one.
+    pub fn new(deadline: Option<Instant>) -> Self {
         Dispatched(Arc::new(Mark {
-            deadline: deadline.map(|d| Instant::now() + d),
+            deadline: Mutex::new(deadline),
             ..Mark::default()
         }))
     }
@@ -71,6 +78,25 @@ impl Dispatched {
         self.0.dispatched.load(Ordering::Relaxed)
     }
 
+    /// The call's deadline, if it has one.
+    pub fn deadline(&self) -> Option<Instant> {
+        *self.0.deadline.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Gives the call `timeout` from now as its deadline if it has none; its deadline.
+    /// The task bounding the attempt is woken to keep it.
+    pub fn bound_by(&self, timeout: Duration) -> Instant {
+        let mut deadline = self.0.deadline.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(deadline) = *deadline {
+            return deadline;
+        }
+        let set = Instant::now() + timeout;
+        *deadline = Some(set);
+        drop(deadline);
+        self.0.bound.wake();
+        set
+    }
+
     /// Whether the call gave up on its endpoint's answer (it hung past the deadline).
     pub fn timed_out(&self) -> bool {
         self.0.timed_out.load(Ordering::Relaxed)
@@ -78,7 +104,7 @@ impl Dispatched {
 
     /// Whether the call's deadline has passed.
     pub fn deadline_passed(&self) -> bool {
-        self.0.deadline.is_some_and(|d| Instant::now() >= d)
+        self.deadline().is_some_and(|d| Instant::now() >= d)
     }
 }
 
@@ -101,19 +127,24 @@ pub(super) fn parse_grpc_timeout(value: &str) -> Option<Duration> {
     })
 }
 
-/// The deadline of `request` from now: the nearer of its `grpc-timeout` and `default`.
-pub(super) fn deadline_of<B>(
-    request: &http::Request<B>,
-    default: Option<Duration>,
-) -> Option<Duration> {
-    let header = request
-        .headers()
+/// The deadline a request with `headers` sets itself, from now: its `grpc-timeout`, no later than
+/// `cap` (the consumer's own request timeout). `None` when it sets none: its policy's
+/// timeout then applies.
+pub(super) fn deadline_of(headers: &http::HeaderMap, cap: Option<Duration>) -> Option<Duration> {
+    let header = headers
         .get("grpc-timeout")
         .and_then(|v| v.to_str().ok())
-        .and_then(parse_grpc_timeout);
-    match (header, default) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+        .and_then(parse_grpc_timeout)?;
+    Some(cap.map_or(header, |cap| header.min(cap)))
+}
+
+/// Writes `deadline` into `headers` as the time left (what the server reads), in whole
+/// milliseconds, at least one.
+pub(super) fn write_grpc_timeout(headers: &mut http::HeaderMap, deadline: Instant) {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let millis = left.as_millis().clamp(1, 99_999_999);
+    if let Ok(value) = http::HeaderValue::from_str(&format!("{millis}m")) {
+        headers.insert("grpc-timeout", value);
     }
 }
 
@@ -133,6 +164,7 @@ enum Stage {
 pub(super) struct Bounded<F> {
     inner: F,
     timer: Pin<Box<Sleep>>,
+    /// The deadline as the timer knows it (the mark's may be set later, at dispatch).
     deadline: Option<Instant>,
     /// How long the call may wait for an endpoint (for the error's words).
     wait: Duration,
@@ -146,16 +178,16 @@ pub(super) struct Bounded<F> {
 }
 
 impl<F> Bounded<F> {
-    /// `inner` bounded by `deadline` (from now) and by `wait` for an endpoint.
+    /// `inner` bounded by the deadline of its mark `dispatched` and by `wait` for an
+    /// endpoint.
     pub fn new(
         inner: F,
-        deadline: Option<Duration>,
         wait: Duration,
         dispatched: Dispatched,
         no_endpoints: NoEndpoints,
     ) -> Self {
         let now = Instant::now();
-        let deadline = deadline.map(|d| now + d);
+        let deadline = dispatched.deadline();
         let first = deadline.map_or(now + wait, |d| d.min(now + wait));
         let watching = no_endpoints
             .why()
@@ -213,6 +245,16 @@ where
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         if let Poll::Ready(answer) = Pin::new(&mut self.inner).poll(cx) {
             return Poll::Ready(answer);
+        }
+        if self.stage == Stage::Waiting && self.deadline.is_none() {
+            // The balancer may give the call its policy's deadline when it picks: it wakes
+            // this task then (registered first, so that a deadline set meanwhile is read).
+            self.dispatched.0.bound.register(cx.waker());
+            if let Some(deadline) = self.dispatched.deadline() {
+                self.deadline = Some(deadline);
+                let first = deadline.min(self.timer.deadline());
+                self.timer.as_mut().reset(first);
+            }
         }
         if self.stage == Stage::Waiting && !self.dispatched.is_set() {
             if let Some(error) = self.no_endpoint_can_come(cx) {
@@ -368,9 +410,8 @@ mod tests {
         let started = Instant::now();
         let bounded = Bounded::new(
             waiting,
-            Some(Duration::from_secs(1)),
             Duration::from_secs(3),
-            Dispatched::default(),
+            Dispatched::new(Some(started + Duration::from_secs(1))),
             NoEndpoints::default(),
         );
         assert!(!Dispatched::default().timed_out());
@@ -386,7 +427,7 @@ mod tests {
         let started = Instant::now();
         let no_endpoints = NoEndpoints::default();
         let wait = Duration::from_secs(3);
-        let bounded = Bounded::new(waiting, None, wait, Dispatched::default(), no_endpoints);
+        let bounded = Bounded::new(waiting, wait, Dispatched::default(), no_endpoints);
         let status = bounded
             .await
             .unwrap_err()
@@ -431,7 +472,7 @@ mod tests {
         let waiting = futures::future::pending::<Result<(), BoxError>>();
         let started = Instant::now();
         let wait = Duration::from_secs(3);
-        let status = Bounded::new(waiting, None, wait, Dispatched::default(), no_endpoints)
+        let status = Bounded::new(waiting, wait, Dispatched::default(), no_endpoints)
             .await
             .unwrap_err()
             .downcast::<tonic::Status>()
@@ -449,13 +490,7 @@ mod tests {
         let waiting = futures::future::pending::<Result<(), BoxError>>();
         let started = Instant::now();
         let wait = Duration::from_secs(3);
-        let bounded = Bounded::new(
-            waiting,
-            None,
-            wait,
-            Dispatched::default(),
-            following(&empty),
-        );
+        let bounded = Bounded::new(waiting, wait, Dispatched::default(), following(&empty));
         let fails = tokio::spawn(bounded);
         tokio::time::sleep(Duration::from_secs(1)).await;
         // Something else changes first: the call keeps waiting.
@@ -491,7 +526,6 @@ mod tests {
         };
         let bounded = Bounded::new(
             Box::pin(answer),
-            None,
             Duration::from_secs(3),
             dispatched,
             NoEndpoints::default(),
@@ -505,20 +539,14 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_dispatched_call_gets_a_grace_then_deadline_exceeded() {
-        let dispatched = Dispatched::new(Some(Duration::from_secs(1)));
+        let started = Instant::now();
+        let dispatched = Dispatched::new(Some(started + Duration::from_secs(1)));
         dispatched.0.dispatched.store(true, Ordering::Relaxed);
         let hung = futures::future::pending::<Result<(), BoxError>>();
-        let started = Instant::now();
         let wait = Duration::from_secs(3);
-        let error = Bounded::new(
-            hung,
-            Some(Duration::from_secs(1)),
-            wait,
-            dispatched.clone(),
-            NoEndpoints::default(),
-        )
-        .await
-        .unwrap_err();
+        let error = Bounded::new(hung, wait, dispatched.clone(), NoEndpoints::default())
+            .await
+            .unwrap_err();
         assert!(dispatched.timed_out(), "the endpoint is told it hung");
         assert!(dispatched.deadline_passed());
         let status = error.downcast::<tonic::Status>().unwrap();

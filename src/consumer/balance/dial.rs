@@ -5,7 +5,11 @@ use std::time::Duration;
 
 use tonic::transport::Endpoint as TonicEndpoint;
 
+use super::replay::DEFAULT_REPLAY_LIMIT;
 use crate::consumer::routing::CallTag;
+use crate::consumer::select::{
+    Cluster, ConsumerSettings, LoadBalance, MethodSettings, RetryBudget,
+};
 use crate::error::{Error, Result};
 use crate::model::Authority;
 use crate::tls::{ClientTlsConfig, IdentityCheck, Refusals};
@@ -33,6 +37,9 @@ pub struct ChannelOptions {
     pub(super) passive_health: bool,
     pub(super) endpoint_wait: Duration,
     pub(super) tag: CallTag,
+    pub(super) calls: ConsumerSettings,
+    pub(super) retry_budget: RetryBudget,
+    pub(super) replay_limit: usize,
 }
 
 impl Default for ChannelOptions {
@@ -45,6 +52,9 @@ impl Default for ChannelOptions {
             passive_health: true,
             endpoint_wait: ChannelOptions::DEFAULT_ENDPOINT_WAIT,
             tag: CallTag::none(),
+            calls: ConsumerSettings::default(),
+            retry_budget: RetryBudget::default(),
+            replay_limit: DEFAULT_REPLAY_LIMIT,
         }
     }
 }
@@ -65,10 +75,12 @@ impl ChannelOptions {
         self
     }
 
-    /// Sets a deadline on every request sent through the channel (default: none; set
-    /// deadlines per call with `tonic::Request::set_timeout`). A call's deadline also
-    /// bounds its wait for an endpoint: still waiting when it passes, it fails with
-    /// UNAVAILABLE.
+    /// Sets the deadline of calls that set none themselves (default: none; set deadlines
+    /// per call with `tonic::Request::set_timeout`): the consumer's own `timeout`, as
+    /// Dubbo reads it, over a provider's published `timeout` and under a consumer-side
+    /// configurator's. A call's own deadline is never later than this. A call's deadline
+    /// bounds all its attempts and its wait for an endpoint: still waiting when it passes,
+    /// it fails with UNAVAILABLE.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = Some(timeout);
         self
@@ -127,6 +139,78 @@ impl ChannelOptions {
         self
     }
 
+    /// Sets Dubbo's `cluster` of the channel's calls (default [`Cluster::Failover`]): what
+    /// a failed attempt leads to. Java chooses it once, from the consumer's settings, as
+    /// here; a configurator's `cluster` is reported, not applied.
+    pub fn cluster(mut self, cluster: Cluster) -> Self {
+        self.calls.cluster = Some(cluster);
+        self
+    }
+
+    /// Sets Dubbo's `retries` (default 2, Dubbo's): how many more providers a failed call
+    /// may try under failover. Only what is safe is retried: an attempt that never reached
+    /// its provider (connection refused or not made, `REFUSED_STREAM`, a graceful
+    /// `GOAWAY` above it) or that the provider declined unprocessed (a trailers-only
+    /// `UNAVAILABLE` or `UNIMPLEMENTED`); timeouts, lost connections and other statuses
+    /// only for [idempotent](Self::idempotent) calls. Each retry goes to a provider the
+    /// call has not tried, inside the call's deadline and the
+    /// [retry budget](Self::retry_budget). A consumer-side configurator's `retries` (what
+    /// dubbo-admin's retry page writes) overrides this; a request header `retries` overrides
+    /// both for one call (it is not sent). 0 turns retries off, but a provider whose
+    /// connection cannot be made is still passed over for another, as Java's pick passes
+    /// over a disconnected one.
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.calls.retries = Some(retries);
+        self
+    }
+
+    /// Sets Dubbo's `forks` (default 2): how many providers a call goes to at once under
+    /// [`Cluster::Forking`].
+    pub fn forks(mut self, forks: u32) -> Self {
+        self.calls.forks = Some(forks.max(1));
+        self
+    }
+
+    /// Sets Dubbo's `loadbalance` (default: none, which picks by weight and load, see
+    /// [`LoadBalance::P2c`]). A consumer-side configurator's overrides it; it overrides a
+    /// provider's published `loadbalance`.
+    pub fn loadbalance(mut self, loadbalance: LoadBalance) -> Self {
+        self.calls.loadbalance = Some(loadbalance);
+        self
+    }
+
+    /// Sets `retries`, `loadbalance` and `timeout` for calls of one method (Java's
+    /// `<dubbo:method>`), over the channel's own.
+    pub fn method(mut self, method: &str, settings: MethodSettings) -> Self {
+        self.calls.methods.insert(method.to_owned(), settings);
+        self
+    }
+
+    /// Marks calls of `method` (`*`: every method) as safe to process twice: their
+    /// timeouts, lost connections and the statuses of
+    /// [`IDEMPOTENT_RETRY_CODES`](crate::consumer::IDEMPOTENT_RETRY_CODES) are retried
+    /// too. Read a method's `idempotency_level` from its proto to decide; one call can be
+    /// marked with the [`Idempotent`](crate::consumer::Idempotent) request extension.
+    pub fn idempotent(mut self, method: &str) -> Self {
+        self.calls.idempotent.insert(method.to_owned());
+        self
+    }
+
+    /// Sets how much retrying the channel may add (default [`RetryBudget::default`]:
+    /// 20% of calls plus 10 per second over 10 s, linkerd's).
+    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
+        self.retry_budget = budget;
+        self
+    }
+
+    /// Sets how many bytes of a request body are kept so that a retry can send it again
+    /// (default [`DEFAULT_REPLAY_LIMIT`], 64 KiB): a call whose body is larger is sent
+    /// once.
+    pub fn replay_limit(mut self, bytes: usize) -> Self {
+        self.replay_limit = bytes;
+        self
+    }
+
     /// Sets how many endpoint changes are buffered for the balancer (default
     /// [`Self::DEFAULT_CHANGE_CAPACITY`], at least 1).
     pub fn change_capacity(mut self, capacity: usize) -> Self {
@@ -139,7 +223,6 @@ impl ChannelOptions {
 #[derive(Clone, Debug)]
 pub(super) struct Dialer {
     pub(super) connect_timeout: Duration,
-    pub(super) request_timeout: Option<Duration>,
     pub(super) tls: Option<ClientTlsConfig>,
     /// The identity check of every TLS connection, if any.
     pub(super) identity: Option<IdentityCheck>,
@@ -178,13 +261,12 @@ impl Dialer {
             reason,
             source: None,
         };
-        let mut endpoint = TonicEndpoint::from_shared(format!("{scheme}://{address}"))
+        // No request timeout here: the channel writes each attempt's deadline into its
+        // `grpc-timeout`, which tonic enforces.
+        let endpoint = TonicEndpoint::from_shared(format!("{scheme}://{address}"))
             .map_err(|e| invalid(e.to_string()))?
             .connect_timeout(self.connect_timeout)
             .tcp_nodelay(true);
-        if let Some(timeout) = self.request_timeout {
-            endpoint = endpoint.timeout(timeout);
-        }
         let applied = match (&self.tls, &self.identity, checked) {
             (Some(tls), Some(identity), Some((app, refusals))) => {
                 let at = address.as_str();
@@ -205,7 +287,6 @@ mod tests {
     fn dialer_applies_scheme_and_rejects_garbage() {
         let dialer = Dialer {
             connect_timeout: Duration::from_secs(1),
-            request_timeout: None,
             tls: None,
             identity: None,
         };

@@ -7,17 +7,23 @@
 //! changes, insertions first; `admission.rs` decides,
 //! with an identity check, which addresses may join (dialled and checked first, refused
 //! ones kept out until a TLS recheck passes); `passive.rs` records each call's outcome into
-//! health; `deadline.rs` bounds calls; `dial.rs` makes the tonic endpoint of one address.
+//! health; `deadline.rs` bounds calls; `cluster.rs` makes a call's attempts (failover: a
+//! failed attempt that is safe to retry goes to a provider not tried yet), replaying its
+//! body (`replay.rs`); `dial.rs` makes the tonic endpoint of one address. What a call's
+//! attempts may be and which provider each picks is the select stage's
+//! (`consumer/select`).
 //! This module knows the resolver's health and a stream of changes, never the resolver nor
 //! a subscription: it inherits the protections of whatever feeds it.
 
 mod admission;
 mod balancer;
+mod cluster;
 mod deadline;
 mod dial;
 mod discover;
 mod feeder;
 mod passive;
+mod replay;
 mod service_headers;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,18 +42,23 @@ use tracing::Instrument as _;
 
 use crate::consumer::health::HealthRegistry;
 use crate::consumer::rejections::Rejections;
+use crate::consumer::select::budget::Budget;
+use crate::consumer::select::policy::{ConsumerSettings, Idempotent, RETRIES_HEADER, call_retries};
 use crate::consumer::stats::Counters;
 use crate::error::{Error, Result};
 use crate::model::Authority;
 use crate::tls::{ClientTlsConfig, IdentityCheck, Refusals};
 use admission::Admission;
 use balancer::Balancer;
-use deadline::{Bounded, Dispatched, NoEndpoints, deadline_of};
+pub use balancer::HASH_KEY_HEADER;
+use cluster::{Call, CallRecord, Calls, Settled, Template};
+use deadline::{Bounded, Dispatched, NoEndpoints, deadline_of, write_grpc_timeout};
 pub use dial::ChannelOptions;
 pub(crate) use dial::TlsChoice;
 pub use discover::{Change, Discovery};
 use feeder::{Feeder, Published};
 use passive::Guarded;
+pub use replay::DEFAULT_REPLAY_LIMIT;
 use service_headers::ServiceHeaders;
 
 /// Requests buffered in front of the balancer (tonic's own default).
@@ -88,11 +99,13 @@ impl tower::Service<Request> for Marked {
 /// `GrpcService` asks. Cheap to clone; clones share one balancer.
 ///
 /// ```text
-/// BalancedChannel (Clone)      call deadlines, then a tower Buffer: clones share one
-///                              balancer task
-///   Balancer                   per call: routing (static tags, disabled providers), then
-///                              health (set-aside endpoints out, panic mode), then a
-///                              weighted pick of two by calls in flight per weight
+/// BalancedChannel (Clone)      per call: its attempts (failover, retry budget, replayed
+///                              body), each under the call's deadline, through a tower
+///                              Buffer: clones share one balancer task
+///   Balancer                   per attempt: routing (static tags, disabled providers,
+///                              rules), less the providers the call tried, then health
+///                              (set-aside endpoints out, panic mode), then the call's
+///                              policy and its load balancer's pick
 ///     service headers          `tri-service-group` / `-version` of the endpoint's service
 ///     passive health           records each call's outcome
 ///       tonic Channel          one per address, connected lazily
@@ -116,6 +129,12 @@ impl tower::Service<Request> for Marked {
 /// grouped or versioned service only so), unless the request carries them already. One
 /// address is one endpoint: where it exports the interface in several groups and the
 /// subscription names none, the first in the set's order is the one called.
+///
+/// **Retries** (Dubbo's cluster stage, see [`ChannelOptions::retries`]): a failed attempt
+/// that cannot have been processed (it never reached its provider, or the provider
+/// declined it in a trailers-only `UNAVAILABLE` or `UNIMPLEMENTED`) goes to a provider the
+/// call has not tried, inside its deadline and the channel's retry budget; timeouts and
+/// other failures only for [idempotent](ChannelOptions::idempotent) calls.
 ///
 /// **Passive health**: every call's outcome is recorded into the resolver's consumer-side
 /// health. A refused connection sets the address aside at once; transport errors,
@@ -146,8 +165,12 @@ impl tower::Service<Request> for Marked {
 pub struct BalancedChannel {
     inner: Buffer<Request, BoxedFuture>,
     request_timeout: Option<std::time::Duration>,
-    endpoint_wait: std::time::Duration,
-    no_endpoints: NoEndpoints,
+    /// What the channel's calls share: the buffer again, the bounds, the retry budget.
+    calls: Arc<Calls>,
+    /// The consumer's own settings of calls (which methods may be processed twice).
+    settings: Arc<ConsumerSettings>,
+    /// Bytes of a request body kept for retries.
+    replay_limit: usize,
 }
 
 impl std::fmt::Debug for BalancedChannel {
@@ -165,25 +188,60 @@ impl tower::Service<Request> for BalancedChannel {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request) -> Self::Future {
-        if let Some(reason) = self.no_endpoints.reason() {
+    fn call(&mut self, request: Request) -> Self::Future {
+        if let Some(reason) = self.calls.no_endpoints.reason() {
             let status = tonic::Status::unavailable(format!("no endpoint: {reason}"));
             return ResponseFuture {
                 inner: Answer::Failed(Some(Box::new(status))),
             };
         }
-        let deadline = deadline_of(&request, self.request_timeout);
-        let dispatched = Dispatched::new(deadline);
-        request.extensions_mut().insert(dispatched.clone());
+        let (parts, body) = request.into_parts();
+        let http::request::Parts {
+            method,
+            uri,
+            version,
+            mut headers,
+            extensions,
+            ..
+        } = parts;
+        let replay = replay::Replay::new(body, self.replay_limit);
+        let record = Arc::new(CallRecord::new(call_retries(&headers), &replay));
+        headers.remove(RETRIES_HEADER);
+        let idempotent = extensions.get::<Idempotent>().is_some()
+            || self.settings.is_idempotent(balancer::method_of(uri.path()));
+        let deadline = deadline_of(&headers, self.request_timeout)
+            .map(|timeout| tokio::time::Instant::now() + timeout);
+        if let Some(deadline) = deadline {
+            write_grpc_timeout(&mut headers, deadline);
+        }
+        let template = Template {
+            method,
+            uri,
+            version,
+            headers,
+        };
+        let mark = Dispatched::new(deadline);
+        self.calls.budget.deposit();
+        let first = template.request(replay.again(), &record, &mark);
         let bounded = Bounded::new(
-            self.inner.call(request),
-            deadline,
-            self.endpoint_wait,
-            dispatched,
-            self.no_endpoints.clone(),
+            self.inner.call(first),
+            self.calls.wait,
+            mark.clone(),
+            self.calls.no_endpoints.clone(),
+        );
+        let call = Call::new(
+            self.calls.clone(),
+            template,
+            replay,
+            record,
+            mark,
+            idempotent,
         );
         ResponseFuture {
-            inner: Answer::Bounded(bounded),
+            inner: Answer::First {
+                attempt: bounded,
+                call: Some(call),
+            },
         }
     }
 }
@@ -193,9 +251,18 @@ pub struct ResponseFuture {
     inner: Answer,
 }
 
+// Inline on purpose: the future lives in the caller's own, and boxing the first attempt's
+// state would cost every call an allocation (measured: `benches/channel.rs`).
+#[allow(clippy::large_enum_variant)]
 enum Answer {
-    /// On its way: handed to the balancer, bounded.
-    Bounded(Bounded<tower::buffer::future::ResponseFuture<BoxedFuture>>),
+    /// Its first attempt on its way, bounded, with what another attempt would need.
+    First {
+        attempt: Bounded<tower::buffer::future::ResponseFuture<BoxedFuture>>,
+        /// Taken when the attempt answers.
+        call: Option<Call>,
+    },
+    /// Attempts after the first.
+    Retrying(BoxedFuture),
     /// Failed before it was sent (taken once polled).
     Failed(Option<BoxError>),
 }
@@ -210,11 +277,25 @@ impl Future for ResponseFuture {
     type Output = std::result::Result<Response, BoxError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        match &mut self.inner {
-            Answer::Bounded(bounded) => Pin::new(bounded).poll(cx),
-            Answer::Failed(error) => Poll::Ready(Err(error
-                .take()
-                .unwrap_or_else(|| "the call was answered already".into()))),
+        loop {
+            match &mut self.inner {
+                Answer::First { attempt, call } => {
+                    let result = std::task::ready!(Pin::new(attempt).poll(cx));
+                    let Some(call) = call.take() else {
+                        return Poll::Ready(result);
+                    };
+                    match call.settle(result) {
+                        Settled::Answered(answer) => return Poll::Ready(answer),
+                        Settled::Retrying(next) => self.inner = Answer::Retrying(next),
+                    }
+                }
+                Answer::Retrying(next) => return next.as_mut().poll(cx),
+                Answer::Failed(error) => {
+                    return Poll::Ready(Err(error
+                        .take()
+                        .unwrap_or_else(|| "the call was answered already".into())));
+                }
+            }
         }
     }
 }
@@ -228,6 +309,8 @@ pub(crate) struct Feed {
     pub refused: watch::Receiver<Arc<BTreeMap<Authority, Arc<str>>>>,
     /// Stops the feeder.
     pub cancel: CancellationToken,
+    /// The channel's retry budget.
+    pub budget: Arc<Budget>,
 }
 
 /// What a resolver gives each of its balanced channels.
@@ -279,7 +362,6 @@ pub(crate) fn balanced_channel(
     };
     let dialer = dial::Dialer {
         connect_timeout: options.connect_timeout,
-        request_timeout: options.request_timeout,
         tls,
         identity: parts.identity.clone(),
     };
@@ -300,8 +382,11 @@ pub(crate) fn balanced_channel(
         _ => None,
     };
     let (changes, receiver) = mpsc::channel(options.capacity);
+    let settings = Arc::new(options.calls.clone());
     let balancer = Balancer::new(
         receiver,
+        settings.clone(),
+        options.request_timeout,
         options.tag.clone(),
         governance.consumer,
         governance.rules,
@@ -310,11 +395,21 @@ pub(crate) fn balanced_channel(
         parts.counters.clone(),
     );
     let (all_refused, refused_why) = watch::channel(None);
-    let channel = BalancedChannel {
-        inner: Buffer::new(BoxService::new(balancer), REQUEST_BUFFER),
-        request_timeout: options.request_timeout,
-        endpoint_wait: options.endpoint_wait,
+    let buffer = Buffer::new(BoxService::new(balancer), REQUEST_BUFFER);
+    let budget = Arc::new(Budget::new(options.retry_budget));
+    let calls = Arc::new(Calls {
+        buffer: buffer.clone(),
+        wait: options.endpoint_wait,
         no_endpoints: NoEndpoints::new(why_empty, refused_why),
+        budget: budget.clone(),
+        counters: parts.counters.clone(),
+    });
+    let channel = BalancedChannel {
+        inner: buffer,
+        request_timeout: options.request_timeout,
+        calls,
+        settings,
+        replay_limit: options.replay_limit,
     };
     let (addresses_tx, addresses) = watch::channel(Arc::new(BTreeSet::new()));
     let (refused_tx, refused) = watch::channel(Arc::new(BTreeMap::new()));
@@ -337,6 +432,7 @@ pub(crate) fn balanced_channel(
         addresses,
         refused,
         cancel,
+        budget,
     };
     Ok((channel, feed))
 }

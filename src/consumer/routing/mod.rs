@@ -11,7 +11,6 @@
 //!   findings, never a panic.
 //! * `weight`: the effective weight, Java's `AbstractLoadBalance.getWeight` with warm-up.
 //! * `tag`: a call's tag ([`CallTag`]) and Java's static-tag selection.
-//! * `pick`: the weighted choice among the routed, healthy endpoints.
 //! * `facts`: what rules match against, one provider and one call.
 //! * `keys`: which config-centre keys a channel reads ([`RuleKey`]), as Java names them.
 //! * `condition`: condition rules ([`ConditionRule`]), v3.0 `when => then` and v3.1
@@ -41,7 +40,6 @@ mod facts;
 mod ip_pattern;
 mod keys;
 mod params;
-mod pick;
 mod route;
 mod rule_set;
 pub(crate) mod rule_yaml;
@@ -61,7 +59,6 @@ pub use configurator_item::ConfiguratorItem;
 pub use facts::{CallFacts, ConsumerIdentity, MAX_RULE_BYTES, ProviderFacts};
 pub use keys::{RuleKey, rule_keys, service_key};
 pub use params::{BadParam, RouteParams};
-pub(crate) use pick::pick;
 pub use route::{Choice, Routing, route};
 pub use rule_set::{Rule, RuleProblem, RuleSet};
 pub use rules_digest::rules_digest;
