@@ -467,6 +467,29 @@ impl Output {
             for step in &report.steps {
                 let _ = writeln!(t, "step: {step}");
             }
+            if let Some(call) = &report.call {
+                let _ = writeln!(
+                    t,
+                    "call: cluster {} ({}), retries {} ({}; {} tries), loadbalance {} ({}), \
+                     timeout {} ({})",
+                    call.cluster.value,
+                    call.cluster.from,
+                    call.retries.value,
+                    call.retries.from,
+                    call.tries,
+                    call.loadbalance.value,
+                    call.loadbalance.from,
+                    match call.timeout.value.as_str() {
+                        "none" => "none".to_owned(),
+                        ms => format!("{ms} ms"),
+                    },
+                    call.timeout.from,
+                );
+                let _ = writeln!(t, "retried: {}", call.retried);
+                for not_applied in &call.not_applied {
+                    let _ = writeln!(t, "not applied: {not_applied}");
+                }
+            }
         })
     }
 }

@@ -377,6 +377,17 @@ function routeRow(p) {
     el("td", { class: "num" }, p.weight), el("td", {}, routedCell(p)));
 }
 
+// How a routed call is made: cluster, retries, load balancer, timeout, each with its source.
+function callPolicy(c) {
+  const row = (name, s, extra) => el("tr", {}, el("th", {}, name), el("td", { class: "mono" }, s.value + (extra || "")), el("td", { class: "muted" }, s.from));
+  return el("details", { id: "call-policy", open: true }, el("summary", {}, "how calls are made"),
+    el("table", { class: "call" }, el("tbody", {},
+      row("cluster", c.cluster), row("retries", c.retries, ` (${c.tries} tries)`), row("loadbalance", c.loadbalance),
+      row("timeout", c.timeout, c.timeout.value === "none" ? "" : " ms"))),
+    el("p", { class: "muted" }, "retried: " + c.retried),
+    c.not_applied.map((n) => el("p", { class: "not-applied" }, el("span", { class: "tag warn" }, "not applied"), " ", n)));
+}
+
 function routingPanel(r) {
   const parts = [el("h3", {}, "routing"), routeForm()];
   if (r.error) return el("div", { class: "revision", id: "routing" }, parts, el("p", { class: "error" }, r.error));
@@ -390,6 +401,7 @@ function routingPanel(r) {
   parts.push(rules.children.length ? rules : el("p", { class: "muted" }, "no rules in force: calls go by what the providers publish"));
   if (r.steps.length) parts.push(el("details", {}, el("summary", {}, `steps (${r.steps.length})`), el("ol", { class: "mono" }, r.steps.map((s) => el("li", {}, s)))));
   if (r.why_empty) parts.push(el("p", { class: "error" }, "no providers: " + r.why_empty));
+  if (r.call) parts.push(callPolicy(r.call));
   const routed = r.providers.filter((p) => p.routed).length;
   parts.push(el("p", { class: "muted" }, `${routed} of ${r.providers_total} providers routed` +
     (r.providers_total > r.providers.length ? ` (first ${r.providers.length} shown)` : "")));
