@@ -8,7 +8,14 @@
 //! cargo run --example greeter_provider -- --etcd http://127.0.0.1:2379 --listen 127.0.0.1:50052 --metrics 127.0.0.1:9101
 //! cargo run --example greeter_provider --features zookeeper -- --registry zookeeper://127.0.0.1:2181
 //! cargo run --example greeter_provider -- --etcd http://127.0.0.1:2379 --weight 300 --tag gray
+//! cargo run --example greeter_provider -- --etcd http://127.0.0.1:2379 --slow-ms 250 --fail-percent 30 --log-requests
 //! ```
+//!
+//! Fault modes, as the tests' real peers have them (`interop/README.md`): `--slow-ms MS`
+//! answers every call MS late (after logging it as processed), `--fail-percent P` refuses
+//! that share of calls, drawn at random, with `UNAVAILABLE` before processing them (printing
+//! `REFUSED name=NAME`), and `--log-requests` prints `REQUEST name=NAME` for each call
+//! processed.
 //!
 //! The provider applies its own rules from the config centre (its registry), as dubbo-admin
 //! or `introspect rule put` writes them: a `side: provider` configurator naming its address
@@ -20,11 +27,12 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
 use common::pb::greeter_server::GreeterServer;
-use common::{BoxError, HelloGreeter};
+use common::{BoxError, FaultGreeter};
 use introspect::Provider;
 use introspect::metrics::Metrics;
 
@@ -58,19 +66,24 @@ struct Args {
     /// The warm-up in milliseconds: consumers ramp the weight up over it (default 600000).
     #[arg(long, value_name = "MS")]
     warmup_ms: Option<u64>,
+    #[command(flatten)]
+    faults: common::FaultArgs,
 }
 
 #[tokio::main]
-async fn main() -> Result<(), BoxError> {
+async fn main() -> ExitCode {
     common::init_tracing("info");
-    let args = Args::parse();
+    common::exit_on_error(run(Args::parse()).await)
+}
+
+async fn run(args: Args) -> Result<ExitCode, BoxError> {
     let store = common::open_backend(&args.registry).await?;
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
 
     // The provider: the app, what it exports, how it stops.
     let mut builder = Provider::builder(&args.app, store)
         .drain_period(Duration::from_millis(args.drain_ms))
-        .export_service::<GreeterServer<HelloGreeter>>();
+        .export_service::<GreeterServer<FaultGreeter>>();
     if let Some(host) = args.host {
         builder = builder.host(host);
     }
@@ -102,10 +115,10 @@ async fn main() -> Result<(), BoxError> {
         println!("stopping: disabled, draining for {drain_ms} ms");
     };
     provider
-        .serve(common::greeter_router(), listener, stop)
+        .serve(common::fault_greeter_router(args.faults), listener, stop)
         .await?;
 
     drop(metrics_task);
     println!("stopped");
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

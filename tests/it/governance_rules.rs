@@ -607,6 +607,8 @@ async fn rust_live_calls(channel: BalancedChannel, end: tokio::time::Instant) ->
             };
         logged.push(LoggedCall {
             at_ms: epoch_ms(),
+            latency_ms: 0,
+            name: String::new(),
             outcome,
         });
         tokio::time::sleep(LIVE_INTERVAL).await;

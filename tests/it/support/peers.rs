@@ -14,6 +14,15 @@
 //! `SHARE calls=C message=...` line per distinct answer, and tags its calls on demand). Both take a Dubbo registry URL
 //! (`etcd://127.0.0.1:PORT`), so other registries need no new launcher. A provider process is
 //! killed when dropped; its output is kept in a temporary directory and shown when it fails.
+//!
+//! For fail-over tests the Java peer has fault modes and logs (`interop/README.md`): a Java
+//! provider started with `--slow-ms MS`, `--fail-percent P` or `--log-requests` (raw args of
+//! [`BuiltPeer::provider_with`]) answers late, refuses a share of calls with `UNAVAILABLE`,
+//! or logs each call it processes, read back with [`PeerProvider::processed`] and
+//! [`PeerProvider::refused`]; [`PeerProvider::pause`], [`PeerProvider::resume`] and
+//! [`PeerProvider::crash`] freeze, thaw and kill it. The Java consumer takes Dubbo's
+//! `retries`, `timeout`, `loadbalance` and `cluster`, calls from several threads for a time,
+//! and names each call uniquely ([`ConsumerOptions`]), so that a call processed twice shows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
@@ -27,7 +36,8 @@ use super::ports::free_ports;
 
 /// How long a provider may take to print `READY` (a JVM starts in seconds; CI is slow).
 const READY_DEADLINE: Duration = Duration::from_secs(90);
-/// How long a consumer run may take in all, its own discovery wait included.
+/// How long a consumer run may take in all, its own discovery wait included (a run for a
+/// duration, [`ConsumerOptions::duration`], gets that duration more).
 const CONSUMER_DEADLINE: Duration = Duration::from_secs(120);
 /// How long a consumer waits for its first answer, inside [`CONSUMER_DEADLINE`].
 const CONSUMER_WAIT_SECONDS: u64 = 60;
@@ -191,7 +201,8 @@ impl BuiltPeer {
     }
 
     /// Like [`provider`](Self::provider), with more of the provider role's options
-    /// (`interop/README.md`): the Java peer's `--tag`, `--weight`, `--name`, say.
+    /// (`interop/README.md`): the Java peer's `--tag`, `--weight`, `--name`, say, or its fault
+    /// modes and log, `--slow-ms MS`, `--fail-percent P`, `--log-requests`.
     pub async fn provider_with(&self, registry: &str, app: &str, args: &[&str]) -> PeerProvider {
         self.provider_at(registry, app, free_ports(), args).await
     }
@@ -287,8 +298,9 @@ impl BuiltPeer {
         self.consumer_with(registry, app, calls, &options).await
     }
 
-    /// Like [`consumer`](Self::consumer), with every option of the consumer role (the tag
-    /// options are the Java peer's only).
+    /// Like [`consumer`](Self::consumer), with every option of the consumer role (all but
+    /// `provided_by` and `interval` are the Java peer's only). With
+    /// [`duration`](ConsumerOptions::duration), `calls` caps the calls made (0: no cap).
     pub async fn consumer_with(
         &self,
         registry: &str,
@@ -305,14 +317,19 @@ impl BuiltPeer {
             await_invokers,
             log_calls,
             migration_step,
+            retries,
+            timeout,
+            loadbalance,
+            cluster,
+            concurrency,
+            duration,
+            name_prefix,
         } = *options;
         let mut args: Vec<String> = [
             "--registry",
             registry,
             "--app",
             app,
-            "--calls",
-            &calls.to_string(),
             "--wait-seconds",
             &CONSUMER_WAIT_SECONDS.to_string(),
             "--interval-ms",
@@ -320,6 +337,9 @@ impl BuiltPeer {
         ]
         .map(str::to_owned)
         .into();
+        if duration.is_none() || calls > 0 {
+            args.extend(["--calls".to_owned(), calls.to_string()]);
+        }
         if let Some(apps) = provided_by {
             args.extend(["--provided-by".to_owned(), apps.to_owned()]);
         }
@@ -352,7 +372,23 @@ impl BuiltPeer {
             );
             args.extend(["--await-invokers".to_owned(), invokers.to_string()]);
         }
-        let (mut status, mut logs) = self.run_consumer(&args).await;
+        let millis = |d: Duration| d.as_millis().to_string();
+        for (value, flag) in [
+            (retries.map(|n| n.to_string()), "--retries"),
+            (timeout.map(millis), "--timeout-ms"),
+            (loadbalance.map(str::to_owned), "--loadbalance"),
+            (cluster.map(str::to_owned), "--cluster"),
+            (concurrency.map(|n| n.to_string()), "--concurrency"),
+            (duration.map(millis), "--duration-ms"),
+            (name_prefix.map(str::to_owned), "--name-prefix"),
+        ] {
+            if let Some(value) = value {
+                assert_eq!(self.peer, Peer::Java, "only the Java consumer has {flag}");
+                args.extend([flag.to_owned(), value]);
+            }
+        }
+        let deadline = CONSUMER_DEADLINE + duration.unwrap_or_default();
+        let (mut status, mut logs) = self.run_consumer(&args, deadline).await;
         let mut shares = share_lines(logs.path());
         let mut logged = logged_calls(logs.path());
         let mut errors = call_errors(logs.path());
@@ -364,7 +400,7 @@ impl BuiltPeer {
                 "the Dubbo Java consumer's start failed ({status}); running it once more:\n{}",
                 read_output(logs.path())
             );
-            (status, logs) = self.run_consumer(&args).await;
+            (status, logs) = self.run_consumer(&args, deadline).await;
             result = result_line(logs.path());
             shares = share_lines(logs.path());
             logged = logged_calls(logs.path());
@@ -402,9 +438,9 @@ impl BuiltPeer {
         }
     }
 
-    /// Runs one consumer process with `args` to its end: its exit and the directory of its
-    /// output.
-    async fn run_consumer(&self, args: &[String]) -> (ExitStatus, TempDir) {
+    /// Runs one consumer process with `args` to its end (killed, and the test failed, after
+    /// `deadline`): its exit and the directory of its output.
+    async fn run_consumer(&self, args: &[String], deadline: Duration) -> (ExitStatus, TempDir) {
         let logs = TempDir::with_prefix(format!("introspect-{}-", self.peer.name()))
             .expect("create a temporary dir");
         let stdout = std::fs::File::create(logs.path().join("stdout")).unwrap();
@@ -423,11 +459,11 @@ impl BuiltPeer {
             if let Some(status) = child.try_wait().unwrap() {
                 break status;
             }
-            if started.elapsed() > CONSUMER_DEADLINE {
+            if started.elapsed() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!(
-                    "the {} consumer did not finish within {CONSUMER_DEADLINE:?}:\n{}",
+                    "the {} consumer did not finish within {deadline:?}:\n{}",
                     self.peer.name(),
                     read_output(logs.path())
                 );
@@ -462,6 +498,29 @@ pub struct ConsumerOptions<'a> {
     /// The reference's `migration.step` (`--migration-step`; Java only): `FORCE_INTERFACE`
     /// reads interface-level URLs only. The peer's default is `FORCE_APPLICATION`.
     pub migration_step: Option<&'a str>,
+    /// The reference's `retries` (`--retries`; Java only): how many other providers Dubbo's
+    /// cluster (failover by default) tries after a failed attempt. The peer's default is 0.
+    pub retries: Option<u32>,
+    /// The reference's `timeout` (`--timeout-ms`; Java only): each attempt's deadline. The
+    /// peer's default is 3 s.
+    pub timeout: Option<Duration>,
+    /// The reference's `loadbalance` (`--loadbalance`; Java only), e.g. `roundrobin`;
+    /// Dubbo's default (`random`) when `None`.
+    pub loadbalance: Option<&'a str>,
+    /// The reference's `cluster` (`--cluster`; Java only), e.g. `failfast`; Dubbo's default
+    /// (`failover`) when `None`.
+    pub cluster: Option<&'a str>,
+    /// How many threads make the calls at once (`--concurrency`; Java only; default 1).
+    pub concurrency: Option<u32>,
+    /// Calls for this long after the first answer instead of a fixed number
+    /// (`--duration-ms`; Java only): the run's `calls` is then a cap, 0 for none, and
+    /// [`ConsumerRun::calls`] the number made.
+    pub duration: Option<Duration>,
+    /// Names each call `PREFIX-K`, K counting from 1 (`--name-prefix`; Java only), so that
+    /// the providers' [`processed`](PeerProvider::processed) names tell which call each
+    /// processed; the discovery calls before them are `PREFIX-discovery-J`. Its `SHARE`
+    /// lines then count `Hello PREFIX from NAME`. Without it every call is `dubbo-java`.
+    pub name_prefix: Option<&'a str>,
 }
 
 /// One call a consumer logged (`--log-calls`).
@@ -469,6 +528,12 @@ pub struct ConsumerOptions<'a> {
 pub struct LoggedCall {
     /// When it returned: milliseconds since the Unix epoch, by the machine's clock.
     pub at_ms: u64,
+    /// How long it took, in milliseconds (Dubbo's retries of it included; 0 when not
+    /// printed).
+    pub latency_ms: u64,
+    /// The name it asked for (`dubbo-java`, or `PREFIX-K` with
+    /// [`ConsumerOptions::name_prefix`]; empty when not printed).
+    pub name: String,
     /// Its answer's message, or why it failed.
     pub outcome: Result<String, String>,
 }
@@ -478,7 +543,7 @@ pub struct LoggedCall {
 pub struct ConsumerRun {
     /// How the process exited (success only when every call succeeded).
     pub status: ExitStatus,
-    /// Calls it was asked to make.
+    /// Calls it was asked to make (with [`ConsumerOptions::duration`], the calls it made).
     pub calls: u64,
     /// Calls answered.
     pub ok: u64,
@@ -528,6 +593,27 @@ impl PeerProvider {
         read(self.logs.path(), "stdout")
     }
 
+    /// The request names of the calls it processed so far, in order (its `REQUEST name=...`
+    /// lines: the Java peer's `--log-requests`, the Rust example provider's too); still
+    /// readable after [`crash`](Self::crash).
+    pub fn processed(&self) -> Vec<String> {
+        self.logged_names("REQUEST name=")
+    }
+
+    /// The request names of the calls it refused with `UNAVAILABLE` so far (its
+    /// `REFUSED name=...` lines, `--fail-percent`), in order.
+    pub fn refused(&self) -> Vec<String> {
+        self.logged_names("REFUSED name=")
+    }
+
+    fn logged_names(&self, prefix: &str) -> Vec<String> {
+        self.stdout()
+            .lines()
+            .filter_map(|line| line.trim_end().strip_prefix(prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Everything it printed so far.
     pub fn output(&self) -> String {
         read_output(self.logs.path())
@@ -566,6 +652,38 @@ impl PeerProvider {
                 return child.wait().unwrap();
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Freezes it (`SIGSTOP`), as a provider that hangs: its connections stay open and its
+    /// registration stays, calls to it go unanswered. Returns once every thread is stopped.
+    pub fn pause(&self) {
+        self.signal(rustix::process::Signal::STOP, "SIGSTOP");
+        super::etcd::wait_stopped(self.child.as_ref().expect("running"));
+    }
+
+    /// Thaws it after [`pause`](Self::pause) (`SIGCONT`): it handles what queued meanwhile.
+    pub fn resume(&self) {
+        self.signal(rustix::process::Signal::CONT, "SIGCONT");
+    }
+
+    fn signal(&self, signal: rustix::process::Signal, what: &str) {
+        let child = self.child.as_ref().expect("running");
+        let pid = rustix::process::Pid::from_child(child);
+        if let Err(error) = rustix::process::kill_process(pid, signal) {
+            panic!(
+                "cannot send {what} to the {} provider: {error}",
+                self.peer.name()
+            );
+        }
+    }
+
+    /// Kills it (`SIGKILL`), as a crash would, keeping what it printed: its
+    /// [`processed`](Self::processed) and [`refused`](Self::refused) names stay readable.
+    pub fn crash(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 
@@ -614,23 +732,43 @@ fn share_lines(dir: &Path) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// The calls a consumer logged one by one (`CALL at_ms=T message=M` or `... failed=E`).
+/// The calls a consumer logged one by one: `CALL at_ms=T [latency_ms=L] [name=N] message=M`
+/// or `... failed=E` (the fields between are skipped when absent, and unknown ones ignored).
 fn logged_calls(dir: &Path) -> Vec<LoggedCall> {
     read(dir, "stdout")
         .lines()
-        .filter_map(|line| {
-            let rest = line.trim().strip_prefix("CALL at_ms=")?;
-            let (at, outcome) = rest.split_once(' ')?;
-            let outcome = match outcome.strip_prefix("message=") {
-                Some(message) => Ok(message.to_owned()),
-                None => Err(outcome.strip_prefix("failed=")?.to_owned()),
-            };
-            Some(LoggedCall {
-                at_ms: at.parse().ok()?,
-                outcome,
-            })
-        })
+        .filter_map(|line| parse_call(line.trim()))
         .collect()
+}
+
+/// One `CALL ...` line (see [`logged_calls`]).
+fn parse_call(line: &str) -> Option<LoggedCall> {
+    let mut rest = line.strip_prefix("CALL at_ms=")?;
+    let (at, after) = rest.split_once(' ')?;
+    rest = after;
+    let mut latency_ms = 0;
+    let mut name = String::new();
+    let outcome = loop {
+        if let Some(message) = rest.strip_prefix("message=") {
+            break Ok(message.to_owned());
+        }
+        if let Some(error) = rest.strip_prefix("failed=") {
+            break Err(error.to_owned());
+        }
+        let (field, after) = rest.split_once(' ')?;
+        rest = after;
+        if let Some(latency) = field.strip_prefix("latency_ms=") {
+            latency_ms = latency.parse().ok()?;
+        } else if let Some(called) = field.strip_prefix("name=") {
+            called.clone_into(&mut name);
+        }
+    };
+    Some(LoggedCall {
+        at_ms: at.parse().ok()?,
+        latency_ms,
+        name,
+        outcome,
+    })
 }
 
 /// The distinct errors a consumer printed for its failed calls (`call failed: ...`).

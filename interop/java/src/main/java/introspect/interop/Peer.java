@@ -14,7 +14,10 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.dubbo.config.ApplicationConfig;
 import org.apache.dubbo.config.ProtocolConfig;
@@ -25,6 +28,7 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 import org.apache.dubbo.registry.client.migration.MigrationInvoker;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.RpcContext;
+import org.apache.dubbo.rpc.TriRpcStatus;
 import org.apache.dubbo.rpc.cluster.ClusterInvoker;
 import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
 
@@ -34,10 +38,13 @@ import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
  *
  * <pre>
  * provider --registry URL --app NAME --port PORT --metadata-port PORT [--tag TAG] [--weight W] [--name NAME]
- *          [--warmup MS] [--config-centre] [--register-mode instance|interface|all]
- * consumer --registry URL --app NAME [--provided-by APP] --calls N [--wait-seconds S] [--interval-ms MS]
+ *          [--warmup MS] [--config-centre] [--register-mode instance|interface|all] [--shutdown-wait-ms MS]
+ *          [--slow-ms MS] [--fail-percent P] [--log-requests]
+ * consumer --registry URL --app NAME [--provided-by APP] (--calls N | --duration-ms D [--calls N])
+ *          [--wait-seconds S] [--interval-ms MS] [--concurrency C] [--name-prefix P]
  *          [--tag TAG] [--force-tag] [--config-centre] [--await-invokers N] [--log-calls]
  *          [--migration-step FORCE_APPLICATION|APPLICATION_FIRST|FORCE_INTERFACE]
+ *          [--retries N] [--timeout-ms MS] [--loadbalance NAME] [--cluster NAME]
  * bench --registry URL --app NAME --expect N [--provided-by APP] [--wait-seconds S] [--connect-timeout-ms MS]
  * </pre>
  *
@@ -68,9 +75,31 @@ import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
  * does not wait for a first answer but until the reference's directory holds N invokers (a
  * rule may leave every call without a provider), then makes its N calls. With
  * {@code --log-calls} it prints one line per call,
- * {@code CALL at_ms=T message=...} or {@code CALL at_ms=T failed=...} (T: the wall clock in
- * epoch milliseconds when the call returned), so that a test can tell when a rule written
- * during the run took effect.
+ * {@code CALL at_ms=T latency_ms=L name=NAME message=...} or
+ * {@code CALL at_ms=T latency_ms=L name=NAME failed=...} (T: the wall clock in epoch
+ * milliseconds when the call returned; L: how long the call took, Dubbo's retries included;
+ * NAME: the call's request name), so that a test can tell when a rule written during the run
+ * took effect.
+ *
+ * <p>Fault and load options, for tests of fail-over (see {@code interop/README.md}). The
+ * provider's {@code --slow-ms MS} makes every call sleep MS before it is answered (after it
+ * is logged as processed); {@code --fail-percent P} (0 to 100) refuses that share of calls,
+ * drawn at random, with the gRPC status {@code UNAVAILABLE} before they are processed (thrown
+ * as {@code TriRpcStatus.UNAVAILABLE...asException()}, as a Triple service declares a
+ * status), printing {@code REFUSED name=NAME} for each; {@code --log-requests} prints
+ * {@code REQUEST name=NAME} (the request's name) for each call it processes. The consumer's
+ * {@code --retries N} (default 0), {@code --timeout-ms MS} (default 3000),
+ * {@code --loadbalance NAME} and {@code --cluster NAME} (Dubbo's defaults unless given) are
+ * its reference's {@code retries}, {@code timeout}, {@code loadbalance} and {@code cluster}.
+ * With {@code --concurrency C} (default 1) C threads make the calls at once. With
+ * {@code --duration-ms D} it makes calls until D milliseconds have passed since its first
+ * answer instead of a fixed number ({@code --calls}, then optional, caps them), and its
+ * {@code RESULT}'s {@code calls=} is the number made. With {@code --name-prefix P} each call
+ * asks for the name {@code P-K}, K counting the calls from 1, so that the providers'
+ * {@code REQUEST} lines tell which call each processed (a call processed twice shows twice);
+ * the discovery calls before them ask for {@code P-discovery-J}; its {@code SHARE} lines then
+ * count the answers with each call's own name replaced by P ({@code Hello P from NAME}), so
+ * they still say who answered how many. Without it every call asks for {@code dubbo-java}.
  *
  * <p>The provider's {@code --shutdown-wait-ms} is Dubbo's {@code dubbo.service.shutdown.wait}:
  * once deregistered on a stop, each service is unexported when it has been idle for a third of
@@ -186,7 +215,15 @@ public final class Peer {
         protocol.setHost("127.0.0.1");
         ServiceConfig<Greeter> service = new ServiceConfig<>();
         service.setInterface(Greeter.class);
-        service.setRef(new CountingGreeter(options.getOrDefault("name", "dubbo-java")));
+        int failPercent = Integer.parseInt(options.getOrDefault("fail-percent", "0"));
+        if (failPercent < 0 || failPercent > 100) {
+            throw new IllegalArgumentException("--fail-percent must be within 0 and 100, not " + failPercent);
+        }
+        service.setRef(new CountingGreeter(
+                options.getOrDefault("name", "dubbo-java"),
+                Long.parseLong(options.getOrDefault("slow-ms", "0")),
+                failPercent,
+                options.containsKey("log-requests")));
         if (options.containsKey("tag")) {
             service.setTag(options.get("tag"));
         }
@@ -214,20 +251,37 @@ public final class Peer {
     }
 
     private static int consumer(Map<String, String> options) {
-        int calls = Integer.parseInt(need(options, "calls"));
+        // A fixed number of calls, or calls for a time (then --calls, if given, caps them).
+        boolean timed = options.containsKey("duration-ms");
+        if (!timed && !options.containsKey("calls")) {
+            throw new IllegalArgumentException("missing --calls (or --duration-ms)");
+        }
+        long calls = options.containsKey("calls") ? Long.parseLong(options.get("calls")) : Long.MAX_VALUE;
+        long durationMillis = timed ? Long.parseLong(options.get("duration-ms")) : 0;
         long waitMillis = Long.parseLong(options.getOrDefault("wait-seconds", "60")) * 1000;
         long intervalMillis = Long.parseLong(options.getOrDefault("interval-ms", "0"));
+        int concurrency = Integer.parseInt(options.getOrDefault("concurrency", "1"));
+        if (concurrency < 1) {
+            throw new IllegalArgumentException("--concurrency must be at least 1");
+        }
         String tag = options.get("tag");
         boolean forceTag = options.containsKey("force-tag");
         boolean configCentre = options.containsKey("config-centre");
         boolean logCalls = options.containsKey("log-calls");
+        String namePrefix = options.get("name-prefix");
         int awaitInvokers = Integer.parseInt(options.getOrDefault("await-invokers", "0"));
         ReferenceConfig<Greeter> reference = new ReferenceConfig<>();
         reference.setInterface(Greeter.class);
         reference.setProtocol("tri");
         reference.setCheck(false);
-        reference.setTimeout(3000);
-        reference.setRetries(0);
+        reference.setTimeout(Integer.parseInt(options.getOrDefault("timeout-ms", "3000")));
+        reference.setRetries(Integer.parseInt(options.getOrDefault("retries", "0")));
+        if (options.containsKey("loadbalance")) {
+            reference.setLoadbalance(options.get("loadbalance"));
+        }
+        if (options.containsKey("cluster")) {
+            reference.setCluster(options.get("cluster"));
+        }
         if (options.containsKey("provided-by")) {
             reference.setProvidedBy(options.get("provided-by"));
         }
@@ -240,7 +294,6 @@ public final class Peer {
                 .reference(reference)
                 .start();
         Greeter greeter = reference.get();
-        HelloRequest request = HelloRequest.newBuilder().setName("dubbo-java").build();
 
         // Discovery takes a moment: wait for the first answer (or the invokers asked for),
         // bounded.
@@ -259,54 +312,98 @@ public final class Peer {
                 lastError = "only " + seen + " of " + awaitInvokers + " invokers";
             }
         }
+        long attempts = 0;
         while (message == null && System.currentTimeMillis() - started < waitMillis) {
+            attempts++;
+            String name = namePrefix == null ? "dubbo-java" : namePrefix + "-discovery-" + attempts;
             try {
                 // Discovery is done once any provider answers the call: forced, the tag
                 // could match none.
                 tagNextCall(tag, false);
-                message = greeter.sayHello(request).getMessage();
+                message = greeter.sayHello(request(name)).getMessage();
             } catch (RuntimeException e) {
                 lastError = e.getClass().getSimpleName() + ": " + firstLine(e.getMessage());
                 sleep(200);
             }
         }
         long waited = System.currentTimeMillis() - started;
-        long ok = 0;
-        long failed = 0;
-        // Each distinct answer of the N calls and how many calls it answered.
-        Map<String, Long> shares = new TreeMap<>();
+        AtomicLong ok = new AtomicLong();
+        AtomicLong failed = new AtomicLong();
+        // Each distinct answer of the calls and how many calls it answered.
+        Map<String, Long> shares = new ConcurrentHashMap<>();
+        AtomicReference<String> last = new AtomicReference<>(message);
+        long made;
         if (message == null) {
             System.err.println("no answer within " + waitMillis + " ms: " + lastError);
-            failed = calls;
+            failed.set(timed ? 0 : calls);
+            made = timed ? 0 : calls;
         } else {
-            for (int i = 0; i < calls; i++) {
-                if (i > 0 && intervalMillis > 0) {
-                    sleep(intervalMillis);
+            long deadline = timed ? System.currentTimeMillis() + durationMillis : Long.MAX_VALUE;
+            // Calls started (each takes a ticket; none past --calls) and the calls' names.
+            AtomicLong tickets = new AtomicLong();
+            AtomicLong sequence = new AtomicLong();
+            Runnable worker = () -> {
+                boolean first = true;
+                while (System.currentTimeMillis() < deadline && tickets.getAndIncrement() < calls) {
+                    if (!first && intervalMillis > 0) {
+                        sleep(intervalMillis);
+                        if (System.currentTimeMillis() >= deadline) {
+                            break;
+                        }
+                    }
+                    first = false;
+                    String name = namePrefix == null ? "dubbo-java" : namePrefix + "-" + sequence.incrementAndGet();
+                    long callStarted = System.nanoTime();
+                    try {
+                        tagNextCall(tag, forceTag);
+                        String answer = greeter.sayHello(request(name)).getMessage();
+                        long latency = (System.nanoTime() - callStarted) / 1_000_000;
+                        // With named calls, answers are counted by who answered: the call's
+                        // own name is replaced by the prefix.
+                        shares.merge(namePrefix == null ? answer : answer.replace(name, namePrefix), 1L, Long::sum);
+                        last.set(answer);
+                        ok.incrementAndGet();
+                        if (logCalls) {
+                            say("CALL at_ms=" + System.currentTimeMillis() + " latency_ms=" + latency + " name=" + name
+                                    + " message=" + answer);
+                        }
+                    } catch (RuntimeException e) {
+                        long latency = (System.nanoTime() - callStarted) / 1_000_000;
+                        failed.incrementAndGet();
+                        System.err.println("call failed: " + firstLine(e.getMessage()));
+                        if (logCalls) {
+                            say("CALL at_ms=" + System.currentTimeMillis() + " latency_ms=" + latency + " name=" + name
+                                    + " failed=" + firstLine(e.getMessage()));
+                        }
+                    }
                 }
+            };
+            Thread[] threads = new Thread[concurrency];
+            for (int i = 0; i < concurrency; i++) {
+                threads[i] = new Thread(worker, "caller-" + i);
+                threads[i].start();
+            }
+            for (Thread thread : threads) {
                 try {
-                    tagNextCall(tag, forceTag);
-                    message = greeter.sayHello(request).getMessage();
-                    shares.merge(message, 1L, Long::sum);
-                    ok++;
-                    if (logCalls) {
-                        System.out.println("CALL at_ms=" + System.currentTimeMillis() + " message=" + message);
-                    }
-                } catch (RuntimeException e) {
-                    failed++;
-                    System.err.println("call failed: " + firstLine(e.getMessage()));
-                    if (logCalls) {
-                        System.out.println(
-                                "CALL at_ms=" + System.currentTimeMillis() + " failed=" + firstLine(e.getMessage()));
-                    }
+                    thread.join();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
                 }
             }
+            made = timed ? ok.get() + failed.get() : calls;
         }
-        shares.forEach((answer, count) -> System.out.println("SHARE calls=" + count + " message=" + answer));
-        System.out.println("RESULT calls=" + calls + " ok=" + ok + " failed=" + failed + " waited_ms=" + waited
-                + " message=" + message);
+        new TreeMap<>(shares)
+                .forEach((answer, count) -> System.out.println("SHARE calls=" + count + " message=" + answer));
+        System.out.println("RESULT calls=" + made + " ok=" + ok.get() + " failed=" + failed.get() + " waited_ms="
+                + waited + " message=" + last.get());
         System.out.flush();
         bootstrap.stop();
-        return failed == 0 && ok == calls ? 0 : 1;
+        return message != null && failed.get() == 0 && ok.get() == made ? 0 : 1;
+    }
+
+    /** The request of one call. */
+    private static HelloRequest request(String name) {
+        return HelloRequest.newBuilder().setName(name).build();
     }
 
     /**
@@ -408,26 +505,58 @@ public final class Peer {
         return 0;
     }
 
-    /** Answers naming this peer (by default {@code dubbo-java}), and counts the calls. */
+    /**
+     * Answers naming this peer (by default {@code dubbo-java}), and counts the calls; the fault
+     * modes of {@code --fail-percent} and {@code --slow-ms}, and {@code --log-requests}, are
+     * applied here (see the class docs).
+     */
     static final class CountingGreeter extends DubboGreeterTriple.GreeterImplBase {
         private final AtomicLong calls = new AtomicLong();
         private final String name;
+        private final long slowMillis;
+        private final int failPercent;
+        private final boolean logRequests;
 
-        CountingGreeter(String name) {
+        CountingGreeter(String name, long slowMillis, int failPercent, boolean logRequests) {
             this.name = name;
+            this.slowMillis = slowMillis;
+            this.failPercent = failPercent;
+            this.logRequests = logRequests;
         }
 
         @Override
         public HelloReply sayHello(HelloRequest request) {
+            // Refused before it is processed: as a provider that cannot take the call now,
+            // with the status a Triple service declares (not processed, so not counted).
+            if (failPercent > 0 && ThreadLocalRandom.current().nextInt(100) < failPercent) {
+                say("REFUSED name=" + request.getName());
+                throw TriRpcStatus.UNAVAILABLE
+                        .withDescription(name + " refused the call (--fail-percent " + failPercent + ")")
+                        .asException();
+            }
             calls.incrementAndGet();
+            if (logRequests) {
+                say("REQUEST name=" + request.getName());
+            }
+            if (slowMillis > 0) {
+                sleep(slowMillis);
+            }
             return HelloReply.newBuilder()
                     .setMessage("Hello " + request.getName() + " from " + name)
                     .build();
         }
     }
 
+    /** Prints one line to standard output and flushes it, whole among the lines of other threads. */
+    private static void say(String line) {
+        synchronized (System.out) {
+            System.out.println(line);
+            System.out.flush();
+        }
+    }
+
     /** Options that take no value. */
-    private static final Set<String> FLAGS = Set.of("force-tag", "config-centre", "log-calls");
+    private static final Set<String> FLAGS = Set.of("force-tag", "config-centre", "log-calls", "log-requests");
 
     private static Map<String, String> parse(String[] args) {
         Map<String, String> options = new HashMap<>();
