@@ -21,6 +21,8 @@ mod etcd_faults;
 mod etcd_health;
 mod etcd_paging;
 mod etcd_start_down;
+#[cfg(feature = "zookeeper")]
+mod failover;
 mod fault_proxy;
 mod first_set;
 mod follow_app;
@@ -51,6 +53,7 @@ mod provider_rules;
 mod quiet_logs;
 mod readme;
 mod reflection;
+mod retries;
 mod revision;
 mod revision_rules;
 mod rules;

@@ -632,11 +632,10 @@ async fn two_peer_providers_under_calls(
     registry: &PeerRegistry,
     peer: &BuiltPeer,
     app: &str,
-    provider_args: &[&str],
 ) -> TwoUnderCalls {
     let providers = [
-        peer.provider_with(&registry.url, app, provider_args).await,
-        peer.provider_with(&registry.url, app, provider_args).await,
+        peer.provider(&registry.url, app).await,
+        peer.provider(&registry.url, app).await,
     ];
     for provider in &providers {
         registry
@@ -674,7 +673,7 @@ pub async fn peer_provider_killed_while_rust_consumer_calls(
         resolver,
         live,
         caller,
-    } = two_peer_providers_under_calls(registry, peer, app, &[]).await;
+    } = two_peer_providers_under_calls(registry, peer, app).await;
 
     let killed = first.port;
     first.kill();
@@ -768,23 +767,14 @@ pub async fn rust_provider_stopped_while_peer_consumer_calls(
     staying.shutdown().await;
 }
 
-/// The provider options of `peer` that give consumers 10 s, not Dubbo Java's default 3.3 s,
-/// between a stopping provider's deregistration and its unexport. In one loaded CI run a
-/// call was answered `UNIMPLEMENTED` ("Invoker for gRPC not found") across the stop: the
-/// provider had unexported before the consumer's view let it go. A Java consumer would hide
-/// that with a retry (its failover cluster); the balanced channel makes none, so the drain
-/// must outlast the view's lag. The dubbo-go peer drains by its own rule.
-fn drain_args(peer: &BuiltPeer) -> &'static [&'static str] {
-    match peer.peer() {
-        Peer::Java => &["--shutdown-wait-ms", "30000"],
-        Peer::Go => &[],
-    }
-}
-
 /// Two of `peer`'s providers of `app` on `registry`, a Rust consumer calling them through
 /// the mapping every 10 ms; one stops as a deploy stops it (`SIGTERM`: Dubbo deregisters
-/// first, then drains): no call fails, and no removal is held by self-preservation (a
-/// deregistration is not an expiry).
+/// first, then drains, by the peer's own defaults): no call fails, and no removal is held
+/// by self-preservation (a deregistration is not an expiry). A call that reaches the
+/// provider after it unexported is answered `UNIMPLEMENTED` before any work (Java's
+/// "Invoker for gRPC not found", seen in a loaded run when the drain ended before the
+/// consumer's view let the provider go); the balanced channel sends it again to the other
+/// provider, as a declined attempt, so the drain need not outlast the view's lag.
 pub async fn peer_provider_stopped_while_rust_consumer_calls(
     registry: &PeerRegistry,
     peer: &BuiltPeer,
@@ -795,7 +785,7 @@ pub async fn peer_provider_stopped_while_rust_consumer_calls(
         resolver,
         live,
         caller,
-    } = two_peer_providers_under_calls(registry, peer, app, drain_args(peer)).await;
+    } = two_peer_providers_under_calls(registry, peer, app).await;
 
     let stopped = stopping.port;
     let signalled_at = caller.elapsed_ms();
