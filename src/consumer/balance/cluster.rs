@@ -175,15 +175,56 @@ pub(super) struct Template {
 }
 
 impl Template {
-    /// An attempt's request: the call's parts, `body`, the call's record and `mark`.
-    pub fn request(&self, body: Replay, record: &Arc<CallRecord>, mark: &Dispatched) -> Request {
-        let mut request = http::Request::new(tonic::body::Body::new(body));
-        *request.method_mut() = self.method.clone();
-        *request.uri_mut() = self.uri.clone();
-        *request.version_mut() = self.version;
-        *request.headers_mut() = self.headers.clone();
-        request.extensions_mut().insert(record.clone());
-        request.extensions_mut().insert(mark.clone());
+    /// The template of a call of these parts, and its first attempt's request. The attempt
+    /// takes the caller's own parts (room for the headers the layers below add) and the
+    /// template keeps copies, for attempts after it.
+    pub fn first(
+        method: http::Method,
+        uri: http::Uri,
+        version: http::Version,
+        headers: http::HeaderMap,
+        attempt: Attempt<'_>,
+    ) -> (Template, Request) {
+        let template = Template {
+            method: method.clone(),
+            uri: uri.clone(),
+            version,
+            headers: headers.clone(),
+        };
+        let request = attempt.request(method, uri, version, headers);
+        (template, request)
+    }
+
+    /// A later attempt's request: copies of the call's parts.
+    pub fn request(&self, attempt: Attempt<'_>) -> Request {
+        let (method, uri) = (self.method.clone(), self.uri.clone());
+        attempt.request(method, uri, self.version, self.headers.clone())
+    }
+}
+
+/// What an attempt carries besides the call's parts: the body it sends, the call's record
+/// and its own mark.
+pub(super) struct Attempt<'a> {
+    pub body: Replay,
+    pub record: &'a Arc<CallRecord>,
+    pub mark: &'a Dispatched,
+}
+
+impl Attempt<'_> {
+    fn request(
+        self,
+        method: http::Method,
+        uri: http::Uri,
+        version: http::Version,
+        headers: http::HeaderMap,
+    ) -> Request {
+        let mut request = http::Request::new(tonic::body::Body::new(self.body));
+        *request.method_mut() = method;
+        *request.uri_mut() = uri;
+        *request.version_mut() = version;
+        *request.headers_mut() = headers;
+        request.extensions_mut().insert(self.record.clone());
+        request.extensions_mut().insert(self.mark.clone());
         request
     }
 }
@@ -287,9 +328,11 @@ impl Call {
         loop {
             let deadline = self.mark.deadline();
             let mark = Dispatched::new(deadline);
-            let mut request = self
-                .template
-                .request(self.replay.again(), &self.record, &mark);
+            let mut request = self.template.request(Attempt {
+                body: self.replay.again(),
+                record: &self.record,
+                mark: &mark,
+            });
             if let Some(deadline) = deadline {
                 write_grpc_timeout(request.headers_mut(), deadline);
             }

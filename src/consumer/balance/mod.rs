@@ -51,7 +51,7 @@ use crate::tls::{ClientTlsConfig, IdentityCheck, Refusals};
 use admission::Admission;
 use balancer::Balancer;
 pub use balancer::HASH_KEY_HEADER;
-use cluster::{Call, CallRecord, Calls, Settled, Template};
+use cluster::{Attempt, Call, CallRecord, Calls, Settled, Template};
 use deadline::{Bounded, Dispatched, NoEndpoints, deadline_of, write_grpc_timeout};
 pub use dial::ChannelOptions;
 pub(crate) use dial::TlsChoice;
@@ -214,15 +214,14 @@ impl tower::Service<Request> for BalancedChannel {
         if let Some(deadline) = deadline {
             write_grpc_timeout(&mut headers, deadline);
         }
-        let template = Template {
-            method,
-            uri,
-            version,
-            headers,
-        };
         let mark = Dispatched::new(deadline);
         self.calls.budget.deposit();
-        let first = template.request(replay.again(), &record, &mark);
+        let attempt = Attempt {
+            body: replay.again(),
+            record: &record,
+            mark: &mark,
+        };
+        let (template, first) = Template::first(method, uri, version, headers, attempt);
         let bounded = Bounded::new(
             self.inner.call(first),
             self.calls.wait,

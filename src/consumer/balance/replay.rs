@@ -31,7 +31,7 @@ struct Shared {
     /// The caller's body, while some of it is unread.
     rest: Option<tonic::body::Body>,
     /// Its data frames read so far, while kept.
-    data: Vec<Bytes>,
+    data: Frames,
     /// Data frames read so far (kept or not).
     read: usize,
     /// Bytes read so far.
@@ -53,7 +53,7 @@ impl Replay {
         Replay {
             shared: Arc::new(Mutex::new(Shared {
                 rest: (!ended).then_some(body),
-                data: Vec::new(),
+                data: Frames::default(),
                 read: 0,
                 bytes: 0,
                 limit,
@@ -118,7 +118,7 @@ impl Shared {
                     self.bytes += data.len();
                     if self.overflowed || self.bytes > self.limit {
                         self.overflowed = true;
-                        self.data = Vec::new();
+                        self.data = Frames::default();
                     } else {
                         self.data.push(data.clone());
                     }
@@ -153,7 +153,7 @@ impl http_body::Body for Replay {
         let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
         if position < shared.read {
             // Frames an earlier attempt read: send them again, if they were kept.
-            let Some(data) = shared.data.get(position).cloned() else {
+            let Some(data) = shared.data.get(position) else {
                 return Poll::Ready(Some(Err(tonic::Status::internal(
                     "the request body was over the replay bound and cannot be sent again",
                 ))));
@@ -199,14 +199,44 @@ impl http_body::Body for Replay {
         let shared = self.lock();
         match &shared.rest {
             None if !shared.overflowed => {
-                let kept: usize = shared.data[self.position.min(shared.data.len())..]
-                    .iter()
-                    .map(Bytes::len)
-                    .sum();
+                let kept = shared.data.bytes_from(self.position);
                 SizeHint::with_exact(kept as u64)
             }
             _ => SizeHint::default(),
         }
+    }
+}
+
+/// Data frames kept, the first inline: a unary call's body is one frame, kept without an
+/// allocation of its own.
+#[derive(Default)]
+struct Frames {
+    first: Option<Bytes>,
+    more: Vec<Bytes>,
+}
+
+impl Frames {
+    fn push(&mut self, frame: Bytes) {
+        if self.first.is_none() {
+            self.first = Some(frame);
+        } else {
+            self.more.push(frame);
+        }
+    }
+
+    /// The frame at `position`, if kept.
+    fn get(&self, position: usize) -> Option<Bytes> {
+        match position {
+            0 => self.first.clone(),
+            _ => self.more.get(position - 1).cloned(),
+        }
+    }
+
+    /// Bytes of the frames from `position` on.
+    fn bytes_from(&self, position: usize) -> usize {
+        let first = self.first.iter().skip(position);
+        let more = self.more.iter().skip(position.saturating_sub(1));
+        first.chain(more).map(Bytes::len).sum()
     }
 }
 
