@@ -326,7 +326,7 @@ impl ResolverBuilder {
         let counters = Arc::new(Counters::default());
         let rejections = Rejections::new(counters.clone());
         let warnings = Arc::new(Aggregator::default());
-        let health = HealthRegistry::new(self.health, counters.clone());
+        let health = HealthRegistry::new(self.health, counters.clone(), tls.clone());
         let metadata = Arc::new(MetadataSource::new(
             backend.reports().clone(),
             self.limits.clone(),

@@ -85,7 +85,7 @@ pub use builder::ResolverBuilder;
 pub use channel::ChannelHandle;
 pub use explain::{AppFindings, Explanation, InterfaceFindings};
 pub use follow::AppFollow;
-pub use health::{HealthOptions, Probe, route_around};
+pub use health::{Ejection, EjectionReason, HealthOptions, Probe, route_around};
 pub use migration::MigrationStep;
 pub use resolver::Resolver;
 pub use route_report::{

@@ -379,6 +379,13 @@ impl Resolver {
         &self.backend
     }
 
+    /// What consumer-side health ejects now, over all of this resolver's subscriptions and
+    /// channels: each address (or method at an address, when slow there alone), why, for
+    /// how long, and when it is tried again. Sorted by address.
+    pub fn ejections(&self) -> Vec<super::health::Ejection> {
+        self.parts.health.ejections()
+    }
+
     /// The parts balanced channels need: health, counters, the default TLS and the
     /// identity check.
     pub(super) fn channel_parts(&self) -> &ChannelParts {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::health::route_around;
+use super::health::{Ejection, Left, route_around_capped};
 use super::resolver::Resolver;
 use super::routing::{
     CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleProblem,
@@ -156,9 +156,12 @@ pub struct ProviderRoute {
     pub routed: bool,
     /// Why not, when it may not.
     pub routed_out_by: Option<String>,
-    /// Whether consumer-side health sets it aside now: a call routed to it goes to another
-    /// routed provider, unless every one of them is set aside (panic mode).
+    /// Whether consumer-side health ejects it now (for the query's method, when it is
+    /// slow at that method alone): a call routed to it goes to another routed provider,
+    /// unless the cap on outliers lets it back or every one of them is out (panic mode).
     pub set_aside: bool,
+    /// Why, since when and until when, when it is.
+    pub ejection: Option<Ejection>,
     /// Its effective weight now (warm-up applied) for the query's method.
     pub weight: u32,
     /// The parameters configurators changed, with their new values.
@@ -249,11 +252,29 @@ impl Resolver {
             tag: &tag,
         };
         let mut routing = route(&set, &call, &providers, &enabled);
-        let aside: Vec<bool> = endpoints
-            .iter()
-            .map(|e| subscription.is_set_aside(e))
-            .collect();
-        if let Some(step) = health_step(&routing, &aside) {
+        let health = &self.channel_parts().health;
+        let keys: Vec<_> = endpoints.iter().map(super::subscribe::key_of).collect();
+        let standing = health.standing_of(&keys.iter().collect::<Vec<_>>());
+        let path = format!(
+            "/{}/{}",
+            wanted.interface,
+            query.method.as_deref().unwrap_or("")
+        );
+        let left: Vec<Left> = standing.iter().map(|s| s.for_path(&path)).collect();
+        let aside: Vec<bool> = left.iter().map(|l| *l != Left::No).collect();
+        let ejections = health.ejections();
+        let ejection_of = |i: usize| {
+            let address = endpoints[i].address();
+            ejections
+                .iter()
+                .find(|e| {
+                    e.address == address
+                        && (e.method.is_none() || e.method.as_deref() == Some(path.as_str()))
+                })
+                .cloned()
+        };
+        let cap = health.max_ejection_percent();
+        if let Some(step) = health_step(&routing, &left, cap) {
             routing.steps.push(step);
         }
         let now = crate::consumer::seen::now_ms();
@@ -273,6 +294,7 @@ impl Resolver {
                     routed: routing.reaches(i),
                     routed_out_by: routing.routed_out[i].clone(),
                     set_aside: aside[i],
+                    ejection: aside[i].then(|| ejection_of(i)).flatten(),
                     weight: effective_weight(
                         r.weight_for(query.method.as_deref()),
                         r.warmup_ms,
@@ -341,25 +363,39 @@ fn reports_configured(
     })
 }
 
-/// The health step of the chain, when health sets some routed provider aside: how many,
-/// and whether calls then go to all of them (the rule of [`route_around`]).
-fn health_step(routing: &Routing, aside: &[bool]) -> Option<String> {
-    let routed: Vec<usize> = (0..aside.len()).filter(|&i| routing.reaches(i)).collect();
-    let set_aside = routed.iter().filter(|&&i| aside[i]).count();
+/// The health step of the chain, when health ejects some routed provider: how many,
+/// whether the cap on outliers lets some back, and whether calls then go to all of them
+/// (the rule of [`route_around_capped`]).
+fn health_step(routing: &Routing, left: &[Left], cap: u8) -> Option<String> {
+    let routed: Vec<usize> = (0..left.len()).filter(|&i| routing.reaches(i)).collect();
+    let set_aside = routed.iter().filter(|&&i| left[i] != Left::No).count();
     if set_aside == 0 {
         return None;
     }
     let mut kept = Vec::new();
-    let panic = route_around(&routed, |i| aside[i], &mut kept);
+    let around = route_around_capped(&routed, |i| left[i], cap, &mut kept);
     let of = routed.len();
-    Some(if panic {
+    let mut step = if around.panic {
         format!("health: all {of} routed providers set aside; calls go to all of them (panic mode)")
-    } else {
+    } else if around.capped_back == 0 {
         format!(
             "health: {set_aside} of {of} routed providers set aside; calls go to the other {}",
             kept.len()
         )
-    })
+    } else {
+        format!(
+            "health: {set_aside} of {of} routed providers set aside; calls go to {} of them",
+            kept.len()
+        )
+    };
+    if around.capped_back > 0 {
+        step.push_str(&format!(
+            " ({} outlier(s) let back: at most {cap}% of the routed providers may be left \
+             out for their failure rate or latency, or nothing else could take the call)",
+            around.capped_back
+        ));
+    }
+    Some(step)
 }
 
 /// The call's tag as a request with `headers` would carry it.

@@ -133,7 +133,21 @@ stats! {
         "Registry events that would have emptied an app by expiries (not by graceful stops); \
          its last instances were kept, probed, for the recovery bound instead.";
     counter set_aside = "set_aside_total":
-        "Times an endpoint was set aside after consecutive call failures.";
+        "Times an endpoint was ejected (set aside) for its calls, for any reason (refused, \
+         consecutive failures, failure rate, hung); slow methods are counted apart.";
+    counter ejected_failure_rate = "ejections_failure_rate_total":
+        "Endpoints ejected because too many of their calls in the window failed.";
+    counter ejected_slow = "ejections_slow_total":
+        "Methods ejected at one endpoint because they answer there far slower than at the \
+         others.";
+    counter ejected_hung = "ejections_hung_total":
+        "Endpoints ejected as hung: a call waited past the bound and the provider did not \
+         answer a liveness check.";
+    counter liveness_checks = "liveness_checks_total":
+        "Liveness checks of providers a call waited on past the bound.";
+    counter capped_routes = "ejection_cap_routes_total":
+        "Calls whose providers were picked among outliers let back in by the cap on \
+         ejections (or because nothing else could take them).";
     gauge set_aside_addresses = "set_aside_addresses":
         "Addresses set aside right now (failing, or held and not yet answering a probe).";
     counter health_reports = "health_reports_total":

@@ -536,8 +536,8 @@ async fn a_refused_endpoint_rejoins_only_once_a_tls_recheck_passes() {
     let (channel, handle) = resolver.balanced_channel(&subscription).unwrap();
     settled(&handle, 1, 1).await;
 
-    // Rechecks and a health probe (which only opens a TCP connection, and the rogue
-    // answers it) do not bring it back, while calls keep flowing to the honest one.
+    // Rechecks and a health probe (which the rogue answers: it is alive, whoever it is) do
+    // not bring it back, while calls keep flowing to the honest one.
     let caller = Caller::start(channel.clone(), Duration::from_millis(5));
     let endpoint = subscription
         .current()

@@ -45,6 +45,7 @@ mod metrics;
 mod nacos;
 mod names;
 mod no_hanging_calls;
+mod outliers;
 mod parser_properties;
 mod partitions;
 mod passive_health;

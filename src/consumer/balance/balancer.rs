@@ -27,7 +27,7 @@ use tower::{BoxError, Service, ServiceExt as _};
 use super::cluster::{CallRecord, NoProviderLeft, first_answer};
 use super::deadline::{Dispatched, write_grpc_timeout};
 use super::{BoxedFuture, Marked, Request};
-use crate::consumer::health::{EndpointKey, HealthRegistry, route_around};
+use crate::consumer::health::{EndpointKey, HealthRegistry, Left, Standing, route_around_capped};
 use crate::consumer::routing::{
     CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleSet,
     effective_weight, route,
@@ -168,8 +168,8 @@ pub(super) struct Balancer {
     counters: Arc<Counters>,
     /// Routings per call input, until the endpoints or the rules change.
     routed: HashMap<CallInput, Arc<Routing>>,
-    /// Whether each slot is set aside, as of the last change of health or endpoints.
-    aside: Vec<bool>,
+    /// Where each slot stands with health, as of the last change of health or endpoints.
+    standing: Vec<Standing>,
     aside_stale: bool,
     /// Whether the last call went to set-aside endpoints only.
     panic: bool,
@@ -210,7 +210,7 @@ impl Balancer {
             health,
             counters,
             routed: HashMap::new(),
-            aside: Vec::new(),
+            standing: Vec::new(),
             aside_stale: true,
             panic: false,
             rng: SmallRng::from_os_rng(),
@@ -364,7 +364,7 @@ impl Balancer {
         }
         self.health_changes.borrow_and_update();
         let keys: Vec<&EndpointKey> = self.slots.iter().map(|s| &s.key).collect();
-        self.aside = self.health.aside_of(&keys);
+        self.standing = self.health.standing_of(&keys);
         self.aside_stale = false;
     }
 
@@ -441,9 +441,15 @@ impl Service<Request> for Balancer {
         if self.untried.is_empty() {
             return futures::future::ready(Err(Box::new(NoProviderLeft) as BoxError)).boxed();
         }
-        let aside = &self.aside;
-        let is_aside = |i: usize| aside.get(i).copied().unwrap_or(false);
-        if route_around(&self.untried, is_aside, &mut self.candidates) {
+        let standing = &self.standing;
+        let path = request.uri().path();
+        let left = |i: usize| standing.get(i).map_or(Left::No, |s| s.for_path(path));
+        let cap = self.health.max_ejection_percent();
+        let around = route_around_capped(&self.untried, left, cap, &mut self.candidates);
+        if around.capped_back > 0 {
+            Counters::bump(&self.counters.capped_routes);
+        }
+        if around.panic {
             if !self.panic {
                 self.panic = true;
                 Counters::bump(&self.counters.panic_routes);

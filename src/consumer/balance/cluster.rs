@@ -356,8 +356,9 @@ impl Call {
     }
 }
 
-/// A deadline that passed as tonic says it (`TimeoutExpired`, which it turns into
-/// CANCELLED) as gRPC says it: DEADLINE_EXCEEDED.
+/// An error as gRPC says it to the caller: a deadline that passed (tonic's
+/// `TimeoutExpired`, which it would turn into CANCELLED) as DEADLINE_EXCEEDED, a provider
+/// ejected as hung while the call waited as UNAVAILABLE.
 fn deadline_exceeded(error: BoxError) -> BoxError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.as_ref());
     while let Some(e) = source {
@@ -365,6 +366,9 @@ fn deadline_exceeded(error: BoxError) -> BoxError {
             return Box::new(tonic::Status::deadline_exceeded(
                 "the provider did not answer before the call's deadline",
             ));
+        }
+        if let Some(hung) = e.downcast_ref::<crate::consumer::health::ProviderHung>() {
+            return Box::new(tonic::Status::unavailable(hung.to_string()));
         }
         source = e.source();
     }

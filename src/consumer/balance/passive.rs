@@ -8,7 +8,13 @@
 //! as tonic's servers answer a deadline they gave up on), read as tonic reads it: from the
 //! response headers for a trailers-only answer, else from the trailers at the end of the
 //! body; or when the channel gave up waiting for the endpoint's answer past the deadline.
-//! Anything else is a success, which resets the address's failure count.
+//! Anything else is a success, which resets the address's failure count; its time to the
+//! answer's headers is the method's latency at that endpoint.
+//!
+//! A call that waits past [`HealthOptions::hung_after`](crate::consumer::HealthOptions::hung_after)
+//! asks health to check that its provider is alive; when health ejects the provider as
+//! hung, every call waiting on it gives up at once with [`ProviderHung`] (a lost call,
+//! retried elsewhere only when idempotent) rather than at its deadline.
 //!
 //! Which endpoints are set aside (failing, or held by self-preservation and not yet
 //! answering a probe) is the balancer's to read (`balancer.rs`): it leaves them out, and
@@ -17,16 +23,18 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use http_body::Frame;
+use tokio::time::Instant;
 use tonic::transport::Channel;
 use tower::BoxError;
 
 use super::deadline::Dispatched;
-use crate::consumer::health::{EndpointKey, HealthRegistry, Outcome};
+use crate::consumer::health::{EndpointKey, HealthRegistry, Outcome, ProviderHung};
 use crate::consumer::stats::Counters;
 
 type Request = http::Request<tonic::body::Body>;
@@ -50,11 +58,11 @@ impl Recorder {
         })
     }
 
-    fn report(&self, endpoint: &EndpointKey, outcome: Outcome) {
+    fn report(&self, endpoint: &EndpointKey, outcome: Outcome, answered: Option<(&str, Duration)>) {
         if outcome != Outcome::Success {
             Counters::bump(&self.counters.call_failures);
         }
-        self.health.record(endpoint, outcome);
+        self.health.record(endpoint, outcome, answered);
     }
 }
 
@@ -88,34 +96,61 @@ impl tower::Service<Request> for Guarded {
 
     fn call(&mut self, request: Request) -> Self::Future {
         let dispatched = Dispatched::of(&request);
+        let path = request.uri().path_and_query().cloned();
         let call = self.inner.call(request);
         if !self.recorder.record {
             return call.map(|r| r.map_err(Into::into)).boxed();
         }
-        let reporter = Reporter {
+        let mut reporter = Reporter {
             recorder: self.recorder.clone(),
             key: self.key.clone(),
             dispatched,
+            path,
+            started: Instant::now(),
+            answered_after: None,
             done: false,
         };
         async move {
-            match call.await {
+            let answer = match reporter.recorder.health.hung_after() {
+                None => call.await,
+                Some(after) => {
+                    tokio::pin!(call);
+                    tokio::select! {
+                        biased;
+                        answer = &mut call => answer,
+                        () = tokio::time::sleep(after) => {
+                            match reporter.wait_alive(call).await {
+                                Some(answer) => answer,
+                                None => {
+                                    reporter.done = true;
+                                    let hung = ProviderHung(reporter.key.address.clone());
+                                    return Err(Box::new(hung) as BoxError);
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            match answer {
                 Err(error) => {
                     reporter.report(error_outcome(&error));
                     Err(error.into())
                 }
-                Ok(response) => match reporter.status_outcome(response.headers()) {
-                    Some(outcome) => {
-                        reporter.report(outcome);
-                        Ok(response)
+                Ok(response) => {
+                    reporter.answered_after = Some(reporter.started.elapsed());
+                    match reporter.status_outcome(response.headers()) {
+                        Some(outcome) => {
+                            reporter.report(outcome);
+                            Ok(response)
+                        }
+                        None => Ok(response.map(|body| {
+                            tonic::body::Body::new(ReportingBody {
+                                inner: body,
+                                reporter: Some(reporter),
+                            })
+                        })),
                     }
-                    None => Ok(response.map(|body| {
-                        tonic::body::Body::new(ReportingBody {
-                            inner: body,
-                            reporter: Some(reporter),
-                        })
-                    })),
-                },
+                }
             }
         }
         .boxed()
@@ -130,13 +165,44 @@ struct Reporter {
     key: EndpointKey,
     /// The call's mark, if it came through a balanced channel.
     dispatched: Option<Dispatched>,
+    /// The call's path, for its latency.
+    path: Option<http::uri::PathAndQuery>,
+    started: Instant,
+    /// How long its answer's headers took to come.
+    answered_after: Option<Duration>,
     done: bool,
 }
 
 impl Reporter {
     fn report(mut self, outcome: Outcome) {
         self.done = true;
-        self.recorder.report(&self.key, outcome);
+        let answered = match (&self.path, self.answered_after) {
+            (Some(path), Some(after)) if outcome == Outcome::Success => Some((path.path(), after)),
+            _ => None,
+        };
+        self.recorder.report(&self.key, outcome, answered);
+    }
+
+    /// Waits for `call`, which waited past the bound, while health checks that its
+    /// provider is alive: its answer, or `None` once health ejects the provider as hung.
+    async fn wait_alive<F: std::future::Future + Unpin>(&self, mut call: F) -> Option<F::Output> {
+        let health = &self.recorder.health;
+        let mut changes = health.changes();
+        health.check_waiting(&self.key);
+        loop {
+            tokio::select! {
+                biased;
+                answer = &mut call => return Some(answer),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Some(call.await);
+                    }
+                    if health.is_hung(&self.key.address) {
+                        return None;
+                    }
+                }
+            }
+        }
     }
 
     /// The outcome of an answer with this grpc-status: CANCELLED after the call's deadline
@@ -161,7 +227,7 @@ impl Reporter {
 impl Drop for Reporter {
     fn drop(&mut self) {
         if !self.done && self.dispatched.as_ref().is_some_and(Dispatched::timed_out) {
-            self.recorder.report(&self.key, Outcome::Failure);
+            self.recorder.report(&self.key, Outcome::Failure, None);
         }
     }
 }

@@ -1,5 +1,5 @@
-//! How consumer-side health behaves: [`HealthOptions`], and the [`Probe`] that checks a
-//! set-aside address.
+//! How consumer-side health behaves: [`HealthOptions`] (failures, outliers, probes, the
+//! cap on ejections), and the [`Probe`] that checks a set-aside address.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -38,7 +38,17 @@ pub struct HealthOptions {
     pub(crate) probe_timeout: Duration,
     pub(crate) probe_concurrency: usize,
     pub(crate) refused_at_once: bool,
-    pub(crate) probe: Arc<dyn Probe>,
+    /// The application's probe; `None`: the gRPC-level one (`grpc_probe.rs`).
+    pub(crate) probe: Option<Arc<dyn Probe>>,
+    pub(crate) window: Duration,
+    pub(crate) failure_rate: f64,
+    pub(crate) failure_rate_min_calls: u32,
+    pub(crate) latency_multiple: f64,
+    pub(crate) latency_floor: Duration,
+    pub(crate) latency_min_calls: u32,
+    pub(crate) hung_after: Option<Duration>,
+    pub(crate) max_ejection_percent: u8,
+    pub(crate) max_probe_interval: Duration,
 }
 
 impl std::fmt::Debug for HealthOptions {
@@ -50,6 +60,15 @@ impl std::fmt::Debug for HealthOptions {
             .field("probe_timeout", &self.probe_timeout)
             .field("probe_concurrency", &self.probe_concurrency)
             .field("refused_at_once", &self.refused_at_once)
+            .field("window", &self.window)
+            .field("failure_rate", &self.failure_rate)
+            .field("failure_rate_min_calls", &self.failure_rate_min_calls)
+            .field("latency_multiple", &self.latency_multiple)
+            .field("latency_floor", &self.latency_floor)
+            .field("latency_min_calls", &self.latency_min_calls)
+            .field("hung_after", &self.hung_after)
+            .field("max_ejection_percent", &self.max_ejection_percent)
+            .field("max_probe_interval", &self.max_probe_interval)
             .finish_non_exhaustive()
     }
 }
@@ -63,7 +82,19 @@ impl PartialEq for HealthOptions {
             && self.probe_timeout == other.probe_timeout
             && self.probe_concurrency == other.probe_concurrency
             && self.refused_at_once == other.refused_at_once
-            && Arc::ptr_eq(&self.probe, &other.probe)
+            && self.window == other.window
+            && self.failure_rate == other.failure_rate
+            && self.failure_rate_min_calls == other.failure_rate_min_calls
+            && self.latency_multiple == other.latency_multiple
+            && self.latency_floor == other.latency_floor
+            && self.latency_min_calls == other.latency_min_calls
+            && self.hung_after == other.hung_after
+            && self.max_ejection_percent == other.max_ejection_percent
+            && self.max_probe_interval == other.max_probe_interval
+            && match (&self.probe, &other.probe) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
     }
 }
 
@@ -76,7 +107,16 @@ impl Default for HealthOptions {
             probe_timeout: HealthOptions::DEFAULT_PROBE_TIMEOUT,
             probe_concurrency: HealthOptions::DEFAULT_PROBE_CONCURRENCY,
             refused_at_once: true,
-            probe: default_probe(),
+            probe: None,
+            window: Duration::from_secs(10),
+            failure_rate: 0.2,
+            failure_rate_min_calls: 20,
+            latency_multiple: 3.0,
+            latency_floor: Duration::from_millis(100),
+            latency_min_calls: 5,
+            hung_after: Some(Duration::from_secs(1)),
+            max_ejection_percent: 50,
+            max_probe_interval: Duration::from_secs(60),
         }
     }
 }
@@ -136,10 +176,91 @@ impl HealthOptions {
         self
     }
 
-    /// Probes set-aside endpoints with `probe` instead of a TCP connect (for a gRPC health
-    /// check, say).
+    /// Probes set-aside endpoints with `probe` instead of the default, which proves a gRPC
+    /// answer: a new HTTP/2 connection and a `grpc.health.v1.Health/Check` call within the
+    /// probe timeout, any answer but `NOT_SERVING` (an `UNIMPLEMENTED` included) bringing
+    /// the endpoint back. A TCP connect proves nothing: a stopped process still accepts.
     pub fn probe(mut self, probe: impl Probe) -> Self {
-        self.probe = Arc::new(probe);
+        self.probe = Some(Arc::new(probe));
+        self
+    }
+
+    /// Sets the window over which failure rates are counted and latencies are recent
+    /// (default 10 s).
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = window.max(Duration::from_millis(2));
+        self
+    }
+
+    /// Sets the failure rate that ejects an endpoint (default 0.2: a fifth of its calls in
+    /// the window failed, as [`failure_threshold`](Self::failure_threshold) counts
+    /// failures), once it took [`failure_rate_min_calls`](Self::failure_rate_min_calls).
+    /// Over 1.0 never ejects.
+    pub fn failure_rate(mut self, rate: f64) -> Self {
+        self.failure_rate = if rate.is_nan() { 2.0 } else { rate.max(0.0) };
+        self
+    }
+
+    /// Sets the calls in the window an endpoint takes before its failure rate is judged
+    /// (default 20, at least 1).
+    pub fn failure_rate_min_calls(mut self, calls: u32) -> Self {
+        self.failure_rate_min_calls = calls.max(1);
+        self
+    }
+
+    /// Sets how many times the median of the other endpoints' latency a method's recent
+    /// latency at one endpoint must be for that endpoint to be ejected for the method
+    /// (default 3.0; at least 1.0). Only the endpoints a method is called on are compared,
+    /// and only on that method: a slow method ejects no endpoint for the others.
+    pub fn latency_multiple(mut self, multiple: f64) -> Self {
+        self.latency_multiple = if multiple.is_nan() {
+            f64::INFINITY
+        } else {
+            multiple.max(1.0)
+        };
+        self
+    }
+
+    /// Sets the latency under which no endpoint is ever slow, whatever the median (default
+    /// 100 ms).
+    pub fn latency_floor(mut self, floor: Duration) -> Self {
+        self.latency_floor = floor;
+        self
+    }
+
+    /// Sets the answered calls of a method an endpoint takes in the window before its
+    /// latency is judged or judges others (default 5, at least 1).
+    pub fn latency_min_calls(mut self, calls: u32) -> Self {
+        self.latency_min_calls = calls.max(1);
+        self
+    }
+
+    /// Sets how long a call waits for its answer before the channel checks that its
+    /// provider is alive (default 1 s; `None`: never): the probe, on a new connection,
+    /// once per address at a time. A provider that does not answer it is ejected as hung,
+    /// and the calls waiting on it fail at once (retried elsewhere when idempotent)
+    /// instead of at their deadlines. Checking on a new connection rather than pinging the
+    /// call's own costs grpc-java and grpc-go servers no ping strike.
+    pub fn hung_after(mut self, after: Option<Duration>) -> Self {
+        self.hung_after = after;
+        self
+    }
+
+    /// Sets the most of a call's routed providers that outliers (failure rate, latency)
+    /// may leave out, in percent (default 50): past it, the outliers ejected longest stay
+    /// out and the others take calls again. Endpoints that cannot be reached (refused,
+    /// hung, failing every call, held) are not capped: a call to them fails; when every
+    /// routed endpoint is out, calls go to all of them.
+    pub fn max_ejection_percent(mut self, percent: u8) -> Self {
+        self.max_ejection_percent = percent.min(100);
+        self
+    }
+
+    /// Sets the longest wait before an ejected endpoint is tried again (default 60 s): each
+    /// ejection soon after the last waits one [`probe_interval`](Self::probe_interval)
+    /// longer, up to this.
+    pub fn max_probe_interval(mut self, interval: Duration) -> Self {
+        self.max_probe_interval = interval;
         self
     }
 
@@ -147,14 +268,4 @@ impl HealthOptions {
     pub fn is_enabled(&self) -> bool {
         self.enabled
     }
-}
-
-/// The default probe: a TCP connect to the address within the deadline.
-fn default_probe() -> Arc<dyn Probe> {
-    Arc::new(|address: String, timeout: Duration| async move {
-        matches!(
-            tokio::time::timeout(timeout, tokio::net::TcpStream::connect(address)).await,
-            Ok(Ok(_))
-        )
-    })
 }

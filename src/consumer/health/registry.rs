@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::ejection::{Ejection, Standing};
+use super::grpc_probe::GrpcProbe;
 use super::options::{HealthOptions, Probe};
 use super::prober::{Probed, Prober};
 use super::tracker::{HealthTracker, Outcome};
@@ -32,9 +34,29 @@ pub(crate) struct EndpointKey {
     pub instance: Authority,
 }
 
+/// The error of a call that waited on a provider ejected as hung: it may have reached the
+/// provider (retried elsewhere only when idempotent), and no answer will come.
+#[derive(Debug)]
+pub(crate) struct ProviderHung(pub Authority);
+
+impl std::fmt::Display for ProviderHung {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the provider at {} stopped answering (no answer to a liveness check while the \
+             call waited); the call may have reached it",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for ProviderHung {}
+
 /// See the module docs.
 pub(crate) struct HealthRegistry {
     options: HealthOptions,
+    /// The application's probe, or the gRPC-level one.
+    probe: Arc<dyn Probe>,
     counters: Arc<Counters>,
     inner: Mutex<Inner>,
     generation: watch::Sender<u64>,
@@ -46,9 +68,19 @@ struct Inner {
 }
 
 impl HealthRegistry {
-    /// Nothing reported yet; counts into `counters`.
-    pub fn new(options: HealthOptions, counters: Arc<Counters>) -> Arc<Self> {
+    /// Nothing reported yet; counts into `counters`; probes over `tls` when the resolver
+    /// dials so (unless the options name a probe).
+    pub fn new(
+        options: HealthOptions,
+        counters: Arc<Counters>,
+        tls: Option<crate::tls::ClientTlsConfig>,
+    ) -> Arc<Self> {
+        let probe = options
+            .probe
+            .clone()
+            .unwrap_or_else(|| Arc::new(GrpcProbe::new(tls)));
         Arc::new(HealthRegistry {
+            probe,
             inner: Mutex::new(Inner {
                 tracker: HealthTracker::new(options.clone()),
             }),
@@ -91,26 +123,117 @@ impl HealthRegistry {
             .collect()
     }
 
-    /// Records a call's outcome for `endpoint`.
-    pub fn record(self: &Arc<Self>, endpoint: &EndpointKey, outcome: Outcome) {
+    /// Where each of `endpoints` stands for a pick, under one lock.
+    pub fn standing_of(&self, endpoints: &[&EndpointKey]) -> Vec<Standing> {
+        let inner = self.lock();
+        endpoints
+            .iter()
+            .map(|e| inner.tracker.standing(&e.address, &e.instance))
+            .collect()
+    }
+
+    /// The most of a call's providers outliers may leave out, in percent.
+    pub fn max_ejection_percent(&self) -> u8 {
+        self.options.max_ejection_percent
+    }
+
+    /// How long a call waits for its answer before its provider's liveness is checked.
+    pub fn hung_after(&self) -> Option<std::time::Duration> {
+        self.options.hung_after.filter(|_| self.options.enabled)
+    }
+
+    /// What is ejected now, why, since when, and when it is tried again.
+    pub fn ejections(&self) -> Vec<Ejection> {
+        self.lock().tracker.ejections(Instant::now())
+    }
+
+    /// Records a call's outcome for `endpoint`, with the method's path and its time to an
+    /// answer when it got one.
+    pub fn record(
+        self: &Arc<Self>,
+        endpoint: &EndpointKey,
+        outcome: Outcome,
+        answered: Option<(&str, std::time::Duration)>,
+    ) {
         let mut inner = self.lock();
-        let changed = inner.tracker.record(
-            &endpoint.address,
-            &endpoint.instance,
-            outcome,
-            Instant::now(),
-        );
+        let address = &endpoint.address;
+        let was_aside = inner.tracker.is_set_aside(address);
+        let now = Instant::now();
+        let changed = inner
+            .tracker
+            .record(address, &endpoint.instance, outcome, answered, now);
         if !changed {
             return;
         }
-        let address = &endpoint.address;
-        if inner.tracker.is_set_aside(address) {
-            Counters::bump(&self.counters.set_aside);
-            tracing::warn!(%address, ?outcome, "endpoint set aside after failed calls");
-        } else {
-            tracing::info!(%address, "set-aside endpoint answers again");
+        if inner.tracker.is_set_aside(address) && !was_aside {
+            self.ejected(&inner, address, now);
+        } else if was_aside && !inner.tracker.is_set_aside(address) {
+            tracing::info!(%address, "ejected endpoint answers again: it rejoins");
+        } else if let Some((path, _)) = answered {
+            for ejection in inner.tracker.ejections(now) {
+                if ejection.method.as_deref() == Some(path) && ejection.ejected_for.is_zero() {
+                    Counters::bump(&self.counters.ejected_slow);
+                    tracing::warn!("method ejected at one endpoint: {ejection}");
+                }
+            }
         }
         self.changed(inner);
+    }
+
+    /// Counts and logs the ejection of `address` at `now`.
+    fn ejected(&self, inner: &Inner, address: &Authority, now: Instant) {
+        let Some(ejection) = inner
+            .tracker
+            .ejections(now)
+            .into_iter()
+            .find(|e| e.address == address.as_str() && e.method.is_none())
+        else {
+            return;
+        };
+        let counters = &self.counters;
+        Counters::bump(&counters.set_aside);
+        match ejection.reason {
+            super::EjectionReason::FailureRate { .. } => {
+                Counters::bump(&counters.ejected_failure_rate);
+            }
+            super::EjectionReason::Hung => Counters::bump(&counters.ejected_hung),
+            _ => {}
+        }
+        tracing::warn!("endpoint ejected: {ejection}");
+    }
+
+    /// A call to `endpoint` has waited past the bound: checks, once at a time per address,
+    /// that its provider answers; one that does not is ejected as hung (its waiting calls
+    /// then give up, see [`Self::is_hung`]).
+    pub fn check_waiting(self: &Arc<Self>, endpoint: &EndpointKey) {
+        let address = endpoint.address.clone();
+        if !self.lock().tracker.check_waiting(&address, Instant::now()) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.lock().tracker.checked(&address, true, Instant::now());
+            return;
+        };
+        Counters::bump(&self.counters.liveness_checks);
+        let registry = Arc::downgrade(self);
+        let (probe, timeout) = (self.probe.clone(), self.options.probe_timeout);
+        runtime.spawn(async move {
+            let answered = probe.probe(address.to_string(), timeout).await;
+            let Some(registry) = registry.upgrade() else {
+                return;
+            };
+            let now = Instant::now();
+            let mut inner = registry.lock();
+            if inner.tracker.checked(&address, answered, now) {
+                registry.ejected(&inner, &address, now);
+                registry.changed(inner);
+            }
+        });
+    }
+
+    /// Whether `address` is ejected as hung.
+    pub fn is_hung(&self, address: &Authority) -> bool {
+        self.lock().tracker.is_hung(address)
     }
 
     /// `instance` (the authority of its record) is held by self-preservation: every
@@ -180,14 +303,14 @@ impl Probed for HealthRegistry {
     fn probed(&self, address: &Authority, answered: bool) {
         let mut inner = self.lock();
         if inner.tracker.probed(address, answered, Instant::now()) {
-            tracing::info!(%address, "set-aside endpoint answers a probe; it rejoins");
+            tracing::info!(%address, "ejected endpoint answers a probe: it rejoins");
             // The driver is running (it made this probe): announce without starting it.
             self.bump(&mut inner);
         }
     }
 
     fn probe(&self) -> (Arc<dyn Probe>, std::time::Duration) {
-        (self.options.probe.clone(), self.options.probe_timeout)
+        (self.probe.clone(), self.options.probe_timeout)
     }
 
     fn prober(&self) -> &Prober {
@@ -209,17 +332,17 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_channel_reads_which_endpoints_are_aside_once_per_change() {
-        let registry = HealthRegistry::new(HealthOptions::default(), Arc::default());
+        let registry = HealthRegistry::new(HealthOptions::default(), Arc::default(), None);
         let (a, b) = (key("10.0.0.1"), key("10.0.0.2"));
         let changes = registry.changes();
         assert_eq!(registry.aside_of(&[&a, &b]), [false, false]);
-        registry.record(&a, Outcome::Refused);
+        registry.record(&a, Outcome::Refused, None);
         assert!(
             changes.has_changed().unwrap(),
             "a change of health is announced"
         );
         assert_eq!(registry.aside_of(&[&a, &b]), [true, false]);
-        registry.record(&b, Outcome::Refused);
+        registry.record(&b, Outcome::Refused, None);
         assert_eq!(registry.aside_of(&[&a, &b]), [true, true]);
         assert_eq!(*registry.changes().borrow(), 2);
     }

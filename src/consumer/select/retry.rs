@@ -110,6 +110,9 @@ pub fn of_error(error: &(dyn StdError + 'static)) -> Attempted {
         if error.is::<tonic::TimeoutExpired>() {
             return Attempted::Failed(None, "no answer came before the deadline");
         }
+        if error.is::<crate::consumer::health::ProviderHung>() {
+            return Attempted::Failed(None, "the provider stopped answering while the call waited");
+        }
         if let Some(status) = error.downcast_ref::<tonic::Status>() {
             return match status.code() {
                 Code::DeadlineExceeded => {

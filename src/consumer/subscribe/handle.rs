@@ -213,7 +213,7 @@ impl SubscriptionHandle {
         } else {
             Outcome::Failure
         };
-        self.shared.health.record(&key_of(endpoint), outcome);
+        self.shared.health.record(&key_of(endpoint), outcome, None);
     }
 }
 

@@ -73,6 +73,7 @@ use task::Task;
 
 pub use apps::APP_RELEASE_GRACE;
 pub use handle::SubscriptionHandle;
+pub(crate) use handle::key_of;
 pub use options::SubscribeOptions;
 
 /// What the subscriptions of one resolver share.

@@ -1,0 +1,252 @@
+//! The detectors of outliers, pure: a failure rate over a window, and a method's recent
+//! latency beside the other endpoints' (Envoy and gRPC eject by failure rate; neither by
+//! latency, which is what leaves a slow provider taking its share of calls).
+//!
+//! Each keeps a few numbers per endpoint and is fed one call at a time; judging is cheap
+//! and done by the tracker when a call is recorded.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The calls and failures of one endpoint over a sliding window, kept as two halves: the
+/// half under way and the one before it. The rate read is over both, so a burst neither
+/// vanishes at a turn nor lingers past a window.
+#[derive(Clone, Debug, Default)]
+pub(super) struct FailureWindow {
+    started: Option<Instant>,
+    current: Counts,
+    previous: Counts,
+}
+
+/// Calls and failures in one half of a window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Counts {
+    pub calls: u32,
+    pub failures: u32,
+}
+
+impl FailureWindow {
+    /// Records one call at `now` in a window of `window`.
+    pub fn record(&mut self, failed: bool, window: Duration, now: Instant) {
+        self.turn(window, now);
+        self.current.calls = self.current.calls.saturating_add(1);
+        self.current.failures = self.current.failures.saturating_add(u32::from(failed));
+    }
+
+    /// The calls and failures of the window at `now`.
+    pub fn counts(&mut self, window: Duration, now: Instant) -> Counts {
+        self.turn(window, now);
+        Counts {
+            calls: self.current.calls.saturating_add(self.previous.calls),
+            failures: self.current.failures.saturating_add(self.previous.failures),
+        }
+    }
+
+    /// Starts afresh (an endpoint back from an ejection is judged on new calls).
+    pub fn clear(&mut self) {
+        *self = FailureWindow::default();
+    }
+
+    fn turn(&mut self, window: Duration, now: Instant) {
+        let half = (window / 2).max(Duration::from_millis(1));
+        let started = *self.started.get_or_insert(now);
+        let elapsed = now.saturating_duration_since(started);
+        if elapsed < half {
+            return;
+        }
+        self.previous = if elapsed < half * 2 {
+            self.current
+        } else {
+            Counts::default()
+        };
+        self.current = Counts::default();
+        // Keep the halves on their grid so that a window is always `window` long.
+        let halves = (elapsed.as_nanos() / half.as_nanos().max(1)) as u32;
+        self.started = Some(started + half * halves);
+    }
+}
+
+/// Whether `counts` is a failure rate that ejects: at least `min_calls` calls, and failures
+/// at or over `threshold` of them.
+pub(super) fn rate_ejects(counts: Counts, threshold: f64, min_calls: u32) -> bool {
+    counts.calls >= min_calls.max(1)
+        && f64::from(counts.failures) >= threshold * f64::from(counts.calls)
+}
+
+/// How fast one endpoint has answered one method lately: a moving average of the answered
+/// calls' time to their answer, and how many there were since it was last cleared.
+#[derive(Clone, Debug)]
+pub(super) struct Latency {
+    /// The method's path, `/pkg.Service/Method`.
+    pub path: Box<str>,
+    /// The moving average, in microseconds.
+    pub average_us: f64,
+    /// Answered calls since the last clear.
+    pub samples: u32,
+    /// When the last one was recorded.
+    pub last: Instant,
+    /// Since when, and until when, the endpoint is ejected for this method, and the
+    /// latencies that ejected it.
+    pub ejected: Option<SlowEjection>,
+}
+
+/// A method an endpoint is ejected for, being slow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct SlowEjection {
+    pub since: Instant,
+    pub until: Instant,
+    /// Its moving average then, and the median of the endpoints it was compared with.
+    pub average: Duration,
+    pub median: Duration,
+}
+
+/// The weight of a new sample in the moving average: about the last eight calls count.
+const SAMPLE_WEIGHT: f64 = 0.25;
+
+impl Latency {
+    /// No sample of `path` yet.
+    pub fn new(path: &str, now: Instant) -> Self {
+        Latency {
+            path: path.into(),
+            average_us: 0.0,
+            samples: 0,
+            last: now,
+            ejected: None,
+        }
+    }
+
+    /// Records one answered call that took `elapsed`.
+    pub fn record(&mut self, elapsed: Duration, now: Instant) {
+        let us = elapsed.as_secs_f64() * 1e6;
+        self.average_us = if self.samples == 0 {
+            us
+        } else {
+            self.average_us + SAMPLE_WEIGHT * (us - self.average_us)
+        };
+        self.samples = self.samples.saturating_add(1);
+        self.last = now;
+    }
+
+    /// Forgets the samples (back from an ejection: judged on new calls).
+    pub fn clear(&mut self) {
+        self.samples = 0;
+        self.average_us = 0.0;
+    }
+
+    /// Whether it has enough recent samples to be judged or to judge by at `now`.
+    pub fn judgeable(&self, min_samples: u32, window: Duration, now: Instant) -> bool {
+        self.ejected.is_none()
+            && self.samples >= min_samples.max(1)
+            && now.saturating_duration_since(self.last) <= window
+    }
+
+    /// The moving average as a duration.
+    pub fn average(&self) -> Duration {
+        Duration::from_secs_f64(self.average_us.max(0.0) / 1e6)
+    }
+}
+
+/// The lower median of `values` (of two, the smaller), or `None` when there are fewer
+/// than two: an endpoint is only ever slow beside others. Reorders `values`.
+pub(super) fn lower_median(values: &mut [f64]) -> Option<f64> {
+    if values.len() < 2 {
+        return None;
+    }
+    let middle = (values.len() - 1) / 2;
+    let (_, median, _) = values.select_nth_unstable_by(middle, f64::total_cmp);
+    Some(*median)
+}
+
+/// Whether an average of `average_us` is slow beside a median of `median_us`: over
+/// `multiple` times it, and over `floor`.
+pub(super) fn is_slow(average_us: f64, median_us: f64, multiple: f64, floor: Duration) -> bool {
+    average_us > multiple * median_us && average_us > floor.as_secs_f64() * 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WINDOW: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn the_window_counts_two_halves_and_forgets_older_calls() {
+        let start = Instant::now();
+        let mut w = FailureWindow::default();
+        for i in 0..10 {
+            w.record(i % 2 == 0, WINDOW, start);
+        }
+        assert_eq!(w.counts(WINDOW, start).failures, 5);
+        // Next half: the first half still counts.
+        let later = start + Duration::from_secs(6);
+        w.record(false, WINDOW, later);
+        assert_eq!(
+            w.counts(WINDOW, later),
+            Counts {
+                calls: 11,
+                failures: 5
+            }
+        );
+        // Two halves on, the first half is gone.
+        let much_later = start + Duration::from_secs(11);
+        assert_eq!(
+            w.counts(WINDOW, much_later),
+            Counts {
+                calls: 1,
+                failures: 0
+            }
+        );
+        // A long silence forgets everything.
+        assert_eq!(
+            w.counts(WINDOW, start + Duration::from_secs(60)),
+            Counts::default()
+        );
+    }
+
+    #[test]
+    fn a_rate_ejects_only_over_its_threshold_and_minimum() {
+        let counts = |calls, failures| Counts { calls, failures };
+        assert!(!rate_ejects(counts(19, 19), 0.2, 20), "too few calls");
+        assert!(rate_ejects(counts(20, 4), 0.2, 20));
+        assert!(!rate_ejects(counts(20, 3), 0.2, 20));
+        assert!(!rate_ejects(counts(0, 0), 0.0, 0), "no call judges nothing");
+    }
+
+    #[test]
+    fn the_average_follows_recent_calls() {
+        let now = Instant::now();
+        let mut l = Latency::new("/s/M", now);
+        l.record(Duration::from_millis(5), now);
+        assert_eq!(l.average(), Duration::from_millis(5));
+        for _ in 0..20 {
+            l.record(Duration::from_millis(250), now);
+        }
+        assert!(
+            l.average() > Duration::from_millis(240),
+            "{:?}",
+            l.average()
+        );
+        assert!(l.judgeable(5, WINDOW, now));
+        assert!(!l.judgeable(5, WINDOW, now + WINDOW * 2), "stale");
+        l.clear();
+        assert!(!l.judgeable(1, WINDOW, now));
+    }
+
+    #[test]
+    fn the_lower_median_needs_two_and_prefers_the_faster() {
+        assert_eq!(lower_median(&mut []), None);
+        assert_eq!(lower_median(&mut [7.0]), None);
+        assert_eq!(lower_median(&mut [250.0, 5.0]), Some(5.0));
+        assert_eq!(lower_median(&mut [250.0, 5.0, 6.0, 4.0]), Some(5.0));
+        assert_eq!(lower_median(&mut [3.0, 1.0, 2.0]), Some(2.0));
+    }
+
+    #[test]
+    fn slow_is_a_multiple_of_the_median_and_over_the_floor() {
+        let floor = Duration::from_millis(100);
+        assert!(is_slow(250_000.0, 5_000.0, 3.0, floor));
+        assert!(!is_slow(14_000.0, 5_000.0, 3.0, floor), "under the floor");
+        assert!(!is_slow(250_000.0, 100_000.0, 3.0, floor), "not 3x");
+    }
+}
