@@ -454,6 +454,9 @@ impl Output {
                 for bad in &p.bad_params {
                     let _ = writeln!(t, "  unparsed, read as default: {bad}");
                 }
+                if let Some(ejection) = &p.ejection {
+                    let _ = writeln!(t, "  ejected: {ejection}");
+                }
             }
             let in_force = if report.rules_in_force.is_empty() {
                 "none".to_owned()

@@ -550,6 +550,7 @@ fn readmit(state: &mut State, now: Instant) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ejection::Left;
     use super::*;
 
     fn a() -> Authority {
@@ -692,5 +693,192 @@ mod tests {
             assert!(!failure(&mut h, &a, Instant::now()));
         }
         assert!(!h.suspect(&a, Instant::now()));
+    }
+
+    const PATH: &str = "/helloworld.Greeter/SayHello";
+
+    fn answered(h: &mut HealthTracker, address: &Authority, ms: u64, now: Instant) -> bool {
+        let latency = Duration::from_millis(ms);
+        h.record(
+            address,
+            address,
+            Outcome::Success,
+            Some((PATH, latency)),
+            now,
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_rate_ejects_after_its_minimum_of_calls_and_an_answer_does_not_undo_it() {
+        let a = a();
+        let mut h = HealthTracker::new(HealthOptions::default());
+        // Three in ten fail, never five in a row: only the rate can tell.
+        let mut ejected_at = None;
+        for n in 0..40u32 {
+            let outcome = if n % 10 < 3 {
+                Outcome::Failure
+            } else {
+                Outcome::Success
+            };
+            if h.record(&a, &a, outcome, None, Instant::now()) {
+                ejected_at = Some(n);
+                break;
+            }
+        }
+        let n = ejected_at.expect("ejected by its failure rate");
+        assert!(n >= 19, "judged only after 20 calls, ejected at call {n}");
+        assert!(matches!(
+            h.ejections(Instant::now())[0].reason,
+            EjectionReason::FailureRate { .. }
+        ));
+        assert!(!h.record(&a, &a, Outcome::Success, None, Instant::now()));
+        assert!(h.is_set_aside(&a), "one answer proves nothing of a rate");
+        // Its probe answers after the interval: it is back, judged afresh.
+        let probe_at = Instant::now() + DEFAULT_INTERVAL;
+        assert_eq!(h.next_due(), Some(probe_at));
+        tokio::time::advance(DEFAULT_INTERVAL).await;
+        assert_eq!(h.due_probes(Instant::now()), vec![a.clone()]);
+        assert!(h.probed(&a, true, Instant::now()));
+        assert!(!h.record(&a, &a, Outcome::Failure, None, Instant::now()));
+        assert!(!h.is_set_aside(&a), "the old window is gone");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_spread_thin_over_time_eject_nobody() {
+        let a = a();
+        let mut h = HealthTracker::new(HealthOptions::default());
+        for n in 0..200u32 {
+            let outcome = if n % 10 == 0 {
+                Outcome::Failure
+            } else {
+                Outcome::Success
+            };
+            assert!(!h.record(&a, &a, outcome, None, Instant::now()));
+            tokio::time::advance(Duration::from_millis(100)).await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_method_is_ejected_at_its_endpoint_alone_and_let_back_on_trial() {
+        let (fast, also_fast, slow) = (
+            Authority::new("10.0.0.1", 1),
+            Authority::new("10.0.0.2", 1),
+            Authority::new("10.0.0.3", 1),
+        );
+        let mut h = HealthTracker::new(HealthOptions::default());
+        let other = "/helloworld.Greeter/Other";
+        let mut ejected = false;
+        for _ in 0..10 {
+            // Whichever call's record judges the method reports the change.
+            ejected |= answered(&mut h, &fast, 5, Instant::now());
+            ejected |= answered(&mut h, &also_fast, 6, Instant::now());
+            ejected |= answered(&mut h, &slow, 250, Instant::now());
+            // Another method, slow everywhere alike: nobody is slow at it.
+            for address in [&fast, &also_fast, &slow] {
+                let latency = Some((other, Duration::from_millis(400)));
+                h.record(address, address, Outcome::Success, latency, Instant::now());
+            }
+            tokio::time::advance(Duration::from_millis(300)).await;
+        }
+        assert!(ejected);
+        let ejections = h.ejections(Instant::now());
+        assert_eq!(ejections.len(), 1, "{ejections:?}");
+        let ejection = &ejections[0];
+        assert_eq!(ejection.address, slow.to_string());
+        assert_eq!(ejection.method.as_deref(), Some(PATH));
+        let EjectionReason::Slow { latency, median } = ejection.reason else {
+            panic!("{ejection:?}");
+        };
+        assert!(latency >= Duration::from_millis(200) && median <= Duration::from_millis(6));
+        // Out for that method only, and within the cap.
+        let standing = h.standing(&slow, &slow);
+        assert!(matches!(standing.for_path(PATH), Left::Capped(_)));
+        assert_eq!(standing.for_path(other), Left::No);
+        assert!(!h.is_set_aside(&slow));
+        // Let back on trial after the wait, judged on new calls.
+        let wait = ejection.next_try_in.unwrap();
+        assert_eq!(ejection.ejected_for + wait, DEFAULT_INTERVAL);
+        tokio::time::advance(wait).await;
+        assert!(h.sweep(Instant::now()));
+        assert_eq!(h.standing(&slow, &slow), Standing::In);
+        // Slow again: out again, for longer (one interval more).
+        for _ in 0..8 {
+            answered(&mut h, &fast, 5, Instant::now());
+            answered(&mut h, &also_fast, 5, Instant::now());
+            answered(&mut h, &slow, 250, Instant::now());
+            tokio::time::advance(Duration::from_millis(300)).await;
+        }
+        let again = h.ejections(Instant::now());
+        assert_eq!(again.len(), 1);
+        let waits = again[0].ejected_for + again[0].next_try_in.unwrap();
+        assert_eq!(waits, DEFAULT_INTERVAL * 2, "{again:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_endpoint_is_slow_under_the_floor_or_alone() {
+        let (a, b) = (Authority::new("10.0.0.1", 1), Authority::new("10.0.0.2", 1));
+        let mut h = HealthTracker::new(HealthOptions::default());
+        for _ in 0..20 {
+            assert!(!answered(&mut h, &a, 1, Instant::now()));
+            assert!(!answered(&mut h, &b, 50, Instant::now()), "under the floor");
+            tokio::time::advance(Duration::from_millis(300)).await;
+        }
+        let mut alone = HealthTracker::new(HealthOptions::default());
+        for _ in 0..20 {
+            assert!(
+                !answered(&mut alone, &a, 900, Instant::now()),
+                "no one to compare"
+            );
+            tokio::time::advance(Duration::from_millis(300)).await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_call_checks_once_and_no_answer_ejects_as_hung() {
+        let a = a();
+        let mut h = HealthTracker::new(HealthOptions::default());
+        assert!(h.check_waiting(&a, Instant::now()));
+        assert!(!h.check_waiting(&a, Instant::now()), "one check at a time");
+        assert!(!h.checked(&a, true, Instant::now()), "it answered");
+        assert!(
+            !h.check_waiting(&a, Instant::now()),
+            "not again within the bound"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(h.check_waiting(&a, Instant::now()));
+        assert!(h.checked(&a, false, Instant::now()));
+        assert!(h.is_hung(&a) && h.is_set_aside(&a));
+        assert_eq!(h.standing(&a, &a), Standing::Out, "unreachable: not capped");
+        assert!(!h.check_waiting(&a, Instant::now()), "ejected already");
+        // Its probe is due after the interval; an answer brings it back.
+        tokio::time::advance(DEFAULT_INTERVAL).await;
+        assert_eq!(h.due_probes(Instant::now()), vec![a.clone()]);
+        assert!(h.probed(&a, true, Instant::now()));
+        assert!(!h.is_hung(&a));
+        let never = HealthOptions::default().hung_after(None);
+        assert!(!HealthTracker::new(never).check_waiting(&a, Instant::now()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn repeated_ejections_back_off_up_to_the_maximum_and_are_forgotten_later() {
+        let a = a();
+        let options = HealthOptions::default()
+            .failure_threshold(1)
+            .max_probe_interval(Duration::from_secs(12));
+        let mut h = HealthTracker::new(options);
+        let mut waits = Vec::new();
+        for _ in 0..4 {
+            assert!(failure(&mut h, &a, Instant::now()));
+            waits.push(h.next_due().unwrap() - Instant::now());
+            tokio::time::advance(*waits.last().unwrap()).await;
+            h.due_probes(Instant::now());
+            assert!(h.probed(&a, true, Instant::now()));
+        }
+        let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [5, 10, 12, 12]);
+        // Long in: the next ejection starts over.
+        tokio::time::advance(BACKOFF_MEMORY + Duration::from_secs(1)).await;
+        assert!(failure(&mut h, &a, Instant::now()));
+        assert_eq!(h.next_due().unwrap() - Instant::now(), DEFAULT_INTERVAL);
     }
 }

@@ -195,13 +195,14 @@ impl SubscriptionHandle {
     }
 
     /// Reports that a call to `endpoint` succeeded (resets its failure count; brings it
-    /// back if it was set aside).
+    /// back if it was set aside as unreachable: refused, failing, hung or held; not if it
+    /// was ejected for its failure rate).
     pub fn report_success(&self, endpoint: &Endpoint) {
         self.report(endpoint, true);
     }
 
-    /// Reports that a call to `endpoint` failed; after consecutive failures its address is
-    /// set aside and probed until it answers.
+    /// Reports that a call to `endpoint` failed; after consecutive failures, or past the
+    /// failure rate, its address is set aside and probed until it answers.
     pub fn report_failure(&self, endpoint: &Endpoint) {
         self.report(endpoint, false);
     }

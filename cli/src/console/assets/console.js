@@ -359,8 +359,25 @@ function routeForm() {
     el("button", { type: "submit" }, "explain"));
 }
 
+// Why health ejected a provider, since when, and when it is tried again.
+function ejectionText(e) {
+  const r = e.reason;
+  const why = {
+    refused: "connection refused",
+    failing: `${r.consecutive} calls in a row failed`,
+    failure_rate: `${r.failures} of its last ${r.calls} calls failed`,
+    slow: `answers in ${r.latency} ms where the others' median is ${r.median} ms`,
+    hung: "a call waited and it did not answer a liveness check",
+    held: "held by self-preservation, not answering yet",
+  }[r.kind] || r.kind;
+  const method = e.method ? ` (${e.method})` : "";
+  const next = e.next_try_in_ms == null ? "" : `, tried again in ${(e.next_try_in_ms / 1000).toFixed(1)} s`;
+  return `${why}${method}, for ${(e.ejected_for_ms / 1000).toFixed(1)} s${next}`;
+}
+
 function routedCell(p) {
-  if (p.routed && p.set_aside) return [el("span", { class: "tag ok" }, "routed"), " ", el("span", { class: "tag bad" }, "set aside by health")];
+  if (p.routed && p.set_aside) return [el("span", { class: "tag ok" }, "routed"), " ", el("span", { class: "tag bad" }, "set aside by health"),
+    " ", el("span", { class: "muted" }, p.ejection ? ejectionText(p.ejection) : "")];
   if (p.routed) return el("span", { class: "tag ok" }, "routed");
   return [el("span", { class: "tag bad" }, "routed out"), " ", el("span", { class: "muted" }, p.routed_out_by || "")];
 }
