@@ -192,10 +192,14 @@ impl HealthTracker {
                 calls: counts.calls,
             }
         };
-        match &state.ejected {
-            // A suspect that fails calls (panic mode routed to it) is failing.
-            Some(e) if e.reason == EjectionReason::Held && reason.is_unreachable() => {
-                state.ejected = Some(Ejected { reason, since: now });
+        match &mut state.ejected {
+            // A suspect or an outlier that fails calls no answer would undo (panic mode or
+            // the cap routed to it) cannot be reached: it says so, and is capped no more.
+            Some(e)
+                if (e.reason == EjectionReason::Held || !e.reason.is_unreachable())
+                    && reason.is_unreachable() =>
+            {
+                e.reason = reason;
                 true
             }
             Some(_) => false,
@@ -741,6 +745,25 @@ mod tests {
         assert!(h.probed(&a, true, Instant::now()));
         assert!(!h.record(&a, &a, Outcome::Failure, None, Instant::now()));
         assert!(!h.is_set_aside(&a), "the old window is gone");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outlier_that_then_fails_every_call_is_unreachable_and_no_longer_capped() {
+        let a = a();
+        let mut h = HealthTracker::new(HealthOptions::default().failure_rate_min_calls(4));
+        for outcome in [Outcome::Success, Outcome::Success, Outcome::Success] {
+            h.record(&a, &a, outcome, None, Instant::now());
+        }
+        assert!(h.record(&a, &a, Outcome::Failure, None, Instant::now()));
+        assert!(matches!(h.standing(&a, &a), Standing::Outlier(_)));
+        for _ in 0..4 {
+            h.record(&a, &a, Outcome::Failure, None, Instant::now());
+        }
+        assert_eq!(h.standing(&a, &a), Standing::Out);
+        assert_eq!(
+            h.ejections(Instant::now())[0].reason,
+            EjectionReason::Failing { consecutive: 5 }
+        );
     }
 
     #[tokio::test(start_paused = true)]
