@@ -119,7 +119,7 @@ impl tower::Service<Request> for Guarded {
                         biased;
                         answer = &mut call => answer,
                         () = tokio::time::sleep(after) => {
-                            match reporter.wait_alive(call).await {
+                            match reporter.wait_alive(call, after).await {
                                 Some(answer) => answer,
                                 None => {
                                     reporter.done = true;
@@ -183,23 +183,38 @@ impl Reporter {
         self.recorder.report(&self.key, outcome, answered);
     }
 
-    /// Waits for `call`, which waited past the bound, while health checks that its
+    /// Waits for `call`, which waited `after` already, while health checks that its
     /// provider is alive: its answer, or `None` once health ejects the provider as hung.
-    async fn wait_alive<F: std::future::Future + Unpin>(&self, mut call: F) -> Option<F::Output> {
+    /// It asks again every `after` it keeps waiting: a check that answered just before the
+    /// provider stopped proves nothing of now.
+    async fn wait_alive<F: std::future::Future + Unpin>(
+        &self,
+        mut call: F,
+        after: Duration,
+    ) -> Option<F::Output> {
         let health = &self.recorder.health;
         let mut changes = health.changes();
-        health.check_waiting(&self.key);
         loop {
-            tokio::select! {
-                biased;
-                answer = &mut call => return Some(answer),
-                changed = changes.changed() => {
-                    if changed.is_err() {
-                        return Some(call.await);
+            health.check_waiting(&self.key);
+            // Ejected already (by another call's check): no answer is coming.
+            if health.is_hung(&self.key.address) {
+                return None;
+            }
+            let again = tokio::time::sleep(after);
+            tokio::pin!(again);
+            loop {
+                tokio::select! {
+                    biased;
+                    answer = &mut call => return Some(answer),
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            return Some(call.await);
+                        }
+                        if health.is_hung(&self.key.address) {
+                            return None;
+                        }
                     }
-                    if health.is_hung(&self.key.address) {
-                        return None;
-                    }
+                    () = &mut again => break,
                 }
             }
         }

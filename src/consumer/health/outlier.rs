@@ -74,14 +74,18 @@ pub(super) fn rate_ejects(counts: Counts, threshold: f64, min_calls: u32) -> boo
         && f64::from(counts.failures) >= threshold * f64::from(counts.calls)
 }
 
-/// How fast one endpoint has answered one method lately: a moving average of the answered
-/// calls' time to their answer, and how many there were since it was last cleared.
+/// How fast one endpoint has answered one method lately: the median of its last
+/// [`RECENT`] answered calls' time to their answer (a median, so that one stall of a busy
+/// machine does not make an endpoint slow), and how many there were since it was last
+/// cleared.
 #[derive(Clone, Debug)]
 pub(super) struct Latency {
     /// The method's path, `/pkg.Service/Method`.
     pub path: Box<str>,
-    /// The moving average, in microseconds.
-    pub average_us: f64,
+    /// The last answered calls' latencies in microseconds, a ring.
+    recent: [u32; RECENT],
+    /// Where the next one goes in the ring.
+    next: usize,
     /// Answered calls since the last clear.
     pub samples: u32,
     /// When the last one was recorded.
@@ -96,20 +100,21 @@ pub(super) struct Latency {
 pub(super) struct SlowEjection {
     pub since: Instant,
     pub until: Instant,
-    /// Its moving average then, and the median of the endpoints it was compared with.
-    pub average: Duration,
+    /// Its recent latency then, and the median of the endpoints it was compared with.
+    pub latency: Duration,
     pub median: Duration,
 }
 
-/// The weight of a new sample in the moving average: about the last eight calls count.
-const SAMPLE_WEIGHT: f64 = 0.25;
+/// How many of an endpoint's last answered calls of a method its latency is the median of.
+pub(super) const RECENT: usize = 8;
 
 impl Latency {
     /// No sample of `path` yet.
     pub fn new(path: &str, now: Instant) -> Self {
         Latency {
             path: path.into(),
-            average_us: 0.0,
+            recent: [0; RECENT],
+            next: 0,
             samples: 0,
             last: now,
             ejected: None,
@@ -118,12 +123,9 @@ impl Latency {
 
     /// Records one answered call that took `elapsed`.
     pub fn record(&mut self, elapsed: Duration, now: Instant) {
-        let us = elapsed.as_secs_f64() * 1e6;
-        self.average_us = if self.samples == 0 {
-            us
-        } else {
-            self.average_us + SAMPLE_WEIGHT * (us - self.average_us)
-        };
+        let us = u32::try_from(elapsed.as_micros()).unwrap_or(u32::MAX);
+        self.recent[self.next] = us;
+        self.next = (self.next + 1) % RECENT;
         self.samples = self.samples.saturating_add(1);
         self.last = now;
     }
@@ -131,7 +133,7 @@ impl Latency {
     /// Forgets the samples (back from an ejection: judged on new calls).
     pub fn clear(&mut self) {
         self.samples = 0;
-        self.average_us = 0.0;
+        self.next = 0;
     }
 
     /// Whether it has enough recent samples to be judged or to judge by at `now`.
@@ -141,16 +143,37 @@ impl Latency {
             && now.saturating_duration_since(self.last) <= window
     }
 
-    /// The moving average as a duration.
-    pub fn average(&self) -> Duration {
-        Duration::from_secs_f64(self.average_us.max(0.0) / 1e6)
+    /// Its recent latency, in microseconds: the median of the calls in the ring (the lower
+    /// one of an even count); 0 with none.
+    pub fn recent_us(&self) -> f64 {
+        let filled = (self.samples as usize).min(RECENT);
+        let mut values = [0u32; RECENT];
+        // The ring's last `filled` entries, wherever it stands.
+        for (i, value) in values.iter_mut().take(filled).enumerate() {
+            *value = self.recent[(self.next + RECENT - 1 - i) % RECENT];
+        }
+        let values = &mut values[..filled];
+        if values.is_empty() {
+            return 0.0;
+        }
+        values.sort_unstable();
+        f64::from(values[(values.len() - 1) / 2])
+    }
+
+    /// Its recent latency as a duration.
+    pub fn recent(&self) -> Duration {
+        Duration::from_micros(self.recent_us() as u64)
     }
 }
 
-/// The lower median of `values` (of two, the smaller), or `None` when there are fewer
-/// than two: an endpoint is only ever slow beside others. Reorders `values`.
+/// The fewest endpoints a method's latency is judged among: of two, either could be the
+/// odd one, and a stall of one would eject it beside the other.
+pub(super) const MIN_PEERS: usize = 3;
+
+/// The lower median of `values`, or `None` when there are fewer than [`MIN_PEERS`]: an
+/// endpoint is only ever slow beside others. Reorders `values`.
 pub(super) fn lower_median(values: &mut [f64]) -> Option<f64> {
-    if values.len() < 2 {
+    if values.len() < MIN_PEERS {
         return None;
     }
     let middle = (values.len() - 1) / 2;
@@ -158,10 +181,10 @@ pub(super) fn lower_median(values: &mut [f64]) -> Option<f64> {
     Some(*median)
 }
 
-/// Whether an average of `average_us` is slow beside a median of `median_us`: over
+/// Whether a recent latency of `recent_us` is slow beside a median of `median_us`: over
 /// `multiple` times it, and over `floor`.
-pub(super) fn is_slow(average_us: f64, median_us: f64, multiple: f64, floor: Duration) -> bool {
-    average_us > multiple * median_us && average_us > floor.as_secs_f64() * 1e6
+pub(super) fn is_slow(recent_us: f64, median_us: f64, multiple: f64, floor: Duration) -> bool {
+    recent_us > multiple * median_us && recent_us > floor.as_secs_f64() * 1e6
 }
 
 #[cfg(test)]
@@ -214,30 +237,36 @@ mod tests {
     }
 
     #[test]
-    fn the_average_follows_recent_calls() {
+    fn the_recent_latency_follows_recent_calls_and_shrugs_off_a_stall() {
         let now = Instant::now();
+        let ms = Duration::from_millis;
         let mut l = Latency::new("/s/M", now);
-        l.record(Duration::from_millis(5), now);
-        assert_eq!(l.average(), Duration::from_millis(5));
-        for _ in 0..20 {
-            l.record(Duration::from_millis(250), now);
+        assert_eq!(l.recent(), Duration::ZERO);
+        l.record(ms(5), now);
+        assert_eq!(l.recent(), ms(5));
+        // One stall among quick answers: still quick.
+        for _ in 0..6 {
+            l.record(ms(5), now);
         }
-        assert!(
-            l.average() > Duration::from_millis(240),
-            "{:?}",
-            l.average()
-        );
+        l.record(ms(900), now);
+        assert_eq!(l.recent(), ms(5));
+        // Slow from now on: slow once most of the ring is.
+        for _ in 0..RECENT {
+            l.record(ms(250), now);
+        }
+        assert_eq!(l.recent(), ms(250));
         assert!(l.judgeable(5, WINDOW, now));
         assert!(!l.judgeable(5, WINDOW, now + WINDOW * 2), "stale");
         l.clear();
         assert!(!l.judgeable(1, WINDOW, now));
+        l.record(ms(7), now);
+        assert_eq!(l.recent(), ms(7), "cleared samples are not read");
     }
 
     #[test]
-    fn the_lower_median_needs_two_and_prefers_the_faster() {
+    fn the_lower_median_needs_three_peers() {
         assert_eq!(lower_median(&mut []), None);
-        assert_eq!(lower_median(&mut [7.0]), None);
-        assert_eq!(lower_median(&mut [250.0, 5.0]), Some(5.0));
+        assert_eq!(lower_median(&mut [250.0, 5.0]), None, "two: either is odd");
         assert_eq!(lower_median(&mut [250.0, 5.0, 6.0, 4.0]), Some(5.0));
         assert_eq!(lower_median(&mut [3.0, 1.0, 2.0]), Some(2.0));
     }

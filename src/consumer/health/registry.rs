@@ -218,7 +218,10 @@ impl HealthRegistry {
         let registry = Arc::downgrade(self);
         let (probe, timeout) = (self.probe.clone(), self.options.probe_timeout);
         runtime.spawn(async move {
-            let answered = probe.probe(address.to_string(), timeout).await;
+            // A probe of the application's own may not keep its deadline: silence past it
+            // is no answer.
+            let check = probe.probe(address.to_string(), timeout);
+            let answered = tokio::time::timeout(timeout, check).await == Ok(true);
             let Some(registry) = registry.upgrade() else {
                 return;
             };
@@ -345,5 +348,31 @@ mod tests {
         registry.record(&b, Outcome::Refused, None);
         assert_eq!(registry.aside_of(&[&a, &b]), [true, true]);
         assert_eq!(*registry.changes().borrow(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_liveness_check_ejects_as_hung_once_its_deadline_passes() {
+        let silent = |_: String, _: std::time::Duration| std::future::pending::<bool>();
+        let options = HealthOptions::default().probe(silent);
+        let counters = Arc::new(Counters::default());
+        let registry = HealthRegistry::new(options, counters.clone(), None);
+        let a = key("10.0.0.1");
+        let mut changes = registry.changes();
+        let start = Instant::now();
+        registry.check_waiting(&a);
+        registry.check_waiting(&a);
+        assert!(!registry.is_hung(&a.address));
+        changes.changed().await.unwrap();
+        assert!(registry.is_hung(&a.address));
+        assert_eq!(
+            Instant::now() - start,
+            HealthOptions::DEFAULT_PROBE_TIMEOUT,
+            "ejected when the check's deadline passed"
+        );
+        let stats = counters.snapshot();
+        assert_eq!((stats.liveness_checks, stats.ejected_hung), (1, 1));
+        let ejections = registry.ejections();
+        assert_eq!(ejections.len(), 1);
+        assert_eq!(ejections[0].reason, super::super::EjectionReason::Hung);
     }
 }

@@ -224,15 +224,15 @@ impl HealthTracker {
         self.judged
             .insert(path.into(), now + judge_interval(options));
         let (min, window) = (options.latency_min_calls, options.window);
-        let mut averages: Vec<f64> = self
+        let mut recent: Vec<f64> = self
             .by_address
             .values()
             .filter(|s| !s.is_ejected())
             .flat_map(|s| s.latencies.iter())
             .filter(|l| &*l.path == path && l.judgeable(min, window, now))
-            .map(|l| l.average_us)
+            .map(Latency::recent_us)
             .collect();
-        let Some(median) = lower_median(&mut averages) else {
+        let Some(median) = lower_median(&mut recent) else {
             return false;
         };
         let mut ejected = false;
@@ -243,7 +243,7 @@ impl HealthTracker {
             };
             if latency.judgeable(min, window, now)
                 && is_slow(
-                    latency.average_us,
+                    latency.recent_us(),
                     median,
                     options.latency_multiple,
                     options.latency_floor,
@@ -252,7 +252,7 @@ impl HealthTracker {
                 latency.ejected = Some(SlowEjection {
                     since: now,
                     until: now + wait,
-                    average: latency.average(),
+                    latency: latency.recent(),
                     median: Duration::from_secs_f64(median / 1e6),
                 });
                 state.ejections = state.ejections.saturating_add(1);
@@ -490,7 +490,7 @@ impl HealthTracker {
                         address: address.to_string(),
                         method: Some(latency.path.to_string()),
                         reason: EjectionReason::Slow {
-                            latency: slow.average,
+                            latency: slow.latency,
                             median: slow.median,
                         },
                         ejected_for: now.saturating_duration_since(slow.since),
@@ -838,20 +838,24 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn no_endpoint_is_slow_under_the_floor_or_alone() {
-        let (a, b) = (Authority::new("10.0.0.1", 1), Authority::new("10.0.0.2", 1));
+    async fn no_endpoint_is_slow_under_the_floor_or_beside_one_peer() {
+        let (a, b, c) = (
+            Authority::new("10.0.0.1", 1),
+            Authority::new("10.0.0.2", 1),
+            Authority::new("10.0.0.3", 1),
+        );
         let mut h = HealthTracker::new(HealthOptions::default());
         for _ in 0..20 {
             assert!(!answered(&mut h, &a, 1, Instant::now()));
+            assert!(!answered(&mut h, &c, 1, Instant::now()));
             assert!(!answered(&mut h, &b, 50, Instant::now()), "under the floor");
             tokio::time::advance(Duration::from_millis(300)).await;
         }
-        let mut alone = HealthTracker::new(HealthOptions::default());
+        // Of two, either could be the odd one (a stall of one, say): nobody is judged.
+        let mut two = HealthTracker::new(HealthOptions::default());
         for _ in 0..20 {
-            assert!(
-                !answered(&mut alone, &a, 900, Instant::now()),
-                "no one to compare"
-            );
+            assert!(!answered(&mut two, &a, 1, Instant::now()));
+            assert!(!answered(&mut two, &b, 900, Instant::now()), "one peer");
             tokio::time::advance(Duration::from_millis(300)).await;
         }
     }
