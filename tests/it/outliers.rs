@@ -273,6 +273,8 @@ async fn outliers_are_capped_at_half_of_the_routed_providers() {
     println!("calls per provider with three of four failing: {taken:?}");
     // At most half of the four are left out: the fast one and one failing one take calls.
     assert!(taken.iter().filter(|&&t| t > 0).count() >= 2, "{taken:?}");
+    // The subscription's healthy view leaves out what a call leaves out: two of four.
+    assert_eq!(handle.healthy().len(), 2);
     let report = resolver
         .explain_route(&handle, &RouteQuery::default())
         .await

@@ -10,7 +10,7 @@
 //! Whoever depends on health follows it through a generation counter
 //! ([`HealthRegistry::changes`]) that moves whenever an address is set aside or comes
 //! back: subscriptions recompute, and balanced channels read which of their endpoints are
-//! set aside ([`HealthRegistry::aside_of`]) once per change, not per call.
+//! set aside ([`HealthRegistry::standing_of`]) once per change, not per call.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -111,16 +111,6 @@ impl HealthRegistry {
     /// A receiver whose value moves whenever an address is set aside or comes back.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
-    }
-
-    /// Whether each of `endpoints` is set aside (see [`Self::is_endpoint_aside`]), under
-    /// one lock.
-    pub fn aside_of(&self, endpoints: &[&EndpointKey]) -> Vec<bool> {
-        let inner = self.lock();
-        endpoints
-            .iter()
-            .map(|e| inner.tracker.is_endpoint_aside(&e.address, &e.instance))
-            .collect()
     }
 
     /// Where each of `endpoints` stands for a pick, under one lock.
@@ -338,15 +328,24 @@ mod tests {
         let registry = HealthRegistry::new(HealthOptions::default(), Arc::default(), None);
         let (a, b) = (key("10.0.0.1"), key("10.0.0.2"));
         let changes = registry.changes();
-        assert_eq!(registry.aside_of(&[&a, &b]), [false, false]);
+        assert_eq!(
+            registry.standing_of(&[&a, &b]),
+            [Standing::In, Standing::In]
+        );
         registry.record(&a, Outcome::Refused, None);
         assert!(
             changes.has_changed().unwrap(),
             "a change of health is announced"
         );
-        assert_eq!(registry.aside_of(&[&a, &b]), [true, false]);
+        assert_eq!(
+            registry.standing_of(&[&a, &b]),
+            [Standing::Out, Standing::In]
+        );
         registry.record(&b, Outcome::Refused, None);
-        assert_eq!(registry.aside_of(&[&a, &b]), [true, true]);
+        assert_eq!(
+            registry.standing_of(&[&a, &b]),
+            [Standing::Out, Standing::Out]
+        );
         assert_eq!(*registry.changes().borrow(), 2);
     }
 

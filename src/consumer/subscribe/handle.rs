@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use crate::consumer::balance::Discovery;
 use crate::consumer::explain::Explanation;
-use crate::consumer::health::{EndpointKey, HealthRegistry, Outcome, route_around};
+use crate::consumer::health::{EndpointKey, HealthRegistry, Outcome, route_around_capped};
 use crate::consumer::migration::LevelChoice;
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
@@ -90,18 +90,19 @@ impl SubscriptionHandle {
     }
 
     /// The current set as health leaves it: without the endpoints consumer-side health sets
-    /// aside, unless that would leave none (then all of them, as a balanced channel in
-    /// panic mode does; see [`route_around`](crate::consumer::route_around)). Sorted.
+    /// aside, as a balanced channel leaves them out of a call of no particular method:
+    /// outliers within the cap, and all of them when that would leave none (panic mode; see
+    /// [`route_around`](crate::consumer::route_around)). A method slow at one endpoint
+    /// alone does not take the endpoint out of this set. Sorted.
     pub fn healthy(&self) -> Vec<Endpoint> {
         let current = self.current();
         let keys: Vec<EndpointKey> = current.iter().map(key_of).collect();
-        let aside = self
-            .shared
-            .health
-            .aside_of(&keys.iter().collect::<Vec<_>>());
+        let health = &self.shared.health;
+        let standing = health.standing_of(&keys.iter().collect::<Vec<_>>());
         let members: Vec<usize> = (0..current.len()).collect();
         let mut kept = Vec::with_capacity(members.len());
-        route_around(&members, |i| aside[i], &mut kept);
+        let cap = health.max_ejection_percent();
+        route_around_capped(&members, |i| standing[i].for_path(""), cap, &mut kept);
         kept.into_iter().map(|i| current[i].clone()).collect()
     }
 
