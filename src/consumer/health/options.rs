@@ -185,24 +185,25 @@ impl HealthOptions {
         self
     }
 
-    /// Sets the window over which failure rates are counted and latencies are recent
-    /// (default 10 s).
+    /// Sets the window (default 10 s): an endpoint's failure rate is read over its last 64
+    /// calls while they come within it of one another (a silence as long forgets them), and
+    /// a latency older than it is stale (neither judged nor judging).
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window.max(Duration::from_millis(2));
         self
     }
 
-    /// Sets the failure rate that ejects an endpoint (default 0.2: a fifth of its calls in
-    /// the window failed, as [`failure_threshold`](Self::failure_threshold) counts
-    /// failures), once it took [`failure_rate_min_calls`](Self::failure_rate_min_calls).
-    /// Over 1.0 never ejects.
+    /// Sets the failure rate that ejects an endpoint (default 0.2: a fifth of its last 64
+    /// calls failed, as [`failure_threshold`](Self::failure_threshold) counts failures),
+    /// once it took [`failure_rate_min_calls`](Self::failure_rate_min_calls). Over 1.0
+    /// never ejects.
     pub fn failure_rate(mut self, rate: f64) -> Self {
         self.failure_rate = if rate.is_nan() { 2.0 } else { rate.max(0.0) };
         self
     }
 
-    /// Sets the calls in the window an endpoint takes before its failure rate is judged
-    /// (default 20, at least 1).
+    /// Sets the calls an endpoint takes before its failure rate is judged (default 20, at
+    /// least 1; more than 64 never judges).
     pub fn failure_rate_min_calls(mut self, calls: u32) -> Self {
         self.failure_rate_min_calls = calls.max(1);
         self

@@ -1,5 +1,5 @@
-//! The detectors of outliers, pure: a failure rate over a window, and a method's recent
-//! latency beside the other endpoints' (Envoy and gRPC eject by failure rate; neither by
+//! The detectors of outliers, pure: a failure rate over the last calls, and a method's
+//! recent latency beside the other endpoints' (Envoy and gRPC eject by failure rate; neither by
 //! latency, which is what leaves a slow provider taking its share of calls).
 //!
 //! Each keeps a few numbers per endpoint and is fed one call at a time; judging is cheap
@@ -9,17 +9,25 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The calls and failures of one endpoint over a sliding window, kept as two halves: the
-/// half under way and the one before it. The rate read is over both, so a burst neither
-/// vanishes at a turn nor lingers past a window.
+/// The outcomes of one endpoint's last [`RECENT_CALLS`] calls, as long as they came
+/// within a window of one another: a call after a silence of a window starts afresh.
+///
+/// A count, not a time: at a thousand calls a second, a window of time would hold so many
+/// calls from before a fault that the rate would take as many again to cross; the last 64
+/// calls are a fault's own within 64 calls, whatever the rate.
 #[derive(Clone, Debug, Default)]
 pub(super) struct FailureWindow {
-    started: Option<Instant>,
-    current: Counts,
-    previous: Counts,
+    /// One bit per call, the newest lowest: set when it failed.
+    failed: u64,
+    /// How many of the bits are calls (at most [`RECENT_CALLS`]).
+    calls: u32,
+    last: Option<Instant>,
 }
 
-/// Calls and failures in one half of a window.
+/// The calls a failure rate is read over.
+pub(super) const RECENT_CALLS: u32 = 64;
+
+/// Calls and failures in the window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Counts {
     pub calls: u32,
@@ -27,19 +35,25 @@ pub(super) struct Counts {
 }
 
 impl FailureWindow {
-    /// Records one call at `now` in a window of `window`.
+    /// Records one call at `now`; a silence of `window` before it forgets the others.
     pub fn record(&mut self, failed: bool, window: Duration, now: Instant) {
-        self.turn(window, now);
-        self.current.calls = self.current.calls.saturating_add(1);
-        self.current.failures = self.current.failures.saturating_add(u32::from(failed));
+        self.expire(window, now);
+        self.failed = (self.failed << 1) | u64::from(failed);
+        self.calls = (self.calls + 1).min(RECENT_CALLS);
+        self.last = Some(now);
     }
 
     /// The calls and failures of the window at `now`.
     pub fn counts(&mut self, window: Duration, now: Instant) -> Counts {
-        self.turn(window, now);
+        self.expire(window, now);
+        let mask = if self.calls >= RECENT_CALLS {
+            u64::MAX
+        } else {
+            (1u64 << self.calls) - 1
+        };
         Counts {
-            calls: self.current.calls.saturating_add(self.previous.calls),
-            failures: self.current.failures.saturating_add(self.previous.failures),
+            calls: self.calls,
+            failures: (self.failed & mask).count_ones(),
         }
     }
 
@@ -48,22 +62,13 @@ impl FailureWindow {
         *self = FailureWindow::default();
     }
 
-    fn turn(&mut self, window: Duration, now: Instant) {
-        let half = (window / 2).max(Duration::from_millis(1));
-        let started = *self.started.get_or_insert(now);
-        let elapsed = now.saturating_duration_since(started);
-        if elapsed < half {
-            return;
+    fn expire(&mut self, window: Duration, now: Instant) {
+        if self
+            .last
+            .is_some_and(|last| now.saturating_duration_since(last) > window)
+        {
+            self.clear();
         }
-        self.previous = if elapsed < half * 2 {
-            self.current
-        } else {
-            Counts::default()
-        };
-        self.current = Counts::default();
-        // Keep the halves on their grid so that a window is always `window` long.
-        let halves = (elapsed.as_nanos() / half.as_nanos().max(1)) as u32;
-        self.started = Some(started + half * halves);
     }
 }
 
@@ -194,35 +199,28 @@ mod tests {
     const WINDOW: Duration = Duration::from_secs(10);
 
     #[test]
-    fn the_window_counts_two_halves_and_forgets_older_calls() {
+    fn the_window_counts_the_last_calls_and_forgets_them_after_a_silence() {
         let start = Instant::now();
         let mut w = FailureWindow::default();
         for i in 0..10 {
             w.record(i % 2 == 0, WINDOW, start);
         }
-        assert_eq!(w.counts(WINDOW, start).failures, 5);
-        // Next half: the first half still counts.
-        let later = start + Duration::from_secs(6);
-        w.record(false, WINDOW, later);
+        let counts = |calls, failures| Counts { calls, failures };
+        assert_eq!(w.counts(WINDOW, start), counts(10, 5));
+        // A thousand successes before a fault do not dilute it past the last 64 calls.
+        for _ in 0..1000 {
+            w.record(false, WINDOW, start);
+        }
+        assert_eq!(w.counts(WINDOW, start), counts(64, 0));
+        for i in 0..64 {
+            w.record(i % 10 < 3, WINDOW, start);
+        }
+        assert_eq!(w.counts(WINDOW, start), counts(64, 21));
+        // Calls keep it alive; a silence of a window forgets it.
+        let later = start + WINDOW;
+        assert_eq!(w.counts(WINDOW, later), counts(64, 21));
         assert_eq!(
-            w.counts(WINDOW, later),
-            Counts {
-                calls: 11,
-                failures: 5
-            }
-        );
-        // Two halves on, the first half is gone.
-        let much_later = start + Duration::from_secs(11);
-        assert_eq!(
-            w.counts(WINDOW, much_later),
-            Counts {
-                calls: 1,
-                failures: 0
-            }
-        );
-        // A long silence forgets everything.
-        assert_eq!(
-            w.counts(WINDOW, start + Duration::from_secs(60)),
+            w.counts(WINDOW, later + Duration::from_millis(1)),
             Counts::default()
         );
     }

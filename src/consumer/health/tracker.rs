@@ -3,7 +3,7 @@
 //!
 //! An address is ejected for one [`EjectionReason`]: it cannot be reached (refused, hung,
 //! failing every call, held by self-preservation) or it is an outlier (a failure rate over
-//! the window). A method can also be slow at one address alone, which ejects the address
+//! its last calls). A method can also be slow at one address alone, which ejects the address
 //! for that method only. Every entry may name the instance it belongs to (the authority of
 //! the instance's record), so that what happens to an instance reaches every endpoint of
 //! it: its hold sets them aside, its disappearance forgets them (after a grace), and its
@@ -64,7 +64,7 @@ struct State {
     gone_since: Option<Instant>,
     next_probe: Option<Instant>,
     probing: bool,
-    /// Calls and failures over the window.
+    /// Its last calls, failed or not.
     rate: FailureWindow,
     /// Per method, how fast it answered lately.
     latencies: Vec<Latency>,
@@ -110,8 +110,9 @@ impl State {
 pub(crate) struct HealthTracker {
     options: HealthOptions,
     by_address: HashMap<Authority, State>,
-    /// When each method's latencies are judged next.
-    judged: HashMap<Box<str>, Instant>,
+    /// When each method's latencies are judged next (a list: a service has few methods,
+    /// and a search beats hashing the path on every call).
+    judged: Vec<(Box<str>, Instant)>,
 }
 
 impl HealthTracker {
@@ -120,7 +121,7 @@ impl HealthTracker {
         HealthTracker {
             options,
             by_address: HashMap::new(),
-            judged: HashMap::new(),
+            judged: Vec::new(),
         }
     }
 
@@ -214,15 +215,17 @@ impl HealthTracker {
     /// address was ejected for it.
     fn judge_latency(&mut self, path: &str, now: Instant) -> bool {
         let options = &self.options;
-        let due = self.judged.get(path).is_none_or(|&at| at <= now);
-        if !due {
-            return false;
+        let next = now + judge_interval(options);
+        match self.judged.iter_mut().find(|(p, _)| &**p == path) {
+            Some((_, at)) if *at > now => return false,
+            Some((_, at)) => *at = next,
+            None => {
+                if self.judged.len() >= MAX_METHODS {
+                    self.judged.clear();
+                }
+                self.judged.push((path.into(), next));
+            }
         }
-        if self.judged.len() >= MAX_METHODS * 4 && !self.judged.contains_key(path) {
-            self.judged.clear();
-        }
-        self.judged
-            .insert(path.into(), now + judge_interval(options));
         let (min, window) = (options.latency_min_calls, options.window);
         let mut recent: Vec<f64> = self
             .by_address
