@@ -390,8 +390,9 @@ fn health_step(routing: &Routing, left: &[Left], cap: u8) -> Option<String> {
     };
     if around.capped_back > 0 {
         step.push_str(&format!(
-            " ({} outlier(s) let back: at most {cap}% of the routed providers may be left \
-             out for their failure rate or latency, or nothing else could take the call)",
+            " ({} outlier(s) let back: at most {cap}% of the routed providers, rounded up, \
+             may be left out for their failure rate or latency, or nothing else could take \
+             the call)",
             around.capped_back
         ));
     }

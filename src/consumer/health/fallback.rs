@@ -40,6 +40,13 @@ pub fn route_around<T: Copy>(
     panic
 }
 
+/// How many of `members` outliers may leave out: `max_percent` of them, rounded up (as
+/// Envoy ejects at least one host whatever its percentage), so that of three providers two
+/// bad ones are both out and the good one is not left to share with a slow one.
+fn may_leave(members: usize, max_percent: u8) -> usize {
+    (members * usize::from(max_percent.min(100))).div_ceil(100)
+}
+
 /// What [`route_around_capped`] did besides leaving endpoints out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Around {
@@ -51,7 +58,8 @@ pub(crate) struct Around {
 
 /// Fills `out` with the `members` a call may go to, by where `left` says each stands: none
 /// that cannot be reached while another can take the call, and of the outliers at most
-/// `max_percent` of the members left out (those ejected longest; the others take calls).
+/// `max_percent` of the members (rounded up) left out, those ejected longest; the others
+/// take calls.
 /// When that leaves nothing, the outliers take calls; when there are none, every member
 /// does (panic mode). Members keep their order.
 pub(crate) fn route_around_capped<T: Copy>(
@@ -68,7 +76,7 @@ pub(crate) fn route_around_capped<T: Copy>(
             outliers.push((since, i));
         }
     }
-    let may_leave = members.len() * usize::from(max_percent.min(100)) / 100;
+    let may_leave = may_leave(members.len(), max_percent);
     let mut let_back = Vec::new();
     if outliers.len() > may_leave {
         outliers.sort_unstable();
@@ -177,7 +185,7 @@ mod tests {
             let mut out = Vec::new();
             let around = route_around_capped(&members, left, max_percent, &mut out);
             proptest::prop_assert_eq!(out.is_empty(), members.is_empty());
-            let cap = members.len() * usize::from(max_percent) / 100;
+            let cap = (members.len() * usize::from(max_percent)).div_ceil(100);
             let outliers: Vec<usize> = members.iter().copied().filter(|&i| kinds[i] == 2).collect();
             let outliers_out = outliers.iter().filter(|i| !out.contains(i)).count();
             proptest::prop_assert!(outliers_out <= cap, "{outliers_out} out, cap {cap}");

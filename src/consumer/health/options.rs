@@ -248,8 +248,9 @@ impl HealthOptions {
     }
 
     /// Sets the most of a call's routed providers that outliers (failure rate, latency)
-    /// may leave out, in percent (default 50): past it, the outliers ejected longest stay
-    /// out and the others take calls again. Endpoints that cannot be reached (refused,
+    /// may leave out, in percent, rounded up (default 50: two of three, two of four, at
+    /// least one as Envoy's): past it, the outliers ejected longest stay out and the others
+    /// take calls again. Endpoints that cannot be reached (refused,
     /// hung, failing every call, held) are not capped: a call to them fails; when every
     /// routed endpoint is out, calls go to all of them.
     pub fn max_ejection_percent(mut self, percent: u8) -> Self {
