@@ -171,9 +171,10 @@ impl Latency {
     }
 }
 
-/// The fewest endpoints a method's latency is judged among: of two, either could be the
-/// odd one, and a stall of one would eject it beside the other.
-pub(super) const MIN_PEERS: usize = 3;
+/// The fewest endpoints a method's latency is judged among: two, the slower judged against
+/// the faster (a fleet down to a good and a slow provider should not keep sending half its
+/// calls to the slow one; the median of the last calls keeps one stall from counting).
+pub(super) const MIN_PEERS: usize = 2;
 
 /// The lower median of `values`, or `None` when there are fewer than [`MIN_PEERS`]: an
 /// endpoint is only ever slow beside others. Reorders `values`.
@@ -262,9 +263,14 @@ mod tests {
     }
 
     #[test]
-    fn the_lower_median_needs_three_peers() {
+    fn the_lower_median_needs_two_peers_and_prefers_the_faster() {
         assert_eq!(lower_median(&mut []), None);
-        assert_eq!(lower_median(&mut [250.0, 5.0]), None, "two: either is odd");
+        assert_eq!(
+            lower_median(&mut [7.0]),
+            None,
+            "alone: nobody to compare with"
+        );
+        assert_eq!(lower_median(&mut [250.0, 5.0]), Some(5.0));
         assert_eq!(lower_median(&mut [250.0, 5.0, 6.0, 4.0]), Some(5.0));
         assert_eq!(lower_median(&mut [3.0, 1.0, 2.0]), Some(2.0));
     }

@@ -841,26 +841,36 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn no_endpoint_is_slow_under_the_floor_or_beside_one_peer() {
+    async fn no_endpoint_is_slow_under_the_floor_or_alone_or_for_a_stall() {
         let (a, b, c) = (
             Authority::new("10.0.0.1", 1),
             Authority::new("10.0.0.2", 1),
             Authority::new("10.0.0.3", 1),
         );
         let mut h = HealthTracker::new(HealthOptions::default());
-        for _ in 0..20 {
+        for i in 0..20 {
             assert!(!answered(&mut h, &a, 1, Instant::now()));
-            assert!(!answered(&mut h, &c, 1, Instant::now()));
             assert!(!answered(&mut h, &b, 50, Instant::now()), "under the floor");
+            // A stall now and then: the median of its last calls shrugs it off.
+            let stall = if i % 4 == 0 { 900 } else { 2 };
+            assert!(!answered(&mut h, &c, stall, Instant::now()), "a stall");
             tokio::time::advance(Duration::from_millis(300)).await;
         }
-        // Of two, either could be the odd one (a stall of one, say): nobody is judged.
-        let mut two = HealthTracker::new(HealthOptions::default());
+        let mut alone = HealthTracker::new(HealthOptions::default());
         for _ in 0..20 {
-            assert!(!answered(&mut two, &a, 1, Instant::now()));
-            assert!(!answered(&mut two, &b, 900, Instant::now()), "one peer");
+            assert!(!answered(&mut alone, &a, 900, Instant::now()), "no peer");
             tokio::time::advance(Duration::from_millis(300)).await;
         }
+        // Two: the slower is judged against the faster.
+        let mut two = HealthTracker::new(HealthOptions::default());
+        for _ in 0..10 {
+            answered(&mut two, &a, 2, Instant::now());
+            answered(&mut two, &b, 250, Instant::now());
+            tokio::time::advance(Duration::from_millis(300)).await;
+        }
+        let ejections = two.ejections(Instant::now());
+        assert_eq!(ejections.len(), 1);
+        assert_eq!(ejections[0].address, b.to_string());
     }
 
     #[tokio::test(start_paused = true)]
