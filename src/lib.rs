@@ -83,8 +83,9 @@
 //! The one map of the source tree; each module's own docs say what it does. Data flows
 //! one way through the consumer, in three stages: **discovery** (views → subscribe: what
 //! the registries say, never filtered by health) → **routing** (`consumer/routing`: rules
-//! per call input, pure) → **health** (`consumer/health`: endpoints set aside and probed;
-//! the fallback when all are, `health/fallback.rs`) → **select** (`consumer/select`: the
+//! per call input, pure) → **health** (`consumer/health`: endpoints ejected for a reason
+//! and probed; the cap on outliers and the fallback when all are out,
+//! `health/fallback.rs`) → **select** (`consumer/select`: the
 //! call's policy, which providers a retry may take, the load balancer's pick, pure), which
 //! the balancer (`balance`) applies per attempt after routing. Health is a leaf the balancer and the views of it read
 //! (`scripts/check-cycles.py` checks that no module imports another in a cycle).
@@ -153,8 +154,11 @@
 //!   subscribe/        one task per subscription: task (the select loop), apps, fetches,
 //!                     assemble (pure), publish, coalesce (pure), snapshot (the file),
 //!                     restore, handle, options
-//!   health/           a leaf: fallback (the one rule, pure), options, tracker (pure),
-//!                     registry, prober
+//!   health/           a leaf: fallback (the one rule and the cap on outliers, pure),
+//!                     options, outlier (failure rate and latency detectors, pure),
+//!                     ejection (why an endpoint is out), tracker (pure), registry (one
+//!                     input path: outcomes, holds, liveness checks), prober, grpc_probe
+//!                     (the default probe: a gRPC answer, not a TCP accept)
 //!   select/           pure, Dubbo's Cluster and LoadBalance: policy (cluster, retries,
 //!                     forks, loadbalance, timeout, each with its source), loadbalance/
 //!                     (p2c, random, round_robin, least_active, shortest_response and its

@@ -141,8 +141,8 @@ stats! {
         "Methods ejected at one endpoint because they answer there far slower than at the \
          others.";
     counter ejected_hung = "ejections_hung_total":
-        "Endpoints ejected as hung: a call waited past the bound and the provider did not \
-         answer a liveness check.";
+        "Endpoints ejected as hung or lost: a call waited past the bound, or lost its \
+         connection, and the provider did not answer a liveness check.";
     counter liveness_checks = "liveness_checks_total":
         "Liveness checks of providers a call waited on past the bound.";
     counter capped_routes = "ejection_cap_routes_total":

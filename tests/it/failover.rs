@@ -16,7 +16,8 @@
 //!
 //! What is asserted of Introspect:
 //! * no call fails while a provider that could answer it is up, but those already sent to
-//!   a provider that dies (B's: at most one per caller, within 2 s of the kill) or hangs
+//!   a provider that dies (B's: at most one per caller, two for a single caller whose next
+//!   call can race the close of B's connection, within 2 s of the kill) or hangs
 //!   (A's: at most one per caller, failed with `UNAVAILABLE` when health ejects A as hung,
 //!   under 2.6 s after they were sent and within 3 s of the stop, not at their 3 s
 //!   deadline: a liveness check starts once a call waited 1 s and gives up after 1 s); no
@@ -726,8 +727,10 @@ async fn no_call_fails_while_a_provider_could_answer_it_side_by_side_with_java()
             );
             lost_on_a += 1;
         }
+        // One per caller, and a single caller's next call may go the same way when it
+        // leaves before the consumer has seen B's connection close (seen once in CI).
         assert!(
-            lost_on_b <= callers,
+            lost_on_b <= callers.max(2),
             "{lost_on_b} calls lost on the killed B with {callers} callers"
         );
         assert!(

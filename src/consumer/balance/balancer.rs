@@ -1,7 +1,8 @@
 //! The balancer under the channel's buffer: for each attempt of a call, the routing
 //! stage's subset (`consumer/routing`: configurators, disabled providers, tags, condition
-//! rules), less the providers the call tried already, then health (set-aside endpoints
-//! left out, panic mode when every routed one is), then the select stage
+//! rules), less the providers the call tried already, then health (ejected endpoints left
+//! out, slow ones for their slow methods, outliers within the cap, panic mode when every
+//! routed one is out), then the select stage
 //! (`consumer/select`): the call's policy read from the first routed provider, and its
 //! load balancer's pick.
 //!

@@ -1,6 +1,6 @@
 //! Passive health: the balanced channel's per-endpoint layer, under the balancer, that
-//! records every call's outcome into the resolver's health and keeps set-aside endpoints
-//! out of the balancer's choice.
+//! records every call's outcome and latency into the resolver's health, and gives up on the
+//! calls waiting on a provider health finds hung.
 //!
 //! An outcome is a failure when the call fails in transport (a refused connection sets the
 //! address aside at once, see [`crate::consumer::HealthOptions::refused_at_once`]), or when its
@@ -16,9 +16,9 @@
 //! hung, every call waiting on it gives up at once with [`ProviderHung`] (a lost call,
 //! retried elsewhere only when idempotent) rather than at its deadline.
 //!
-//! Which endpoints are set aside (failing, or held by self-preservation and not yet
-//! answering a probe) is the balancer's to read (`balancer.rs`): it leaves them out, and
-//! routes to all of a call's endpoints when every one is set aside (panic mode).
+//! Where each endpoint stands (ejected and why, held by self-preservation, or slow at a
+//! method) is the balancer's to read (`balancer.rs`): it leaves them out within the cap on
+//! outliers, and routes to all of a call's endpoints when every one is out (panic mode).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -133,7 +133,12 @@ impl tower::Service<Request> for Guarded {
             };
             match answer {
                 Err(error) => {
-                    reporter.report(error_outcome(&error));
+                    let outcome = error_outcome(&error);
+                    if outcome == Outcome::Failure {
+                        // A lost connection: is the provider still there?
+                        reporter.recorder.health.check_lost(&reporter.key);
+                    }
+                    reporter.report(outcome);
                     Err(error.into())
                 }
                 Ok(response) => {

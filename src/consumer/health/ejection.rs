@@ -38,6 +38,9 @@ pub enum EjectionReason {
     },
     /// A call waited past the bound and the provider did not answer a liveness check.
     Hung,
+    /// A call's connection was lost and the provider did not answer a liveness check on a
+    /// new one (it died, or its host went away).
+    Lost,
     /// Its instance is held by self-preservation (its record is gone from the registry)
     /// and has not answered a probe yet.
     Held,
@@ -71,6 +74,7 @@ impl EjectionReason {
             EjectionReason::FailureRate { .. } => "failure_rate",
             EjectionReason::Slow { .. } => "slow",
             EjectionReason::Hung => "hung",
+            EjectionReason::Lost => "lost",
             EjectionReason::Held => "held",
         }
     }
@@ -97,6 +101,9 @@ impl std::fmt::Display for EjectionReason {
             EjectionReason::Hung => {
                 f.write_str("a call waited and the provider did not answer a liveness check")
             }
+            EjectionReason::Lost => f.write_str(
+                "a call's connection was lost and the provider did not answer a liveness check",
+            ),
             EjectionReason::Held => f.write_str(
                 "held by self-preservation (gone from the registry) and not answering yet",
             ),

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::ejection::{Ejection, Standing};
+use super::ejection::{Ejection, EjectionReason, Standing};
 use super::grpc_probe::GrpcProbe;
 use super::options::{HealthOptions, Probe};
 use super::prober::{Probed, Prober};
@@ -183,10 +183,10 @@ impl HealthRegistry {
         let counters = &self.counters;
         Counters::bump(&counters.set_aside);
         match ejection.reason {
-            super::EjectionReason::FailureRate { .. } => {
+            EjectionReason::FailureRate { .. } => {
                 Counters::bump(&counters.ejected_failure_rate);
             }
-            super::EjectionReason::Hung => Counters::bump(&counters.ejected_hung),
+            EjectionReason::Hung | EjectionReason::Lost => Counters::bump(&counters.ejected_hung),
             _ => {}
         }
         tracing::warn!("endpoint ejected: {ejection}");
@@ -196,12 +196,25 @@ impl HealthRegistry {
     /// that its provider answers; one that does not is ejected as hung (its waiting calls
     /// then give up, see [`Self::is_hung`]).
     pub fn check_waiting(self: &Arc<Self>, endpoint: &EndpointKey) {
+        self.check_alive(endpoint, EjectionReason::Hung);
+    }
+
+    /// A call to `endpoint` lost its connection (the provider died, or its host went
+    /// away): checks at once, as for a waiting call, so that the next calls do not go the
+    /// same way; one that does not answer is ejected as lost.
+    pub fn check_lost(self: &Arc<Self>, endpoint: &EndpointKey) {
+        self.check_alive(endpoint, EjectionReason::Lost);
+    }
+
+    fn check_alive(self: &Arc<Self>, endpoint: &EndpointKey, reason: EjectionReason) {
         let address = endpoint.address.clone();
-        if !self.lock().tracker.check_waiting(&address, Instant::now()) {
+        if !self.lock().tracker.check_alive(&address, Instant::now()) {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.lock().tracker.checked(&address, true, Instant::now());
+            self.lock()
+                .tracker
+                .checked(&address, true, reason, Instant::now());
             return;
         };
         Counters::bump(&self.counters.liveness_checks);
@@ -217,7 +230,7 @@ impl HealthRegistry {
             };
             let now = Instant::now();
             let mut inner = registry.lock();
-            if inner.tracker.checked(&address, answered, now) {
+            if inner.tracker.checked(&address, answered, reason, now) {
                 registry.ejected(&inner, &address, now);
                 registry.changed(inner);
             }

@@ -288,10 +288,10 @@ impl HealthTracker {
         newly
     }
 
-    /// A call to `address` has waited past the bound: whether to check it is alive now
-    /// (not while one check runs, nor within the bound of the last one, nor when it is
-    /// ejected already). Marks the check as started.
-    pub fn check_waiting(&mut self, address: &Authority, now: Instant) -> bool {
+    /// A call to `address` has waited past the bound, or lost its connection: whether to
+    /// check it is alive now (not while one check runs, nor within the bound of the last
+    /// one, nor when it is ejected already). Marks the check as started.
+    pub fn check_alive(&mut self, address: &Authority, now: Instant) -> bool {
         let Some(after) = self.options.hung_after.filter(|_| self.options.enabled) else {
             return false;
         };
@@ -305,9 +305,15 @@ impl HealthTracker {
         true
     }
 
-    /// The liveness check of `address` finished at `now`; returns whether it ejected it as
-    /// hung (no answer).
-    pub fn checked(&mut self, address: &Authority, answered: bool, now: Instant) -> bool {
+    /// The liveness check of `address` finished at `now`; returns whether it ejected it
+    /// (no answer) for `reason` ([`EjectionReason::Hung`] or [`EjectionReason::Lost`]).
+    pub fn checked(
+        &mut self,
+        address: &Authority,
+        answered: bool,
+        reason: EjectionReason,
+        now: Instant,
+    ) -> bool {
         let Some(state) = self.by_address.get_mut(address) else {
             return false;
         };
@@ -315,17 +321,18 @@ impl HealthTracker {
         if answered || state.is_ejected() {
             return false;
         }
-        eject(state, EjectionReason::Hung, now, &self.options);
+        eject(state, reason, now, &self.options);
         true
     }
 
-    /// Whether `address` is ejected as hung (its waiting calls give up).
+    /// Whether `address` is ejected for not answering a liveness check (hung or lost): no
+    /// answer will come to the calls waiting on it.
     pub fn is_hung(&self, address: &Authority) -> bool {
         self.by_address.get(address).is_some_and(|s| {
             matches!(
                 s.ejected,
                 Some(Ejected {
-                    reason: EjectionReason::Hung,
+                    reason: EjectionReason::Hung | EjectionReason::Lost,
                     ..
                 })
             )
@@ -334,14 +341,18 @@ impl HealthTracker {
 
     /// `instance`'s record was written (again): its set-aside addresses are no longer
     /// gone and are probed at once, so one that answers rejoins within a probe.
+    ///
+    /// An outlier that never left keeps its wait: a registry re-listing its record (a
+    /// session that reconnected, say) proves nothing of its failure rate.
     pub fn registered(&mut self, instance: &Authority, now: Instant) {
         for (address, state) in &mut self.by_address {
             let of_instance = address == instance || state.instance.as_ref() == Some(instance);
-            if of_instance && state.is_ejected() {
-                state.gone_since = None;
-                if !state.probing {
-                    state.next_probe = Some(now);
-                }
+            let Some(ejected) = state.ejected.as_ref().filter(|_| of_instance) else {
+                continue;
+            };
+            let came_back = state.gone_since.take().is_some();
+            if (came_back || ejected.reason.is_unreachable()) && !state.probing {
+                state.next_probe = Some(now);
             }
         }
     }
@@ -770,6 +781,23 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_record_written_again_does_not_cut_an_outliers_wait() {
+        let a = a();
+        let mut h = HealthTracker::new(HealthOptions::default().failure_rate_min_calls(4));
+        for outcome in [Outcome::Success, Outcome::Success, Outcome::Success] {
+            h.record(&a, &a, outcome, None, Instant::now());
+        }
+        assert!(h.record(&a, &a, Outcome::Failure, None, Instant::now()));
+        let due = h.next_due();
+        h.registered(&a, Instant::now());
+        assert_eq!(h.next_due(), due, "re-listed: still waits");
+        // Gone and back: probed at once.
+        h.forget(&a, Instant::now());
+        h.registered(&a, Instant::now());
+        assert_eq!(h.next_due(), Some(Instant::now()));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn failures_spread_thin_over_time_eject_nobody() {
         let a = a();
         let mut h = HealthTracker::new(HealthOptions::default());
@@ -877,26 +905,29 @@ mod tests {
     async fn a_waiting_call_checks_once_and_no_answer_ejects_as_hung() {
         let a = a();
         let mut h = HealthTracker::new(HealthOptions::default());
-        assert!(h.check_waiting(&a, Instant::now()));
-        assert!(!h.check_waiting(&a, Instant::now()), "one check at a time");
-        assert!(!h.checked(&a, true, Instant::now()), "it answered");
+        assert!(h.check_alive(&a, Instant::now()));
+        assert!(!h.check_alive(&a, Instant::now()), "one check at a time");
         assert!(
-            !h.check_waiting(&a, Instant::now()),
+            !h.checked(&a, true, EjectionReason::Hung, Instant::now()),
+            "it answered"
+        );
+        assert!(
+            !h.check_alive(&a, Instant::now()),
             "not again within the bound"
         );
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert!(h.check_waiting(&a, Instant::now()));
-        assert!(h.checked(&a, false, Instant::now()));
+        assert!(h.check_alive(&a, Instant::now()));
+        assert!(h.checked(&a, false, EjectionReason::Hung, Instant::now()));
         assert!(h.is_hung(&a) && h.is_set_aside(&a));
         assert_eq!(h.standing(&a, &a), Standing::Out, "unreachable: not capped");
-        assert!(!h.check_waiting(&a, Instant::now()), "ejected already");
+        assert!(!h.check_alive(&a, Instant::now()), "ejected already");
         // Its probe is due after the interval; an answer brings it back.
         tokio::time::advance(DEFAULT_INTERVAL).await;
         assert_eq!(h.due_probes(Instant::now()), vec![a.clone()]);
         assert!(h.probed(&a, true, Instant::now()));
         assert!(!h.is_hung(&a));
         let never = HealthOptions::default().hung_after(None);
-        assert!(!HealthTracker::new(never).check_waiting(&a, Instant::now()));
+        assert!(!HealthTracker::new(never).check_alive(&a, Instant::now()));
     }
 
     #[tokio::test(start_paused = true)]

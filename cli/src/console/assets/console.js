@@ -368,6 +368,7 @@ function ejectionText(e) {
     failure_rate: `${r.failures} of its last ${r.calls} calls failed`,
     slow: `answers in ${r.latency} ms where the others' median is ${r.median} ms`,
     hung: "a call waited and it did not answer a liveness check",
+    lost: "a call's connection was lost and it did not answer a liveness check",
     held: "held by self-preservation, not answering yet",
   }[r.kind] || r.kind;
   const method = e.method ? ` (${e.method})` : "";
