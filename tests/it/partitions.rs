@@ -28,7 +28,7 @@ use introspect::{
     Backend, Limits, Resolver, Store, SubscribeOptions, Subscription, SubscriptionHandle,
 };
 
-use crate::support::calls::{Caller, channel_over};
+use crate::support::calls::{CALL_DEADLINE, Caller, channel_over};
 use crate::support::etcd::EtcdServer;
 use crate::support::greeter::{GreeterNode, answers_http2, start_greeter_advertised};
 use crate::support::killable::GREETER;
@@ -628,8 +628,9 @@ const FAILURES: u32 = 3;
 
 /// One of three providers is blackholed from its consumers (its calls go through a fault
 /// proxy; its registry link is untouched, so it stays registered and nothing is held).
-/// Passive health sets it aside after [`FAILURES`] failed calls (each waits out its
-/// deadline), no call fails after that, and it rejoins once the path heals. The probe
+/// Passive health sets it aside after at most [`FAILURES`] failed calls (a call that waits
+/// out its deadline, or past the hung bound, has its provider checked at once), no call
+/// sent after that fails, and it rejoins once the path heals. The probe
 /// waits for the server's HTTP/2 greeting: the proxy accepts connections while it
 /// blackholes them, so a bare connect would say nothing (see `answers_http2`).
 async fn a_provider_blackholed_from_its_consumers(registry: Registry) {
@@ -669,6 +670,9 @@ async fn a_provider_blackholed_from_its_consumers(registry: Registry) {
         consumer.resolver.stats().await.set_aside > 0
     })
     .await;
+    // A call already waiting on it when it was set aside ends now (failed at once, as its
+    // provider no longer answers, or at its deadline): count from after it.
+    tokio::time::sleep(CALL_DEADLINE).await;
     let failed_until_aside = consumer.caller.failed();
     assert!(
         failed_until_aside <= u64::from(FAILURES),
