@@ -127,7 +127,7 @@ pub fn snapshot_file(data: &[u8]) {
 /// parses, under any key role, routes a small fleet without panicking and never names a
 /// provider outside it.
 pub fn governance_rule(data: &[u8]) {
-    use introspect::consumer::routing::{
+    use introspect::governance::{
         CallFacts, CallTag, ProviderFacts, Rule, RuleKey, RuleSet, route,
     };
     use std::collections::BTreeMap;
@@ -154,10 +154,8 @@ pub fn governance_rule(data: &[u8]) {
         BTreeMap::from([("dubbo.tag".to_owned(), "gray".to_owned())]),
         BTreeMap::from([("weight".to_owned(), "300".to_owned())]),
     ];
-    let consumer = introspect::consumer::routing::ConsumerIdentity::new(
-        Some("shop".into()),
-        Some("10.0.0.9".into()),
-    );
+    let consumer =
+        introspect::governance::ConsumerIdentity::new(Some("shop".into()), Some("10.0.0.9".into()));
     let providers: Vec<ProviderFacts<'_>> = params
         .iter()
         .enumerate()

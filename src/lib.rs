@@ -82,7 +82,7 @@
 //!
 //! The one map of the source tree; each module's own docs say what it does. Data flows
 //! one way through the consumer, in three stages: **discovery** (views → subscribe: what
-//! the registries say, never filtered by health) → **routing** (`consumer/routing`: rules
+//! the registries say, never filtered by health) → **routing** (`governance`: rules
 //! per call input, pure) → **health** (`consumer/health`: endpoints ejected for a reason
 //! and probed; the cap on outliers and the fallback when all are out,
 //! `health/fallback.rs`) → **select** (`consumer/select`: the
@@ -221,6 +221,7 @@
 pub mod backend;
 pub mod consumer;
 pub mod error;
+pub mod governance;
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub mod identity;

@@ -2,7 +2,7 @@
 //! interface, each subscription compared with the tool's own digest of what the registry
 //! holds for it now (see [`introspect::consumer::endpoint_digest`]), and with the tool's
 //! own digest of the rules the config centre holds now for that consumer's app (see
-//! [`introspect::consumer::routing::rules_digest`]): who still routes by an older rule
+//! [`introspect::governance::rules_digest`]): who still routes by an older rule
 //! set.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use introspect::Endpoint;
 use introspect::consumer::MigrationStep;
-use introspect::consumer::migration::{Level, LevelChoice, StepSource};
+use introspect::governance::migration::{Level, LevelChoice, StepSource};
 use introspect::model::revision_diff::MetadataDiff;
 use serde_json::json;
 

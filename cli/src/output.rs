@@ -8,7 +8,7 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
 
-use introspect::consumer::migration::LevelChoice;
+use introspect::governance::migration::LevelChoice;
 use introspect_cli::consumers::{ConsumersReport, age};
 use introspect_cli::json::{
     consumers_json, endpoint_json, level_json, level_of, revision_report_json,

@@ -11,7 +11,6 @@ use super::hosts::HostNames;
 use super::metadata::{CacheSettings, MetadataSource};
 use super::rejections::Rejections;
 use super::resolver::Resolver;
-use super::routing::ConsumerIdentity;
 use super::seen::{ConsumerHandle, ConsumerSettings};
 use super::stats::Counters;
 use super::subscribe::migration_follow::MigrationFollow;
@@ -20,6 +19,7 @@ use super::views::protection::ProtectionOptions;
 use super::views::{ViewParts, Views};
 use crate::backend::Backend;
 use crate::backend::kv::layout::Layout;
+use crate::governance::ConsumerIdentity;
 use crate::limits::Limits;
 use crate::rpc::MetadataClient;
 use crate::warnings::Aggregator;
@@ -105,7 +105,7 @@ impl ResolverBuilder {
     /// `dubbo.application.name`: the config centre's rules keyed by it
     /// (`{app}.configurators`, `{app}.condition-router`) then route its calls, and rules
     /// matching `application` match it. Its migration rule (`{app}.migration`, see
-    /// [`MigrationRule`](crate::consumer::migration::MigrationRule)) is followed and steers
+    /// [`MigrationRule`](crate::governance::migration::MigrationRule)) is followed and steers
     /// each subscription's level; a resolver without an app name reads no migration rule.
     pub fn application(mut self, app: impl Into<String>) -> Self {
         self.application = Some(app.into());
@@ -210,7 +210,7 @@ impl ResolverBuilder {
     /// [`endpoint_digest`](crate::model::endpoint_digest) of every endpoint it holds, their
     /// number, the registry position seen, when the digest last changed) and, for a
     /// subscription with a balanced channel, the
-    /// [`rules_digest`](crate::consumer::routing::rules_digest()) and keys of the
+    /// [`rules_digest`](crate::governance::rules_digest()) and keys of the
     /// governance rules the channel routes by. Written apart
     /// from the instances (see [`crate::backend::consumers`]), alive like a provider's
     /// record, registered again when its liveness is lost, rewritten when what it shows

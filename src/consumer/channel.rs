@@ -8,7 +8,7 @@
 //! failed registry read never empties it.
 //!
 //! With a consumer record ([`super::ResolverBuilder::register_consumer`]), the channel
-//! reports the [`rules_digest`](super::routing::rules_digest()) of the rules it routes by
+//! reports the [`rules_digest`](crate::governance::rules_digest()) of the rules it routes by
 //! into its subscription's entry (the empty set's digest when it reads no rules), for as
 //! long as it routes.
 //!
@@ -24,11 +24,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::balance::{self, BalancedChannel, ChannelOptions, Discovery, Feed};
 use super::resolver::Resolver;
-use super::routing::{RuleSet, service_key};
 use super::rules::RulesReport;
 use super::rules::{RulesScope, watch_rules};
 use super::subscribe::SubscriptionHandle;
 use crate::error::{Error, Result};
+use crate::governance::{RuleSet, service_key};
 use crate::model::Authority;
 
 /// Follows and controls the task feeding a balanced channel. See the module docs.

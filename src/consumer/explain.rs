@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use super::migration::MigrationStep;
 use super::subscription::Subscription;
+use crate::governance::migration::MigrationStep;
 use crate::model::{MetadataInfo, ServiceInfo};
 
 /// What the interface level offers a subscription that reads it (see [`MigrationStep`]).

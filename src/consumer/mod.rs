@@ -60,11 +60,9 @@ mod health;
 mod hosts;
 mod interface_endpoints;
 mod metadata;
-pub mod migration;
 mod rejections;
 mod resolver;
 mod route_report;
-pub mod routing;
 pub(crate) mod rules;
 mod rules_now;
 mod seen;
@@ -76,6 +74,7 @@ mod subscribe;
 mod subscription;
 mod views;
 
+pub use crate::governance::migration::MigrationStep;
 pub use crate::model::endpoint_digest;
 pub use balance::{
     BalancedChannel, Change, ChannelOptions, DEFAULT_REPLAY_LIMIT, Discovery, HASH_KEY_HEADER,
@@ -86,7 +85,6 @@ pub use channel::ChannelHandle;
 pub use explain::{AppFindings, Explanation, InterfaceFindings};
 pub use follow::AppFollow;
 pub use health::{Ejection, EjectionReason, HealthOptions, Probe, route_around};
-pub use migration::MigrationStep;
 pub use resolver::Resolver;
 pub use route_report::{
     CallReport, ProviderRoute, RouteProblem, RouteQuery, RouteReport, SettingReport,

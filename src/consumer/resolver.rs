@@ -13,7 +13,6 @@ use super::endpoints::{self, RevisionEndpoints, by_revision};
 use super::explain::{AppFindings, Explanation};
 use super::follow::AppFollow;
 use super::interface_endpoints::{interface_key, interface_set};
-use super::migration::MigrationStep;
 use super::seen::ConsumerHandle;
 use super::seen::table::Seen;
 use super::stats::{Counters, ResolverStats};
@@ -21,6 +20,7 @@ use super::subscribe::{self, SubscribeOptions, SubscribeParts, SubscriptionHandl
 use super::subscription::Subscription;
 use crate::backend::{Backend, ConsumerList, InstanceList, InstanceRead, Instances};
 use crate::error::{Error, Result};
+use crate::governance::migration::MigrationStep;
 use crate::model::{Endpoint, MetadataInfo, ServiceInstance};
 use crate::warnings::aggregated;
 

@@ -12,14 +12,14 @@ use serde::Serialize;
 
 use super::health::{Ejection, Left, route_around_capped};
 use super::resolver::Resolver;
-use super::routing::{
-    CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleProblem,
-    RuleSet, effective_weight, route, rule_keys, service_key,
-};
-use super::rules::read_rules;
 use super::select::policy::{CallPolicy, ConsumerSettings, PolicyInputs, RETRIES_HEADER, Source};
 use super::subscribe::SubscriptionHandle;
 use crate::error::Result;
+use crate::governance::watch::read_rules;
+use crate::governance::{
+    CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleProblem,
+    RuleSet, effective_weight, route, rule_keys, service_key,
+};
 use crate::model::Endpoint;
 
 /// The call to explain: what the balanced channel would route by.

@@ -5,10 +5,10 @@
 use std::collections::BTreeSet;
 
 use super::resolver::Resolver;
-use super::routing::{RuleSet, rule_keys, service_key};
-use super::rules::read_rules;
 use super::subscription::Subscription;
 use crate::error::Result;
+use crate::governance::watch::read_rules;
+use crate::governance::{RuleSet, rule_keys, service_key};
 
 impl Resolver {
     /// The rules the config centre holds now for a balanced channel of `subscription` in a

@@ -1,7 +1,7 @@
 //! What a consumer asks for: an interface with optional qualifiers.
 
-use super::migration::MigrationStep;
 use crate::error::Result;
+use crate::governance::migration::MigrationStep;
 use crate::model::names;
 
 /// An interface to resolve, with optional group, version and protocol filters and an

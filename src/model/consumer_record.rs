@@ -14,7 +14,7 @@
 //!
 //! `rulesDigest` and `rules` say which governance rules the subscription's balanced
 //! channel routes by (the
-//! [`rules_digest`](crate::consumer::routing::rules_digest()) of the rules in force, and
+//! [`rules_digest`](crate::governance::rules_digest()) of the rules in force, and
 //! their keys); they are absent where the subscription has no balanced channel (or its
 //! rules are not loaded yet), and in records of writers that predate them. Readers ignore
 //! fields they do not know, so records of later writers parse too.
@@ -96,7 +96,7 @@ pub struct ConsumedService {
     pub position: i64,
     /// When the digest last changed, in milliseconds since the Unix epoch.
     pub changed_ms: u64,
-    /// The [`rules_digest`](crate::consumer::routing::rules_digest()) of the governance
+    /// The [`rules_digest`](crate::governance::rules_digest()) of the governance
     /// rules the subscription's balanced channel routes by (the empty set's digest when it
     /// routes by none, rules watching off included). `None` when the subscription has no
     /// balanced channel, before its channel's first rules are loaded, and in records of
@@ -109,7 +109,7 @@ pub struct ConsumedService {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<String>,
     /// The level of discovery the set comes from (`application` or `interface`, see
-    /// [`Level`](crate::consumer::migration::Level)); `None` in records of earlier writers.
+    /// [`Level`](crate::governance::migration::Level)); `None` in records of earlier writers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<String>,
     /// The migration step in force (`FORCE_APPLICATION`, `APPLICATION_FIRST`,

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::consumer::routing::{Configurators, configure_for_provider, service_key};
+use crate::governance::{Configurators, configure_for_provider, service_key};
 use crate::model::ServiceInfo;
 
 /// The config-centre key of `app`'s own configurators.

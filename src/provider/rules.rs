@@ -20,8 +20,8 @@ use tokio::time::Instant;
 use super::Shared;
 use super::overrides::rule_keys;
 use crate::backend::config::{ConfigCentre, DEFAULT_GROUP};
-use crate::consumer::routing::{Configurators, RuleProblem};
-use crate::consumer::rules::follow::{KeyState, follow_key};
+use crate::governance::watch::follow::{KeyState, follow_key};
+use crate::governance::{Configurators, RuleProblem};
 
 /// The default delay between a rule change and the republished revision (Java's
 /// `dubbo.application.metadata.publish.delay`).

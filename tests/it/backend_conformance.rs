@@ -465,7 +465,7 @@ pub mod cases {
                 "{key:?} in {group:?}"
             );
         }
-        let huge = "a".repeat(introspect::consumer::routing::MAX_RULE_BYTES + 1);
+        let huge = "a".repeat(introspect::governance::MAX_RULE_BYTES + 1);
         for content in ["", huge.as_str()] {
             match config
                 .put(
@@ -543,7 +543,7 @@ pub mod cases {
         let key = ConfigKey::new("shop.configurators", DEFAULT_GROUP).unwrap();
         let mut follow = config.follow(&key).await.unwrap();
         assert_eq!(next_item(&mut follow).await, None);
-        let huge = vec![b'a'; introspect::consumer::routing::MAX_RULE_BYTES + 1];
+        let huge = vec![b'a'; introspect::governance::MAX_RULE_BYTES + 1];
         (s.put_config_raw)(DEFAULT_GROUP.into(), key.key().into(), huge).await;
         for read in [next_state(&mut follow).await, config.get(&key).await] {
             match read {

@@ -30,7 +30,7 @@ use introspect::backend::{ConfigKey, ConfigWrite};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use introspect::consumer::migration::{Level, StepSource};
+use introspect::governance::migration::{Level, StepSource};
 use introspect::model::provider_url_read::form_decode;
 use introspect::provider::{Provider, RegisterMode};
 use introspect::{Backend, MigrationStep, Resolver, SubscribeOptions, Subscription};
@@ -291,7 +291,7 @@ const STEERED: &str = "iface-steered";
 
 /// Writes (or, with `None`, deletes) the consumer app's migration rule, as an operator does.
 async fn set_migration_rule(backend: &Backend, text: Option<&str>) {
-    use introspect::consumer::migration::MIGRATION_GROUP;
+    use introspect::governance::migration::MIGRATION_GROUP;
     let key = format!("{STEERED}.migration");
     let config = backend.config();
     let current = config

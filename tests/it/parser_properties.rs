@@ -192,7 +192,7 @@ fn valid_seeds_parse() {
 /// The rules the mutations start from parse, so the mutated cases reach the routing.
 #[test]
 fn the_valid_rules_parse() {
-    use introspect::consumer::routing::{Rule, RuleKey};
+    use introspect::governance::{Rule, RuleKey};
     let roles = [
         RuleKey::ServiceConditions("helloworld.Greeter::".into()),
         RuleKey::ServiceConditions("helloworld.Greeter::".into()),

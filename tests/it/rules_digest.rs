@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support::greeter::{greeter_service, start_greeter_exporting};
 use crate::support::wait::eventually;
-use introspect::consumer::routing::{RuleSet, rules_digest};
+use introspect::governance::{RuleSet, rules_digest};
 use introspect::model::{ConsumedService, ConsumerRecord};
 use introspect::{Backend, MemoryStore, Resolver, Subscription};
 

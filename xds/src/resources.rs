@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use introspect::consumer::routing::{RouteParams, effective_weight};
+use introspect::governance::{RouteParams, effective_weight};
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{

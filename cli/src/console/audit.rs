@@ -34,8 +34,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use introspect::backend::ConsumerList;
-use introspect::consumer::migration::Level;
 use introspect::consumer::{MigrationStep, Resolver, SubscriptionHandle, endpoint_digest};
+use introspect::governance::migration::Level;
 use introspect::model::{ConsumedService, ConsumerRecord};
 use serde_json::{Value, json};
 use tokio::time::Instant;

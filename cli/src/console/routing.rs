@@ -14,8 +14,8 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use introspect::Error;
-use introspect::consumer::routing::CallTag;
 use introspect::consumer::{RouteQuery, Subscription};
+use introspect::governance::CallTag;
 use serde_json::{Value, json};
 
 use super::shared::{READ_TIMEOUT, Shared, answer, failure};

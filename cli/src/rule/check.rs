@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
-use introspect::consumer::migration::{MigrationSettings, SubMigrationRule};
-use introspect::consumer::routing::{
+use introspect::governance::migration::{MigrationSettings, SubMigrationRule};
+use introspect::governance::{
     ConditionRule, ConditionVersion, ConfiguratorItem, Configurators, TagRule,
 };
 use serde_json::{Value, json};

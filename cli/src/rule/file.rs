@@ -5,7 +5,7 @@ use std::io::Read as _;
 use std::path::Path;
 
 use introspect::Error;
-use introspect::consumer::routing::MAX_RULE_BYTES;
+use introspect::governance::MAX_RULE_BYTES;
 
 /// The text of the rule file at `path`.
 pub fn read(path: &Path) -> Result<String, Error> {

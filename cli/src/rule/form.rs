@@ -4,13 +4,13 @@
 //! would refuse it.
 
 use introspect::Error;
-use introspect::consumer::routing::{
+use introspect::governance::{
     CONFIGURATORS_SUFFIX, ConditionRule, Configurators, MAX_RULE_BYTES, TAG_RULE_SUFFIX, TagRule,
 };
 use serde_yaml_ng::{Mapping, Value};
 
-pub use introspect::consumer::migration::MIGRATION_GROUP;
-use introspect::consumer::migration::{MIGRATION_SUFFIX, MigrationRule};
+pub use introspect::governance::migration::MIGRATION_GROUP;
+use introspect::governance::migration::{MIGRATION_SUFFIX, MigrationRule};
 
 /// The suffix of a condition rule's key.
 const CONDITION_SUFFIX: &str = ".condition-router";

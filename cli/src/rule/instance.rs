@@ -44,7 +44,7 @@
 use std::collections::BTreeMap;
 
 use introspect::Error;
-use introspect::consumer::routing::{Configurators, TagRule};
+use introspect::governance::{Configurators, TagRule};
 use serde_yaml_ng::{Mapping, Value};
 
 use super::form::{ParsedRule, RuleForm};

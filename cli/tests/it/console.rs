@@ -18,8 +18,8 @@ use introspect::backend::RegisterOptions;
 use introspect::backend::config::{
     ConfigFollow, ConfigItem, ConfigKey, ConfigVersion, ConfigWrite,
 };
-use introspect::consumer::routing::{Configurators, TagRule};
 use introspect::consumer::{ProtectionOptions, Resolver, Subscription};
+use introspect::governance::{Configurators, TagRule};
 use introspect::{Backend, Limits, MemoryStore, ServiceInfo, Store};
 use introspect_cli::console::{self, Console, ConsoleOptions};
 use serde_json::Value;

@@ -1,5 +1,5 @@
 //! The balancer under the channel's buffer: for each attempt of a call, the routing
-//! stage's subset (`consumer/routing`: configurators, disabled providers, tags, condition
+//! stage's subset (`governance`: configurators, disabled providers, tags, condition
 //! rules), less the providers the call tried already, then health (ejected endpoints left
 //! out, slow ones for their slow methods, outliers within the cap, panic mode when every
 //! routed one is out), then the select stage
@@ -29,15 +29,15 @@ use super::cluster::{CallRecord, NoProviderLeft, first_answer};
 use super::deadline::{Dispatched, write_grpc_timeout};
 use super::{BoxedFuture, Marked, Request};
 use crate::consumer::health::{EndpointKey, HealthRegistry, Left, Standing, route_around_capped};
-use crate::consumer::routing::{
-    CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleSet,
-    effective_weight, route,
-};
 use crate::consumer::rules::RulesReport;
 use crate::consumer::select::loadbalance::{Balancers, CallKey, Candidate, ResponseTimes};
 use crate::consumer::select::policy::{CallPolicy, Cluster, ConsumerSettings, PolicyInputs};
 use crate::consumer::select::retry;
 use crate::consumer::stats::Counters;
+use crate::governance::{
+    CallFacts, CallTag, ConsumerIdentity, ProviderFacts, RouteParams, Routing, RuleSet,
+    effective_weight, route,
+};
 use crate::model::{Authority, Endpoint};
 
 /// A change of the balancer's endpoints, from the feeder.

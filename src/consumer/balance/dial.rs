@@ -6,11 +6,11 @@ use std::time::Duration;
 use tonic::transport::Endpoint as TonicEndpoint;
 
 use super::replay::DEFAULT_REPLAY_LIMIT;
-use crate::consumer::routing::CallTag;
 use crate::consumer::select::{
     Cluster, ConsumerSettings, LoadBalance, MethodSettings, RetryBudget,
 };
 use crate::error::{Error, Result};
+use crate::governance::CallTag;
 use crate::model::Authority;
 use crate::tls::{ClientTlsConfig, IdentityCheck, Refusals};
 

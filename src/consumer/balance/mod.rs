@@ -112,7 +112,7 @@ impl tower::Service<Request> for Marked {
 /// ```
 ///
 /// **Routing**, as Dubbo Java 3.3 routes with what providers publish in their
-/// `ServiceInfo.params` (see [`crate::consumer::routing`]): a provider with `disabled=true`
+/// `ServiceInfo.params` (see [`crate::governance`]): a provider with `disabled=true`
 /// (or `enabled=false`) takes no call; an untagged call goes only to providers without a
 /// `dubbo.tag`, a call tagged `T` (request header `dubbo.tag`, else
 /// [`ChannelOptions::tag`]) to providers tagged `T`, else, unless forced (`dubbo.force.tag`),
@@ -316,8 +316,8 @@ pub(crate) struct Feed {
 /// What routes a channel's calls besides what providers publish: who the consumer is, and
 /// the rules in force (from the rules watcher).
 pub(crate) struct Governance {
-    pub consumer: Arc<crate::consumer::routing::ConsumerIdentity>,
-    pub rules: watch::Receiver<Arc<crate::consumer::routing::RuleSet>>,
+    pub consumer: Arc<crate::governance::ConsumerIdentity>,
+    pub rules: watch::Receiver<Arc<crate::governance::RuleSet>>,
     /// The channel's report of its rules in the consumer record, kept while the balancer
     /// routes (it routes by the last rules even once the watcher stopped).
     pub report: Option<Arc<crate::consumer::rules::RulesReport>>,
@@ -335,7 +335,7 @@ pub(crate) struct ChannelParts {
     /// The identity check of every channel that speaks TLS.
     pub identity: Option<IdentityCheck>,
     /// Who the consumer is, for rules.
-    pub consumer: Arc<crate::consumer::routing::ConsumerIdentity>,
+    pub consumer: Arc<crate::governance::ConsumerIdentity>,
     /// Whether channels read rules from the config centre.
     pub rules: bool,
 }

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use crate::consumer::routing::RuleSet;
 use crate::consumer::seen::table::{RulesSeen, Seen};
+use crate::governance::RuleSet;
 use crate::model::consumer_record::MAX_RULE_KEYS;
 use crate::model::names::validate_rule_key;
 
@@ -68,8 +68,8 @@ impl Drop for RulesReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::consumer::routing::{Rule, RuleKey};
     use crate::consumer::subscription::Subscription;
+    use crate::governance::{Rule, RuleKey};
 
     #[test]
     fn a_loaded_set_is_reported_until_the_report_is_dropped() {

@@ -17,10 +17,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::config::{ConfigCentre, DEFAULT_GROUP};
-use crate::consumer::routing::{Rule, RuleProblem, RuleSet};
-use crate::consumer::routing::{RuleKey, rule_keys};
 use crate::consumer::rules::RulesReport;
-use crate::consumer::rules::follow::{KeyState, follow_key};
+use crate::governance::watch::follow::{KeyState, follow_key};
+use crate::governance::{Rule, RuleProblem, RuleSet};
+use crate::governance::{RuleKey, rule_keys};
 use crate::model::Endpoint;
 
 /// How long a new channel's calls wait for the config centre's first answers before they

@@ -8,7 +8,7 @@
 //! endpoint it holds (before consumer-side health), their number, the registry position
 //! it has seen and when the digest last changed, so that a console can compare what a
 //! consumer routes to with what the registry holds; and, for a subscription with a
-//! balanced channel, the [`rules_digest`](crate::consumer::routing::rules_digest()) of the
+//! balanced channel, the [`rules_digest`](crate::governance::rules_digest()) of the
 //! governance rules the channel routes by, so that a console can tell who routes by an
 //! older rule set.
 //!

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 
 use tokio::sync::watch;
 
-use crate::consumer::migration::{LevelChoice, StepSource};
 use crate::consumer::subscription::Subscription;
+use crate::governance::migration::{LevelChoice, StepSource};
 use crate::model::ConsumedService;
 
 /// What one balanced channel routes by: the digest of its rules in force and their keys.
@@ -266,7 +266,7 @@ mod tests {
 
     #[test]
     fn the_level_and_the_rule_it_comes_from_are_shown_once_changed() {
-        use crate::consumer::migration::{Level, MigrationStep};
+        use crate::governance::migration::{Level, MigrationStep};
         let seen = Seen::default();
         let s = Subscription::new("shop.OrderService");
         let choice = LevelChoice::initial(MigrationStep::ApplicationFirst);

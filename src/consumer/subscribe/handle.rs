@@ -8,10 +8,10 @@ use tokio::sync::watch;
 use crate::consumer::balance::Discovery;
 use crate::consumer::explain::Explanation;
 use crate::consumer::health::{EndpointKey, HealthRegistry, Outcome, route_around_capped};
-use crate::consumer::migration::LevelChoice;
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::error::{Error, Result};
+use crate::governance::migration::LevelChoice;
 use crate::model::Endpoint;
 
 /// What the handles and the task share.

@@ -19,10 +19,10 @@ use crate::backoff::Backoff;
 use crate::consumer::explain::InterfaceFindings;
 use crate::consumer::hosts::HostNames;
 use crate::consumer::interface_endpoints::{InterfaceSet, interface_key, interface_set};
-use crate::consumer::migration::MigrationStep;
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::error::Error;
+use crate::governance::migration::MigrationStep;
 use crate::limits::Limits;
 use crate::model::ProviderUrl;
 

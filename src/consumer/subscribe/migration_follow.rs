@@ -8,8 +8,8 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::{mpsc, watch};
 
 use crate::backend::config::ConfigCentre;
-use crate::consumer::migration::{MIGRATION_GROUP, MIGRATION_SUFFIX, MigrationRule};
-use crate::consumer::rules::follow::{KeyState, follow_key};
+use crate::governance::migration::{MIGRATION_GROUP, MIGRATION_SUFFIX, MigrationRule};
+use crate::governance::watch::follow::{KeyState, follow_key};
 
 /// What is known of the rule.
 #[derive(Clone, Debug, Default)]
@@ -110,7 +110,7 @@ mod tests {
     use super::*;
     use crate::Backend;
     use crate::backend::config::{ConfigKey, ConfigWrite};
-    use crate::consumer::migration::MigrationStep;
+    use crate::governance::migration::MigrationStep;
 
     const KEY: &str = "shop.migration";
 

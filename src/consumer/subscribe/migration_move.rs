@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::consumer::migration::{MigrationSettings, MigrationStep};
+use crate::governance::migration::{MigrationSettings, MigrationStep};
 
 /// A checked move waiting for its target level. See the module docs.
 #[derive(Clone, Debug, PartialEq)]

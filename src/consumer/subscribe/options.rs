@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::coalesce::CoalesceOptions;
 use super::snapshot::SnapshotOptions;
-use crate::consumer::migration::MigrationStep;
+use crate::governance::migration::MigrationStep;
 
 /// How each subscription of a resolver behaves: coalescing, the local snapshot, the start
 /// and the metadata fetch retries. Every part has a default; see each setter. (What

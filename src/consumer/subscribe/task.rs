@@ -21,13 +21,13 @@ use super::publish::{Publisher, Start};
 use super::restore::{self, Snapshots};
 use super::snapshot::Snapshot;
 use crate::consumer::explain::{AppFindings, Explanation};
-use crate::consumer::migration::{
-    Level, LevelChoice, MigrationSettings, MigrationStep, StepSource, display_service_key,
-};
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::consumer::views::ViewUpdate;
 use crate::error::{Error, Result};
+use crate::governance::migration::{
+    Level, LevelChoice, MigrationSettings, MigrationStep, StepSource, display_service_key,
+};
 use crate::model::EMPTY_REVISION;
 use crate::warnings::aggregated;
 

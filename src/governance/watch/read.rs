@@ -9,8 +9,8 @@ use std::sync::Arc;
 use futures::future::join_all;
 
 use crate::backend::config::{ConfigCentre, ConfigKey, DEFAULT_GROUP};
-use crate::consumer::routing::{Rule, RuleKey, RuleProblem};
 use crate::error::Error;
+use crate::governance::{Rule, RuleKey, RuleProblem};
 
 /// What one read found: the rules that parse, the keys refused (as the watcher refuses
 /// them) and the keys that could not be read at all.

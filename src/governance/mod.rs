@@ -1,9 +1,14 @@
-//! The routing stage: which providers a call may go to, and with what weight, from what
-//! the providers publish, as Dubbo Java 3.3 routes. Pure: no I/O, no clock of its own.
+//! Governance: which providers a call may go to, and with what weight, as Dubbo Java 3.3
+//! governs a fleet: what providers publish for routing, the rules operators write into the
+//! config centre (configurators, tag rules, condition rules, migration rules), the chain a
+//! call is routed by, and the watching of those rules. Used alike by the consumer (its
+//! balanced channels route each call by the chain), the provider (its own `disabled`, weight
+//! and tag under configurators), the xDS server and the command-line tool.
 //!
-//! Data flows one way: discovery publishes what the registries say, unfiltered; routing
-//! (here) turns it into the routed, weighted subset for one call's input; health and
-//! balancing (`balance/`) then leave out set-aside endpoints and pick one.
+//! The rule model and the chain are pure: no I/O, no clock of their own. Data flows one
+//! way: discovery publishes what the registries say, unfiltered; governance turns it into
+//! the routed, weighted subset for one call's input; health and balancing then leave out
+//! set-aside endpoints and pick one.
 //!
 //! * `params`: what one endpoint's service parameters and instance record say for
 //!   routing (`dubbo.tag`, `disabled`/`enabled`, `weight`, `{method}.weight`, `warmup`,
@@ -29,9 +34,10 @@
 //! * `rules_digest`: a short, stable digest of rules by key and text ([`rules_digest()`]),
 //!   what a consumer's record says it routes by.
 //! * `route`: the chain of one call input ([`route`]), in Java's order.
-//!
-//! Rules are pure values here; the rules watcher (`consumer/rules`) reads them from the
-//! config centre and the balancer routes each call by the chain.
+//! * `watch`: the I/O half: one rule key followed live (shared by the consumer's channels
+//!   and the provider's own rules), and the same keys read once.
+//! * [`migration`]: which level of discovery a subscription reads (Java's migration steps)
+//!   and the migration rule that steers it.
 
 mod condition;
 mod configurator;
@@ -48,6 +54,9 @@ mod string_match;
 mod tag;
 mod tag_rule;
 mod weight;
+
+pub mod migration;
+pub(crate) mod watch;
 
 pub use condition::{
     CallReads, ConditionItem, ConditionRoute, ConditionRule, ConditionVersion, MAX_DESTINATIONS,

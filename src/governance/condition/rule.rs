@@ -12,7 +12,7 @@ use super::item::ConditionItem;
 use super::route::{self, ConditionRoute, Step};
 use super::term::Source;
 use super::v31::MultiDest;
-use crate::consumer::routing::{CallFacts, MAX_RULE_BYTES, ProviderFacts};
+use crate::governance::{CallFacts, MAX_RULE_BYTES, ProviderFacts};
 use crate::{Error, Result};
 
 /// The form of a rule's conditions, from its `configVersion`.

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::Error;
-use crate::consumer::routing::{CallFacts, CallTag, MAX_RULE_BYTES, ProviderFacts};
+use crate::governance::{CallFacts, CallTag, MAX_RULE_BYTES, ProviderFacts};
 
 /// Owned data behind the borrowed facts.
 struct World {

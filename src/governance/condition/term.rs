@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use super::pattern::{self, Side};
-use crate::consumer::routing::{CallFacts, ProviderFacts};
+use crate::governance::{CallFacts, ProviderFacts};
 
 /// The value Java reads for a malformed `attachments`/`arguments` key, or for one on the
 /// provider side (where Java has no call to read): a literal that patterns match against.

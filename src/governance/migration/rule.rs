@@ -29,8 +29,8 @@
 use serde_yaml_ng::{Mapping, Value};
 
 use super::MigrationStep;
-use crate::consumer::routing::rule_yaml::{self, field, kind, rule_error, scalar_text};
 use crate::error::Result;
+use crate::governance::rule_yaml::{self, field, kind, rule_error, scalar_text};
 
 /// The config-centre group Dubbo Java's `MigrationRuleListener` reads `{app}.migration`
 /// from.

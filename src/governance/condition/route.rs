@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use super::grammar::Condition;
 use super::term::{Eval, Term};
 use super::v31::MultiDest;
-use crate::consumer::routing::{CallFacts, ProviderFacts};
+use crate::governance::{CallFacts, ProviderFacts};
 
 /// The most destination subsets one call may end in (several v3.1 conditions each taking
 /// a destination at random multiply them); past it the rule is not applied.

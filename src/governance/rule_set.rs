@@ -1,6 +1,6 @@
 //! The rules in force for one channel: what the config centre holds for its service, its
 //! providers' apps and its consumer's app, each parsed once when it changes. Pure: the
-//! rules watcher (`consumer/rules`) builds it, the balancer routes by it.
+//! rules watcher (`consumer/rules`, following keys through `governance/watch`) builds it, the balancer routes by it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
