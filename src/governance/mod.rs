@@ -41,7 +41,6 @@
 
 mod condition;
 mod configurator;
-mod configurator_item;
 mod facts;
 mod ip_pattern;
 mod keys;
@@ -62,9 +61,9 @@ pub use condition::{
     CallReads, ConditionItem, ConditionRoute, ConditionRule, ConditionVersion, MAX_DESTINATIONS,
 };
 pub use configurator::{
-    CONFIGURATORS_SUFFIX, Configurators, configure_for_consumer, configure_for_provider,
+    CONFIGURATORS_SUFFIX, ConfiguratorItem, Configurators, configure_for_consumer,
+    configure_for_provider,
 };
-pub use configurator_item::ConfiguratorItem;
 pub use facts::{CallFacts, ConsumerIdentity, MAX_RULE_BYTES, ProviderFacts};
 pub use keys::{RuleKey, rule_keys, service_key};
 pub use params::{BadParam, RouteParams};

@@ -1,0 +1,159 @@
+//! One configurator document as parsed: its override URLs in the order Java applies them,
+//! and its fields and items as written, to show it.
+
+use std::cmp::Ordering;
+
+use serde_yaml_ng::Value;
+
+use super::item::ConfiguratorItem;
+use super::matching::Override;
+use super::parse::{Document, Item};
+use crate::governance::rule_yaml::{boolean, field, load, mappings, rule_error, string};
+
+/// The suffix of a configurator document's key in the config centre.
+pub const CONFIGURATORS_SUFFIX: &str = ".configurators";
+
+/// One configurator document: its override items in the order Java applies them. See the
+/// module docs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Configurators {
+    pub(super) key: String,
+    pub(super) items: Vec<Override>,
+    /// The document's own fields and items as written, to show it.
+    pub(super) config_version: Option<String>,
+    pub(super) scope: Option<String>,
+    pub(super) rule_key: Option<String>,
+    pub(super) enabled: bool,
+    pub(super) configs: Vec<ConfiguratorItem>,
+}
+
+/// Java's `String.compareTo`: UTF-16 code units in order.
+fn java_compare(a: &str, b: &str) -> Ordering {
+    a.encode_utf16().cmp(b.encode_utf16())
+}
+
+impl Configurators {
+    /// The config-centre key of `app`'s document, or of a service's
+    /// (`{interface}:{version}:{group}`, as the caller builds it).
+    pub fn key_for(app_or_service: &str) -> String {
+        format!("{app_or_service}{CONFIGURATORS_SUFFIX}")
+    }
+
+    /// Parses the document stored under `key`. Errors ([`crate::Error::Rule`]) are the
+    /// cases where Java's parser throws and keeps the previous configurators (not YAML, not
+    /// a mapping, no `configs`, an item without `parameters`, a service-scope document
+    /// without `key`, a field of the wrong type, over
+    /// [`MAX_RULE_BYTES`](super::MAX_RULE_BYTES)) plus the forms refused here (see the
+    /// module docs).
+    pub fn parse(key: &str, yaml: &str) -> crate::Result<Configurators> {
+        if yaml.trim_start().starts_with('[') {
+            return Err(rule_error(
+                key,
+                "the legacy list of override URLs is not supported; write configs",
+            ));
+        }
+        let map = load(key, yaml)?;
+        let version = string(key, &map, "configVersion")?;
+        match version.as_deref() {
+            None | Some("v2.7") => {}
+            Some(v) if v.starts_with("v3.0") => {}
+            Some(v) => {
+                return Err(rule_error(
+                    key,
+                    format!(
+                        "unknown configVersion {:?} (expected v2.7 or v3.0)",
+                        crate::Error::shorten(v)
+                    ),
+                ));
+            }
+        }
+        let scope = string(key, &map, "scope")?;
+        let doc = Document {
+            version: version.clone().unwrap_or_else(|| "null".to_owned()),
+            app_scope: scope.as_deref() == Some("application"),
+            key: string(key, &map, "key")?,
+            enabled: boolean(&map, "enabled").unwrap_or(true),
+        };
+        let items = match field(&map, "configs") {
+            Some(Value::Sequence(_)) => mappings(key, &map, "configs")?.unwrap_or_default(),
+            _ => return Err(rule_error(key, "no configs list")),
+        };
+        if items.is_empty() {
+            return Err(rule_error(
+                key,
+                "configs is empty (Java keeps the previous configurators)",
+            ));
+        }
+        let items = items
+            .into_iter()
+            .map(|m| Item::parse(key, m))
+            .collect::<crate::Result<Vec<_>>>()?;
+        let mut overrides = Vec::new();
+        for item in &items {
+            doc.overrides(key, item, &mut overrides)?;
+        }
+        let mut keyed = overrides
+            .into_iter()
+            .map(|o| {
+                let priority = match o.params.get("priority").map(String::as_str) {
+                    None | Some("") => 0,
+                    Some(p) => p.parse::<i32>().map_err(|_| {
+                        rule_error(key, "the priority parameter must be an integer")
+                    })?,
+                };
+                Ok((priority, o))
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
+        keyed.sort_by(|(pa, a), (pb, b)| java_compare(&a.host, &b.host).then(pa.cmp(pb)));
+        Ok(Configurators {
+            key: key.to_owned(),
+            items: keyed.into_iter().map(|(_, o)| o).collect(),
+            config_version: version,
+            scope,
+            rule_key: doc.key.clone(),
+            enabled: doc.enabled,
+            configs: items.into_iter().map(|item| item.written).collect(),
+        })
+    }
+
+    /// The key the document was stored under.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Its `configVersion` as written (`v2.7`, `v3.0`; absent reads as v2.7).
+    pub fn config_version(&self) -> Option<&str> {
+        self.config_version.as_deref()
+    }
+
+    /// Its `scope` as written (`application`, else service scope).
+    pub fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+
+    /// Its own `key` field: the application, or the service `group/interface:version`.
+    pub fn rule_key(&self) -> Option<&str> {
+        self.rule_key.as_deref()
+    }
+
+    /// The document's `enabled` (default true).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Its `configs` items as written, in order, to show what each targets and sets.
+    pub fn configs(&self) -> &[ConfiguratorItem] {
+        &self.configs
+    }
+
+    /// How many override items the document holds (one per address and service or
+    /// application of each `configs` item).
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the document holds no override items (never, for a parsed one).
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
