@@ -39,13 +39,13 @@
 //! * [`migration`]: which level of discovery a subscription reads (Java's migration steps)
 //!   and the migration rule that steers it.
 
+mod chain;
 mod condition;
 mod configurator;
 mod facts;
 mod ip_pattern;
 mod keys;
 mod params;
-mod route;
 mod rule_set;
 pub(crate) mod rule_yaml;
 mod rules_digest;
@@ -57,6 +57,7 @@ mod weight;
 pub mod migration;
 pub(crate) mod watch;
 
+pub use chain::{Choice, Routing, route};
 pub use condition::{
     CallReads, ConditionItem, ConditionRoute, ConditionRule, ConditionVersion, MAX_DESTINATIONS,
 };
@@ -67,7 +68,6 @@ pub use configurator::{
 pub use facts::{CallFacts, ConsumerIdentity, MAX_RULE_BYTES, ProviderFacts};
 pub use keys::{RuleKey, rule_keys, service_key};
 pub use params::{BadParam, RouteParams};
-pub use route::{Choice, Routing, route};
 pub use rule_set::{Rule, RuleProblem, RuleSet};
 pub use rules_digest::rules_digest;
 pub use tag::CallTag;
