@@ -18,22 +18,36 @@
 //! * `tag`: a call's tag ([`CallTag`]) and Java's static-tag selection.
 //! * `facts`: what rules match against, one provider and one call.
 //! * `keys`: which config-centre keys a channel reads ([`RuleKey`]), as Java names them.
+//! Each rule kind is a folder of one concept a file: its document (where it is parsed),
+//! its matching, its routing or applying, and its tests beside.
+//!
+//! * `rule_header`: the header every rule document starts with (`key`, `configVersion`,
+//!   `scope`, `enabled`, `force`, `runtime`, `priority`, `valid`), read once for the three
+//!   kinds below, in each kind's own words.
 //! * `condition`: condition rules ([`ConditionRule`]), v3.0 `when => then` and v3.1
-//!   weighted destinations, parsed and evaluated as Java does.
-//! * `tag_rule`: tag rules (`{providerApp}.tag-router`, [`TagRule`]), the first stage of
-//!   routing ([`route_by_tag`]), Java's `TagStateRouter`; static tags alone when there is
-//!   no valid, enabled rule.
+//!   weighted destinations: `condition/rule.rs` parses the document, `grammar`, `v31`,
+//!   `term` and `pattern` read and match its conditions, `route` runs them.
+//! * `tag_rule`: tag rules (`{providerApp}.tag-router`, [`TagRule`]): `tag_rule/rule.rs`
+//!   parses the document and builds each tag's group, `route` is the tag stage
+//!   ([`route_by_tag`], Java's `TagStateRouter`); static tags alone when there is no valid,
+//!   enabled rule.
 //! * `configurator`: override rules (`{app}.configurators`,
 //!   `{interface}:{version}:{group}.configurators`, [`Configurators`]) applied to a
-//!   provider's parameters as a consumer sees them, or to a provider's own;
-//!   `configurator_item` keeps each item as written ([`ConfiguratorItem`]), to show it.
+//!   provider's parameters as a consumer sees them, or to a provider's own:
+//!   `configurator/document.rs` parses the document, `parse` turns its items into Java's
+//!   override URLs, `matching` matches one against a provider, `apply` applies documents on
+//!   either side, `item` keeps each item as written ([`ConfiguratorItem`]).
 //! * `rule_yaml`, `string_match`, `ip_pattern`: what the rules share: YAML read as Java's
-//!   SnakeYAML maps read it, the v3.0 match forms, Java's IP expressions.
+//!   SnakeYAML maps read it (every field reader, once), the v3.0 match forms and Java's
+//!   glob, Java's IP expressions.
 //! * `rule_set`: the rules in force for one channel ([`RuleSet`]), one [`Rule`] per key,
 //!   and those refused or not applied.
 //! * `rules_digest`: a short, stable digest of rules by key and text ([`rules_digest()`]),
 //!   what a consumer's record says it routes by.
-//! * `route`: the chain of one call input ([`route`]), in Java's order.
+//! * `chain`: the chain of one call input ([`route`]): `chain/mod.rs` holds the ordered
+//!   list of steps (Java's router order: tag 100, then the condition rules of the service
+//!   140, of the providers' app 145, of the consumer's app 150), one file a step; adding a
+//!   rule kind is a step file and a line in that list.
 //! * `watch`: the I/O half: one rule key followed live (shared by the consumer's channels
 //!   and the provider's own rules), and the same keys read once.
 //! * [`migration`]: which level of discovery a subscription reads (Java's migration steps)
@@ -46,6 +60,7 @@ mod facts;
 mod ip_pattern;
 mod keys;
 mod params;
+mod rule_header;
 mod rule_set;
 pub(crate) mod rule_yaml;
 mod rules_digest;

@@ -58,6 +58,14 @@ pub(crate) fn kind(value: &Value) -> &'static str {
     }
 }
 
+/// [`kind`] as condition rules word it (`a map`, not `a mapping`).
+pub(crate) fn short_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Mapping(_) => "a map",
+        other => kind(other),
+    }
+}
+
 /// `map[field]`, absent when missing or null (Java's `map.get` returns null for both).
 pub(crate) fn field<'a>(map: &'a Mapping, field: &str) -> Option<&'a Value> {
     map.get(field).filter(|v| !v.is_null())
@@ -75,17 +83,23 @@ pub(crate) fn string(key: &str, map: &Mapping, name: &str) -> crate::Result<Opti
     }
 }
 
-/// `Boolean.parseBoolean(map.get(field).toString())` when present. SnakeYAML reads the YAML
-/// 1.1 booleans `yes`/`on` (and their capitalised forms) as true, so they are true here.
+/// `Boolean.parseBoolean(map.get(field).toString())` when present (see [`flag`]).
 pub(crate) fn boolean(map: &Mapping, name: &str) -> Option<bool> {
-    field(map, name).map(|v| match v {
+    field(map, name).map(flag)
+}
+
+/// A flag as Java reads it: true only for a YAML boolean true or a string `true` in any
+/// case. SnakeYAML reads the YAML 1.1 booleans `yes`/`on` (and their capitalised forms)
+/// as true, so those strings are true here (a quoted `'yes'` would not be in Java).
+pub(crate) fn flag(value: &Value) -> bool {
+    match value {
         Value::Bool(b) => *b,
         Value::String(s) => {
             s.eq_ignore_ascii_case("true")
                 || matches!(s.as_str(), "yes" | "Yes" | "YES" | "on" | "On" | "ON")
         }
         _ => false,
-    })
+    }
 }
 
 /// `Integer.parseInt(map.get(field).toString())` when present; one that does not parse
@@ -94,11 +108,40 @@ pub(crate) fn int(key: &str, map: &Mapping, name: &str) -> crate::Result<Option<
     let Some(value) = field(map, name) else {
         return Ok(None);
     };
-    let text = scalar_text(value);
-    text.as_deref()
-        .and_then(|t| t.parse::<i32>().ok())
+    int_of(value)
         .map(Some)
         .ok_or_else(|| rule_error(key, format!("{name} must be an integer")))
+}
+
+/// `Integer.parseInt(value.toString())`: an integer in range, or a string of one
+/// (optionally signed, ASCII digits); `None` for anything else.
+pub(crate) fn int_of(value: &Value) -> Option<i32> {
+    match value {
+        Value::Number(n) => n.as_i64().and_then(|n| i32::try_from(n).ok()),
+        Value::String(s) => s.parse::<i32>().ok(),
+        _ => None,
+    }
+}
+
+/// An `int` read from `value` as condition rules word its errors (`weight "x" is not an
+/// int`), for a `field` Java parses with `Integer.parseInt(toString())`.
+pub(crate) fn int_value(value: &Value, field: &str) -> Result<i32, String> {
+    int_of(value).ok_or_else(|| match scalar_text(value) {
+        Some(text) => format!("{field} {:?} is not an int", Error::shorten(&text)),
+        None => format!("{field} must be an int, not {}", short_kind(value)),
+    })
+}
+
+/// A string read from `value` as condition rules word its errors: Java's `(String)` cast,
+/// which throws on a number or a list where a name belongs.
+pub(crate) fn str_value<'a>(value: &'a Value, field: &str) -> Result<&'a str, String> {
+    match value {
+        Value::String(s) => Ok(s),
+        other => Err(format!(
+            "{field} must be a string, not {}",
+            short_kind(other)
+        )),
+    }
 }
 
 /// A list field read as Java reads one: absent when missing or not a list (Java ignores
@@ -294,5 +337,19 @@ mod tests {
         let big = format!("a: \"{}\"", "x".repeat(MAX_RULE_BYTES));
         let err = load("k", &big).unwrap_err().to_string();
         assert!(err.contains("over the limit"), "{err}");
+    }
+
+    #[test]
+    fn flags_ints_and_strings_as_java_reads_them() {
+        let yaml = |text: &str| -> Value { serde_yaml_ng::from_str(text).expect("yaml") };
+        assert!(flag(&yaml("true")) && flag(&yaml("'TRUE'")) && flag(&yaml("yes")));
+        assert!(!flag(&yaml("1")) && !flag(&yaml("'no'")) && !flag(&yaml("[true]")));
+        assert_eq!(int_value(&yaml("7"), "priority"), Ok(7));
+        assert_eq!(int_value(&yaml("'-7'"), "priority"), Ok(-7));
+        assert!(int_value(&yaml("1.5"), "priority").is_err());
+        assert!(int_value(&yaml("99999999999"), "priority").is_err());
+        assert!(int_value(&yaml("{a: 1}"), "priority").is_err());
+        assert_eq!(str_value(&yaml("v3.0"), "configVersion"), Ok("v3.0"));
+        assert!(str_value(&yaml("3.0"), "configVersion").is_err());
     }
 }

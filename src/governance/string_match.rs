@@ -225,8 +225,10 @@ impl ParamMatch {
     }
 }
 
-/// Java's `UrlUtils.isMatchGlobPattern`: one `*` (the last one) splits the pattern into a
-/// prefix and a suffix.
+/// Java's `UrlUtils.isMatchGlobPattern`: `*` matches anything; an empty pattern matches
+/// only an empty value; otherwise the last `*` splits the pattern into a prefix and a
+/// suffix the value must start and end with (earlier `*`s are literal), and without `*` it
+/// must be equal.
 pub(crate) fn glob_match(pattern: &str, value: &str) -> bool {
     if pattern == "*" {
         return true;

@@ -12,10 +12,8 @@
 //! * `term`: one `key=patterns` term and where its key reads (call, provider).
 //! * `pattern`: globs, integer ranges and `$` references.
 //! * `route`: the chain of conditions and its outcome ([`ConditionRoute`]).
-//! * `doc`: how Java reads the document's values.
 //! * `item`: a condition as written, to show it ([`ConditionItem`]).
 
-mod doc;
 mod grammar;
 mod item;
 mod pattern;

@@ -5,6 +5,8 @@
 
 use std::borrow::Cow;
 
+use crate::governance::string_match::glob_match;
+
 /// Which side of a condition a pattern is on: it decides what a range that cannot be read
 /// yields (false on `when`, true on `then`) and whether `$name` is resolved (`then` only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,21 +34,10 @@ pub(super) fn matches<'c>(
     }
 }
 
-/// Java's glob: `*` matches anything; an absent or empty pattern matches only an empty
-/// value; otherwise the last `*` splits the pattern into a prefix and a suffix the value
-/// must start and end with (earlier `*`s are literal), and without `*` it must be equal.
+/// Java's glob (see [`glob_match`]), where an absent pattern reads as empty: it matches
+/// only an empty value.
 pub(super) fn glob_matches(pattern: Option<&str>, value: &str) -> bool {
-    let pattern = pattern.unwrap_or("");
-    if pattern == "*" {
-        return true;
-    }
-    if pattern.is_empty() || value.is_empty() {
-        return pattern.is_empty() && value.is_empty();
-    }
-    match pattern.rfind('*') {
-        None => value == pattern,
-        Some(i) => value.starts_with(&pattern[..i]) && value.ends_with(&pattern[i + 1..]),
-    }
+    glob_match(pattern.unwrap_or(""), value)
 }
 
 /// Java's range `start~end` (either side may be empty) on an integer value. Whatever does

@@ -6,12 +6,13 @@ use std::collections::BTreeSet;
 
 use serde_yaml_ng::{Mapping, Value};
 
-use super::doc::{self, get, kind};
 use super::grammar::Condition;
 use super::item::ConditionItem;
 use super::route::{self, ConditionRoute, Step};
 use super::term::Source;
 use super::v31::MultiDest;
+use crate::governance::rule_header::{RuleForm, RuleHeader};
+use crate::governance::rule_yaml::{field as get, scalar_text, short_kind as kind};
 use crate::governance::{CallFacts, MAX_RULE_BYTES, ProviderFacts};
 use crate::{Error, Result};
 
@@ -40,12 +41,7 @@ pub struct CallReads {
 pub struct ConditionRule {
     key: String,
     version: ConditionVersion,
-    scope: Option<String>,
-    rule_key: Option<String>,
-    enabled: bool,
-    force: bool,
-    runtime: bool,
-    priority: i32,
+    header: RuleHeader,
     body: Body,
 }
 
@@ -55,6 +51,48 @@ pub struct ConditionRule {
 enum Body {
     V30(Vec<Condition>),
     V31(Vec<MultiDest>),
+}
+
+impl Body {
+    /// The conditions of a rule of `version` (those of a disabled v3.0 rule not parsed).
+    fn parse(map: &Mapping, version: ConditionVersion, enabled: bool) -> Result<Body, String> {
+        let conditions = match get(map, "conditions") {
+            Some(Value::Sequence(items)) if !items.is_empty() => items,
+            Some(Value::Sequence(_)) | None => {
+                return Err("no conditions: Java does not apply the rule".to_owned());
+            }
+            Some(other) => return Err(format!("conditions must be a list, not {}", kind(other))),
+        };
+        Ok(match version {
+            ConditionVersion::V30 => {
+                let mut parsed = Vec::new();
+                for (i, item) in conditions.iter().enumerate() {
+                    let Some(text) = scalar_text(item) else {
+                        return Err(format!(
+                            "condition {} must be a string, not {}",
+                            i + 1,
+                            kind(item)
+                        ));
+                    };
+                    if enabled {
+                        let c = Condition::parse(&text)
+                            .map_err(|e| format!("condition {}: {e}", i + 1))?;
+                        parsed.push(c);
+                    }
+                }
+                Body::V30(parsed)
+            }
+            ConditionVersion::V31 => Body::V31(
+                conditions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| {
+                        MultiDest::parse(item).map_err(|e| format!("condition {}: {e}", i + 1))
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+        })
+    }
 }
 
 impl ConditionRule {
@@ -82,81 +120,36 @@ impl ConditionRule {
                 kind(&value)
             )));
         };
-        Self::from_map(key, &map).map_err(refuse)
+        Self::from_map(key, &map)
     }
 
-    fn from_map(key: &str, map: &Mapping) -> Result<ConditionRule, String> {
-        let text = |field: &str| -> Result<Option<String>, String> {
-            get(map, field)
-                .map(|v| doc::string(v, field).map(str::to_owned))
-                .transpose()
+    fn from_map(key: &str, map: &Mapping) -> Result<ConditionRule> {
+        let refuse = |reason: String| Error::Rule {
+            key: key.to_owned(),
+            reason,
         };
-        let version = match text("configVersion")? {
+        let header = RuleHeader::read(key, map, RuleForm::ConditionRule)?;
+        let version = match header.config_version.as_deref() {
             None => ConditionVersion::V30,
             Some(v) if v.eq_ignore_ascii_case("v3.0") => ConditionVersion::V30,
             Some(v) if v.to_lowercase().starts_with("v3.1") => ConditionVersion::V31,
             Some(v) => {
-                return Err(format!(
+                return Err(refuse(format!(
                     "configVersion {:?} is not one of v3.0 and v3.1",
-                    Error::shorten(&v)
-                ));
+                    Error::shorten(v)
+                )));
             }
         };
-        text("rawRule")?;
-        let flag = |field: &str, default: bool| get(map, field).map_or(default, doc::flag);
-        if !flag("valid", true) {
-            return Err("valid is false: Java does not apply the rule".to_owned());
+        if !header.valid {
+            return Err(refuse(
+                "valid is false: Java does not apply the rule".to_owned(),
+            ));
         }
-        let enabled = flag("enabled", true);
-        let priority = get(map, "priority")
-            .map(|v| doc::int(v, "priority"))
-            .transpose()?
-            .unwrap_or(0);
-        let conditions = match get(map, "conditions") {
-            Some(Value::Sequence(items)) if !items.is_empty() => items,
-            Some(Value::Sequence(_)) | None => {
-                return Err("no conditions: Java does not apply the rule".to_owned());
-            }
-            Some(other) => return Err(format!("conditions must be a list, not {}", kind(other))),
-        };
-        let body = match version {
-            ConditionVersion::V30 => {
-                let mut parsed = Vec::new();
-                for (i, item) in conditions.iter().enumerate() {
-                    let Some(text) = doc::scalar_text(item) else {
-                        return Err(format!(
-                            "condition {} must be a string, not {}",
-                            i + 1,
-                            kind(item)
-                        ));
-                    };
-                    if enabled {
-                        let c = Condition::parse(&text)
-                            .map_err(|e| format!("condition {}: {e}", i + 1))?;
-                        parsed.push(c);
-                    }
-                }
-                Body::V30(parsed)
-            }
-            ConditionVersion::V31 => Body::V31(
-                conditions
-                    .iter()
-                    .enumerate()
-                    .map(|(i, item)| {
-                        MultiDest::parse(item).map_err(|e| format!("condition {}: {e}", i + 1))
-                    })
-                    .collect::<Result<_, _>>()?,
-            ),
-        };
+        let body = Body::parse(map, version, header.enabled).map_err(refuse)?;
         Ok(ConditionRule {
             key: key.to_owned(),
             version,
-            scope: text("scope")?,
-            rule_key: text("key")?,
-            enabled,
-            force: flag("force", false),
-            runtime: flag("runtime", true),
-            priority,
+            header,
             body,
         })
     }
@@ -173,33 +166,33 @@ impl ConditionRule {
 
     /// Its `scope` as written (`service` or `application`); Java does not check it.
     pub fn scope(&self) -> Option<&str> {
-        self.scope.as_deref()
+        self.header.scope.as_deref()
     }
 
     /// Its own `key` field as written (the service or application it is for).
     pub fn rule_key(&self) -> Option<&str> {
-        self.rule_key.as_deref()
+        self.header.rule_key.as_deref()
     }
 
     /// Whether it routes at all (`enabled`, default true).
     pub fn enabled(&self) -> bool {
-        self.enabled
+        self.header.enabled
     }
 
     /// Whether a `then` that matches no provider leaves none (`force`, default false)
     /// rather than all of them.
     pub fn force(&self) -> bool {
-        self.force
+        self.header.force
     }
 
     /// Its `runtime` flag (default true); routing here is per call in any case.
     pub fn runtime(&self) -> bool {
-        self.runtime
+        self.header.runtime
     }
 
     /// Its `priority` (default 0); Java reads it but does not order condition rules by it.
     pub fn priority(&self) -> i32 {
-        self.priority
+        self.header.priority
     }
 
     /// Its conditions as written, in order, to show them; none for a disabled v3.0 rule,
@@ -215,7 +208,7 @@ impl ConditionRule {
     /// caller can cache routed subsets per distinct input). Nothing for a disabled rule.
     pub fn reads(&self) -> CallReads {
         let mut reads = CallReads::default();
-        if !self.enabled {
+        if !self.header.enabled {
             return reads;
         }
         for step in self.steps() {
@@ -247,12 +240,12 @@ impl ConditionRule {
         providers: &[ProviderFacts<'_>],
         input: &[usize],
     ) -> ConditionRoute {
-        if !self.enabled {
+        if !self.header.enabled {
             return ConditionRoute::Unchanged {
                 why: "the rule is disabled".to_owned(),
             };
         }
-        route::run(&self.steps(), self.force, call, providers, input)
+        route::run(&self.steps(), self.header.force, call, providers, input)
     }
 
     fn steps(&self) -> Vec<Step<'_>> {

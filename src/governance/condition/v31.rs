@@ -8,9 +8,9 @@
 
 use serde_yaml_ng::{Mapping, Value};
 
-use super::doc::{self, get, kind, scalar_text};
 use super::grammar::{is_blank, parse_terms};
 use super::term::Term;
+use crate::governance::rule_yaml::{field as get, int_value, scalar_text, short_kind as kind};
 
 /// The weight of a destination that gives none, or one of 0 or less
 /// (`DefaultRouteConditionSubSetWeight`).
@@ -85,7 +85,7 @@ impl Destination {
         };
         let weight = match get(map, "weight") {
             None => DEFAULT_DESTINATION_WEIGHT,
-            Some(w) => match doc::int(w, "weight")? {
+            Some(w) => match int_value(w, "weight")? {
                 w if w <= 0 => DEFAULT_DESTINATION_WEIGHT,
                 w => w.unsigned_abs(),
             },

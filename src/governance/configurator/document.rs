@@ -8,7 +8,8 @@ use serde_yaml_ng::Value;
 use super::item::ConfiguratorItem;
 use super::matching::Override;
 use super::parse::{Document, Item};
-use crate::governance::rule_yaml::{boolean, field, load, mappings, rule_error, string};
+use crate::governance::rule_header::{RuleForm, RuleHeader};
+use crate::governance::rule_yaml::{field, load, mappings, rule_error};
 
 /// The suffix of a configurator document's key in the config centre.
 pub const CONFIGURATORS_SUFFIX: &str = ".configurators";
@@ -20,10 +21,7 @@ pub struct Configurators {
     pub(super) key: String,
     pub(super) items: Vec<Override>,
     /// The document's own fields and items as written, to show it.
-    pub(super) config_version: Option<String>,
-    pub(super) scope: Option<String>,
-    pub(super) rule_key: Option<String>,
-    pub(super) enabled: bool,
+    pub(super) header: RuleHeader,
     pub(super) configs: Vec<ConfiguratorItem>,
 }
 
@@ -43,7 +41,7 @@ impl Configurators {
     /// cases where Java's parser throws and keeps the previous configurators (not YAML, not
     /// a mapping, no `configs`, an item without `parameters`, a service-scope document
     /// without `key`, a field of the wrong type, over
-    /// [`MAX_RULE_BYTES`](super::MAX_RULE_BYTES)) plus the forms refused here (see the
+    /// [`MAX_RULE_BYTES`](crate::governance::MAX_RULE_BYTES)) plus the forms refused here (see the
     /// module docs).
     pub fn parse(key: &str, yaml: &str) -> crate::Result<Configurators> {
         if yaml.trim_start().starts_with('[') {
@@ -53,26 +51,16 @@ impl Configurators {
             ));
         }
         let map = load(key, yaml)?;
-        let version = string(key, &map, "configVersion")?;
-        match version.as_deref() {
-            None | Some("v2.7") => {}
-            Some(v) if v.starts_with("v3.0") => {}
-            Some(v) => {
-                return Err(rule_error(
-                    key,
-                    format!(
-                        "unknown configVersion {:?} (expected v2.7 or v3.0)",
-                        crate::Error::shorten(v)
-                    ),
-                ));
-            }
-        }
-        let scope = string(key, &map, "scope")?;
+        let header = RuleHeader::read(key, &map, RuleForm::Configurators)?;
+        header.is_v30(key, "v2.7 or v3.0")?;
         let doc = Document {
-            version: version.clone().unwrap_or_else(|| "null".to_owned()),
-            app_scope: scope.as_deref() == Some("application"),
-            key: string(key, &map, "key")?,
-            enabled: boolean(&map, "enabled").unwrap_or(true),
+            version: header
+                .config_version
+                .clone()
+                .unwrap_or_else(|| "null".to_owned()),
+            app_scope: header.scope.as_deref() == Some("application"),
+            key: header.rule_key.clone(),
+            enabled: header.enabled,
         };
         let items = match field(&map, "configs") {
             Some(Value::Sequence(_)) => mappings(key, &map, "configs")?.unwrap_or_default(),
@@ -108,10 +96,7 @@ impl Configurators {
         Ok(Configurators {
             key: key.to_owned(),
             items: keyed.into_iter().map(|(_, o)| o).collect(),
-            config_version: version,
-            scope,
-            rule_key: doc.key.clone(),
-            enabled: doc.enabled,
+            header,
             configs: items.into_iter().map(|item| item.written).collect(),
         })
     }
@@ -123,22 +108,22 @@ impl Configurators {
 
     /// Its `configVersion` as written (`v2.7`, `v3.0`; absent reads as v2.7).
     pub fn config_version(&self) -> Option<&str> {
-        self.config_version.as_deref()
+        self.header.config_version.as_deref()
     }
 
     /// Its `scope` as written (`application`, else service scope).
     pub fn scope(&self) -> Option<&str> {
-        self.scope.as_deref()
+        self.header.scope.as_deref()
     }
 
     /// Its own `key` field: the application, or the service `group/interface:version`.
     pub fn rule_key(&self) -> Option<&str> {
-        self.rule_key.as_deref()
+        self.header.rule_key.as_deref()
     }
 
     /// The document's `enabled` (default true).
     pub fn enabled(&self) -> bool {
-        self.enabled
+        self.header.enabled
     }
 
     /// Its `configs` items as written, in order, to show what each targets and sets.

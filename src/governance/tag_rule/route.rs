@@ -151,7 +151,7 @@ pub fn route_by_tag(
     let result = match group_of(&groups, tag, call_force) {
         Some((level, addresses)) => {
             let result = filter(&input, &|i| at_any(addresses, &providers[i]));
-            if !result.is_empty() || rule.force {
+            if !result.is_empty() || rule.force() {
                 let why = if result.is_empty() {
                     format!(
                         "tag rule {key}: no provider of tag {level}'s group, and the rule is forced"

@@ -4,9 +4,8 @@
 use serde_yaml_ng::Mapping;
 
 use crate::governance::facts::ProviderFacts;
-use crate::governance::rule_yaml::{
-    boolean, field, flow, int, load, mappings, rule_error, string, string_list,
-};
+use crate::governance::rule_header::{RuleForm, RuleHeader};
+use crate::governance::rule_yaml::{field, flow, load, mappings, rule_error, string, string_list};
 use crate::governance::string_match::ParamMatch;
 
 /// The suffix of a tag rule's key in the config centre.
@@ -16,14 +15,9 @@ pub const TAG_RULE_SUFFIX: &str = ".tag-router";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TagRule {
     pub(super) key: String,
-    config_version: Option<String>,
-    scope: Option<String>,
-    rule_key: Option<String>,
+    header: RuleHeader,
     v3: bool,
-    enabled: bool,
-    pub(super) force: bool,
-    runtime: bool,
-    priority: i32,
+    /// `valid` not false, and some tags.
     pub(super) valid: bool,
     tags: Vec<TagDef>,
 }
@@ -60,30 +54,13 @@ impl TagRule {
 
     /// Parses the rule stored under `key`. Errors ([`crate::Error::Rule`]) are the cases
     /// where Java's parser throws and keeps the previous rule: not YAML, not a mapping, a
-    /// field of the wrong type, over [`MAX_RULE_BYTES`](super::MAX_RULE_BYTES); plus the
+    /// field of the wrong type, over [`MAX_RULE_BYTES`](crate::governance::MAX_RULE_BYTES); plus the
     /// forms refused here (unknown `configVersion`, `regex`, a v3.0 tag with neither
     /// addresses nor match). A rule without tags parses, as invalid.
     pub fn parse(key: &str, yaml: &str) -> crate::Result<TagRule> {
         let map = load(key, yaml)?;
-        // Java casts these to String; a wrong type fails the rule.
-        string(key, &map, "rawRule")?;
-        let scope = string(key, &map, "scope")?;
-        let rule_key = string(key, &map, "key")?;
-        let version = string(key, &map, "configVersion")?;
-        let v3 = match version.as_deref() {
-            None | Some("v2.7") => false,
-            Some(v) if v.starts_with("v3.0") => true,
-            Some(v) => {
-                return Err(rule_error(
-                    key,
-                    format!(
-                        "unknown configVersion {:?} (expected none, v2.7 or v3.0)",
-                        crate::Error::shorten(v)
-                    ),
-                ));
-            }
-        };
-        let priority = int(key, &map, "priority")?.unwrap_or(0);
+        let header = RuleHeader::read(key, &map, RuleForm::TagRule)?;
+        let v3 = header.is_v30(key, "none, v2.7 or v3.0")?;
         // Java ignores a `tags` that is no list (the rule is then invalid), and fails on a
         // list item that is no mapping.
         let tags = match field(&map, "tags") {
@@ -94,17 +71,11 @@ impl TagRule {
                 .collect::<crate::Result<Vec<_>>>()?,
             _ => Vec::new(),
         };
-        let valid = boolean(&map, "valid").unwrap_or(true) && !tags.is_empty();
+        let valid = header.valid && !tags.is_empty();
         Ok(TagRule {
             key: key.to_owned(),
-            config_version: version,
-            scope,
-            rule_key,
+            header,
             v3,
-            enabled: boolean(&map, "enabled").unwrap_or(true),
-            force: boolean(&map, "force").unwrap_or(false),
-            runtime: boolean(&map, "runtime").unwrap_or(true),
-            priority,
             valid,
             tags,
         })
@@ -117,12 +88,12 @@ impl TagRule {
 
     /// Whether the rule routes at all: valid (it has tags) and enabled.
     pub fn is_active(&self) -> bool {
-        self.valid && self.enabled
+        self.valid && self.header.enabled
     }
 
     /// Its `enabled` (default true).
     pub fn enabled(&self) -> bool {
-        self.enabled
+        self.header.enabled
     }
 
     /// Whether it is valid: `valid` is not false and it has tags (an invalid rule routes
@@ -133,17 +104,17 @@ impl TagRule {
 
     /// Its `configVersion` as written (absent, `v2.7` or `v3.0…`).
     pub fn config_version(&self) -> Option<&str> {
-        self.config_version.as_deref()
+        self.header.config_version.as_deref()
     }
 
     /// Its `scope` as written (Java does not check it).
     pub fn scope(&self) -> Option<&str> {
-        self.scope.as_deref()
+        self.header.scope.as_deref()
     }
 
     /// Its own `key` field as written (the provider application).
     pub fn rule_key(&self) -> Option<&str> {
-        self.rule_key.as_deref()
+        self.header.rule_key.as_deref()
     }
 
     /// Its tags as written, in order, to show them.
@@ -158,17 +129,17 @@ impl TagRule {
     /// Whether a tag's group that matched none of a call's providers routes the call to
     /// none (`force: true`) rather than falling back.
     pub fn force(&self) -> bool {
-        self.force
+        self.header.force
     }
 
     /// The rule's `runtime` flag (whether Java re-routes on every call; informational).
     pub fn runtime(&self) -> bool {
-        self.runtime
+        self.header.runtime
     }
 
     /// The rule's `priority` (informational: one tag rule applies per app).
     pub fn priority(&self) -> i32 {
-        self.priority
+        self.header.priority
     }
 
     /// The rule's tag names, in order (unnamed tags left out).

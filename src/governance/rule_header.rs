@@ -1,0 +1,115 @@
+//! The header every governance rule document starts with, as Java's `AbstractRouterRule`
+//! and `ConfiguratorConfig` read it: `key`, `configVersion`, `scope`, `enabled`, `force`,
+//! `runtime`, `priority`, `valid`. Read once here for configurators, tag rules and
+//! condition rules alike; each kind then says which `configVersion`s it takes and what
+//! `valid: false` means to it.
+//!
+//! Each kind reads the fields Java reads for it (configurators read no `rawRule` nor
+//! `priority`), in the words its errors have always used.
+
+use serde_yaml_ng::Mapping;
+
+use super::rule_yaml::{self, boolean, field, int, int_value, rule_error, str_value};
+use crate::Error;
+
+/// Which kind of rule a header is read for: which fields it checks, and its errors' words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RuleForm {
+    /// An override document (`{key}.configurators`).
+    Configurators,
+    /// A tag rule (`{app}.tag-router`).
+    TagRule,
+    /// A condition rule (`{key}.condition-router`).
+    ConditionRule,
+}
+
+/// The common fields of one rule document, with Java's defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RuleHeader {
+    /// `key` as written: the application or service the rule is for.
+    pub(crate) rule_key: Option<String>,
+    /// `configVersion` as written.
+    pub(crate) config_version: Option<String>,
+    /// `scope` as written (`application` or `service`).
+    pub(crate) scope: Option<String>,
+    /// `enabled`, default true.
+    pub(crate) enabled: bool,
+    /// `force`, default false.
+    pub(crate) force: bool,
+    /// `runtime`, default true.
+    pub(crate) runtime: bool,
+    /// `priority`, default 0 (not read for configurators).
+    pub(crate) priority: i32,
+    /// `valid`, default true.
+    pub(crate) valid: bool,
+}
+
+impl RuleHeader {
+    /// Reads the header of the document `map` stored under `key`, as `form` reads it.
+    /// A field Java casts and finds of the wrong type fails the rule.
+    pub(crate) fn read(key: &str, map: &Mapping, form: RuleForm) -> crate::Result<RuleHeader> {
+        let text = |name: &str| string(key, map, name, form);
+        if form != RuleForm::Configurators {
+            // Java casts it to a String, and fails on anything else.
+            text("rawRule")?;
+        }
+        let config_version = text("configVersion")?;
+        let scope = text("scope")?;
+        let rule_key = text("key")?;
+        let priority = match form {
+            RuleForm::Configurators => 0,
+            RuleForm::TagRule => int(key, map, "priority")?.unwrap_or(0),
+            RuleForm::ConditionRule => field(map, "priority")
+                .map(|v| int_value(v, "priority"))
+                .transpose()
+                .map_err(|reason| condition_error(key, reason))?
+                .unwrap_or(0),
+        };
+        Ok(RuleHeader {
+            rule_key,
+            config_version,
+            scope,
+            enabled: boolean(map, "enabled").unwrap_or(true),
+            force: boolean(map, "force").unwrap_or(false),
+            runtime: boolean(map, "runtime").unwrap_or(true),
+            priority,
+            valid: boolean(map, "valid").unwrap_or(true),
+        })
+    }
+
+    /// Whether a configurator document or a tag rule is of the v3.0 form: none and `v2.7`
+    /// are not, `v3.0…` is; any other version is refused, `expected` saying what is taken.
+    pub(crate) fn is_v30(&self, key: &str, expected: &str) -> crate::Result<bool> {
+        match self.config_version.as_deref() {
+            None | Some("v2.7") => Ok(false),
+            Some(v) if v.starts_with("v3.0") => Ok(true),
+            Some(v) => Err(rule_error(
+                key,
+                format!(
+                    "unknown configVersion {:?} (expected {expected})",
+                    Error::shorten(v)
+                ),
+            )),
+        }
+    }
+}
+
+/// `(String) map.get(name)`: absent, or a string; anything else fails the rule, in the
+/// words of `form`.
+fn string(key: &str, map: &Mapping, name: &str, form: RuleForm) -> crate::Result<Option<String>> {
+    if form != RuleForm::ConditionRule {
+        return rule_yaml::string(key, map, name);
+    }
+    field(map, name)
+        .map(|v| str_value(v, name).map(str::to_owned))
+        .transpose()
+        .map_err(|reason| condition_error(key, reason))
+}
+
+/// A condition rule's error: its key as stored, not shortened.
+fn condition_error(key: &str, reason: String) -> Error {
+    Error::Rule {
+        key: key.to_owned(),
+        reason,
+    }
+}
