@@ -18,6 +18,7 @@
 //! * `tag`: a call's tag ([`CallTag`]) and Java's static-tag selection.
 //! * `facts`: what rules match against, one provider and one call.
 //! * `keys`: which config-centre keys a channel reads ([`RuleKey`]), as Java names them.
+//!
 //! Each rule kind is a folder of one concept a file: its document (where it is parsed),
 //! its matching, its routing or applying, and its tests beside.
 //!
