@@ -58,7 +58,6 @@ pub(crate) use dial::TlsChoice;
 pub use discover::{Change, Discovery};
 use feeder::{Feeder, Published};
 use passive::Guarded;
-pub use replay::DEFAULT_REPLAY_LIMIT;
 use service_headers::ServiceHeaders;
 
 /// Requests buffered in front of the balancer (tonic's own default).
@@ -160,7 +159,7 @@ impl tower::Service<Request> for Marked {
 /// which ([`crate::SubscriptionHandle::why_empty`]). A call waiting for a ready endpoint
 /// fails with UNAVAILABLE at its deadline (its `grpc-timeout`, from `Request::set_timeout`,
 /// or [`ChannelOptions::request_timeout`]) or after [`ChannelOptions::endpoint_wait`]
-/// (default [`ChannelOptions::DEFAULT_ENDPOINT_WAIT`]), whichever comes first.
+/// (default 3 s), whichever comes first.
 #[derive(Clone)]
 pub struct BalancedChannel {
     inner: Buffer<Request, BoxedFuture>,

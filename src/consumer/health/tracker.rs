@@ -659,12 +659,15 @@ mod tests {
             h.is_endpoint_aside(&service, &instance),
             "a refusing one stays aside"
         );
-        assert!(h.probed(&instance, true, now + DEFAULT_INTERVAL));
+        assert!(h.probed(&instance, true, now + default_interval()));
         assert!(!h.is_endpoint_aside(&service, &instance));
         assert_eq!(h.set_aside_count(), 0);
     }
 
-    const DEFAULT_INTERVAL: Duration = HealthOptions::DEFAULT_PROBE_INTERVAL;
+    /// The default probe interval.
+    fn default_interval() -> Duration {
+        HealthOptions::default().probe_interval
+    }
 
     #[test]
     fn forgetting_an_instance_reaches_every_endpoint_of_it_after_the_grace() {
@@ -678,7 +681,7 @@ mod tests {
         assert!(!h.forget(&instance, now), "kept aside for a grace");
         assert_eq!(h.set_aside_count(), 2);
         assert!(
-            h.due_probes(now + DEFAULT_INTERVAL).is_empty(),
+            h.due_probes(now + default_interval()).is_empty(),
             "gone: unprobed"
         );
         assert_eq!(h.next_due(), Some(now + FORGET_GRACE));
@@ -694,7 +697,7 @@ mod tests {
         let mut h = HealthTracker::new(HealthOptions::default().failure_threshold(1));
         h.record(&instance, &instance, Outcome::Failure, None, now);
         h.forget(&instance, now);
-        assert!(h.due_probes(now + DEFAULT_INTERVAL).is_empty());
+        assert!(h.due_probes(now + default_interval()).is_empty());
         let back = now + Duration::from_secs(3);
         h.registered(&instance, back);
         assert_eq!(h.next_due(), Some(back));
@@ -752,9 +755,9 @@ mod tests {
         assert!(!h.record(&a, &a, Outcome::Success, None, Instant::now()));
         assert!(h.is_set_aside(&a), "one answer proves nothing of a rate");
         // Its probe answers after the interval: it is back, judged afresh.
-        let probe_at = Instant::now() + DEFAULT_INTERVAL;
+        let probe_at = Instant::now() + default_interval();
         assert_eq!(h.next_due(), Some(probe_at));
-        tokio::time::advance(DEFAULT_INTERVAL).await;
+        tokio::time::advance(default_interval()).await;
         assert_eq!(h.due_probes(Instant::now()), vec![a.clone()]);
         assert!(h.probed(&a, true, Instant::now()));
         assert!(!h.record(&a, &a, Outcome::Failure, None, Instant::now()));
@@ -851,7 +854,7 @@ mod tests {
         assert!(!h.is_set_aside(&slow));
         // Let back on trial after the wait, judged on new calls.
         let wait = ejection.next_try_in.unwrap();
-        assert_eq!(ejection.ejected_for + wait, DEFAULT_INTERVAL);
+        assert_eq!(ejection.ejected_for + wait, default_interval());
         tokio::time::advance(wait).await;
         assert!(h.sweep(Instant::now()));
         assert_eq!(h.standing(&slow, &slow), Standing::In);
@@ -865,7 +868,7 @@ mod tests {
         let again = h.ejections(Instant::now());
         assert_eq!(again.len(), 1);
         let waits = again[0].ejected_for + again[0].next_try_in.unwrap();
-        assert_eq!(waits, DEFAULT_INTERVAL * 2, "{again:?}");
+        assert_eq!(waits, default_interval() * 2, "{again:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -922,7 +925,7 @@ mod tests {
         assert_eq!(h.standing(&a, &a), Standing::Out, "unreachable: not capped");
         assert!(!h.check_alive(&a, Instant::now()), "ejected already");
         // Its probe is due after the interval; an answer brings it back.
-        tokio::time::advance(DEFAULT_INTERVAL).await;
+        tokio::time::advance(default_interval()).await;
         assert_eq!(h.due_probes(Instant::now()), vec![a.clone()]);
         assert!(h.probed(&a, true, Instant::now()));
         assert!(!h.is_hung(&a));
@@ -950,6 +953,6 @@ mod tests {
         // Long in: the next ejection starts over.
         tokio::time::advance(BACKOFF_MEMORY + Duration::from_secs(1)).await;
         assert!(failure(&mut h, &a, Instant::now()));
-        assert_eq!(h.next_due().unwrap() - Instant::now(), DEFAULT_INTERVAL);
+        assert_eq!(h.next_due().unwrap() - Instant::now(), default_interval());
     }
 }
