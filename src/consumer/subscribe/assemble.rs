@@ -1,5 +1,6 @@
-//! Assembling a subscription's endpoint set from its routed instances, their revisions'
-//! metadata and consumer-side health. Pure: no I/O, no clock.
+//! Assembling a subscription's endpoint set from its routed instances and their revisions'
+//! metadata. Pure: no I/O, no clock. Health does not enter it: what health sets aside is
+//! the balancer's to leave out.
 //!
 //! Incremental: an instance's endpoints are rebuilt only when its record or its revision's
 //! metadata changed since the last pass; the others are copied from the last pass. An

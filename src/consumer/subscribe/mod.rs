@@ -15,8 +15,8 @@
 //!   exponential backoff and jitter, never blocking other revisions; the first set waits
 //!   for the first fetches only for [`SubscribeOptions::first_fetch_wait`], 500 ms unless
 //!   set);
-//! * `assemble`: the endpoint set from the routed instances, their metadata and
-//!   consumer-side health (pure, incremental);
+//! * `assemble`: the endpoint set from the routed instances and their metadata (pure,
+//!   incremental; health is the balancer's to apply);
 //! * `publish`: the first set and the coalesced pushes (`coalesce`), only when it changed;
 //! * `restore` and `snapshot`: the local snapshot, served when the registry cannot be
 //!   reached at start and written after pushes;
