@@ -21,8 +21,9 @@
 //! * `restore` and `snapshot`: the local snapshot, served when the registry cannot be
 //!   reached at start and written after pushes;
 //! * `interfaces`: the interface level, followed only when the subscription's migration
-//!   step reads it (see [`crate::consumer::MigrationStep`]); `migration_follow`: the
-//!   migration rule followed; `migration_move`: when a move the rule asks for applies;
+//!   step reads it (see [`crate::consumer::MigrationStep`]); `migration`: the levels a
+//!   subscription reads and why, held by its task; `migration_follow`: the migration rule
+//!   followed; `migration_move`: when a move the rule asks for applies;
 //! * `handle`: what the user holds; `options`: how it behaves; `task`: the select loop.
 //!
 //! Errors never remove anything: a failed read keeps the last state, and an instance
@@ -45,6 +46,7 @@ pub(crate) mod coalesce;
 mod fetches;
 mod handle;
 mod interfaces;
+mod migration;
 pub(crate) mod migration_follow;
 mod migration_move;
 mod options;
