@@ -51,7 +51,6 @@
 mod balance;
 mod builder;
 mod channel;
-mod early;
 mod endpoints;
 mod explain;
 mod follow;
@@ -59,8 +58,9 @@ mod health;
 mod hosts;
 mod interface_endpoints;
 mod metadata;
+// The early fetches' former path, still named by the views' source.
+use metadata::early;
 mod options;
-mod rejections;
 mod resolver;
 mod route_report;
 pub(crate) mod rules;

@@ -41,7 +41,7 @@ use tower::util::BoxService;
 use tracing::Instrument as _;
 
 use crate::consumer::health::HealthRegistry;
-use crate::consumer::rejections::Rejections;
+use crate::consumer::metadata::Rejections;
 use crate::consumer::select::budget::Budget;
 use crate::consumer::select::policy::{ConsumerSettings, Idempotent, RETRIES_HEADER, call_retries};
 use crate::consumer::stats::Counters;

@@ -18,9 +18,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::apps::AppState;
-use super::fetches::Key;
 use crate::consumer::endpoints::RevisionEndpoints;
 use crate::consumer::hosts::HostNames;
+use crate::consumer::metadata::Key;
 use crate::consumer::subscription::Subscription;
 use crate::consumer::views::Routable;
 use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance};

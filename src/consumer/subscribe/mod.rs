@@ -11,7 +11,8 @@
 //!   ignored; an app leaves only when a valid read no longer names it **and** it has no
 //!   routable instances, after [`APP_RELEASE_GRACE`], so a garbled or deleted mapping
 //!   never strips an app that serves;
-//! * `fetches`: the metadata of new revisions, fetched in the background (retried with
+//! * the metadata of new revisions, fetched in the background by
+//!   `consumer::metadata`'s `fetches` (retried with
 //!   exponential backoff and jitter, never blocking other revisions; the first set waits
 //!   for the first fetches only for [`SubscribeOptions::first_fetch_wait`], 500 ms unless
 //!   set);
@@ -43,7 +44,6 @@
 mod apps;
 mod assemble;
 pub(crate) mod coalesce;
-mod fetches;
 mod handle;
 mod interfaces;
 mod migration;
