@@ -276,6 +276,9 @@ fn table(rows: &[Row]) -> String {
     out
 }
 
+/// The coalescing window of `CoalesceOptions::default`.
+const DEFAULT_COALESCE_WINDOW: Duration = Duration::from_millis(100);
+
 /// What an etcd row says when `etcd` is not on `PATH`.
 const ETCD_SKIPPED: &str = "skipped: etcd not installed";
 
@@ -1313,7 +1316,7 @@ async fn propagation_on<R: Rig, F: Future<Output = Option<R>>>(
     let Some(rig) = start().await else {
         return Ok(None);
     };
-    let window = CoalesceOptions::DEFAULT_WINDOW;
+    let window = DEFAULT_COALESCE_WINDOW;
     let times = propagation_in_fleet(
         &rig,
         n,
@@ -1368,7 +1371,7 @@ async fn propagation(
     notes.push(format!(
         "Propagation with the default coalescing window ({} ms), {} trials spaced so each \
          registration is the first change after a quiet period, {} instances: {}.",
-        CoalesceOptions::DEFAULT_WINDOW.as_millis(),
+        DEFAULT_COALESCE_WINDOW.as_millis(),
         sizes.propagation_spaced_trials,
         sizes.propagation_fleets.last().expect("a fleet size"),
         if spaced.is_empty() {

@@ -12,8 +12,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Default interval: at most one line per cause per 10 s.
-pub const DEFAULT_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 /// Causes remembered before the stale ones are forgotten.
 const MAX_CAUSES: usize = 10_000;
 
@@ -32,7 +30,8 @@ pub(crate) struct Aggregator {
 
 impl Default for Aggregator {
     fn default() -> Self {
-        Aggregator::new(DEFAULT_WARNING_INTERVAL)
+        // At most one line per cause per 10 s.
+        Aggregator::new(Duration::from_secs(10))
     }
 }
 

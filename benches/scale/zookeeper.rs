@@ -15,15 +15,18 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use futures::future::join_all;
 use introspect::backend::zookeeper::{Paths, record};
 use introspect::backend::{Backend, RegisterOptions, Registration};
 use introspect::model::ProviderUrl;
-use introspect::provider::DEFAULT_LEASE_TTL;
 use zookeeper_client as zk;
 
 use super::rig::Rig;
+
+/// A provider's default lease TTL (`ProviderOptions::default`).
+const LEASE_TTL: Duration = Duration::from_secs(10);
 use super::*;
 use crate::zookeeper_server::ZooKeeperServer;
 
@@ -316,10 +319,7 @@ impl Registrations {
     async fn register(&self, backend: &Backend, record: &ServiceInstance) -> Result<()> {
         let registration = backend
             .instances()
-            .register(
-                record,
-                &RegisterOptions::new(DEFAULT_LEASE_TTL, &Limits::default()),
-            )
+            .register(record, &RegisterOptions::new(LEASE_TTL, &Limits::default()))
             .await?;
         self.0
             .lock()

@@ -8,8 +8,8 @@ use std::time::Duration;
 use super::balance::ChannelParts;
 use super::health::{HealthOptions, HealthRegistry};
 use super::hosts::HostNames;
-use super::metadata::{CacheSettings, MetadataSource};
-use super::rejections::Rejections;
+use super::metadata::{CacheSettings, MetadataSource, Rejections};
+use super::options::ResolverOptions;
 use super::resolver::Resolver;
 use super::seen::{ConsumerHandle, ConsumerSettings};
 use super::stats::Counters;
@@ -29,17 +29,14 @@ pub struct ResolverBuilder {
     backend: Backend,
     layout: Option<Layout>,
     limits: Limits,
-    fetch_timeout: Duration,
-    fetch_attempts: usize,
-    cache_capacity: u64,
-    cache_idle: Duration,
+    options: ResolverOptions,
     tls: Option<crate::tls::ClientTlsConfig>,
     identity: Option<crate::tls::IdentityCheck>,
-    store_timeout: Duration,
     subscribe_options: SubscribeOptions,
     health: HealthOptions,
     protection: ProtectionOptions,
-    consumer: Option<ConsumerSettings>,
+    /// The app of the consumer record, when one is registered.
+    consumer: Option<String>,
     application: Option<String>,
     host: Option<String>,
     rules: bool,
@@ -59,37 +56,14 @@ impl Resolver {
 }
 
 impl ResolverBuilder {
-    /// Default deadline of one MetadataService call.
-    pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(3);
-
-    /// Default number of (app, revision) metadata entries cached.
-    pub const DEFAULT_CACHE_CAPACITY: u64 = 10_000;
-
-    /// Default time an unused cached revision is kept.
-    pub const DEFAULT_CACHE_IDLE: Duration = Duration::from_secs(30 * 60);
-
-    /// Default number of instances of one revision tried before a fetch gives up.
-    pub const DEFAULT_FETCH_ATTEMPTS: usize = 5;
-
-    /// Default liveness of a consumer record: as a provider's lease.
-    pub const DEFAULT_CONSUMER_TTL: Duration = Duration::from_secs(10);
-
-    /// Default shortest time between two rewrites of a consumer record: changes within it are
-    /// written together at its end.
-    pub const DEFAULT_CONSUMER_REFRESH: Duration = Duration::from_secs(10);
-
     fn new(backend: Backend) -> Self {
         ResolverBuilder {
             backend,
             layout: None,
             limits: Limits::default(),
-            fetch_timeout: ResolverBuilder::DEFAULT_FETCH_TIMEOUT,
-            fetch_attempts: ResolverBuilder::DEFAULT_FETCH_ATTEMPTS,
-            cache_capacity: ResolverBuilder::DEFAULT_CACHE_CAPACITY,
-            cache_idle: ResolverBuilder::DEFAULT_CACHE_IDLE,
+            options: ResolverOptions::default(),
             tls: None,
             identity: None,
-            store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
             subscribe_options: SubscribeOptions::default(),
             health: HealthOptions::default(),
             protection: ProtectionOptions::default(),
@@ -155,29 +129,37 @@ impl ResolverBuilder {
         self
     }
 
-    /// Sets the deadline of one MetadataService call (default [`Self::DEFAULT_FETCH_TIMEOUT`]).
+    /// Sets the metadata fetches, the metadata cache, the registry calls and the consumer
+    /// record at once (default [`ResolverOptions::default`]); the setters below change one
+    /// part each.
+    pub fn options(mut self, options: ResolverOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets the deadline of one MetadataService call (see [`ResolverOptions::fetch_timeout`]).
     pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
-        self.fetch_timeout = timeout;
+        self.options = self.options.fetch_timeout(timeout);
         self
     }
 
-    /// Sets how many instances of a revision one fetch tries (default
-    /// [`Self::DEFAULT_FETCH_ATTEMPTS`], at least 1).
+    /// Sets how many instances of a revision one fetch tries (see
+    /// [`ResolverOptions::fetch_attempts`]).
     pub fn fetch_attempts(mut self, attempts: usize) -> Self {
-        self.fetch_attempts = attempts.max(1);
+        self.options = self.options.fetch_attempts(attempts);
         self
     }
 
-    /// Sets how many (app, revision) metadata entries are cached (default
-    /// [`Self::DEFAULT_CACHE_CAPACITY`]).
+    /// Sets how many (app, revision) metadata entries are cached (see
+    /// [`ResolverOptions::cache_capacity`]).
     pub fn cache_capacity(mut self, capacity: u64) -> Self {
-        self.cache_capacity = capacity;
+        self.options = self.options.cache_capacity(capacity);
         self
     }
 
-    /// Sets how long an unused cached revision is kept (default [`Self::DEFAULT_CACHE_IDLE`]).
+    /// Sets how long an unused cached revision is kept (see [`ResolverOptions::cache_idle`]).
     pub fn cache_idle(mut self, idle: Duration) -> Self {
-        self.cache_idle = idle;
+        self.options = self.options.cache_idle(idle);
         self
     }
 
@@ -220,12 +202,7 @@ impl ResolverBuilder {
     /// runs inside a Tokio runtime, else at the first [`Resolver::subscribe`]. An app name
     /// (or host) that is not valid leaves the record unwritten, with a warning.
     pub fn register_consumer(mut self, app: impl Into<String>) -> Self {
-        self.consumer = Some(ConsumerSettings {
-            app: app.into(),
-            host: self.host.clone(),
-            ttl: ResolverBuilder::DEFAULT_CONSUMER_TTL,
-            refresh: ResolverBuilder::DEFAULT_CONSUMER_REFRESH,
-        });
+        self.consumer = Some(app.into());
         self
     }
 
@@ -234,38 +211,32 @@ impl ResolverBuilder {
     /// (with [`register_consumer`](Self::register_consumer)) and what the `addresses` of
     /// consumer-side rules match.
     pub fn consumer_host(mut self, host: impl Into<String>) -> Self {
-        let host = host.into();
-        if let Some(consumer) = &mut self.consumer {
-            consumer.host = Some(host.clone());
-        }
-        self.host = Some(host);
+        self.host = Some(host.into());
         self
     }
 
-    /// Sets the liveness of the consumer record (default
-    /// [`Self::DEFAULT_CONSUMER_TTL`](ResolverBuilder::DEFAULT_CONSUMER_TTL)). Only with
-    /// [`register_consumer`](Self::register_consumer).
+    /// Sets the liveness of the consumer record (see [`ResolverOptions::consumer_ttl`]).
+    /// Only after [`register_consumer`](Self::register_consumer): before it, ignored.
     pub fn consumer_ttl(mut self, ttl: Duration) -> Self {
-        if let Some(consumer) = &mut self.consumer {
-            consumer.ttl = ttl.max(Duration::from_secs(1));
+        if self.consumer.is_some() {
+            self.options = self.options.consumer_ttl(ttl);
         }
         self
     }
 
-    /// Sets the shortest time between two rewrites of the consumer record (default
-    /// [`Self::DEFAULT_CONSUMER_REFRESH`](ResolverBuilder::DEFAULT_CONSUMER_REFRESH)). Only with
-    /// [`register_consumer`](Self::register_consumer).
+    /// Sets the shortest time between two rewrites of the consumer record (see
+    /// [`ResolverOptions::consumer_refresh`]). Only after
+    /// [`register_consumer`](Self::register_consumer): before it, ignored.
     pub fn consumer_refresh(mut self, refresh: Duration) -> Self {
-        if let Some(consumer) = &mut self.consumer {
-            consumer.refresh = refresh;
+        if self.consumer.is_some() {
+            self.options = self.options.consumer_refresh(refresh);
         }
         self
     }
 
-    /// Sets the deadline of each registry call (default
-    /// [`crate::store::DEFAULT_STORE_TIMEOUT`]).
+    /// Sets the deadline of each registry call (see [`ResolverOptions::store_timeout`]).
     pub fn store_timeout(mut self, timeout: Duration) -> Self {
-        self.store_timeout = timeout;
+        self.options = self.options.store_timeout(timeout);
         self
     }
 
@@ -275,17 +246,22 @@ impl ResolverBuilder {
         if let Some(layout) = self.layout {
             backend = backend.with_layout(layout);
         }
-        let backend = backend.with_deadline(self.store_timeout);
-        let app = self
-            .application
-            .or_else(|| self.consumer.as_ref().map(|c| c.app.clone()));
+        let options = self.options;
+        let backend = backend.with_deadline(options.store_timeout);
+        let app = self.application.or_else(|| self.consumer.clone());
         // The migration rule is the app's: a consumer without a name reads none.
         let migration = app
             .clone()
             .filter(|app| !app.is_empty())
             .map(|app| MigrationFollow::new(backend.config().clone(), app));
         let governed = Arc::new(ConsumerIdentity::new(app, self.host.clone()));
-        let consumer = self.consumer.and_then(|settings| {
+        let consumer = self.consumer.map(|app| ConsumerSettings {
+            app,
+            host: self.host.clone(),
+            ttl: options.consumer_ttl,
+            refresh: options.consumer_refresh,
+        });
+        let consumer = consumer.and_then(|settings| {
             let checked = crate::model::names::validate_app(&settings.app).and_then(|()| {
                 settings
                     .host
@@ -304,7 +280,7 @@ impl ResolverBuilder {
                 }
             }
         });
-        let client = MetadataClient::new(self.fetch_timeout, self.limits.clone());
+        let client = MetadataClient::new(options.fetch_timeout, self.limits.clone());
         #[cfg(feature = "tls")]
         let (client, tls) = {
             let tls = match (self.tls, &self.identity) {
@@ -334,9 +310,9 @@ impl ResolverBuilder {
             counters.clone(),
             rejections.clone(),
             CacheSettings {
-                fetch_attempts: self.fetch_attempts,
-                capacity: self.cache_capacity,
-                idle: self.cache_idle,
+                fetch_attempts: options.fetch_attempts,
+                capacity: options.cache_capacity,
+                idle: options.cache_idle,
             },
         ));
         let views = Views::new(ViewParts {

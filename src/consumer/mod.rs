@@ -26,8 +26,7 @@
 //!   registry epoch changed or went (or whose revision is lower than the last one seen;
 //!   or, on a backend with neither, that finds the app empty) means a wiped or replaced
 //!   registry. Each app then keeps the instances the re-list misses until they re-register
-//!   or [`ProtectionOptions::wipe_recovery`] passes (default 30 s,
-//!   [`ProtectionOptions::DEFAULT_WIPE_RECOVERY`]). Graceful stops and deletions on a
+//!   or [`ProtectionOptions::wipe_recovery`] passes (default 30 s). Graceful stops and deletions on a
 //!   healthy registry still leave at once.
 //! * **Consumer-side health** ([`HealthOptions`]): the balanced channel records every
 //!   call's outcome (passive health); applications may report outcomes too. After
@@ -52,7 +51,6 @@
 mod balance;
 mod builder;
 mod channel;
-mod early;
 mod endpoints;
 mod explain;
 mod follow;
@@ -60,7 +58,9 @@ mod health;
 mod hosts;
 mod interface_endpoints;
 mod metadata;
-mod rejections;
+// The early fetches' former path, still named by the views' source.
+use metadata::early;
+mod options;
 mod resolver;
 mod route_report;
 pub(crate) mod rules;
@@ -77,14 +77,14 @@ mod views;
 pub use crate::governance::migration::MigrationStep;
 pub use crate::model::endpoint_digest;
 pub use balance::{
-    BalancedChannel, Change, ChannelOptions, DEFAULT_REPLAY_LIMIT, Discovery, HASH_KEY_HEADER,
-    ResponseFuture,
+    BalancedChannel, Change, ChannelOptions, Discovery, HASH_KEY_HEADER, ResponseFuture,
 };
 pub use builder::ResolverBuilder;
 pub use channel::ChannelHandle;
 pub use explain::{AppFindings, Explanation, InterfaceFindings};
 pub use follow::AppFollow;
 pub use health::{Ejection, EjectionReason, HealthOptions, Probe, route_around};
+pub use options::ResolverOptions;
 pub use resolver::Resolver;
 pub use route_report::{
     CallReport, ProviderRoute, RouteProblem, RouteQuery, RouteReport, SettingReport,

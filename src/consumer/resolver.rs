@@ -8,11 +8,11 @@ use std::sync::Arc;
 use futures::future::join_all;
 
 use super::balance::ChannelParts;
-use super::early::EarlyFetches;
 use super::endpoints::{self, RevisionEndpoints, by_revision};
 use super::explain::{AppFindings, Explanation};
 use super::follow::AppFollow;
 use super::interface_endpoints::{interface_key, interface_set};
+use super::metadata::EarlyFetches;
 use super::seen::ConsumerHandle;
 use super::seen::table::Seen;
 use super::stats::{Counters, ResolverStats};

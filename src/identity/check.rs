@@ -13,9 +13,6 @@ use super::rule::IdentityRule;
 use super::verifier::{AppVerifier, OnReject, TrustAnchors};
 use crate::error::{Error, Result};
 
-/// Default time between two checks of an endpoint the check rejected.
-pub const DEFAULT_RECHECK_INTERVAL: Duration = Duration::from_secs(5);
-
 /// Checks that the server of each endpoint presents a certificate naming the app the
 /// endpoint was resolved for, so that whoever can write the registry cannot send an app's
 /// calls (or its metadata fetches) elsewhere. Set on
@@ -62,12 +59,12 @@ impl IdentityCheck {
         Ok(IdentityCheck {
             rule,
             trust: Arc::new(TrustAnchors { roots, algorithms }),
-            recheck_interval: DEFAULT_RECHECK_INTERVAL,
+            recheck_interval: Duration::from_secs(5),
         })
     }
 
     /// Sets how often an endpoint the check rejected is checked again, with a TLS handshake
-    /// (default [`DEFAULT_RECHECK_INTERVAL`], at least 10 ms).
+    /// (default 5 s, at least 10 ms).
     pub fn recheck_interval(mut self, interval: Duration) -> Self {
         self.recheck_interval = interval.max(Duration::from_millis(10));
         self

@@ -55,6 +55,6 @@ mod server;
 mod test_certs;
 mod verifier;
 
-pub use check::{DEFAULT_RECHECK_INTERVAL, IdentityCheck};
+pub use check::IdentityCheck;
 pub use rule::IdentityRule;
 pub use server::ServerIdentity;

@@ -52,7 +52,7 @@
 //!
 //! The `app` label of `introspect_app_instances` (and of
 //! `introspect_app_identity_rejections_total`) takes its values from the store, which
-//! whoever writes the store controls. At most [`DEFAULT_MAX_APP_LABELS`] distinct apps get
+//! whoever writes the store controls. At most 100 distinct apps get
 //! a series of their own in each ([`Metrics::max_app_labels`] changes the bound), first
 //! come, first served; the values of the others are summed under `app="other"`. A provider's labels
 //! come from its own configuration, not from the store.
@@ -72,8 +72,9 @@ use crate::rpc::ExportedMetadata;
 
 pub use labels::OTHER as OTHER_APPS;
 
-/// The default bound on distinct `app` label values; see the module docs.
-pub const DEFAULT_MAX_APP_LABELS: usize = 100;
+/// The bound on distinct `app` label values unless [`Metrics::max_app_labels`] sets
+/// another; see the module docs.
+const DEFAULT_MAX_APP_LABELS: usize = 100;
 
 /// What to publish: at most one resolver and any number of providers. Cheap to clone; the
 /// clones share the label bound's state.
@@ -179,7 +180,7 @@ impl Metrics {
         self
     }
 
-    /// At most `max` distinct `app` label values (default [`DEFAULT_MAX_APP_LABELS`]); the
+    /// At most `max` distinct `app` label values (default 100); the
     /// rest are summed under [`OTHER_APPS`]. Resets what was admitted so far.
     pub fn max_app_labels(self, max: usize) -> Self {
         if let Ok(mut state) = self.state.lock() {

@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
 
 use super::options::ServiceDefaults;
+use super::timing::ProviderOptions;
 use super::{
-    DEFAULT_DRAIN, DEFAULT_LEASE_TTL, DEFAULT_PUBLISH_DELAY, DEFAULT_REVISION_GRACE,
     MetadataServing, Provider, RegisterMode, Settings, Shared, State, address, interfaces,
 };
 use crate::backend::Backend;
@@ -32,22 +32,18 @@ pub struct ProviderBuilder {
     extra_metadata: BTreeMap<String, String>,
     layout: Option<Layout>,
     limits: Limits,
-    lease_ttl: Duration,
-    drain: Duration,
-    revision_grace: Duration,
+    options: ProviderOptions,
     storage_type: StorageType,
     serving: MetadataServing,
     #[cfg(feature = "tls")]
     tls: Option<tonic::transport::ServerTlsConfig>,
     #[cfg(feature = "tls")]
     identity: Option<crate::identity::ServerIdentity>,
-    store_timeout: Duration,
     report_cleanup: Option<Duration>,
     check_metadata_service: bool,
     reflection: bool,
     defaults: ServiceDefaults,
     rules: bool,
-    publish_delay: Duration,
     register_mode: RegisterMode,
 }
 
@@ -63,9 +59,7 @@ impl ProviderBuilder {
             extra_metadata: BTreeMap::new(),
             layout: None,
             limits: Limits::default(),
-            lease_ttl: DEFAULT_LEASE_TTL,
-            drain: DEFAULT_DRAIN,
-            revision_grace: DEFAULT_REVISION_GRACE,
+            options: ProviderOptions::default(),
             storage_type: StorageType::Local,
             report_cleanup: None,
             serving: MetadataServing::InUserServer,
@@ -73,12 +67,10 @@ impl ProviderBuilder {
             tls: None,
             #[cfg(feature = "tls")]
             identity: None,
-            store_timeout: crate::store::DEFAULT_STORE_TIMEOUT,
             check_metadata_service: true,
             reflection: true,
             defaults: ServiceDefaults::default(),
             rules: true,
-            publish_delay: DEFAULT_PUBLISH_DELAY,
             register_mode: RegisterMode::Instance,
         }
     }
@@ -137,24 +129,30 @@ impl ProviderBuilder {
         self
     }
 
-    /// Sets the lease TTL (default [`DEFAULT_LEASE_TTL`]): on ZooKeeper, the session
-    /// timeout asked for (the server may grant another, which is then used). Keep-alives go
-    /// every third of the TTL granted.
+    /// Sets the lease TTL, the drain period, the revision grace, the rules' publish delay
+    /// and the registry calls' deadline at once (default [`ProviderOptions::default`]); the
+    /// setters of the same names change one each.
+    pub fn options(mut self, options: ProviderOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets the lease TTL (see [`ProviderOptions::lease_ttl`]).
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
-        self.lease_ttl = ttl;
+        self.options = self.options.lease_ttl(ttl);
         self
     }
 
-    /// Sets the drain period of a graceful shutdown (default [`DEFAULT_DRAIN`]).
+    /// Sets the drain period of a graceful shutdown (see [`ProviderOptions::drain_period`]).
     pub fn drain_period(mut self, drain: Duration) -> Self {
-        self.drain = drain;
+        self.options = self.options.drain_period(drain);
         self
     }
 
-    /// Sets how long an earlier revision stays answerable (default
-    /// [`DEFAULT_REVISION_GRACE`]).
+    /// Sets how long an earlier revision stays answerable (see
+    /// [`ProviderOptions::revision_grace`]).
     pub fn revision_grace(mut self, grace: Duration) -> Self {
-        self.revision_grace = grace;
+        self.options = self.options.revision_grace(grace);
         self
     }
 
@@ -202,11 +200,9 @@ impl ProviderBuilder {
         self
     }
 
-    /// Sets the deadline of each registry call (default
-    /// [`crate::store::DEFAULT_STORE_TIMEOUT`]): a hanging registry costs a timeout, never a
-    /// hung provider.
+    /// Sets the deadline of each registry call (see [`ProviderOptions::store_timeout`]).
     pub fn store_timeout(mut self, timeout: Duration) -> Self {
-        self.store_timeout = timeout;
+        self.options = self.options.store_timeout(timeout);
         self
     }
 
@@ -267,11 +263,10 @@ impl ProviderBuilder {
         self
     }
 
-    /// Sets how long after a rule change the provider republishes (default
-    /// [`DEFAULT_PUBLISH_DELAY`], Java's `dubbo.application.metadata.publish.delay`):
-    /// changes within one delay make one revision.
+    /// Sets how long after a rule change the provider republishes (see
+    /// [`ProviderOptions::rules_publish_delay`]).
     pub fn rules_publish_delay(mut self, delay: Duration) -> Self {
-        self.publish_delay = delay;
+        self.options = self.options.rules_publish_delay(delay);
         self
     }
 
@@ -305,7 +300,8 @@ impl ProviderBuilder {
             (Some(0), MetadataServing::OwnPort(_)) | (None, _) => 0,
             (Some(port), _) => names::validate_port(i64::from(port))?,
         };
-        if self.lease_ttl < Duration::from_secs(1) {
+        let options = self.options;
+        if options.lease_ttl < Duration::from_secs(1) {
             return Err(Error::Config(
                 "lease TTL must be at least one second".into(),
             ));
@@ -332,12 +328,12 @@ impl ProviderBuilder {
             let host = self.host.as_deref().unwrap_or(address::LOOPBACK);
             interfaces::urls(&metadata, host, port.max(1), 1)?;
         }
-        let exported = Arc::new(ExportedMetadata::new(metadata, self.revision_grace));
+        let exported = Arc::new(ExportedMetadata::new(metadata, options.revision_grace));
         let backend = match self.layout {
             Some(layout) => self.backend.with_layout(layout),
             None => self.backend,
         };
-        let backend = backend.with_deadline(self.store_timeout);
+        let backend = backend.with_deadline(options.store_timeout);
         let span = tracing::info_span!("provider", app = %self.app, registry = backend.name());
         Ok(Provider {
             span,
@@ -345,8 +341,8 @@ impl ProviderBuilder {
                 backend,
                 exported,
                 limits: self.limits,
-                lease_ttl: self.lease_ttl,
-                drain: self.drain,
+                lease_ttl: options.lease_ttl,
+                drain: options.drain,
                 storage_type: self.storage_type,
                 report_cleanup: self.report_cleanup,
                 state: Mutex::new(State {
@@ -371,7 +367,7 @@ impl ProviderBuilder {
                 defaults: self.defaults,
                 declared: std::sync::Mutex::new(declared),
                 rules: std::sync::Mutex::default(),
-                rules_delay: self.rules.then_some(self.publish_delay),
+                rules_delay: self.rules.then_some(options.publish_delay),
                 exports_changed: tokio::sync::Notify::new(),
                 publishing: Mutex::new(()),
                 register_mode: self.register_mode,

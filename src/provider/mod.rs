@@ -22,13 +22,14 @@
 //! calling a gone instance for up to a TTL. Stop it gracefully instead, on
 //! [`shutdown_signal`]: deploys (systemd, Kubernetes, Docker) send SIGTERM, and wait (30 s
 //! in Kubernetes, 90 s in systemd) before they kill; the stop takes the drain period
-//! ([`DEFAULT_DRAIN`], 2 s) plus one registry write (and, under [`Provider::serve`], half a
+//! ([`ProviderOptions::drain_period`], 2 s) plus one registry write (and, under [`Provider::serve`], half a
 //! second more of answering after the record is deleted, for Dubbo consumers).
 //!
 //! One concept per file:
 //!
 //! * `builder`: the settings, validated without I/O; `address`: the registered host;
-//!   `options`: the typed service defaults (tag, weight, warm-up);
+//!   `options`: the typed service defaults (tag, weight, warm-up); `timing`: the lease,
+//!   drain and delays ([`ProviderOptions`]);
 //! * `record`: the instance record's well-known metadata (pure);
 //! * `overrides`: the exports as the provider's own configurators override them (pure);
 //!   `rules`: those configurators followed live, and the exports republished;
@@ -61,6 +62,7 @@ mod rules;
 mod serve;
 mod signal;
 mod stop;
+mod timing;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -74,21 +76,15 @@ use tracing::Instrument as _;
 
 pub use builder::ProviderBuilder;
 pub use register_mode::RegisterMode;
-pub use rules::{DEFAULT_PUBLISH_DELAY, ProviderRules};
+pub use rules::ProviderRules;
 pub use signal::shutdown_signal;
+pub use timing::ProviderOptions;
 
 use crate::backend::{Backend, InterfaceRegistration, Registration};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::{MetadataInfo, ProviderUrl, ServiceInfo, ServiceInstance, StorageType, keys};
 use crate::rpc::{ExportedMetadata, MetadataServer, MetadataServiceV2Server};
-
-/// Default lease TTL: a crashed provider disappears this long after its last keep-alive.
-pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
-/// Default time between marking an instance disabled and deregistering it.
-pub const DEFAULT_DRAIN: Duration = Duration::from_secs(2);
-/// Default time an earlier revision stays answerable after an export change.
-pub const DEFAULT_REVISION_GRACE: Duration = Duration::from_secs(120);
 
 /// Where the provider's MetadataService is served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -23,10 +23,6 @@ use crate::backend::config::{ConfigCentre, DEFAULT_GROUP};
 use crate::governance::watch::follow::{KeyState, follow_key};
 use crate::governance::{Configurators, RuleProblem};
 
-/// The default delay between a rule change and the republished revision (Java's
-/// `dubbo.application.metadata.publish.delay`).
-pub const DEFAULT_PUBLISH_DELAY: Duration = Duration::from_secs(1);
-
 /// How long a starting provider waits for the config centre's first answers before it
 /// registers without the rules still missing (said in a warning): a registry that answers
 /// does so in milliseconds, and one that does not must not hold the start.

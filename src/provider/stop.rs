@@ -99,6 +99,9 @@ mod tests {
             linger(Duration::from_millis(200)),
             Duration::from_millis(200)
         );
-        assert_eq!(linger(super::super::DEFAULT_DRAIN), MAX_LINGER);
+        assert_eq!(
+            linger(super::super::ProviderOptions::default().drain),
+            MAX_LINGER
+        );
     }
 }

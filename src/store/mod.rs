@@ -309,7 +309,7 @@ pub trait Store: Send + Sync + 'static {
 }
 
 /// Default deadline of one store call made by a provider or a resolver.
-pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The end of a prefix range: the smallest key greater than every key with the prefix.
 #[allow(dead_code)]

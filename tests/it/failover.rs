@@ -52,8 +52,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use introspect::consumer::{
-    BalancedChannel, ChannelHandle, ChannelOptions, Ejection, HealthOptions, ResolverStats,
-    SubscriptionHandle,
+    BalancedChannel, ChannelHandle, ChannelOptions, Ejection, ResolverStats, SubscriptionHandle,
 };
 use introspect::{Resolver, Subscription};
 
@@ -82,7 +81,7 @@ const SETTLE: Duration = Duration::from_secs(3);
 /// 1 s of waiting and gives up after 1 s more (the defaults), well before [`TIMEOUT`].
 const HUNG_FAILS_WITHIN: Duration = Duration::from_millis(2_600);
 /// Health's interval between probes of an ejected provider (the default).
-const PROBE_INTERVAL: Duration = HealthOptions::DEFAULT_PROBE_INTERVAL;
+const PROBE_INTERVAL: Duration = crate::support::defaults::PROBE_INTERVAL;
 /// How often the Introspect consumers' health is read while the calls run.
 const WATCH_EVERY: Duration = Duration::from_millis(50);
 

@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use crate::support::defaults::MAX_HOLD;
 use crate::support::records::{HOUR, memory, orders};
 use introspect::Resolver;
-use introspect::consumer::{AppFollow, AppSnapshot, HoldCause, ProtectionOptions};
+use introspect::consumer::{AppFollow, AppSnapshot, HoldCause};
 
 /// Waits, through the follow's changes, until its snapshot satisfies `check`.
 async fn until(follow: &mut AppFollow, what: &str, check: impl Fn(&AppSnapshot) -> bool) {
@@ -62,8 +63,8 @@ async fn a_follow_shows_records_holds_and_their_release() {
     );
     for hold in &snapshot.holds {
         assert_eq!(hold.cause, HoldCause::SelfPreservation);
-        assert!(hold.time_left() <= ProtectionOptions::DEFAULT_MAX_HOLD);
-        assert!(hold.time_left() > ProtectionOptions::DEFAULT_MAX_HOLD - Duration::from_secs(30));
+        assert!(hold.time_left() <= MAX_HOLD);
+        assert!(hold.time_left() > MAX_HOLD - Duration::from_secs(30));
         assert!(
             follow.is_set_aside(&hold.instance),
             "held and not probed yet: aside"
@@ -72,7 +73,7 @@ async fn a_follow_shows_records_holds_and_their_release() {
     assert!(!follow.is_set_aside(&snapshot.registered["127.0.0.1:1005"]));
 
     // The holds end after the maximum hold.
-    tokio::time::advance(ProtectionOptions::DEFAULT_MAX_HOLD).await;
+    tokio::time::advance(MAX_HOLD).await;
     until(&mut follow, "the holds released", |s| s.holds.is_empty()).await;
     assert!(!follow.current().protection_active);
 }

@@ -22,13 +22,12 @@ use std::time::{Duration, Instant};
 
 use introspect::backend::InstanceRead;
 use introspect::consumer::{HealthOptions, ProtectionOptions};
-use introspect::provider::DEFAULT_LEASE_TTL;
-use introspect::store::DEFAULT_STORE_TIMEOUT;
 use introspect::{
     Backend, Limits, Resolver, Store, SubscribeOptions, Subscription, SubscriptionHandle,
 };
 
 use crate::support::calls::{CALL_DEADLINE, Caller, channel_over};
+use crate::support::defaults;
 use crate::support::etcd::EtcdServer;
 use crate::support::greeter::{GreeterNode, answers_http2, start_greeter_advertised};
 use crate::support::killable::GREETER;
@@ -799,7 +798,7 @@ async fn a_slow_registry(registry: Registry, delay: Duration) {
         .protection(ProtectionOptions::default().max_hold(MAX_HOLD))
         .health(HealthOptions::default().probe_interval(PROBE_INTERVAL))
         .subscribe_options(SubscribeOptions::default().start_timeout(slow_start(delay)))
-        .store_timeout(DEFAULT_STORE_TIMEOUT.max(delay * 4))
+        .store_timeout(defaults::STORE_TIMEOUT.max(delay * 4))
         .build();
     let started = Instant::now();
     let endpoints = slow
@@ -852,7 +851,7 @@ async fn an_etcd_answering_3_s_late_keeps_default_leases_and_resolves() {
     };
     let late_by = Duration::from_secs(3);
     let registry = registry
-        .with_ttl(DEFAULT_LEASE_TTL)
+        .with_ttl(defaults::LEASE_TTL)
         .answering_late_by(late_by);
     a_slow_registry(registry, late_by).await;
 }
@@ -870,7 +869,7 @@ async fn a_slow_zookeeper_keeps_sessions_and_resolves() {
 #[cfg(feature = "zookeeper")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zookeeper_answering_3_s_late_keeps_default_sessions_and_resolves() {
-    let Some(registry) = Registry::zookeeper_with(DEFAULT_LEASE_TTL).await else {
+    let Some(registry) = Registry::zookeeper_with(defaults::LEASE_TTL).await else {
         return;
     };
     let late_by = Duration::from_secs(3);

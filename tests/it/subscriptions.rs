@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::defaults::MAX_HOLD;
 use crate::support::faulty::FaultyStore;
 use crate::support::records::{HOUR, ORDERS, Records, memory, orders, ports};
 use crate::support::wait::settle;
@@ -12,7 +13,7 @@ use introspect::consumer::{ProtectionOptions, SubscribeOptions};
 use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
 
 fn window() -> Duration {
-    introspect::consumer::CoalesceOptions::DEFAULT_WINDOW
+    crate::support::defaults::COALESCE_WINDOW
 }
 
 #[tokio::test(start_paused = true)]
@@ -155,7 +156,7 @@ async fn mass_expiry_of_ninety_percent_is_held() {
     assert_eq!(stats.protected_apps, 1);
 
     // Released after the maximum hold.
-    tokio::time::advance(ProtectionOptions::DEFAULT_MAX_HOLD).await;
+    tokio::time::advance(MAX_HOLD).await;
     settle().await;
     assert_eq!(ports(&protected.current()), [2000, 2001]);
     assert!(!protected.protection_active());
@@ -181,7 +182,7 @@ async fn a_released_hold_and_the_set_it_leaves_go_out_together() {
     assert!(handle.protection_active(), "a hold shows at once");
     assert_eq!(handle.current().len(), 20);
 
-    tokio::time::advance(ProtectionOptions::DEFAULT_MAX_HOLD).await;
+    tokio::time::advance(MAX_HOLD).await;
     settle().await;
     assert!(!handle.protection_active());
     assert_eq!(

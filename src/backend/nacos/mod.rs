@@ -69,7 +69,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 pub use epoch::{DATA_ID as EPOCH_DATA_ID, GROUP as EPOCH_GROUP};
-pub use options::{DEFAULT_CONNECT_TIMEOUT, NacosOptions};
+pub use options::NacosOptions;
 
 use super::consumers::{ConsumerList, ConsumerRegistry};
 use super::interfaces::{InterfaceKey, InterfaceProviders, ProviderUrlFollow, ProviderUrls};

@@ -8,9 +8,6 @@ use std::time::Duration;
 use super::names;
 use crate::error::{Error, Result};
 
-/// Default time connecting may take.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Connection options for the Nacos backend.
 ///
 /// ```
@@ -26,8 +23,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// Defaults: the `public` namespace, group `DEFAULT_GROUP`, no credentials, the SDK's
 /// cache in a directory of its own under the system's temporary directory (see
-/// [`NacosOptions::with_cache_dir`]), connect timeout [`DEFAULT_CONNECT_TIMEOUT`], connect
-/// now.
+/// [`NacosOptions::with_cache_dir`]), connect timeout 5 s, connect now.
 #[derive(Clone)]
 pub struct NacosOptions {
     pub(super) servers: Vec<String>,
@@ -86,7 +82,7 @@ impl NacosOptions {
             group: names::DEFAULT_GROUP.to_owned(),
             credentials: None,
             cache_dir: None,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            connect_timeout: Duration::from_secs(5),
             connect_in_background: false,
         }
     }
@@ -134,7 +130,7 @@ impl NacosOptions {
         self
     }
 
-    /// Sets how long connecting may take.
+    /// Sets how long connecting may take (default 5 s).
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self

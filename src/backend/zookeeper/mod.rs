@@ -53,7 +53,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use options::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT, ZooKeeperOptions};
+pub use options::ZooKeeperOptions;
 pub use paths::Paths;
 
 use super::consumers::{ConsumerList, ConsumerRegistry};

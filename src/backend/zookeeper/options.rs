@@ -7,12 +7,6 @@ use std::time::Duration;
 use super::paths::Paths;
 use crate::error::Result;
 
-/// Default session timeout asked for by the reading session (consumers, the tool); a
-/// registration asks for its provider's TTL instead.
-pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default time connecting may take.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Connection options for the ZooKeeper backend.
 ///
 /// ```
@@ -27,8 +21,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// Defaults: no group (instances under `/services`, mapping and reports under `/dubbo`), no
 /// credentials (nodes open to anyone, as Dubbo writes them without credentials), reading
-/// session timeout [`DEFAULT_SESSION_TIMEOUT`], connect timeout [`DEFAULT_CONNECT_TIMEOUT`],
-/// connect now.
+/// session timeout 10 s, connect timeout 5 s, connect now.
 #[derive(Clone)]
 pub struct ZooKeeperOptions {
     pub(super) servers: Vec<String>,
@@ -59,8 +52,8 @@ impl ZooKeeperOptions {
             servers: servers.into_iter().map(Into::into).collect(),
             paths: Paths::default(),
             digest: None,
-            session_timeout: DEFAULT_SESSION_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            session_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
             connect_in_background: false,
         }
     }
@@ -91,14 +84,15 @@ impl ZooKeeperOptions {
         self
     }
 
-    /// Sets the session timeout the reading session asks for (the server clamps it to 2 to
-    /// 20 ticks).
+    /// Sets the session timeout the reading session (consumers, the tool) asks for (default
+    /// 10 s; the server clamps it to 2 to 20 ticks). A registration asks for its provider's
+    /// lease TTL instead.
     pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
         self.session_timeout = timeout;
         self
     }
 
-    /// Sets how long connecting may take.
+    /// Sets how long connecting may take (default 5 s).
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self

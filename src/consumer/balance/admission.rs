@@ -33,7 +33,7 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 
 use super::dial::Dialer;
-use crate::consumer::rejections::Rejections;
+use crate::consumer::metadata::Rejections;
 use crate::error::Error;
 use crate::model::{Authority, Endpoint};
 use crate::tls::{LastRefusal, Refusals};

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use tonic::transport::Endpoint as TonicEndpoint;
 
-use super::replay::DEFAULT_REPLAY_LIMIT;
 use crate::consumer::select::{
     Cluster, ConsumerSettings, LoadBalance, MethodSettings, RetryBudget,
 };
@@ -45,31 +44,22 @@ pub struct ChannelOptions {
 impl Default for ChannelOptions {
     fn default() -> Self {
         ChannelOptions {
-            connect_timeout: ChannelOptions::DEFAULT_CONNECT_TIMEOUT,
+            connect_timeout: Duration::from_secs(3),
             request_timeout: None,
             tls: TlsChoice::FromResolver,
-            capacity: ChannelOptions::DEFAULT_CHANGE_CAPACITY,
+            capacity: 1024,
             passive_health: true,
-            endpoint_wait: ChannelOptions::DEFAULT_ENDPOINT_WAIT,
+            endpoint_wait: Duration::from_secs(3),
             tag: CallTag::none(),
             calls: ConsumerSettings::default(),
             retry_budget: RetryBudget::default(),
-            replay_limit: DEFAULT_REPLAY_LIMIT,
+            replay_limit: 64 * 1024,
         }
     }
 }
 
 impl ChannelOptions {
-    /// Default deadline of one connection attempt to an endpoint.
-    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-
-    /// Default number of endpoint changes buffered between the task and the balancer.
-    pub const DEFAULT_CHANGE_CAPACITY: usize = 1024;
-
-    /// Default longest wait of a call for an endpoint (see [`ChannelOptions::endpoint_wait`]).
-    pub const DEFAULT_ENDPOINT_WAIT: Duration = Duration::from_secs(3);
-
-    /// Sets the deadline of one connection attempt (default [`Self::DEFAULT_CONNECT_TIMEOUT`]).
+    /// Sets the deadline of one connection attempt (default 3 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -112,7 +102,7 @@ impl ChannelOptions {
     }
 
     /// Sets how long a call waits for the balancer to have an endpoint that may take it
-    /// (default [`Self::DEFAULT_ENDPOINT_WAIT`]), whatever its deadline: one still waiting then
+    /// (default 3 s), whatever its deadline: one still waiting then
     /// fails with UNAVAILABLE, so a call without a deadline never hangs because no endpoint
     /// comes. While the subscription resolves to nothing, calls fail at once instead,
     /// saying why. A call handed to an endpoint whose connection cannot be made fails after
@@ -204,15 +194,15 @@ impl ChannelOptions {
     }
 
     /// Sets how many bytes of a request body are kept so that a retry can send it again
-    /// (default [`DEFAULT_REPLAY_LIMIT`], 64 KiB): a call whose body is larger is sent
-    /// once.
+    /// (default 64 KiB: a unary call's message is usually far below it): a call whose body is
+    /// larger is sent once.
     pub fn replay_limit(mut self, bytes: usize) -> Self {
         self.replay_limit = bytes;
         self
     }
 
     /// Sets how many endpoint changes are buffered for the balancer (default
-    /// [`Self::DEFAULT_CHANGE_CAPACITY`], at least 1).
+    /// 1024, at least 1).
     pub fn change_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity.max(1);
         self

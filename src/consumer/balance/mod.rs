@@ -41,7 +41,7 @@ use tower::util::BoxService;
 use tracing::Instrument as _;
 
 use crate::consumer::health::HealthRegistry;
-use crate::consumer::rejections::Rejections;
+use crate::consumer::metadata::Rejections;
 use crate::consumer::select::budget::Budget;
 use crate::consumer::select::policy::{ConsumerSettings, Idempotent, RETRIES_HEADER, call_retries};
 use crate::consumer::stats::Counters;
@@ -58,7 +58,6 @@ pub(crate) use dial::TlsChoice;
 pub use discover::{Change, Discovery};
 use feeder::{Feeder, Published};
 use passive::Guarded;
-pub use replay::DEFAULT_REPLAY_LIMIT;
 use service_headers::ServiceHeaders;
 
 /// Requests buffered in front of the balancer (tonic's own default).
@@ -160,7 +159,7 @@ impl tower::Service<Request> for Marked {
 /// which ([`crate::SubscriptionHandle::why_empty`]). A call waiting for a ready endpoint
 /// fails with UNAVAILABLE at its deadline (its `grpc-timeout`, from `Request::set_timeout`,
 /// or [`ChannelOptions::request_timeout`]) or after [`ChannelOptions::endpoint_wait`]
-/// (default [`ChannelOptions::DEFAULT_ENDPOINT_WAIT`]), whichever comes first.
+/// (default 3 s), whichever comes first.
 #[derive(Clone)]
 pub struct BalancedChannel {
     inner: Buffer<Request, BoxedFuture>,

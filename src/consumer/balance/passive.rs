@@ -1,6 +1,9 @@
 //! Passive health: the balanced channel's per-endpoint layer, under the balancer, that
-//! records every call's outcome and latency into the resolver's health, and gives up on the
-//! calls waiting on a provider health finds hung.
+//! records each call's outcome and latency into the resolver's health, asks health to
+//! check a provider whose connection was lost or whose call waits too long, and gives up on
+//! the calls waiting on a provider health finds hung. A channel with
+//! [`passive_health`](crate::consumer::ChannelOptions::passive_health) off lets its calls
+//! through untouched.
 //!
 //! An outcome is a failure when the call fails in transport (a refused connection sets the
 //! address aside at once, see [`crate::consumer::HealthOptions::refused_at_once`]), or when its

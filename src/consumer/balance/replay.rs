@@ -14,10 +14,6 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body as _, Frame, SizeHint};
 
-/// Bytes of a request body kept for retries by default: a unary call's message is
-/// usually far below this; larger bodies are sent once.
-pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
-
 /// One attempt's view of a call's body. Clones start from the beginning.
 pub(super) struct Replay {
     shared: Arc<Mutex<Shared>>,

@@ -102,10 +102,10 @@ impl Default for HealthOptions {
     fn default() -> Self {
         HealthOptions {
             enabled: true,
-            failure_threshold: HealthOptions::DEFAULT_FAILURE_THRESHOLD,
-            probe_interval: HealthOptions::DEFAULT_PROBE_INTERVAL,
-            probe_timeout: HealthOptions::DEFAULT_PROBE_TIMEOUT,
-            probe_concurrency: HealthOptions::DEFAULT_PROBE_CONCURRENCY,
+            failure_threshold: 5,
+            probe_interval: Duration::from_secs(5),
+            probe_timeout: Duration::from_secs(1),
+            probe_concurrency: 16,
             refused_at_once: true,
             probe: None,
             window: Duration::from_secs(10),
@@ -122,18 +122,6 @@ impl Default for HealthOptions {
 }
 
 impl HealthOptions {
-    /// Default consecutive failures that set an endpoint aside (as Envoy's outlier detection).
-    pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
-
-    /// Default time between probes of a set-aside endpoint.
-    pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(5);
-
-    /// Default deadline of one probe.
-    pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
-
-    /// Default number of probes one resolver runs at once.
-    pub const DEFAULT_PROBE_CONCURRENCY: usize = 16;
-
     /// Ignores reports: no endpoint is ever set aside.
     pub fn disabled() -> Self {
         HealthOptions {
@@ -143,27 +131,26 @@ impl HealthOptions {
     }
 
     /// Sets the consecutive failures that set an endpoint aside (default
-    /// [`Self::DEFAULT_FAILURE_THRESHOLD`], at least 1).
+    /// 5, as Envoy's outlier detection; at least 1).
     pub fn failure_threshold(mut self, failures: u32) -> Self {
         self.failure_threshold = failures.max(1);
         self
     }
 
-    /// Sets the time between probes of a set-aside endpoint (default
-    /// [`Self::DEFAULT_PROBE_INTERVAL`]).
+    /// Sets the time between probes of a set-aside endpoint (default 5 s).
     pub fn probe_interval(mut self, interval: Duration) -> Self {
         self.probe_interval = interval;
         self
     }
 
-    /// Sets the deadline of one probe (default [`Self::DEFAULT_PROBE_TIMEOUT`]).
+    /// Sets the deadline of one probe (default 1 s).
     pub fn probe_timeout(mut self, timeout: Duration) -> Self {
         self.probe_timeout = timeout;
         self
     }
 
     /// Sets how many probes the resolver runs at once, over all its subscriptions and
-    /// channels (default [`Self::DEFAULT_PROBE_CONCURRENCY`], at least 1).
+    /// channels (default 16, at least 1).
     pub fn probe_concurrency(mut self, probes: usize) -> Self {
         self.probe_concurrency = probes.max(1);
         self

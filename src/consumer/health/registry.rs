@@ -378,7 +378,7 @@ mod tests {
         assert!(registry.is_hung(&a.address));
         assert_eq!(
             Instant::now() - start,
-            HealthOptions::DEFAULT_PROBE_TIMEOUT,
+            HealthOptions::default().probe_timeout,
             "ejected when the check's deadline passed"
         );
         let stats = counters.snapshot();

@@ -29,22 +29,15 @@ pub struct RetryBudget {
 impl Default for RetryBudget {
     fn default() -> Self {
         RetryBudget {
-            ratio: RetryBudget::DEFAULT_RATIO,
-            min_per_second: RetryBudget::DEFAULT_MIN_PER_SECOND,
-            ttl: RetryBudget::DEFAULT_TTL,
+            ratio: 0.2,
+            min_per_second: 10,
+            ttl: Duration::from_secs(10),
         }
     }
 }
 
 impl RetryBudget {
-    /// Retries may add this share of calls (linkerd's default: 20%).
-    pub const DEFAULT_RATIO: f64 = 0.2;
-    /// Retries allowed per second whatever the calls (linkerd's default).
-    pub const DEFAULT_MIN_PER_SECOND: u32 = 10;
-    /// The window calls and retries are counted over (linkerd's default).
-    pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
-
-    /// Sets the share of calls retries may add (default [`Self::DEFAULT_RATIO`]; clamped to
+    /// Sets the share of calls retries may add (default 0.2, linkerd's; clamped to
     /// 0..=1000; 0 leaves only the floor).
     pub fn ratio(mut self, ratio: f64) -> Self {
         self.ratio = if ratio.is_finite() {
@@ -56,13 +49,13 @@ impl RetryBudget {
     }
 
     /// Sets the retries allowed per second whatever the calls (default
-    /// [`Self::DEFAULT_MIN_PER_SECOND`]).
+    /// 10, linkerd's).
     pub fn min_per_second(mut self, retries: u32) -> Self {
         self.min_per_second = retries;
         self
     }
 
-    /// Sets the window (default [`Self::DEFAULT_TTL`]; at least 1 s, at most 1 h).
+    /// Sets the window (default 10 s, linkerd's; at least 1 s, at most 1 h).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl.clamp(Duration::from_secs(1), Duration::from_secs(3600));
         self

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::backend::Instances;
+use crate::consumer::metadata::AppRevisions;
 use crate::consumer::views::{Membership, Routable, ViewKey, ViewUpdate, Views};
 use crate::model::ServiceInstance;
 
@@ -299,6 +300,19 @@ impl Following {
             .iter()
             .map(|(app, view)| (app.clone(), view.routable().count() as u64))
             .collect()
+    }
+}
+
+impl AppRevisions for AppState {
+    fn revisions(&self) -> impl Iterator<Item = &str> {
+        AppState::revisions(self)
+    }
+
+    fn members_of_due(
+        &mut self,
+        due: impl Fn(&str) -> bool,
+    ) -> Vec<(String, Vec<Arc<ServiceInstance>>)> {
+        AppState::members_of_due(self, due)
     }
 }
 

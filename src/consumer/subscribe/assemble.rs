@@ -1,5 +1,6 @@
-//! Assembling a subscription's endpoint set from its routed instances, their revisions'
-//! metadata and consumer-side health. Pure: no I/O, no clock.
+//! Assembling a subscription's endpoint set from its routed instances and their revisions'
+//! metadata. Pure: no I/O, no clock. Health does not enter it: what health sets aside is
+//! the balancer's to leave out.
 //!
 //! Incremental: an instance's endpoints are rebuilt only when its record or its revision's
 //! metadata changed since the last pass; the others are copied from the last pass. An
@@ -17,9 +18,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::apps::AppState;
-use super::fetches::Key;
 use crate::consumer::endpoints::RevisionEndpoints;
 use crate::consumer::hosts::HostNames;
+use crate::consumer::metadata::Key;
 use crate::consumer::subscription::Subscription;
 use crate::consumer::views::Routable;
 use crate::model::{EMPTY_REVISION, Endpoint, MetadataInfo, ServiceInstance};

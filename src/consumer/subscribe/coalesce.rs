@@ -19,19 +19,16 @@ pub struct CoalesceOptions {
 impl Default for CoalesceOptions {
     fn default() -> Self {
         CoalesceOptions {
-            window: CoalesceOptions::DEFAULT_WINDOW,
+            window: Duration::from_millis(100),
         }
     }
 }
 
 impl CoalesceOptions {
-    /// Default coalescing window: at most one push per 100 ms per subscription. Short enough
-    /// that a single change is seen at once, long enough to merge the burst of a rolling
-    /// deploy, a partition heal or a store re-list into one push.
-    pub const DEFAULT_WINDOW: Duration = Duration::from_millis(100);
-
     /// Sets the coalescing window: the minimum time between two pushes, and so the longest
-    /// a change waits (default [`Self::DEFAULT_WINDOW`]). Zero pushes every change.
+    /// a change waits (default 100 ms: short enough that a single change is seen at once, long
+    /// enough to merge the burst of a rolling deploy, a partition heal or a store re-list
+    /// into one push). Zero pushes every change.
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window;
         self

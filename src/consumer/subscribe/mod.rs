@@ -11,18 +11,20 @@
 //!   ignored; an app leaves only when a valid read no longer names it **and** it has no
 //!   routable instances, after [`APP_RELEASE_GRACE`], so a garbled or deleted mapping
 //!   never strips an app that serves;
-//! * `fetches`: the metadata of new revisions, fetched in the background (retried with
+//! * the metadata of new revisions, fetched in the background by
+//!   `consumer::metadata`'s `fetches` (retried with
 //!   exponential backoff and jitter, never blocking other revisions; the first set waits
 //!   for the first fetches only for [`SubscribeOptions::first_fetch_wait`], 500 ms unless
 //!   set);
-//! * `assemble`: the endpoint set from the routed instances, their metadata and
-//!   consumer-side health (pure, incremental);
+//! * `assemble`: the endpoint set from the routed instances and their metadata (pure,
+//!   incremental; health is the balancer's to apply);
 //! * `publish`: the first set and the coalesced pushes (`coalesce`), only when it changed;
 //! * `restore` and `snapshot`: the local snapshot, served when the registry cannot be
 //!   reached at start and written after pushes;
 //! * `interfaces`: the interface level, followed only when the subscription's migration
-//!   step reads it (see [`crate::consumer::MigrationStep`]); `migration_follow`: the
-//!   migration rule followed; `migration_move`: when a move the rule asks for applies;
+//!   step reads it (see [`crate::consumer::MigrationStep`]); `migration`: the levels a
+//!   subscription reads and why, held by its task; `migration_follow`: the migration rule
+//!   followed; `migration_move`: when a move the rule asks for applies;
 //! * `handle`: what the user holds; `options`: how it behaves; `task`: the select loop.
 //!
 //! Errors never remove anything: a failed read keeps the last state, and an instance
@@ -42,9 +44,9 @@
 mod apps;
 mod assemble;
 pub(crate) mod coalesce;
-mod fetches;
 mod handle;
 mod interfaces;
+mod migration;
 pub(crate) mod migration_follow;
 mod migration_move;
 mod options;

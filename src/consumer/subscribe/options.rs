@@ -27,36 +27,17 @@ impl Default for SubscribeOptions {
         SubscribeOptions {
             coalesce: CoalesceOptions::default(),
             snapshot: None,
-            start_timeout: SubscribeOptions::DEFAULT_START_TIMEOUT,
-            snapshot_wait: SubscribeOptions::DEFAULT_SNAPSHOT_WAIT,
-            first_fetch_wait: SubscribeOptions::DEFAULT_FIRST_FETCH_WAIT,
-            fetch_retry_base: SubscribeOptions::DEFAULT_FETCH_RETRY_BASE,
-            fetch_retry_max: SubscribeOptions::DEFAULT_FETCH_RETRY_MAX,
+            start_timeout: Duration::from_secs(5),
+            snapshot_wait: Duration::from_secs(1),
+            first_fetch_wait: Duration::from_millis(500),
+            fetch_retry_base: Duration::from_millis(500),
+            fetch_retry_max: Duration::from_secs(30),
             migration_step: MigrationStep::default(),
         }
     }
 }
 
 impl SubscribeOptions {
-    /// Default time a new subscription waits for the registry (and the first metadata
-    /// fetches) before it serves from the snapshot, or from what it has.
-    pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(5);
-
-    /// Default time the first set waits for the first metadata fetches, once the registry has
-    /// been read: well under the fetch timeout, so one hung MetadataService never delays the
-    /// others.
-    pub const DEFAULT_FIRST_FETCH_WAIT: Duration = Duration::from_millis(500);
-
-    /// Default time a new subscription that found a snapshot waits for the registry before it
-    /// serves the snapshot.
-    pub const DEFAULT_SNAPSHOT_WAIT: Duration = Duration::from_secs(1);
-
-    /// Default first delay before a failed metadata fetch is retried.
-    pub const DEFAULT_FETCH_RETRY_BASE: Duration = Duration::from_millis(500);
-
-    /// Default longest delay between retries of a failed metadata fetch.
-    pub const DEFAULT_FETCH_RETRY_MAX: Duration = Duration::from_secs(30);
-
     /// Sets which level(s) of discovery a subscription reads unless it says
     /// ([`Subscription::migration`](crate::Subscription::migration)); default
     /// [`MigrationStep::ForceApplication`]: the application level only, no interface-level
@@ -80,7 +61,7 @@ impl SubscribeOptions {
     }
 
     /// Sets how long a new subscription that found a snapshot waits for the registry
-    /// before it serves the snapshot (default [`Self::DEFAULT_SNAPSHOT_WAIT`]; the start timeout
+    /// before it serves the snapshot (default 1 s; the start timeout
     /// bounds it). The snapshot is served marked
     /// ([`SubscriptionHandle::serving_snapshot`](crate::SubscriptionHandle::serving_snapshot))
     /// and gives way to the registry's own state when it answers.
@@ -91,14 +72,15 @@ impl SubscribeOptions {
 
     /// Sets how long a new subscription waits for the store (and its first metadata
     /// fetches) before it serves from the snapshot, or from what it has (default
-    /// [`Self::DEFAULT_START_TIMEOUT`]).
+    /// 5 s).
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
         self
     }
 
     /// Sets how long the first set waits for the first metadata fetches once the store has
-    /// been read (default [`Self::DEFAULT_FIRST_FETCH_WAIT`]). After it the first set goes out
+    /// been read (default 500 ms: well under the fetch timeout, so one hung MetadataService
+    /// never delays the others). After it the first set goes out
     /// with what is known, and a revision still being fetched (a MetadataService that hangs
     /// until the fetch timeout, say) joins when its metadata arrives: one slow revision
     /// never delays the others. Zero publishes as soon as the store has been read. The
@@ -109,7 +91,7 @@ impl SubscribeOptions {
     }
 
     /// Sets the first and the longest delay of background metadata fetch retries (default
-    /// [`Self::DEFAULT_FETCH_RETRY_BASE`] and [`Self::DEFAULT_FETCH_RETRY_MAX`]).
+    /// 500 ms and 30 s).
     pub fn fetch_retry(mut self, base: Duration, max: Duration) -> Self {
         self.fetch_retry_base = base;
         self.fetch_retry_max = max.max(base);

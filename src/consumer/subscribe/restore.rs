@@ -7,8 +7,8 @@ use std::sync::Arc;
 use tokio::task::JoinSet;
 
 use super::apps::Following;
-use super::fetches::Fetching;
 use super::snapshot::{Snapshot, SnapshotOptions, key_of};
+use crate::consumer::metadata::Fetching;
 use crate::consumer::subscription::Subscription;
 use crate::error::{Error, Result};
 use crate::limits::Limits;

@@ -11,9 +11,9 @@ use tokio::time::Instant;
 use super::SubscribeParts;
 use super::apps::{Following, MappingRead};
 use super::assemble::Assembly;
-use super::fetches::{Ended, Fetching, Joined};
 use super::handle::{Shared, SubscriptionHandle};
 use super::interfaces::{InterfaceLevel, InterfaceUpdate};
+use super::migration::{Migration, next_rule};
 use super::migration_follow::RuleNow;
 use super::migration_move::{Decision, PendingMove};
 use super::options::SubscribeOptions;
@@ -21,6 +21,7 @@ use super::publish::{Publisher, Start};
 use super::restore::{self, Snapshots};
 use super::snapshot::Snapshot;
 use crate::consumer::explain::{AppFindings, Explanation};
+use crate::consumer::metadata::{Ended, Fetching, Joined};
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::consumer::views::ViewUpdate;
@@ -63,21 +64,8 @@ pub(super) struct Task {
     dirty: bool,
     /// Set when the registry refused for good: the task stops following it.
     stopped: bool,
-    /// Which level(s) it reads: the migration rule's step for it, else `own_step`.
-    step: MigrationStep,
-    /// Its own step: the subscription's, else the resolver's default.
-    own_step: MigrationStep,
-    /// The consumer app's migration rule, when the app is named.
-    rule: Option<watch::Receiver<RuleNow>>,
-    /// Whether the application level is followed (once started, it stays followed).
-    application_started: bool,
-    /// The interface level, when the step reads it.
-    interface: Option<InterfaceLevel>,
-    /// A move the migration rule asks for, waiting for its target level to be read.
-    pending: Option<PendingMove>,
-    /// The step of the rule's last refused move, and why: not tried again until the rule
-    /// changes.
-    refused: Option<(MigrationStep, String)>,
+    /// Which levels it reads and why: the migration state (`migration.rs`).
+    migration: Migration,
 }
 
 impl Task {
@@ -128,16 +116,10 @@ impl Task {
             subscription: subscription.clone(),
             dirty: false,
             stopped: false,
-            step,
-            own_step: step,
-            rule: None,
-            application_started: false,
-            interface: None,
-            pending: None,
-            refused: None,
+            migration: Migration::new(step),
         };
         let mut task = task;
-        task.rule = task.parts.migration.as_ref().map(|m| m.subscribe());
+        task.migration.rule = task.parts.migration.as_ref().map(|m| m.subscribe());
         let handle = SubscriptionHandle {
             subscription: Arc::new(subscription),
             endpoints: rx,
@@ -152,13 +134,13 @@ impl Task {
 
     pub(super) async fn run(mut self) {
         Counters::bump(&self.parts.counters.subscriptions);
-        if let Some(rule) = &mut self.rule {
+        if let Some(rule) = &mut self.migration.rule {
             // Start at the rule's step when it is read in time, not at ours then switch.
             let answered = rule.wait_for(|now| !matches!(now, RuleNow::Unknown));
             let _ = tokio::time::timeout(RULE_WAIT, answered).await;
-            self.step = self.chosen_step();
+            self.migration.step = self.chosen_step();
         }
-        tracing::debug!(step = %self.step, "subscription started");
+        tracing::debug!(step = %self.migration.step, "subscription started");
         self.start_levels();
         while !self.stopped {
             let now = Instant::now();
@@ -169,8 +151,8 @@ impl Task {
                 () = self.publisher.closed() => Wake::Closed,
                 Some(update) = self.updates.recv() => Wake::Update(update),
                 joined = self.fetching.next() => Wake::Fetched(joined),
-                update = next_interface(&mut self.interface) => Wake::Interface(update),
-                () = next_rule(&mut self.rule) => Wake::Rule,
+                update = next_interface(&mut self.migration.interface) => Wake::Interface(update),
+                () = next_rule(&mut self.migration.rule) => Wake::Rule,
                 written = self.snapshots.written() => Wake::Written(written),
                 () = sleep_until(deadline) => Wake::Timer,
             };
@@ -192,7 +174,7 @@ impl Task {
                 }
                 Wake::Interface(update) => self.on_interface(update),
                 Wake::Rule => {
-                    self.refused = None;
+                    self.migration.refused = None;
                     self.choose_again(now);
                 }
                 Wake::Written(Ok(())) => Counters::bump(&self.parts.counters.snapshot_writes),
@@ -279,13 +261,6 @@ impl Task {
     /// The step the migration rule gives this subscription (else its own) and the rule's
     /// settings for it (none without a rule).
     fn chosen(&self) -> (MigrationStep, MigrationSettings) {
-        let Some(rule) = &self.rule else {
-            return (self.own_step, MigrationSettings::default());
-        };
-        let now = rule.borrow();
-        let Some(rule) = now.rule() else {
-            return (self.own_step, MigrationSettings::default());
-        };
         let key = display_service_key(
             &self.subscription.interface,
             self.subscription.version.as_deref(),
@@ -299,8 +274,7 @@ impl Task {
                 .map(String::as_str)
                 .collect()
         };
-        let settings = rule.settings_for(&key, apps);
-        (settings.step.unwrap_or(self.own_step), settings)
+        self.migration.chosen(&key, apps)
     }
 
     /// Chooses the step again (the rule or the provider apps changed). A move the rule's
@@ -309,12 +283,22 @@ impl Task {
     /// rule changes, nor a pending one started again.
     fn choose_again(&mut self, now: Instant) {
         let (step, settings) = self.chosen();
-        let refused = self.refused.as_ref().is_some_and(|(s, _)| *s == step);
-        if refused || self.pending.as_ref().is_some_and(|p| p.step == step) {
+        let refused = self
+            .migration
+            .refused
+            .as_ref()
+            .is_some_and(|(s, _)| *s == step);
+        if refused
+            || self
+                .migration
+                .pending
+                .as_ref()
+                .is_some_and(|p| p.step == step)
+        {
             return;
         }
-        self.pending = PendingMove::of(self.step, step, &settings, now);
-        if self.pending.is_some() {
+        self.migration.pending = PendingMove::of(self.migration.step, step, &settings, now);
+        if self.migration.pending.is_some() {
             self.start_levels_of(step);
             self.dirty = true;
         } else {
@@ -325,13 +309,13 @@ impl Task {
     /// Decides the pending move once its delay passed and its target level is read,
     /// comparing what the two levels hold for the subscription.
     fn decide_move(&mut self, now: Instant) {
-        let Some(pending) = &self.pending else {
+        let Some(pending) = &self.migration.pending else {
             return;
         };
         if now < pending.not_before() || !self.level_read(pending.step) {
             return;
         }
-        let application = if self.application_started {
+        let application = if self.migration.application_started {
             let parts = &self.parts;
             let set = self.assembly.compute(
                 &self.following.apps,
@@ -343,14 +327,14 @@ impl Task {
         } else {
             0
         };
-        let interface = match &mut self.interface {
+        let interface = match &mut self.migration.interface {
             Some(level) => level
                 .set(&self.subscription, &self.parts.hosts)
                 .endpoints
                 .len(),
             None => 0,
         };
-        let Some(pending) = self.pending.take() else {
+        let Some(pending) = self.migration.pending.take() else {
             return;
         };
         let (target, other) = match pending.step {
@@ -360,10 +344,10 @@ impl Task {
         match pending.decide(target, other) {
             Decision::Apply => self.move_to(pending.step),
             Decision::Refuse(why) => {
-                tracing::warn!(interface = %self.subscription.interface, step = %self.step,
+                tracing::warn!(interface = %self.subscription.interface, step = %self.migration.step,
                     refused = %pending.step, %why,
                     "the migration rule's step is not applied; the subscription keeps its step");
-                self.refused = Some((pending.step, why));
+                self.migration.refused = Some((pending.step, why));
                 self.dirty = true;
             }
         }
@@ -372,8 +356,12 @@ impl Task {
     /// Whether the level(s) `step` reads have been read for a comparison: the interface
     /// level's first set, or the apps and the first metadata of the application level.
     fn level_read(&self, step: MigrationStep) -> bool {
-        let interface = self.interface.as_ref().is_some_and(|level| level.synced);
-        let application = self.application_started
+        let interface = self
+            .migration
+            .interface
+            .as_ref()
+            .is_some_and(|level| level.synced);
+        let application = self.migration.application_started
             && self.following.store_read()
             && !self.fetching.first_fetches_pending();
         (!step.reads_interface() || interface) && (!step.reads_application() || application)
@@ -382,35 +370,35 @@ impl Task {
     /// Moves the subscription to `step`: the levels it reads start being followed, the set
     /// is computed again.
     fn move_to(&mut self, step: MigrationStep) {
-        if step == self.step {
+        if step == self.migration.step {
             return;
         }
-        tracing::info!(interface = %self.subscription.interface, from = %self.step, to = %step,
+        tracing::info!(interface = %self.subscription.interface, from = %self.migration.step, to = %step,
             "migration rule changed the subscription's step");
-        self.step = step;
+        self.migration.step = step;
         self.start_levels_of(step);
         self.dirty = true;
     }
 
     /// Starts following the levels the subscription's step reads.
     fn start_levels(&mut self) {
-        self.start_levels_of(self.step);
+        self.start_levels_of(self.migration.step);
     }
 
     /// Starts following the levels `step` reads that are not followed yet. A level no
     /// longer read stays followed (unused) until the subscription ends, so a rule that
     /// switches back finds it read.
     fn start_levels_of(&mut self, step: MigrationStep) {
-        if step.reads_interface() && self.interface.is_none() {
-            self.interface = Some(InterfaceLevel::start(
+        if step.reads_interface() && self.migration.interface.is_none() {
+            self.migration.interface = Some(InterfaceLevel::start(
                 self.parts.backend.clone(),
                 &self.subscription,
                 self.parts.limits.clone(),
                 self.parts.counters.clone(),
             ));
         }
-        if step.reads_application() && !self.application_started {
-            self.application_started = true;
+        if step.reads_application() && !self.migration.application_started {
+            self.migration.application_started = true;
             if self.subscription.provided_by.is_empty() {
                 self.following.follow_mapping(&self.subscription.interface);
             } else {
@@ -422,20 +410,26 @@ impl Task {
     /// Whether every level the step reads has been read: the apps (their mapping and
     /// each app), the interface level.
     fn store_read(&self) -> bool {
-        (!self.step.reads_application() || self.following.store_read())
-            && self.interface.as_ref().is_none_or(|level| level.synced)
+        (!self.migration.step.reads_application() || self.following.store_read())
+            && self
+                .migration
+                .interface
+                .as_ref()
+                .is_none_or(|level| level.synced)
     }
 
     /// A set (or the refusal) of the interface level.
     fn on_interface(&mut self, update: InterfaceUpdate) {
-        let Some(level) = &mut self.interface else {
+        let Some(level) = &mut self.migration.interface else {
             return;
         };
         self.dirty = true;
         let Some(error) = level.on_update(update) else {
             return;
         };
-        if self.step == MigrationStep::ForceInterface && self.own_step == self.step {
+        if self.migration.step == MigrationStep::ForceInterface
+            && self.migration.own_step == self.migration.step
+        {
             // Asked for by the consumer itself (a rule's step is the operator's, and a
             // rule can change again): the subscription cannot be served.
             self.fail(error);
@@ -449,7 +443,7 @@ impl Task {
 
     /// Computes the set and pushes it if it differs from what subscribers have.
     fn push(&mut self, now: Instant) {
-        let application = if self.step.reads_application() {
+        let application = if self.migration.step.reads_application() {
             self.assembly.compute(
                 &self.following.apps,
                 &self.fetching.metadata,
@@ -460,13 +454,13 @@ impl Task {
             Vec::new()
         };
         // APPLICATION_FIRST at threshold 0.0: the application level when it has any.
-        let from_interface = match self.step {
+        let from_interface = match self.migration.step {
             MigrationStep::ForceApplication => false,
             MigrationStep::ForceInterface => true,
             MigrationStep::ApplicationFirst => application.is_empty(),
         };
         self.show_level(from_interface, &application);
-        let interface_set = match (&mut self.interface, from_interface) {
+        let interface_set = match (&mut self.migration.interface, from_interface) {
             (Some(level), true) => {
                 Some(&level.set(&self.subscription, &self.parts.hosts).endpoints)
             }
@@ -506,8 +500,8 @@ impl Task {
     /// Publishes which level the set comes from (see [`LevelChoice`]) when that changed:
     /// `from_interface`, with `application` the application level's set.
     fn show_level(&mut self, from_interface: bool, application: &[crate::model::Endpoint]) {
-        let reads_interface = self.step.reads_interface();
-        let interface = match &mut self.interface {
+        let reads_interface = self.migration.step.reads_interface();
+        let interface = match &mut self.migration.interface {
             Some(level) if reads_interface && level.synced => Some(
                 level
                     .set(&self.subscription, &self.parts.hosts)
@@ -517,23 +511,28 @@ impl Task {
             _ => None,
         };
         // The rule's when it differs from the consumer's own, or the rule names it too.
-        let from_rule = self.step != self.own_step || self.chosen().1.step == Some(self.step);
+        let from_rule = self.migration.step != self.migration.own_step
+            || self.chosen().1.step == Some(self.migration.step);
         let source = match &self.parts.migration {
             Some(rule) if from_rule => StepSource::Rule(rule.key()),
             _ => StepSource::Own,
         };
         let choice = LevelChoice {
-            step: self.step,
+            step: self.migration.step,
             source,
             level: if from_interface {
                 Level::Interface
             } else {
                 Level::Application
             },
-            application: self.step.reads_application().then_some(application.len()),
+            application: self
+                .migration
+                .step
+                .reads_application()
+                .then_some(application.len()),
             interface,
-            pending: self.pending.as_ref().map(|p| p.step),
-            refused: self.refused.clone(),
+            pending: self.migration.pending.as_ref().map(|p| p.step),
+            refused: self.migration.refused.clone(),
         };
         self.publisher.shared.level.send_if_modified(|known| {
             let changed = **known != choice;
@@ -590,9 +589,10 @@ impl Task {
             from_mapping: self.subscription.provided_by.is_empty(),
             apps: apps.collect(),
             interface_level: self
+                .migration
                 .interface
                 .as_ref()
-                .map(|level| level.findings(self.step)),
+                .map(|level| level.findings(self.migration.step)),
         }
     }
 
@@ -602,7 +602,7 @@ impl Task {
             self.publisher.next_due(self.snapshots.has_read()),
             self.fetching.next_try(),
             self.following.next_release(now),
-            self.pending.as_ref().map(PendingMove::not_before),
+            self.migration.pending.as_ref().map(PendingMove::not_before),
         ]
         .into_iter()
         .flatten()
@@ -677,16 +677,6 @@ async fn next_interface(level: &mut Option<InterfaceLevel>) -> InterfaceUpdate {
         Some(level) => level.next().await,
         None => std::future::pending().await,
     }
-}
-
-/// The next change of the migration rule; pending forever without one.
-async fn next_rule(rule: &mut Option<watch::Receiver<RuleNow>>) {
-    if let Some(rule) = rule
-        && rule.changed().await.is_ok()
-    {
-        return;
-    }
-    std::future::pending().await
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

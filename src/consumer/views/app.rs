@@ -493,9 +493,9 @@ mod tests {
         assert_eq!(routable(&v), 2);
         assert_eq!(
             v.next_release(),
-            Some(now + ProtectionOptions::DEFAULT_WIPE_RECOVERY)
+            Some(now + ProtectionOptions::default().wipe_recovery)
         );
-        let released = v.release_due(now + ProtectionOptions::DEFAULT_WIPE_RECOVERY);
+        let released = v.release_due(now + ProtectionOptions::default().wipe_recovery);
         assert_eq!(released.kept, ["10.0.0.1:1001"]);
         assert_eq!(routable(&v), 1);
         assert!(!v.protection_active());
@@ -532,7 +532,7 @@ mod tests {
         assert!(a.emptied && !a.wiped, "a read that empties the app is held");
         assert_eq!(a.newly_held.len(), 1);
         assert_eq!(routable(&v), 1);
-        v.release_due(now + ProtectionOptions::DEFAULT_WIPE_RECOVERY);
+        v.release_due(now + ProtectionOptions::default().wipe_recovery);
         assert_eq!(routable(&v), 0);
         // The same for a batch of changes (a push that lost the last instances), which a
         // new record of the instance ends.
@@ -582,7 +582,7 @@ mod tests {
         let mut v = AppView::new(ProtectionOptions::default());
         v.seed(instances(1));
         v.reset(list(0, 0, None), now);
-        v.release_due(now + ProtectionOptions::DEFAULT_WIPE_RECOVERY);
+        v.release_due(now + ProtectionOptions::default().wipe_recovery);
         assert_eq!(routable(&v), 0);
     }
 
@@ -610,7 +610,7 @@ mod tests {
         let a = v.apply(vec![InstanceChange::Removed("10.0.0.1:1000".into())], now);
         assert!(a.emptied, "the last one is kept");
         assert_eq!(routable(&v), 1);
-        v.release_due(now + ProtectionOptions::DEFAULT_WIPE_RECOVERY);
+        v.release_due(now + ProtectionOptions::default().wipe_recovery);
         assert_eq!(routable(&v), 0);
         assert!(!v.protection_active());
     }

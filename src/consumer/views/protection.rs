@@ -47,45 +47,16 @@ impl Default for ProtectionOptions {
     fn default() -> Self {
         ProtectionOptions {
             enabled: true,
-            threshold: ProtectionOptions::DEFAULT_THRESHOLD,
-            window: ProtectionOptions::DEFAULT_WINDOW,
-            max_hold: ProtectionOptions::DEFAULT_MAX_HOLD,
-            min_instances: ProtectionOptions::DEFAULT_MIN_INSTANCES,
-            wipe_recovery: ProtectionOptions::DEFAULT_WIPE_RECOVERY,
+            threshold: 0.5,
+            window: Duration::from_secs(15),
+            max_hold: Duration::from_secs(5 * 60),
+            min_instances: 5,
+            wipe_recovery: Duration::from_secs(30),
         }
     }
 }
 
 impl ProtectionOptions {
-    /// Default share of an app's known instances that must expire within the window to hold
-    /// the removals: more than half.
-    ///
-    /// The literature ranges from 15–20% (Eureka's renewal threshold of 85%) to 85%. A low
-    /// threshold holds real crashes of a few instances; a consumer then keeps routing to dead
-    /// instances until their hold ends (consumer-side health sets them aside meanwhile). Half
-    /// is far above what crashes and deploys remove at once (deploys are graceful and never
-    /// count) and far below what a partition between a zone and the store removes.
-    pub const DEFAULT_THRESHOLD: f64 = 0.5;
-
-    /// Default window over which expiries are counted: 15 s, longer than the default lease TTL
-    /// (10 s), so that the expiries of one partition, spread over the keep-alive phases of the
-    /// instances, fall into one window.
-    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(15);
-
-    /// Default longest hold of an expired instance: 5 minutes, enough to ride out a store
-    /// failover or a short partition, short enough that a real mass crash is eventually
-    /// applied.
-    pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(5 * 60);
-
-    /// Default minimum number of known instances for protection to apply: apps with fewer are
-    /// exempt (losing 2 of 3 instances is as likely a crash as a partition).
-    pub const DEFAULT_MIN_INSTANCES: usize = 5;
-
-    /// Default bound of the recovery after a store wipe: 30 s, three lease TTLs of the default
-    /// 10 s, time enough for a provider whose keep-alive finds its lease gone to register
-    /// again. Until it passes, an app keeps the instances it had that have not re-registered.
-    pub const DEFAULT_WIPE_RECOVERY: Duration = Duration::from_secs(30);
-
     /// Never holds mass expiries (the recovery after a store wipe is set apart, with
     /// [`ProtectionOptions::wipe_recovery`]).
     pub fn disabled() -> Self {
@@ -96,25 +67,34 @@ impl ProtectionOptions {
     }
 
     /// Sets the share of an app's known instances (clamped to `0.0..=1.0`) that must
-    /// expire within the window, strictly more than it, to hold the removals (default
-    /// [`Self::DEFAULT_THRESHOLD`]).
+    /// expire within the window, strictly more than it, to hold the removals (default 0.5:
+    /// more than half; NaN keeps the default).
+    ///
+    /// The literature ranges from 15–20% (Eureka's renewal threshold of 85%) to 85%. A low
+    /// threshold holds real crashes of a few instances; a consumer then keeps routing to dead
+    /// instances until their hold ends (consumer-side health sets them aside meanwhile). Half
+    /// is far above what crashes and deploys remove at once (deploys are graceful and never
+    /// count) and far below what a partition between a zone and the store removes.
     pub fn threshold(mut self, share: f64) -> Self {
         self.threshold = if share.is_nan() {
-            ProtectionOptions::DEFAULT_THRESHOLD
+            ProtectionOptions::default().threshold
         } else {
             share.clamp(0.0, 1.0)
         };
         self
     }
 
-    /// Sets the window over which expiries are counted (default
-    /// [`Self::DEFAULT_WINDOW`]).
+    /// Sets the window over which expiries are counted (default 15 s: longer than the
+    /// default lease TTL, 10 s, so that the expiries of one partition, spread over the
+    /// keep-alive phases of the instances, fall into one window).
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window;
         self
     }
 
-    /// Sets the longest an expired instance is held (default [`Self::DEFAULT_MAX_HOLD`]).
+    /// Sets the longest an expired instance is held (default 5 minutes: enough to ride out a
+    /// store failover or a short partition, short enough that a real mass crash is
+    /// eventually applied).
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = max_hold;
         self
@@ -123,7 +103,8 @@ impl ProtectionOptions {
     /// Sets how long, after a re-list found the registry wiped or replaced (its epoch changed
     /// or went, its revision went backwards, or, on a backend with neither, the app was
     /// found empty), each app keeps the instances that have not re-registered (default
-    /// [`Self::DEFAULT_WIPE_RECOVERY`]; zero turns this protection off). It applies to apps of
+    /// 30 s, three lease TTLs of the default 10 s, time enough for a provider whose keep-alive
+    /// finds its lease gone to register again; zero turns this protection off). It applies to apps of
     /// every size. It must cover the backend's re-registration: on ZooKeeper at least 1.5×
     /// the providers' session timeout.
     pub fn wipe_recovery(mut self, bound: Duration) -> Self {
@@ -132,7 +113,7 @@ impl ProtectionOptions {
     }
 
     /// Sets the minimum number of known instances for protection to apply; smaller apps
-    /// are exempt (default [`Self::DEFAULT_MIN_INSTANCES`]).
+    /// are exempt (default 5: losing 2 of 3 instances is as likely a crash as a partition).
     pub fn min_instances(mut self, min: usize) -> Self {
         self.min_instances = min;
         self
@@ -334,7 +315,7 @@ mod tests {
         assert_eq!(p.held().count(), 18);
         assert_eq!(
             p.next_release(),
-            Some(now + ProtectionOptions::DEFAULT_MAX_HOLD)
+            Some(now + ProtectionOptions::default().max_hold)
         );
     }
 
@@ -347,11 +328,11 @@ mod tests {
         assert!(p.returned(&address));
         assert!(!p.is_held(&address));
         assert!(
-            p.release_due(now + ProtectionOptions::DEFAULT_MAX_HOLD / 2)
+            p.release_due(now + ProtectionOptions::default().max_hold / 2)
                 .is_empty()
         );
         assert_eq!(
-            p.release_due(now + ProtectionOptions::DEFAULT_MAX_HOLD)
+            p.release_due(now + ProtectionOptions::default().max_hold)
                 .len(),
             17
         );
@@ -370,7 +351,7 @@ mod tests {
                 p.expired(&address, inst, remaining, now).is_empty(),
                 "expiry {i}"
             );
-            now += ProtectionOptions::DEFAULT_WINDOW;
+            now += ProtectionOptions::default().window;
         }
     }
 
@@ -393,7 +374,7 @@ mod tests {
         assert_eq!(expire(&mut p, 20, 11, now), 11, "more than half is held");
         assert_eq!(
             ProtectionOptions::default().threshold(f64::NAN).threshold,
-            ProtectionOptions::DEFAULT_THRESHOLD
+            ProtectionOptions::default().threshold
         );
         assert_eq!(ProtectionOptions::default().threshold(7.0).threshold, 1.0);
     }

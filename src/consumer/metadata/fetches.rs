@@ -8,27 +8,39 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::apps::AppState;
+use super::source::{MetadataSource, Unfetched};
 use crate::backoff::Backoff;
-use crate::consumer::metadata::{MetadataSource, Unfetched};
 use crate::consumer::stats::Counters;
 use crate::error::Error;
 use crate::model::{MetadataInfo, ServiceInstance};
 use crate::warnings::{Aggregator, aggregated};
 
 /// (app, revision).
-pub(super) type Key = (String, String);
+pub(crate) type Key = (String, String);
+
+/// What fetching needs of an app a subscription follows.
+pub(crate) trait AppRevisions {
+    /// The revisions of its routable instances (`0` left out).
+    fn revisions(&self) -> impl Iterator<Item = &str>;
+
+    /// The revisions for which `due` holds, each with its routable instances (the
+    /// members a fetch may ask).
+    fn members_of_due(
+        &mut self,
+        due: impl Fn(&str) -> bool,
+    ) -> Vec<(String, Vec<Arc<ServiceInstance>>)>;
+}
 
 /// What a fetch ends with.
 type Answer = std::result::Result<Arc<MetadataInfo>, Unfetched>;
 
 /// What a background metadata fetch task ends with.
-pub(super) type Joined =
+pub(crate) type Joined =
     std::result::Result<(tokio::task::Id, (Key, Answer)), tokio::task::JoinError>;
 
 /// What the end of a fetch changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Ended {
+pub(crate) enum Ended {
     /// The revision's metadata became known.
     Known,
     /// It failed, and whether a retry may mend it changed: the explanation of an empty set
@@ -49,7 +61,7 @@ struct Fetch {
 }
 
 /// The metadata of the revisions a subscription uses, known or being fetched.
-pub(super) struct Fetching {
+pub(crate) struct Fetching {
     source: Arc<MetadataSource>,
     /// The first and the longest delay between retries.
     retry: (Duration, Duration),
@@ -144,7 +156,7 @@ impl Fetching {
     /// instances; an app whose set is as before is walked only for a retry that is due.
     pub fn ensure(
         &mut self,
-        apps: &mut BTreeMap<String, AppState>,
+        apps: &mut BTreeMap<String, impl AppRevisions>,
         now: Instant,
         counters: &Counters,
     ) {

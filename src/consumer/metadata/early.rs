@@ -20,8 +20,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::endpoints::by_revision;
-use super::metadata::MetadataSource;
+use super::source::MetadataSource;
+use crate::consumer::endpoints::by_revision;
 use crate::model::ServiceInstance;
 
 /// The early fetches of one list of one app.

@@ -18,8 +18,8 @@ use rand::seq::SliceRandom;
 use tracing::Instrument as _;
 
 use super::rejections::Rejections;
-use super::stats::Counters;
 use crate::backend::MetadataReports;
+use crate::consumer::stats::Counters;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::{

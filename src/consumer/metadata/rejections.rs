@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::stats::Counters;
+use crate::consumer::stats::Counters;
 use crate::error::Error;
 use crate::warnings::{Aggregator, aggregated};
 
