@@ -69,23 +69,47 @@ pub enum Error {
     },
 
     /// The store refused or failed a request for a reason no other variant names.
-    #[error("store error: {0}")]
-    Store(String),
+    #[error("store error: {reason}")]
+    Store {
+        /// What failed, and the store's complaint.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// The store did not accept who we are: wrong user or password, no credentials where
     /// they are required, an invalid or expired token that could not be renewed. Permanent:
     /// retrying the same call cannot help. The message never holds a password.
-    #[error("store authentication failed: {0}")]
-    Unauthenticated(String),
+    #[error("store authentication failed: {reason}")]
+    Unauthenticated {
+        /// What was refused, and why; never a password.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// The store knows who we are but does not let us do this (a read-only user writing, a
     /// user without access to the key range). Permanent: retrying cannot help.
-    #[error("store permission denied: {0}")]
-    PermissionDenied(String),
+    #[error("store permission denied: {reason}")]
+    PermissionDenied {
+        /// What was refused, and the store's complaint.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// The store could not be reached.
-    #[error("store unavailable: {0}")]
-    StoreUnavailable(String),
+    #[error("store unavailable: {reason}")]
+    StoreUnavailable {
+        /// What could not be done, and why.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// A lease that the store does not know (expired or revoked).
     #[error("lease {0} not found (expired or revoked)")]
@@ -93,8 +117,14 @@ pub enum Error {
 
     /// The registry no longer holds a registration's liveness (its lease or session expired
     /// or was revoked): the record is gone; register again.
-    #[error("registration lost: {0}")]
-    RegistrationLost(String),
+    #[error("registration lost: {reason}")]
+    RegistrationLost {
+        /// Which registration, and how it was lost.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// A watch asked for history that the store has compacted away; re-list and watch again.
     #[error("store revision {requested} is compacted (oldest kept: {compacted})")]
@@ -106,8 +136,14 @@ pub enum Error {
     },
 
     /// A watch stream ended: canceled by the store, dropped for lagging, or its connection lost.
-    #[error("watch ended: {0}")]
-    WatchEnded(String),
+    #[error("watch ended: {reason}")]
+    WatchEnded {
+        /// Which watch, and why it ended.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// A compare-and-swap kept losing to concurrent writers.
     #[error("compare-and-swap on {key} still conflicting after {attempts} attempts")]
@@ -143,7 +179,9 @@ pub enum Error {
     Rpc {
         /// The address that was called.
         address: String,
-        /// What the server or the transport said.
+        /// What the server or the transport said; also the [`source`](std::error::Error::source),
+        /// so that a caller holding only a `dyn Error` can downcast it to read the code.
+        #[source]
         status: tonic::Status,
     },
 
@@ -197,6 +235,9 @@ pub enum Error {
         address: String,
         /// What went wrong and what to do about it.
         advice: String,
+        /// The failure of the call, when it failed.
+        #[source]
+        source: Option<Source>,
     },
 
     /// A server's certificate does not pass the identity check for the app it was resolved
@@ -246,6 +287,9 @@ pub enum Error {
         key: String,
         /// What is wrong with it.
         reason: String,
+        /// The parser's error, when one was raised (not YAML, not UTF-8).
+        #[source]
+        source: Option<Source>,
     },
 
     /// A local I/O error (snapshot file, server socket).
@@ -253,13 +297,25 @@ pub enum Error {
     Io(#[source] Arc<std::io::Error>),
 
     /// A gRPC server failed to start or stopped with an error.
-    #[error("server error: {0}")]
-    Server(String),
+    #[error("server error: {reason}")]
+    Server {
+        /// What failed.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// A builder was given an inconsistent or missing setting, or a backend was asked for
     /// what it does not keep.
-    #[error("invalid configuration: {0}")]
-    Config(String),
+    #[error("invalid configuration: {reason}")]
+    Config {
+        /// Which setting, and what is wrong with it.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// A call the API does not allow, whatever the configuration: a bug of the caller's
     /// (rewriting another record through a registration, say). Permanent.
@@ -298,7 +354,72 @@ impl From<std::io::Error> for Error {
     }
 }
 
+/// A constructor per variant that holds a `reason` and an optional `source`, so that a
+/// construction site stays one line; [`Error::caused_by`] adds the source.
+macro_rules! reason_constructors {
+    ($($(#[$doc:meta])* $name:ident => $variant:ident;)*) => {
+        impl Error {
+            $(
+                $(#[$doc])*
+                pub fn $name(reason: impl Into<String>) -> Error {
+                    Error::$variant {
+                        reason: reason.into(),
+                        source: None,
+                    }
+                }
+            )*
+        }
+    };
+}
+
+reason_constructors! {
+    /// An [`Error::Store`] for `reason`, without a source yet.
+    store => Store;
+    /// An [`Error::Unauthenticated`] for `reason`, without a source yet.
+    unauthenticated => Unauthenticated;
+    /// An [`Error::PermissionDenied`] for `reason`, without a source yet.
+    permission_denied => PermissionDenied;
+    /// An [`Error::StoreUnavailable`] for `reason`, without a source yet.
+    store_unavailable => StoreUnavailable;
+    /// An [`Error::RegistrationLost`] for `reason`, without a source yet.
+    registration_lost => RegistrationLost;
+    /// An [`Error::WatchEnded`] for `reason`, without a source yet.
+    watch_ended => WatchEnded;
+    /// An [`Error::Server`] for `reason`, without a source yet.
+    server => Server;
+    /// An [`Error::Config`] for `reason`, without a source yet.
+    config => Config;
+}
+
 impl Error {
+    /// This error with `cause`, the error it was made from, as its
+    /// [`source`](std::error::Error::source), so that a caller can walk the chain or
+    /// downcast it. The message stays as it was built (it may already quote the cause).
+    /// A variant with nothing underneath (no `source` field) is returned as it is.
+    pub fn caused_by(self, cause: impl std::error::Error + Send + Sync + 'static) -> Error {
+        self.with_source(Arc::new(cause))
+    }
+
+    /// [`Self::caused_by`] with a cause already shared.
+    pub(crate) fn with_source(mut self, cause: Source) -> Error {
+        match &mut self {
+            Error::Malformed { source, .. }
+            | Error::Store { source, .. }
+            | Error::Unauthenticated { source, .. }
+            | Error::PermissionDenied { source, .. }
+            | Error::StoreUnavailable { source, .. }
+            | Error::RegistrationLost { source, .. }
+            | Error::WatchEnded { source, .. }
+            | Error::Connect { source, .. }
+            | Error::MetadataServiceMissing { source, .. }
+            | Error::Rule { source, .. }
+            | Error::Server { source, .. }
+            | Error::Config { source, .. } => *source = Some(cause),
+            _ => {}
+        }
+        self
+    }
+
     /// A record that does not parse, for `reason` (no underlying error).
     pub(crate) fn malformed(what: &'static str, reason: impl Into<String>) -> Error {
         Error::Malformed {
@@ -343,9 +464,9 @@ impl Error {
     pub fn is_permanent(&self) -> bool {
         matches!(
             self,
-            Error::Unauthenticated(_)
-                | Error::PermissionDenied(_)
-                | Error::Config(_)
+            Error::Unauthenticated { .. }
+                | Error::PermissionDenied { .. }
+                | Error::Config { .. }
                 | Error::Misuse(_)
         )
     }
@@ -357,7 +478,7 @@ impl Error {
         if self.is_permanent() {
             self
         } else {
-            Error::WatchEnded(self.to_string())
+            Error::watch_ended(self.to_string()).caused_by(self)
         }
     }
 
@@ -365,10 +486,10 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Error::StoreUnavailable(_)
+            Error::StoreUnavailable { .. }
                 | Error::Timeout { .. }
                 | Error::Connect { .. }
-                | Error::WatchEnded(_)
+                | Error::WatchEnded { .. }
                 | Error::Contended { .. }
                 | Error::MetadataUnavailable { .. }
         ) || matches!(self, Error::Rpc { status, .. } if status.code() == tonic::Code::Unavailable)
@@ -388,7 +509,7 @@ mod tests {
             after: Duration::from_secs(3),
         };
         assert!(timeout.clone().is_transient());
-        let refused = Error::Unauthenticated("wrong password".into());
+        let refused = Error::unauthenticated("wrong password");
         assert!(refused.clone().is_permanent());
         let io = Error::from(std::io::Error::other("disk gone"));
         assert_eq!(io.clone().to_string(), io.to_string());

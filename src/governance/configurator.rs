@@ -1264,7 +1264,7 @@ configs:
         ];
         for yaml in refused {
             match Configurators::parse("shop.OrderService::.configurators", yaml) {
-                Err(Error::Rule { key, reason }) => {
+                Err(Error::Rule { key, reason, .. }) => {
                     assert_eq!(key, "shop.OrderService::.configurators");
                     assert!(!reason.is_empty());
                 }

@@ -18,6 +18,7 @@ pub(crate) fn rule_error(key: &str, reason: impl Into<String>) -> Error {
     Error::Rule {
         key: Error::shorten(key),
         reason: reason.into(),
+        source: None,
     }
 }
 
@@ -33,8 +34,9 @@ pub(crate) fn load(key: &str, text: &str) -> crate::Result<Mapping> {
             ),
         ));
     }
-    let value: Value = serde_yaml_ng::from_str(text)
-        .map_err(|e| rule_error(key, format!("not YAML: {}", Error::shorten(&e.to_string()))))?;
+    let value: Value = serde_yaml_ng::from_str(text).map_err(|e| {
+        rule_error(key, format!("not YAML: {}", Error::shorten(&e.to_string()))).caused_by(e)
+    })?;
     match value {
         Value::Mapping(map) => Ok(map),
         Value::Null => Err(rule_error(key, "empty rule")),

@@ -46,7 +46,7 @@ impl IdentityCheck {
     /// A check by `rule`, trusting the CA certificates in `ca_pem` (one or more PEM
     /// `CERTIFICATE` blocks). Fails when there is none or one does not parse.
     pub fn new(rule: IdentityRule, ca_pem: impl AsRef<[u8]>) -> Result<Self> {
-        let unusable = |reason: String| Error::Config(format!("identity check: {reason}"));
+        let unusable = |reason: String| Error::config(format!("identity check: {reason}"));
         let certificates = CertificateDer::pem_slice_iter(ca_pem.as_ref())
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| unusable(format!("the CA certificates do not parse: {e}")))?;

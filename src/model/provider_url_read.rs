@@ -170,7 +170,7 @@ impl ProviderUrl {
     /// required (the `interface` parameter or the path).
     fn check_read(&self) -> Result<()> {
         self.validate().map_err(|e| match e {
-            Error::Config(reason) => malformed(
+            Error::Config { reason, .. } => malformed(
                 reason
                     .strip_prefix("interface-level URL: ")
                     .unwrap_or(&reason)

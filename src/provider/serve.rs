@@ -83,7 +83,7 @@ impl Provider {
         ResBody::Error: Into<StdError>,
     {
         if let MetadataServing::OwnPort(addr) = self.settings.serving {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "`serve` adds MetadataService to your router, yet `serve_metadata_on({addr})` \
                  asks for a listener of its own: use one of the two"
             )));
@@ -139,7 +139,7 @@ impl Provider {
         let result = tokio::select! {
             result = lifecycle => {
                 stop.cancel();
-                let served = server.await.map_err(|e| Error::Server(e.to_string()));
+                let served = server.await.map_err(|e| Error::server(e.to_string()));
                 result.and(served)
             }
             served = &mut server => {
@@ -150,7 +150,7 @@ impl Provider {
                 tracing::error!(error = %reason, "server failed; deregistering at once");
                 // It logs whether the record was deleted.
                 let _ = self.shared.deregister_gracefully(Duration::ZERO).await;
-                Err(Error::Server(reason))
+                Err(Error::server(reason))
             }
         };
         self.stop_tasks().await;

@@ -12,6 +12,7 @@ pub fn read(path: &Path) -> Result<String, Error> {
     let refuse = |reason: String| Error::Rule {
         key: path.display().to_string(),
         reason,
+        source: None,
     };
     let file = std::fs::File::open(path).map_err(|e| refuse(format!("cannot read: {e}")))?;
     let mut bytes = Vec::new();

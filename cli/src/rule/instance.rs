@@ -227,6 +227,7 @@ fn refuse(key: &str, reason: impl Into<String>) -> Error {
     Error::Rule {
         key: key.to_owned(),
         reason: reason.into(),
+        source: None,
     }
 }
 

@@ -143,7 +143,7 @@ impl Connector {
         match tokio::time::timeout(self.options.connect_timeout, building).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(map_error(e, what)),
-            Err(_) => Err(Error::StoreUnavailable(format!(
+            Err(_) => Err(Error::store_unavailable(format!(
                 "{what}: no answer within {:?}",
                 self.options.connect_timeout
             ))),
@@ -246,7 +246,7 @@ pub(super) fn map_error(error: SdkError, what: &str) -> Error {
     let text = error.to_string();
     let lower = text.to_ascii_lowercase();
     if is_over_limit(&error) {
-        return Error::Store(format!(
+        return Error::store(format!(
             "{what}: a reply of the Nacos server is over the gRPC message limit the SDK \
              accepts (4 MiB): {text}"
         ));
@@ -256,40 +256,40 @@ pub(super) fn map_error(error: SdkError, what: &str) -> Error {
             let message = message.unwrap_or_default();
             let lower = message.to_ascii_lowercase();
             if lower.contains("permission") {
-                Error::PermissionDenied(format!("{what}: Nacos refused: {message}"))
+                Error::permission_denied(format!("{what}: Nacos refused: {message}"))
             } else if is_auth_code(code) || is_auth_code(error_code) || lower.contains("auth") {
-                Error::Unauthenticated(format!("{what}: Nacos refused the credentials: {message}"))
+                Error::unauthenticated(format!("{what}: Nacos refused the credentials: {message}"))
             } else {
-                Error::Store(format!(
+                Error::store(format!(
                     "{what}: Nacos answered {code}/{error_code}: {message}"
                 ))
             }
         }
         SdkError::TonicGrpcStatus(status) => match status.code() {
             tonic::Code::Unauthenticated => {
-                Error::Unauthenticated(format!("{what}: Nacos refused the credentials"))
+                Error::unauthenticated(format!("{what}: Nacos refused the credentials"))
             }
             tonic::Code::PermissionDenied => {
-                Error::PermissionDenied(format!("{what}: Nacos refused access"))
+                Error::permission_denied(format!("{what}: Nacos refused access"))
             }
             tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => {
-                Error::StoreUnavailable(format!("{what}: {}", status.message()))
+                Error::store_unavailable(format!("{what}: {}", status.message()))
             }
-            _ => Error::Store(format!("{what}: Nacos: {text}")),
+            _ => Error::store(format!("{what}: Nacos: {text}")),
         },
         SdkError::ErrResult(_) if lower.contains("403") || lower.contains("unauthorized") => {
-            Error::Unauthenticated(format!("{what}: Nacos refused the credentials"))
+            Error::unauthenticated(format!("{what}: Nacos refused the credentials"))
         }
         SdkError::InvalidParam(..) | SdkError::WrongServerAddress(_) => {
-            Error::Config(format!("{what}: {text}"))
+            Error::config(format!("{what}: {text}"))
         }
         SdkError::Serialization(_) => Error::malformed("Nacos reply", format!("{what}: {text}")),
         SdkError::ClientUnhealthy(_)
         | SdkError::ClientShutdown(_)
         | SdkError::NoAvailableServer
         | SdkError::TonicGrpcTransport(_)
-        | SdkError::GrpcBufferRequest(_) => Error::StoreUnavailable(format!("{what}: {text}")),
-        _ => Error::Store(format!("{what}: Nacos: {text}")),
+        | SdkError::GrpcBufferRequest(_) => Error::store_unavailable(format!("{what}: {text}")),
+        _ => Error::store(format!("{what}: Nacos: {text}")),
     }
 }
 
@@ -307,7 +307,10 @@ mod tests {
             403,
             Some("NO_NAMESPACE_PERMISSION, user no such namespace permission: dev".into()),
         );
-        assert!(matches!(map_error(denied, "x"), Error::PermissionDenied(_)));
+        assert!(matches!(
+            map_error(denied, "x"),
+            Error::PermissionDenied { .. }
+        ));
         assert!(map_error(SdkError::NoAvailableServer, "x").is_transient());
         assert!(map_error(SdkError::ClientUnhealthy("down".into()), "x").is_transient());
         let big = SdkError::TonicGrpcStatus(tonic::Status::out_of_range(

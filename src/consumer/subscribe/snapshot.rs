@@ -46,7 +46,7 @@ impl SnapshotOptions {
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         created.map_err(|e| {
-            Error::Config(format!(
+            Error::config(format!(
                 "the snapshot directory {} cannot be created: {e}",
                 self.dir.display()
             ))
@@ -152,7 +152,7 @@ impl Snapshot {
         };
         let name = path
             .file_name()
-            .ok_or_else(|| Error::Config(format!("snapshot path {path:?} has no file name")))?;
+            .ok_or_else(|| Error::config(format!("snapshot path {path:?} has no file name")))?;
         let tmp = dir.join(format!(
             ".{}.tmp-{}-{}",
             name.to_string_lossy(),

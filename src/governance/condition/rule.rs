@@ -67,6 +67,7 @@ impl ConditionRule {
         let refuse = |reason: String| Error::Rule {
             key: key.to_owned(),
             reason,
+            source: None,
         };
         if yaml.len() > MAX_RULE_BYTES {
             return Err(refuse(format!(
