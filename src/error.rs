@@ -3,10 +3,54 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The underlying error a variant keeps as its [`source`](std::error::Error::source):
-/// shared, so that an [`Error`] is `Clone` and a cached failure is handed out again as it
-/// was made.
-pub type Source = Arc<dyn std::error::Error + Send + Sync>;
+/// The underlying error a variant keeps as its [`source`](std::error::Error::source), of
+/// any type: built with `Source::from(error)` or [`Error::caused_by`].
+pub type Source = Shared<dyn std::error::Error + Send + Sync>;
+
+/// An error kept under an [`Error`]: shared, so that an [`Error`] is `Clone` and a cached
+/// failure is handed out again as it was made. It derefs to the error itself and is no
+/// error of its own, so that [`source`](std::error::Error::source) returns the error it
+/// was made from, which downcasts to its type (an `Arc` would be returned as itself).
+pub struct Shared<E: ?Sized>(Arc<E>);
+
+impl<E> Shared<E> {
+    /// Keeps `error`.
+    pub fn new(error: E) -> Self {
+        Shared(Arc::new(error))
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for Source {
+    fn from(error: E) -> Self {
+        Shared(Arc::new(error))
+    }
+}
+
+impl<E: ?Sized> Clone for Shared<E> {
+    fn clone(&self) -> Self {
+        Shared(Arc::clone(&self.0))
+    }
+}
+
+impl<E: ?Sized> std::ops::Deref for Shared<E> {
+    type Target = E;
+
+    fn deref(&self) -> &E {
+        &self.0
+    }
+}
+
+impl<E: std::fmt::Debug + ?Sized> std::fmt::Debug for Shared<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<E: std::fmt::Display + ?Sized> std::fmt::Display for Shared<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// Everything that can go wrong in Introspect, with variants that say what went wrong.
 ///
@@ -294,7 +338,7 @@ pub enum Error {
 
     /// A local I/O error (snapshot file, server socket).
     #[error("i/o error: {0}")]
-    Io(#[source] Arc<std::io::Error>),
+    Io(#[source] Shared<std::io::Error>),
 
     /// A gRPC server failed to start or stopped with an error.
     #[error("server error: {reason}")]
@@ -350,7 +394,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl From<std::io::Error> for Error {
     fn from(error: std::io::Error) -> Self {
-        Error::Io(Arc::new(error))
+        Error::Io(Shared::new(error))
     }
 }
 
@@ -397,7 +441,7 @@ impl Error {
     /// downcast it. The message stays as it was built (it may already quote the cause).
     /// A variant with nothing underneath (no `source` field) is returned as it is.
     pub fn caused_by(self, cause: impl std::error::Error + Send + Sync + 'static) -> Error {
-        self.with_source(Arc::new(cause))
+        self.with_source(Source::from(cause))
     }
 
     /// [`Self::caused_by`] with a cause already shared.
@@ -437,7 +481,7 @@ impl Error {
         Error::Malformed {
             what,
             reason: error.to_string(),
-            source: Some(Arc::new(error)),
+            source: Some(Source::from(error)),
         }
     }
 
@@ -526,6 +570,66 @@ mod tests {
                 .source()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn an_error_made_from_another_keeps_it_as_its_source_and_its_message() {
+        let parsed = serde_json::from_slice::<serde_json::Value>(b"{oops").unwrap_err();
+        let text = format!("read x: {parsed}");
+        let error = Error::store_unavailable(text.clone()).caused_by(parsed);
+        assert_eq!(error.to_string(), format!("store unavailable: {text}"));
+        assert!(error.is_transient() && !error.is_permanent());
+        let source = error.clone().source().map(ToString::to_string);
+        let kept = error.source().expect("the parser's error");
+        assert!(kept.downcast_ref::<serde_json::Error>().is_some());
+        assert_eq!(source, Some(kept.to_string()));
+        let refused = Error::config("bad path").caused_by(std::io::Error::other("denied"));
+        assert!(refused.is_permanent());
+        let io = refused.source().expect("the i/o error");
+        assert!(io.downcast_ref::<std::io::Error>().is_some());
+        assert!(Error::config("bad path").source().is_none());
+        let disk = Error::from(std::io::Error::other("disk gone"));
+        let io = disk
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(io.map(ToString::to_string).as_deref(), Some("disk gone"));
+    }
+
+    #[test]
+    fn a_variant_with_nothing_underneath_stays_as_it_is() {
+        let error = Error::NotFound("app shop".into()).caused_by(std::io::Error::other("x"));
+        assert!(error.source().is_none());
+        assert_eq!(error.to_string(), "not found: app shop");
+    }
+
+    #[test]
+    fn a_failed_call_gives_its_status_as_its_source() {
+        let error = Error::Rpc {
+            address: "h:1".into(),
+            status: tonic::Status::unavailable("no leader"),
+        };
+        let status = error
+            .source()
+            .and_then(|s| s.downcast_ref::<tonic::Status>());
+        assert_eq!(
+            status.map(tonic::Status::code),
+            Some(tonic::Code::Unavailable)
+        );
+        assert!(error.is_transient());
+    }
+
+    #[cfg(any(feature = "zookeeper", feature = "nacos"))]
+    #[test]
+    fn an_ended_follow_keeps_the_read_that_ended_it() {
+        let read = Error::store_unavailable("read /a: connection lost");
+        let ended = read.ending_follow();
+        assert_eq!(
+            ended.to_string(),
+            "watch ended: store unavailable: read /a: connection lost"
+        );
+        let source = ended.source().and_then(|s| s.downcast_ref::<Error>());
+        assert!(matches!(source, Some(Error::StoreUnavailable { .. })));
+        assert!(Error::config("x").ending_follow().is_permanent());
     }
 
     #[test]

@@ -199,12 +199,14 @@ fn password(user: &str) -> Result<String> {
         Error::config(format!(
             "no password for user {user}: set {PASSWORD_VAR} or run on a terminal ({e})"
         ))
+        .caused_by(e)
     })
 }
 
 fn read_pem(path: &Path, flag: &str) -> Result<Vec<u8>> {
-    std::fs::read(path)
-        .map_err(|e| Error::config(format!("cannot read {flag} {}: {e}", path.display())))
+    std::fs::read(path).map_err(|e| {
+        Error::config(format!("cannot read {flag} {}: {e}", path.display())).caused_by(e)
+    })
 }
 
 /// "etcd unreachable" as one readable line: the endpoints as a plain list, then the cause.

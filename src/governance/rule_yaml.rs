@@ -297,4 +297,19 @@ mod tests {
         let err = load("k", &big).unwrap_err().to_string();
         assert!(err.contains("over the limit"), "{err}");
     }
+
+    #[test]
+    fn a_text_that_is_not_yaml_keeps_the_parser_error() {
+        use std::error::Error as _;
+        let err = load("k", "a: [").unwrap_err();
+        let source = err
+            .source()
+            .and_then(|s| s.downcast_ref::<serde_yaml_ng::Error>());
+        let source = source.expect("the YAML parser's error");
+        assert!(
+            err.to_string()
+                .contains(&Error::shorten(&source.to_string()))
+        );
+        assert!(load("k", "").unwrap_err().source().is_none());
+    }
 }

@@ -54,6 +54,7 @@ impl ServerIdentity {
                 Error::config(format!(
                     "server identity: the certificate does not parse: {e}"
                 ))
+                .caused_by(e)
             })?;
         // The parser's complaint is left out: it may quote the key's text.
         PrivateKeyDer::from_pem_slice(key_pem.as_ref()).map_err(|_| {

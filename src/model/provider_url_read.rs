@@ -179,7 +179,7 @@ impl ProviderUrl {
             other => other,
         })?;
         crate::model::names::validate_interface(self.interface())
-            .map_err(|e| malformed(format!("the interface: {e}")))
+            .map_err(|e| malformed(format!("the interface: {e}")).caused_by(e))
     }
 }
 

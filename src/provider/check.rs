@@ -43,7 +43,7 @@ impl Provider {
         Err(Error::MetadataServiceMissing {
             address: authority(&host, port),
             advice,
-            source: Some(std::sync::Arc::new(e)),
+            source: Some(e.into()),
         })
     }
 }

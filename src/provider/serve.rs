@@ -139,18 +139,22 @@ impl Provider {
         let result = tokio::select! {
             result = lifecycle => {
                 stop.cancel();
-                let served = server.await.map_err(|e| Error::server(e.to_string()));
+                let served = server.await.map_err(|e| Error::server(e.to_string()).caused_by(e));
                 result.and(served)
             }
             served = &mut server => {
-                let reason = match served {
-                    Ok(()) => "the server stopped before the shutdown signal".to_owned(),
-                    Err(e) => e.to_string(),
+                let (reason, cause) = match served {
+                    Ok(()) => ("the server stopped before the shutdown signal".to_owned(), None),
+                    Err(e) => (e.to_string(), Some(e)),
                 };
                 tracing::error!(error = %reason, "server failed; deregistering at once");
                 // It logs whether the record was deleted.
                 let _ = self.shared.deregister_gracefully(Duration::ZERO).await;
-                Err(Error::server(reason))
+                let error = Error::server(reason);
+                Err(match cause {
+                    Some(e) => error.caused_by(e),
+                    None => error,
+                })
             }
         };
         self.stop_tasks().await;

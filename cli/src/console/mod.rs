@@ -216,7 +216,9 @@ pub async fn start(resolver: Resolver, options: ConsoleOptions) -> Result<Consol
     options.check()?;
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
-        .map_err(|e| Error::config(format!("cannot listen on {}: {e}", options.listen)))?;
+        .map_err(|e| {
+            Error::config(format!("cannot listen on {}: {e}", options.listen)).caused_by(e)
+        })?;
     let addr = listener.local_addr()?;
     let (fleet, running) = fleet::Fleet::start(resolver, &options);
     let auth = Arc::new(auth::Auth::new(options.token.clone(), addr));

@@ -87,6 +87,7 @@ impl<R: KvRecord> KvRegistration<R> {
         match error {
             Error::LeaseNotFound(lease) => {
                 Error::registration_lost(format!("lease {lease} expired or was revoked"))
+                    .caused_by(error)
             }
             other => other,
         }

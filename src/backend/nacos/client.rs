@@ -243,9 +243,14 @@ pub(super) fn is_over_limit(error: &SdkError) -> bool {
 /// permission is permanent; connection trouble is transient; a reply over gRPC's message
 /// limit says so.
 pub(super) fn map_error(error: SdkError, what: &str) -> Error {
+    sort_error(&error, what).caused_by(error)
+}
+
+/// [`map_error`] without the source.
+fn sort_error(error: &SdkError, what: &str) -> Error {
     let text = error.to_string();
     let lower = text.to_ascii_lowercase();
-    if is_over_limit(&error) {
+    if is_over_limit(error) {
         return Error::store(format!(
             "{what}: a reply of the Nacos server is over the gRPC message limit the SDK \
              accepts (4 MiB): {text}"
@@ -253,11 +258,11 @@ pub(super) fn map_error(error: SdkError, what: &str) -> Error {
     }
     match error {
         SdkError::ErrResponse(_, code, error_code, message) => {
-            let message = message.unwrap_or_default();
+            let message = message.as_deref().unwrap_or_default();
             let lower = message.to_ascii_lowercase();
             if lower.contains("permission") {
                 Error::permission_denied(format!("{what}: Nacos refused: {message}"))
-            } else if is_auth_code(code) || is_auth_code(error_code) || lower.contains("auth") {
+            } else if is_auth_code(*code) || is_auth_code(*error_code) || lower.contains("auth") {
                 Error::unauthenticated(format!("{what}: Nacos refused the credentials: {message}"))
             } else {
                 Error::store(format!(
@@ -311,7 +316,13 @@ mod tests {
             map_error(denied, "x"),
             Error::PermissionDenied { .. }
         ));
-        assert!(map_error(SdkError::NoAvailableServer, "x").is_transient());
+        let unavailable = map_error(SdkError::NoAvailableServer, "x");
+        assert!(unavailable.is_transient());
+        let source = std::error::Error::source(&unavailable);
+        assert!(matches!(
+            source.and_then(|s| s.downcast_ref::<SdkError>()),
+            Some(SdkError::NoAvailableServer)
+        ));
         assert!(map_error(SdkError::ClientUnhealthy("down".into()), "x").is_transient());
         let big = SdkError::TonicGrpcStatus(tonic::Status::out_of_range(
             "decoded message length too large: found 5000000 bytes, the limit is: 4194304 bytes",

@@ -131,8 +131,7 @@ impl ConfigCentre for NacosBackend {
                         last = now;
                         state
                     }
-                    Err(e) if e.is_permanent() => Err(e),
-                    Err(e) => Err(Error::watch_ended(e.to_string())),
+                    Err(e) => Err(e.ending_follow()),
                 };
                 if !forward_config(&states, state) {
                     break;

@@ -73,7 +73,7 @@ impl HttpReader {
             .timeout(READ_TIMEOUT)
             .no_proxy()
             .build()
-            .map_err(|e| Error::config(format!("an HTTP client for Nacos: {e}")))?;
+            .map_err(|e| Error::config(format!("an HTTP client for Nacos: {e}")).caused_by(e))?;
         Ok(HttpReader {
             client,
             options,
@@ -130,8 +130,9 @@ impl HttpReader {
             let status = sent.status();
             let body = read_bounded(sent, what).await?;
             if status.is_success() {
-                let answer: ListAnswer = serde_json::from_slice(&body)
-                    .map_err(|e| Error::malformed("Nacos reply", format!("{what}: {e}")))?;
+                let answer: ListAnswer = serde_json::from_slice(&body).map_err(|e| {
+                    Error::malformed("Nacos reply", format!("{what}: {e}")).caused_by(e)
+                })?;
                 return Ok(answer.hosts);
             }
             let text = Error::shorten(&String::from_utf8_lossy(&body));
@@ -171,8 +172,9 @@ impl HttpReader {
                 "{what}: Nacos refused the credentials ({status}): {text}"
             )));
         }
-        let login: LoginAnswer = serde_json::from_slice(&body)
-            .map_err(|e| Error::malformed("Nacos login reply", format!("{what}: {e}")))?;
+        let login: LoginAnswer = serde_json::from_slice(&body).map_err(|e| {
+            Error::malformed("Nacos login reply", format!("{what}: {e}")).caused_by(e)
+        })?;
         let ttl = Duration::from_secs(login.token_ttl.max(10));
         let token = Token {
             value: login.access_token,
@@ -220,7 +222,7 @@ fn too_large(size: usize, what: &str) -> Error {
 }
 
 fn transport_error(error: reqwest::Error, what: &str) -> Error {
-    Error::store_unavailable(format!("{what}: {error}"))
+    Error::store_unavailable(format!("{what}: {error}")).caused_by(error)
 }
 
 fn answer_error(status: reqwest::StatusCode, text: &str, what: &str) -> Error {

@@ -246,7 +246,7 @@ async fn create_parents(
 /// Sorts a client error into the crate's, naming `what` failed. Credentials and
 /// permissions are permanent; connection trouble is transient.
 pub(super) fn map_error(error: zk::Error, what: &str) -> Error {
-    match error {
+    let sorted = match &error {
         zk::Error::NoAuth => Error::permission_denied(format!(
             "{what}: ZooKeeper refused access (the node's ACL does not let these credentials in)"
         )),
@@ -263,7 +263,8 @@ pub(super) fn map_error(error: zk::Error, what: &str) -> Error {
         }
         zk::Error::BadArguments(reason) => Error::config(format!("{what}: {reason}")),
         other => Error::store(format!("{what}: ZooKeeper: {other}")),
-    }
+    };
+    sorted.caused_by(error)
 }
 
 #[cfg(test)]
@@ -278,5 +279,7 @@ mod tests {
         assert!(map_error(zk::Error::SessionExpired, "x").is_transient());
         let other = map_error(zk::Error::NotEmpty, "delete /a");
         assert!(!other.is_permanent() && other.to_string().contains("delete /a"));
+        let source = std::error::Error::source(&other).and_then(|s| s.downcast_ref::<zk::Error>());
+        assert!(matches!(source, Some(zk::Error::NotEmpty)));
     }
 }

@@ -50,6 +50,7 @@ impl SnapshotOptions {
                 "the snapshot directory {} cannot be created: {e}",
                 self.dir.display()
             ))
+            .caused_by(e)
         })
     }
 
@@ -127,7 +128,8 @@ impl Snapshot {
         if hex::encode(Sha256::digest(body)) != checksum {
             return Err(bad("checksum mismatch (truncated or corrupt)"));
         }
-        let snapshot: Snapshot = serde_json::from_slice(body).map_err(|e| bad(&e.to_string()))?;
+        let snapshot: Snapshot =
+            serde_json::from_slice(body).map_err(|e| Error::unparsable("snapshot", e))?;
         for (app, instances) in &snapshot.instances {
             for instance in instances {
                 instance.validate()?;

@@ -75,8 +75,8 @@ impl ConditionRule {
                 yaml.len()
             )));
         }
-        let value: Value =
-            serde_yaml_ng::from_str(yaml).map_err(|e| refuse(format!("not YAML: {e}")))?;
+        let value: Value = serde_yaml_ng::from_str(yaml)
+            .map_err(|e| refuse(format!("not YAML: {e}")).caused_by(e))?;
         let Value::Mapping(map) = value else {
             return Err(refuse(format!(
                 "a rule must be a map, not {}",

@@ -8,18 +8,19 @@ use crate::error::Error;
 /// Sorts an `etcd-client` error for the layers above; `what` says what was being done.
 pub(super) fn map_error(error: etcd_client::Error, what: &str) -> Error {
     use etcd_client::Error as E;
-    match error {
-        E::GRpcStatus(status) => map_status(&status, what),
+    let sorted = match &error {
+        E::GRpcStatus(status) => map_status(status, what),
         E::TransportError(e) => Error::store_unavailable(format!("{what}: {e}")),
         E::IoError(e) => Error::store_unavailable(format!("{what}: {e}")),
         E::WatchError(e) => Error::watch_ended(format!("{what}: {e}")),
         E::InvalidArgs(e) => Error::store(format!("{what}: invalid arguments: {e}")),
         other => Error::store(format!("{what}: {other}")),
-    }
+    };
+    sorted.caused_by(error)
 }
 
-/// Sorts a gRPC status from etcd; see [`map_error`].
-pub(super) fn map_status(status: &tonic::Status, what: &str) -> Error {
+/// Sorts a gRPC status from etcd; see [`map_error`], which keeps the error as the source.
+fn map_status(status: &tonic::Status, what: &str) -> Error {
     let message = status.message();
     let auth_failure = message.contains("authentication failed")
         || message.contains("user name is empty")
@@ -126,5 +127,26 @@ mod tests {
         assert!(matches!(&token, Error::Unauthenticated { .. }), "{token}");
         let other = map_status(&tonic::Status::invalid_argument("etcdserver: bad"), "x");
         assert!(matches!(other, Error::Store { .. }));
+    }
+
+    #[test]
+    fn keeps_the_client_error_as_the_source() {
+        use std::error::Error as _;
+        let error = map_error(etcd_client::Error::InvalidArgs("no key".into()), "put");
+        assert_eq!(
+            error.to_string(),
+            "store error: put: invalid arguments: no key"
+        );
+        let source = error
+            .source()
+            .and_then(|s| s.downcast_ref::<etcd_client::Error>());
+        assert!(matches!(source, Some(etcd_client::Error::InvalidArgs(_))));
+        let status = tonic::Status::unavailable("etcdserver: no leader");
+        let error = map_error(etcd_client::Error::GRpcStatus(status), "get");
+        assert!(error.is_transient());
+        let source = error
+            .source()
+            .and_then(|s| s.downcast_ref::<etcd_client::Error>());
+        assert!(matches!(source, Some(etcd_client::Error::GRpcStatus(_))));
     }
 }

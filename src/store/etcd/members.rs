@@ -195,14 +195,13 @@ fn unreachable(error: &Error) -> bool {
 
 /// Sorts an error of connecting to `endpoint`.
 fn connect_error(error: etcd_client::Error, endpoint: &str) -> Error {
-    match error {
-        etcd_client::Error::InvalidArgs(reason) => Error::config(format!("etcd options: {reason}")),
-        etcd_client::Error::InvalidUri(e) => Error::config(format!("etcd endpoint: {e}")),
+    let setting = match &error {
+        etcd_client::Error::InvalidArgs(reason) => format!("etcd options: {reason}"),
+        etcd_client::Error::InvalidUri(e) => format!("etcd endpoint: {e}"),
         // The channel connects lazily: a transport error here is the endpoint or TLS setup,
         // not the network.
-        etcd_client::Error::TransportError(e) => {
-            Error::config(format!("etcd endpoint or TLS settings: {e}"))
-        }
-        other => map_error(other, &format!("authenticate to etcd at {endpoint}")),
-    }
+        etcd_client::Error::TransportError(e) => format!("etcd endpoint or TLS settings: {e}"),
+        _ => return map_error(error, &format!("authenticate to etcd at {endpoint}")),
+    };
+    Error::config(setting).caused_by(error)
 }

@@ -206,7 +206,8 @@ impl Follower {
                 return Err(Error::watch_ended(format!(
                     "etcd watch of {:?} could not resume: {error}",
                     Error::shorten(&self.prefix)
-                )));
+                ))
+                .caused_by(error));
             }
         };
         tracing::debug!(prefix = %self.prefix, from = next_revision, "etcd watch resumed");
