@@ -3,10 +3,54 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The underlying error a variant keeps as its [`source`](std::error::Error::source):
-/// shared, so that an [`Error`] is `Clone` and a cached failure is handed out again as it
-/// was made.
-pub type Source = Arc<dyn std::error::Error + Send + Sync>;
+/// The underlying error a variant keeps as its [`source`](std::error::Error::source), of
+/// any type: built with `Source::from(error)` or [`Error::caused_by`].
+pub type Source = Shared<dyn std::error::Error + Send + Sync>;
+
+/// An error kept under an [`Error`]: shared, so that an [`Error`] is `Clone` and a cached
+/// failure is handed out again as it was made. It derefs to the error itself and is no
+/// error of its own, so that [`source`](std::error::Error::source) returns the error it
+/// was made from, which downcasts to its type (an `Arc` would be returned as itself).
+pub struct Shared<E: ?Sized>(Arc<E>);
+
+impl<E> Shared<E> {
+    /// Keeps `error`.
+    pub fn new(error: E) -> Self {
+        Shared(Arc::new(error))
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for Source {
+    fn from(error: E) -> Self {
+        Shared(Arc::new(error))
+    }
+}
+
+impl<E: ?Sized> Clone for Shared<E> {
+    fn clone(&self) -> Self {
+        Shared(Arc::clone(&self.0))
+    }
+}
+
+impl<E: ?Sized> std::ops::Deref for Shared<E> {
+    type Target = E;
+
+    fn deref(&self) -> &E {
+        &self.0
+    }
+}
+
+impl<E: std::fmt::Debug + ?Sized> std::fmt::Debug for Shared<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<E: std::fmt::Display + ?Sized> std::fmt::Display for Shared<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// Everything that can go wrong in Introspect, with variants that say what went wrong.
 ///
@@ -69,23 +113,47 @@ pub enum Error {
     },
 
     /// The store refused or failed a request for a reason no other variant names.
-    #[error("store error: {0}")]
-    Store(String),
+    #[error("store error: {reason}")]
+    Store {
+        /// What failed, and the store's complaint.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// The store did not accept who we are: wrong user or password, no credentials where
     /// they are required, an invalid or expired token that could not be renewed. Permanent:
     /// retrying the same call cannot help. The message never holds a password.
-    #[error("store authentication failed: {0}")]
-    Unauthenticated(String),
+    #[error("store authentication failed: {reason}")]
+    Unauthenticated {
+        /// What was refused, and why; never a password.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// The store knows who we are but does not let us do this (a read-only user writing, a
     /// user without access to the key range). Permanent: retrying cannot help.
-    #[error("store permission denied: {0}")]
-    PermissionDenied(String),
+    #[error("store permission denied: {reason}")]
+    PermissionDenied {
+        /// What was refused, and the store's complaint.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// The store could not be reached.
-    #[error("store unavailable: {0}")]
-    StoreUnavailable(String),
+    #[error("store unavailable: {reason}")]
+    StoreUnavailable {
+        /// What could not be done, and why.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// A lease that the store does not know (expired or revoked).
     #[error("lease {0} not found (expired or revoked)")]
@@ -93,8 +161,14 @@ pub enum Error {
 
     /// The registry no longer holds a registration's liveness (its lease or session expired
     /// or was revoked): the record is gone; register again.
-    #[error("registration lost: {0}")]
-    RegistrationLost(String),
+    #[error("registration lost: {reason}")]
+    RegistrationLost {
+        /// Which registration, and how it was lost.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// A watch asked for history that the store has compacted away; re-list and watch again.
     #[error("store revision {requested} is compacted (oldest kept: {compacted})")]
@@ -106,8 +180,14 @@ pub enum Error {
     },
 
     /// A watch stream ended: canceled by the store, dropped for lagging, or its connection lost.
-    #[error("watch ended: {0}")]
-    WatchEnded(String),
+    #[error("watch ended: {reason}")]
+    WatchEnded {
+        /// Which watch, and why it ended.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// A compare-and-swap kept losing to concurrent writers.
     #[error("compare-and-swap on {key} still conflicting after {attempts} attempts")]
@@ -143,7 +223,9 @@ pub enum Error {
     Rpc {
         /// The address that was called.
         address: String,
-        /// What the server or the transport said.
+        /// What the server or the transport said; also the [`source`](std::error::Error::source),
+        /// so that a caller holding only a `dyn Error` can downcast it to read the code.
+        #[source]
         status: tonic::Status,
     },
 
@@ -197,6 +279,9 @@ pub enum Error {
         address: String,
         /// What went wrong and what to do about it.
         advice: String,
+        /// The failure of the call, when it failed.
+        #[source]
+        source: Option<Source>,
     },
 
     /// A server's certificate does not pass the identity check for the app it was resolved
@@ -246,20 +331,35 @@ pub enum Error {
         key: String,
         /// What is wrong with it.
         reason: String,
+        /// The parser's error, when one was raised (not YAML, not UTF-8).
+        #[source]
+        source: Option<Source>,
     },
 
     /// A local I/O error (snapshot file, server socket).
     #[error("i/o error: {0}")]
-    Io(#[source] Arc<std::io::Error>),
+    Io(#[source] Shared<std::io::Error>),
 
     /// A gRPC server failed to start or stopped with an error.
-    #[error("server error: {0}")]
-    Server(String),
+    #[error("server error: {reason}")]
+    Server {
+        /// What failed.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// A builder was given an inconsistent or missing setting, or a backend was asked for
     /// what it does not keep.
-    #[error("invalid configuration: {0}")]
-    Config(String),
+    #[error("invalid configuration: {reason}")]
+    Config {
+        /// Which setting, and what is wrong with it.
+        reason: String,
+        /// The underlying error, when one was raised.
+        #[source]
+        source: Option<Source>,
+    },
 
     /// A call the API does not allow, whatever the configuration: a bug of the caller's
     /// (rewriting another record through a registration, say). Permanent.
@@ -294,11 +394,76 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl From<std::io::Error> for Error {
     fn from(error: std::io::Error) -> Self {
-        Error::Io(Arc::new(error))
+        Error::Io(Shared::new(error))
     }
 }
 
+/// A constructor per variant that holds a `reason` and an optional `source`, so that a
+/// construction site stays one line; [`Error::caused_by`] adds the source.
+macro_rules! reason_constructors {
+    ($($(#[$doc:meta])* $name:ident => $variant:ident;)*) => {
+        impl Error {
+            $(
+                $(#[$doc])*
+                pub fn $name(reason: impl Into<String>) -> Error {
+                    Error::$variant {
+                        reason: reason.into(),
+                        source: None,
+                    }
+                }
+            )*
+        }
+    };
+}
+
+reason_constructors! {
+    /// An [`Error::Store`] for `reason`, without a source yet.
+    store => Store;
+    /// An [`Error::Unauthenticated`] for `reason`, without a source yet.
+    unauthenticated => Unauthenticated;
+    /// An [`Error::PermissionDenied`] for `reason`, without a source yet.
+    permission_denied => PermissionDenied;
+    /// An [`Error::StoreUnavailable`] for `reason`, without a source yet.
+    store_unavailable => StoreUnavailable;
+    /// An [`Error::RegistrationLost`] for `reason`, without a source yet.
+    registration_lost => RegistrationLost;
+    /// An [`Error::WatchEnded`] for `reason`, without a source yet.
+    watch_ended => WatchEnded;
+    /// An [`Error::Server`] for `reason`, without a source yet.
+    server => Server;
+    /// An [`Error::Config`] for `reason`, without a source yet.
+    config => Config;
+}
+
 impl Error {
+    /// This error with `cause`, the error it was made from, as its
+    /// [`source`](std::error::Error::source), so that a caller can walk the chain or
+    /// downcast it. The message stays as it was built (it may already quote the cause).
+    /// A variant with nothing underneath (no `source` field) is returned as it is.
+    pub fn caused_by(self, cause: impl std::error::Error + Send + Sync + 'static) -> Error {
+        self.with_source(Source::from(cause))
+    }
+
+    /// [`Self::caused_by`] with a cause already shared.
+    pub(crate) fn with_source(mut self, cause: Source) -> Error {
+        match &mut self {
+            Error::Malformed { source, .. }
+            | Error::Store { source, .. }
+            | Error::Unauthenticated { source, .. }
+            | Error::PermissionDenied { source, .. }
+            | Error::StoreUnavailable { source, .. }
+            | Error::RegistrationLost { source, .. }
+            | Error::WatchEnded { source, .. }
+            | Error::Connect { source, .. }
+            | Error::MetadataServiceMissing { source, .. }
+            | Error::Rule { source, .. }
+            | Error::Server { source, .. }
+            | Error::Config { source, .. } => *source = Some(cause),
+            _ => {}
+        }
+        self
+    }
+
     /// A record that does not parse, for `reason` (no underlying error).
     pub(crate) fn malformed(what: &'static str, reason: impl Into<String>) -> Error {
         Error::Malformed {
@@ -316,7 +481,7 @@ impl Error {
         Error::Malformed {
             what,
             reason: error.to_string(),
-            source: Some(Arc::new(error)),
+            source: Some(Source::from(error)),
         }
     }
 
@@ -343,9 +508,9 @@ impl Error {
     pub fn is_permanent(&self) -> bool {
         matches!(
             self,
-            Error::Unauthenticated(_)
-                | Error::PermissionDenied(_)
-                | Error::Config(_)
+            Error::Unauthenticated { .. }
+                | Error::PermissionDenied { .. }
+                | Error::Config { .. }
                 | Error::Misuse(_)
         )
     }
@@ -357,7 +522,7 @@ impl Error {
         if self.is_permanent() {
             self
         } else {
-            Error::WatchEnded(self.to_string())
+            Error::watch_ended(self.to_string()).caused_by(self)
         }
     }
 
@@ -365,10 +530,10 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Error::StoreUnavailable(_)
+            Error::StoreUnavailable { .. }
                 | Error::Timeout { .. }
                 | Error::Connect { .. }
-                | Error::WatchEnded(_)
+                | Error::WatchEnded { .. }
                 | Error::Contended { .. }
                 | Error::MetadataUnavailable { .. }
         ) || matches!(self, Error::Rpc { status, .. } if status.code() == tonic::Code::Unavailable)
@@ -388,7 +553,7 @@ mod tests {
             after: Duration::from_secs(3),
         };
         assert!(timeout.clone().is_transient());
-        let refused = Error::Unauthenticated("wrong password".into());
+        let refused = Error::unauthenticated("wrong password");
         assert!(refused.clone().is_permanent());
         let io = Error::from(std::io::Error::other("disk gone"));
         assert_eq!(io.clone().to_string(), io.to_string());
@@ -405,6 +570,66 @@ mod tests {
                 .source()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn an_error_made_from_another_keeps_it_as_its_source_and_its_message() {
+        let parsed = serde_json::from_slice::<serde_json::Value>(b"{oops").unwrap_err();
+        let text = format!("read x: {parsed}");
+        let error = Error::store_unavailable(text.clone()).caused_by(parsed);
+        assert_eq!(error.to_string(), format!("store unavailable: {text}"));
+        assert!(error.is_transient() && !error.is_permanent());
+        let source = error.clone().source().map(ToString::to_string);
+        let kept = error.source().expect("the parser's error");
+        assert!(kept.downcast_ref::<serde_json::Error>().is_some());
+        assert_eq!(source, Some(kept.to_string()));
+        let refused = Error::config("bad path").caused_by(std::io::Error::other("denied"));
+        assert!(refused.is_permanent());
+        let io = refused.source().expect("the i/o error");
+        assert!(io.downcast_ref::<std::io::Error>().is_some());
+        assert!(Error::config("bad path").source().is_none());
+        let disk = Error::from(std::io::Error::other("disk gone"));
+        let io = disk
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(io.map(ToString::to_string).as_deref(), Some("disk gone"));
+    }
+
+    #[test]
+    fn a_variant_with_nothing_underneath_stays_as_it_is() {
+        let error = Error::NotFound("app shop".into()).caused_by(std::io::Error::other("x"));
+        assert!(error.source().is_none());
+        assert_eq!(error.to_string(), "not found: app shop");
+    }
+
+    #[test]
+    fn a_failed_call_gives_its_status_as_its_source() {
+        let error = Error::Rpc {
+            address: "h:1".into(),
+            status: tonic::Status::unavailable("no leader"),
+        };
+        let status = error
+            .source()
+            .and_then(|s| s.downcast_ref::<tonic::Status>());
+        assert_eq!(
+            status.map(tonic::Status::code),
+            Some(tonic::Code::Unavailable)
+        );
+        assert!(error.is_transient());
+    }
+
+    #[cfg(any(feature = "zookeeper", feature = "nacos"))]
+    #[test]
+    fn an_ended_follow_keeps_the_read_that_ended_it() {
+        let read = Error::store_unavailable("read /a: connection lost");
+        let ended = read.ending_follow();
+        assert_eq!(
+            ended.to_string(),
+            "watch ended: store unavailable: read /a: connection lost"
+        );
+        let source = ended.source().and_then(|s| s.downcast_ref::<Error>());
+        assert!(matches!(source, Some(Error::StoreUnavailable { .. })));
+        assert!(Error::config("x").ending_follow().is_permanent());
     }
 
     #[test]

@@ -359,7 +359,7 @@ impl MetadataClient {
             source: None,
         };
         let mut endpoint = TonicEndpoint::from_shared(format!("{scheme}://{address}"))
-            .map_err(|e| connect_error(e.to_string()))?;
+            .map_err(|e| connect_error(e.to_string()).caused_by(e))?;
         // No `connect_timeout` or `timeout` on the endpoint: tonic counts them by the wall
         // clock. The connect and the call are bounded by `deadline::within` instead.
         let mut refused = None;
@@ -375,12 +375,12 @@ impl MetadataClient {
                 let (refusals, last) = crate::tls::Refusals::kept(|| {});
                 endpoint =
                     crate::tls::apply_identity(endpoint, tls, identity, app, address, refusals)
-                        .map_err(|e| connect_error(e.to_string()))?;
+                        .map_err(|e| connect_error(e.to_string()).caused_by(e))?;
                 refused = Some(last);
             }
             (Some(tls), None) => {
-                endpoint =
-                    crate::tls::apply(endpoint, tls).map_err(|e| connect_error(e.to_string()))?;
+                endpoint = crate::tls::apply(endpoint, tls)
+                    .map_err(|e| connect_error(e.to_string()).caused_by(e))?;
             }
             (None, _) => {}
         }
@@ -406,7 +406,7 @@ impl MetadataClient {
                         ),
                         None => chain,
                     },
-                    source: Some(Arc::new(e)),
+                    source: Some(e.into()),
                 })
             }
             Some(Ok(channel)) => Ok(channel),

@@ -150,7 +150,7 @@ async fn naming(address: &str, cache: &TempDir, name: &str) -> NamingService {
 
 /// An SDK error as the crate's.
 fn nacos_error(e: nacos_sdk::api::error::Error, what: &str) -> introspect::Error {
-    introspect::Error::StoreUnavailable(format!("Nacos {what}: {e}"))
+    introspect::Error::store_unavailable(format!("Nacos {what}: {e}"))
 }
 
 /// The floor's subscribe callback: the instant of each push that changes the number of
@@ -205,7 +205,7 @@ impl Rig for NacosRig {
                 ("healthyOnly", "false".to_owned()),
             ];
             let http_error =
-                |e: reqwest::Error| introspect::Error::StoreUnavailable(format!("HTTP list: {e}"));
+                |e: reqwest::Error| introspect::Error::store_unavailable(format!("HTTP list: {e}"));
             let body = self
                 .http
                 .get(url)
@@ -217,7 +217,7 @@ impl Rig for NacosRig {
                 .await
                 .map_err(http_error)?;
             let list: HttpList = serde_json::from_slice(&body).map_err(|e| {
-                introspect::Error::StoreUnavailable(format!("HTTP list answer: {e}"))
+                introspect::Error::store_unavailable(format!("HTTP list answer: {e}"))
             })?;
             return Ok(list.hosts);
         }

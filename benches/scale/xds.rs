@@ -31,7 +31,7 @@ const SERVICE: &str = "bench.xds.Greeter";
 async fn xds_feed(address: String) -> Result<UpdateFeed> {
     let mut client = AggregatedDiscoveryServiceClient::connect(address)
         .await
-        .map_err(|e| introspect::Error::Server(format!("xDS connect: {e}")))?;
+        .map_err(|e| introspect::Error::server(format!("xDS connect: {e}")))?;
     let (requests, outgoing) = mpsc::unbounded_channel();
     let request = |version: &str, nonce: &str| DiscoveryRequest {
         type_url: CLUSTER_LOAD_ASSIGNMENT.to_owned(),
@@ -46,7 +46,7 @@ async fn xds_feed(address: String) -> Result<UpdateFeed> {
             outgoing,
         ))
         .await
-        .map_err(|e| introspect::Error::Server(format!("xDS stream: {e}")))?
+        .map_err(|e| introspect::Error::server(format!("xDS stream: {e}")))?
         .into_inner();
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {

@@ -152,7 +152,7 @@ impl ZooKeeperRig {
             .find_map(|line| line.trim().strip_prefix("Total watches:"))
             .and_then(|n| n.trim().parse().ok())
             .ok_or_else(|| {
-                introspect::Error::StoreUnavailable(format!("ZooKeeper wchs: {answer:?}"))
+                introspect::Error::store_unavailable(format!("ZooKeeper wchs: {answer:?}"))
             })
     }
 }
@@ -161,7 +161,7 @@ impl ZooKeeperRig {
 async fn four_letters(address: &str, command: &str) -> Result<String> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let failed =
-        |why: String| introspect::Error::StoreUnavailable(format!("ZooKeeper {command}: {why}"));
+        |why: String| introspect::Error::store_unavailable(format!("ZooKeeper {command}: {why}"));
     let mut stream = tokio::net::TcpStream::connect(address)
         .await
         .map_err(|e| failed(e.to_string()))?;
@@ -179,7 +179,7 @@ async fn four_letters(address: &str, command: &str) -> Result<String> {
 
 /// A plain client's error as the crate's.
 fn zk_error(e: zk::Error, what: &str) -> introspect::Error {
-    introspect::Error::StoreUnavailable(format!("ZooKeeper {what}: {e}"))
+    introspect::Error::store_unavailable(format!("ZooKeeper {what}: {e}"))
 }
 
 impl Rig for ZooKeeperRig {

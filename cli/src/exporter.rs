@@ -24,6 +24,6 @@ pub fn install(addr: SocketAddr) -> Result<SocketAddr> {
     PrometheusBuilder::new()
         .with_http_listener(addr)
         .install()
-        .map_err(|e| Error::Config(format!("metrics endpoint at {addr}: {e}")))?;
+        .map_err(|e| Error::config(format!("metrics endpoint at {addr}: {e}")).caused_by(e))?;
     Ok(addr)
 }

@@ -370,7 +370,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
             let report =
                 introspect_cli::demo::run(backend, options, &mut std::io::stdout()).await?;
             if report.fetches as usize != report.revisions {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "expected one fetch per revision, made {} for {}",
                     report.fetches, report.revisions
                 )));
@@ -533,7 +533,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
             };
             for header in headers {
                 let (name, value) = header.split_once('=').ok_or_else(|| {
-                    Error::Config(format!("--header {header:?}: expected NAME=VALUE"))
+                    Error::config(format!("--header {header:?}: expected NAME=VALUE"))
                 })?;
                 query.headers.insert(name.to_owned(), value.to_owned());
             }

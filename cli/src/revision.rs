@@ -60,7 +60,7 @@ pub async fn gather(
         asked.to_vec()
     };
     if revisions.is_empty() {
-        return Err(Error::Config(format!("app {app:?} has no instances")));
+        return Err(Error::config(format!("app {app:?} has no instances")));
     }
     let mut groups = Vec::with_capacity(revisions.len());
     for revision in &revisions {
@@ -68,7 +68,7 @@ pub async fn gather(
             .get(revision.as_str())
             .filter(|m| !m.is_empty())
             .ok_or_else(|| {
-                Error::Config(format!("no instance of {app:?} has revision {revision}"))
+                Error::config(format!("no instance of {app:?} has revision {revision}"))
             })?;
         groups.push((revision, members));
     }

@@ -86,6 +86,7 @@ fn invalid(path: &Path, what: &str, error: Error) -> Error {
     Error::Rule {
         key: path.display().to_string(),
         reason: format!("not a valid {what}: {reason}"),
+        source: None,
     }
 }
 
@@ -100,6 +101,7 @@ pub fn check(out: &Output, path: &Path, key: Option<&str>) -> Result<(), Error> 
                 reason: "not a rule key this tool checks (.configurators, .tag-router, \
                          .condition-router, .migration)"
                     .into(),
+                source: None,
             })?;
             (form, key)
         }
@@ -107,6 +109,7 @@ pub fn check(out: &Output, path: &Path, key: Option<&str>) -> Result<(), Error> 
             let form = RuleForm::guess(&text).map_err(|reason| Error::Rule {
                 key: path.display().to_string(),
                 reason,
+                source: None,
             })?;
             (form, form.sample_key())
         }

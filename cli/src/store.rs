@@ -78,14 +78,14 @@ pub async fn open_following(args: &StoreArgs) -> Result<Backend> {
 
 async fn open_with(args: &StoreArgs, background: bool) -> Result<Backend> {
     match (&args.registry, &args.etcd, args.memory) {
-        (Some(_), Some(_), _) => Err(Error::Config(format!(
+        (Some(_), Some(_), _) => Err(Error::config(format!(
             "the registry is named twice: give --registry ({REGISTRY_VAR}) or --etcd              ({ENDPOINTS_VAR}), not both"
         ))),
-        (Some(_), _, true) | (_, Some(_), true) => Err(Error::Config(
-            "--memory names the embedded store: leave out --registry and --etcd".into(),
+        (Some(_), _, true) | (_, Some(_), true) => Err(Error::config(
+            "--memory names the embedded store: leave out --registry and --etcd",
         )),
         (None, None, true) => Ok(Backend::from(std::sync::Arc::new(MemoryStore::new()))),
-        (None, None, false) => Err(Error::Config(format!(
+        (None, None, false) => Err(Error::config(format!(
             "no store given: pass --registry URL (or set {REGISTRY_VAR}), --etcd URLS (or set              {ENDPOINTS_VAR}), or --memory for an empty embedded store"
         ))),
         (None, Some(urls), false) => {
@@ -93,7 +93,9 @@ async fn open_with(args: &StoreArgs, background: bool) -> Result<Backend> {
             let endpoints = options.endpoints().to_vec();
             match EtcdStore::connect(options).await {
                 Ok(store) => Ok(Backend::from(std::sync::Arc::new(store))),
-                Err(Error::StoreUnavailable(reason)) => Err(unreachable(&endpoints, &reason)),
+                Err(Error::StoreUnavailable { reason, .. }) => {
+                    Err(unreachable(&endpoints, &reason))
+                }
                 Err(e) => Err(e),
             }
         }
@@ -102,7 +104,7 @@ async fn open_with(args: &StoreArgs, background: bool) -> Result<Backend> {
             let mut options = ConnectOptions::default().with_connect_in_background(background);
             if let Some(user) = &args.user {
                 if user.contains(':') {
-                    return Err(Error::Config(format!(
+                    return Err(Error::config(format!(
                         "--user takes a name only; give the password in {PASSWORD_VAR} or at the                          prompt"
                     )));
                 }
@@ -110,7 +112,7 @@ async fn open_with(args: &StoreArgs, background: bool) -> Result<Backend> {
             }
             if args.cacert.is_some() || args.cert.is_some() || args.key.is_some() {
                 if parsed.scheme != Scheme::Etcd {
-                    return Err(Error::Config(format!(
+                    return Err(Error::config(format!(
                         "--cacert, --cert and --key are for etcd, not {}://",
                         parsed.scheme
                     )));
@@ -129,16 +131,16 @@ type Identity = (Vec<u8>, Vec<u8>);
 /// The CA and the client certificate and key the TLS flags name.
 fn tls_files(args: &StoreArgs) -> Result<(Vec<u8>, Option<Identity>)> {
     let Some(ca) = &args.cacert else {
-        return Err(Error::Config(
-            "--cert and --key need --cacert, the CA that signed etcd's certificate".into(),
+        return Err(Error::config(
+            "--cert and --key need --cacert, the CA that signed etcd's certificate",
         ));
     };
     let identity = match (&args.cert, &args.key) {
         (Some(cert), Some(key)) => Some((read_pem(cert, "--cert")?, read_pem(key, "--key")?)),
         (None, None) => None,
         _ => {
-            return Err(Error::Config(
-                "--cert and --key go together: give both or neither".into(),
+            return Err(Error::config(
+                "--cert and --key go together: give both or neither",
             ));
         }
     };
@@ -151,7 +153,7 @@ pub fn etcd_options(args: &StoreArgs, urls: &str) -> Result<EtcdOptions> {
     let mut options = EtcdOptions::new(EtcdOptions::parse_endpoints(urls)?);
     if let Some(user) = &args.user {
         if user.contains(':') {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "--user takes a name only; give the password in {PASSWORD_VAR} or at the prompt"
             )));
         }
@@ -172,7 +174,7 @@ fn refuse_credentials_in_urls(urls: &str) -> Result<()> {
         let (scheme, rest) = entry.split_once("://").unwrap_or(("http", entry));
         let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
         if let Some((_, host)) = authority.rsplit_once('@') {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "etcd endpoint {scheme}://…@{host}: credentials in the URL are not accepted; \
                  use --user NAME with the password in {PASSWORD_VAR} or at the prompt"
             )));
@@ -188,21 +190,23 @@ fn password(user: &str) -> Result<String> {
     }
     // A script has no one to answer a prompt: say what to set instead of waiting.
     if !std::io::stdin().is_terminal() {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "no password for user {user}: set {PASSWORD_VAR} (not prompting: standard input \
              is not a terminal)"
         )));
     }
     rpassword::prompt_password(format!("password for {user}: ")).map_err(|e| {
-        Error::Config(format!(
+        Error::config(format!(
             "no password for user {user}: set {PASSWORD_VAR} or run on a terminal ({e})"
         ))
+        .caused_by(e)
     })
 }
 
 fn read_pem(path: &Path, flag: &str) -> Result<Vec<u8>> {
-    std::fs::read(path)
-        .map_err(|e| Error::Config(format!("cannot read {flag} {}: {e}", path.display())))
+    std::fs::read(path).map_err(|e| {
+        Error::config(format!("cannot read {flag} {}: {e}", path.display())).caused_by(e)
+    })
 }
 
 /// "etcd unreachable" as one readable line: the endpoints as a plain list, then the cause.
@@ -214,7 +218,7 @@ fn unreachable(endpoints: &[String], reason: &str) -> Error {
         .find_map(|named| reason.strip_prefix(&format!("cannot reach etcd at {named}: ")))
         .unwrap_or(reason)
         .to_owned();
-    Error::StoreUnavailable(format!("cannot reach etcd at {list}: {cause}"))
+    Error::store_unavailable(format!("cannot reach etcd at {list}: {cause}"))
 }
 
 #[cfg(test)]

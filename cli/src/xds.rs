@@ -35,7 +35,8 @@ pub struct XdsArgs {
 }
 
 fn read(path: &Path, flag: &str) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::Config(format!("{flag} {}: {e}", path.display())))
+    std::fs::read(path)
+        .map_err(|e| Error::config(format!("{flag} {}: {e}", path.display())).caused_by(e))
 }
 
 /// Serves until Ctrl-C.

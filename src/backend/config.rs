@@ -100,7 +100,7 @@ pub(crate) fn listed(group: &str, names: impl IntoIterator<Item = String>) -> Re
         .filter(|name| validate_key(name).is_ok())
         .collect();
     if keys.len() > MAX_LISTED_KEYS {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "group {group} holds {} keys, over the {MAX_LISTED_KEYS} listed",
             keys.len()
         )));
@@ -126,7 +126,7 @@ pub(crate) struct NoConfig {
 
 impl NoConfig {
     fn refused(&self) -> Error {
-        Error::Config(format!(
+        Error::config(format!(
             "the {} backend keeps no config centre",
             self.backend
         ))

@@ -96,6 +96,7 @@ impl<'a> ConfigWrite<'a> {
             return Err(Error::Rule {
                 key: key.to_string(),
                 reason: "empty content: delete the item instead".into(),
+                source: None,
             });
         }
         if self.content.len() > MAX_RULE_BYTES {
@@ -110,6 +111,7 @@ pub(crate) fn too_large(key: &dyn std::fmt::Display, size: usize) -> Error {
     Error::Rule {
         key: key.to_string(),
         reason: format!("{size} bytes, over the limit of {MAX_RULE_BYTES}"),
+        source: None,
     }
 }
 
@@ -118,9 +120,13 @@ pub(crate) fn decode(key: &dyn std::fmt::Display, bytes: Vec<u8>) -> Result<Stri
     if bytes.len() > MAX_RULE_BYTES {
         return Err(too_large(key, bytes.len()));
     }
-    String::from_utf8(bytes).map_err(|e| Error::Rule {
-        key: key.to_string(),
-        reason: format!("not UTF-8 text ({})", e.utf8_error()),
+    String::from_utf8(bytes).map_err(|e| {
+        Error::Rule {
+            key: key.to_string(),
+            reason: format!("not UTF-8 text ({})", e.utf8_error()),
+            source: None,
+        }
+        .caused_by(e)
     })
 }
 

@@ -109,9 +109,8 @@ pub async fn connect_with(url: &str, options: &ConnectOptions) -> Result<Backend
     match url.scheme {
         Scheme::Memory => {
             if options.credentials.is_some() {
-                return Err(Error::Config(
-                    "memory:// takes no credentials: it is the embedded store of this process"
-                        .into(),
+                return Err(Error::config(
+                    "memory:// takes no credentials: it is the embedded store of this process",
                 ));
             }
             Ok(Backend::memory())
@@ -126,7 +125,7 @@ pub async fn connect_with(url: &str, options: &ConnectOptions) -> Result<Backend
 
 /// The error for a backend whose feature was left out of the build.
 fn not_compiled(scheme: &str) -> Error {
-    Error::Config(format!(
+    Error::config(format!(
         "{scheme}:// needs the `{scheme}` feature of introspect, which this build leaves out"
     ))
 }

@@ -62,7 +62,7 @@ impl ConsumerRegistry for NoConsumers {
         _: &ConsumerRecord,
         _: &RegisterOptions,
     ) -> Result<Arc<dyn Registration<ConsumerRecord>>> {
-        Err(Error::Config(format!(
+        Err(Error::config(format!(
             "the {} backend keeps no consumer records",
             self.backend
         )))

@@ -43,9 +43,8 @@ impl<T: Followed> Follow<T> {
     pub async fn next(&mut self) -> Result<T> {
         match self.items.recv().await {
             Some(item) => item,
-            None => Err(Error::WatchEnded(
-                "closed by the registry backend (the follower fell behind, or the backend went away)"
-                    .into(),
+            None => Err(Error::watch_ended(
+                "closed by the registry backend (the follower fell behind, or the backend went away)",
             )),
         }
     }

@@ -114,7 +114,7 @@ pub(crate) struct NoInterfaceProviders {
 
 impl NoInterfaceProviders {
     fn refused(&self, key: &InterfaceKey) -> Error {
-        Error::Config(format!(
+        Error::config(format!(
             "the {} backend has no interface-level providers to read (asked for {}): \
              Dubbo writes them on ZooKeeper, Nacos and etcd",
             self.backend, key.interface

@@ -133,7 +133,7 @@ pub trait Registration<R: Record = ServiceInstance>: Send + Sync + 'static {
         limits: &Limits,
     ) -> Result<Arc<dyn InterfaceRegistration>> {
         let _ = limits;
-        Err(Error::Config(format!(
+        Err(Error::config(format!(
             "this registration writes no interface-level URL (asked for {})",
             url.key()
         )))

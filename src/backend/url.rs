@@ -68,13 +68,13 @@ impl RegistryUrl {
     pub fn parse(url: &str) -> Result<RegistryUrl> {
         let url = url.trim();
         if url.len() > MAX_URL_LEN {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "registry URL of {} bytes: the limit is {MAX_URL_LEN}",
                 url.len()
             )));
         }
         let Some((scheme, rest)) = url.split_once("://") else {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "registry URL {:?} has no scheme: write zookeeper://host:port, etcd://host:port, \
                  nacos://host:port or memory://",
                 Error::shorten(url)
@@ -86,7 +86,7 @@ impl RegistryUrl {
             "zookeeper" => Scheme::ZooKeeper,
             "nacos" => Scheme::Nacos,
             other => {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "unknown registry scheme {:?}: known are zookeeper, etcd (etcd3), nacos, memory",
                     Error::shorten(other)
                 )));
@@ -97,7 +97,7 @@ impl RegistryUrl {
         let authority = authority.trim_end_matches('/');
         if authority.contains('@') {
             let host = authority.rsplit_once('@').map_or("", |(_, host)| host);
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "registry URL {scheme}://…@{}: credentials in the URL are not accepted; give them \
                  in the connect options (the tool: --user NAME with the password in the \
                  environment or at the prompt)",
@@ -105,7 +105,7 @@ impl RegistryUrl {
             )));
         }
         if authority.contains('/') {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "registry URL {scheme}://{}: a path is not accepted (use ?group= for a root)",
                 Error::shorten(authority)
             )));
@@ -119,7 +119,7 @@ impl RegistryUrl {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             let key = key.trim();
             if SECRET_PARAMS.contains(&key.to_ascii_lowercase().as_str()) {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "registry URL {scheme}://{}: the {key} parameter is not accepted; give \
                      credentials in the connect options (the tool: --user NAME with the \
                      password in the environment or at the prompt)",
@@ -142,15 +142,15 @@ impl RegistryUrl {
             check_server(scheme, server)?;
         }
         match (scheme, servers.is_empty()) {
-            (Scheme::Memory, false) => Err(Error::Config(
-                "memory:// takes no address: it is the embedded store of this process".into(),
+            (Scheme::Memory, false) => Err(Error::config(
+                "memory:// takes no address: it is the embedded store of this process",
             )),
             (Scheme::Memory, true) => Ok(RegistryUrl {
                 scheme,
                 servers,
                 params,
             }),
-            (_, true) => Err(Error::Config(format!(
+            (_, true) => Err(Error::config(format!(
                 "registry URL {scheme}:// names no server: write {scheme}://host:port"
             ))),
             (_, false) => Ok(RegistryUrl {
@@ -173,7 +173,7 @@ impl RegistryUrl {
 /// Checks one `host:port` of a URL.
 fn check_server(scheme: Scheme, server: &str) -> Result<()> {
     let bad = |reason: &str| {
-        Err(Error::Config(format!(
+        Err(Error::config(format!(
             "registry URL {scheme}://: server {:?} {reason}",
             Error::shorten(server)
         )))

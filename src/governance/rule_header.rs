@@ -111,5 +111,6 @@ fn condition_error(key: &str, reason: String) -> Error {
     Error::Rule {
         key: key.to_owned(),
         reason,
+        source: None,
     }
 }

@@ -18,6 +18,7 @@ pub(crate) fn rule_error(key: &str, reason: impl Into<String>) -> Error {
     Error::Rule {
         key: Error::shorten(key),
         reason: reason.into(),
+        source: None,
     }
 }
 
@@ -33,8 +34,9 @@ pub(crate) fn load(key: &str, text: &str) -> crate::Result<Mapping> {
             ),
         ));
     }
-    let value: Value = serde_yaml_ng::from_str(text)
-        .map_err(|e| rule_error(key, format!("not YAML: {}", Error::shorten(&e.to_string()))))?;
+    let value: Value = serde_yaml_ng::from_str(text).map_err(|e| {
+        rule_error(key, format!("not YAML: {}", Error::shorten(&e.to_string()))).caused_by(e)
+    })?;
     match value {
         Value::Mapping(map) => Ok(map),
         Value::Null => Err(rule_error(key, "empty rule")),
@@ -351,5 +353,20 @@ mod tests {
         assert!(int_value(&yaml("{a: 1}"), "priority").is_err());
         assert_eq!(str_value(&yaml("v3.0"), "configVersion"), Ok("v3.0"));
         assert!(str_value(&yaml("3.0"), "configVersion").is_err());
+    }
+
+    #[test]
+    fn a_text_that_is_not_yaml_keeps_the_parser_error() {
+        use std::error::Error as _;
+        let err = load("k", "a: [").unwrap_err();
+        let source = err
+            .source()
+            .and_then(|s| s.downcast_ref::<serde_yaml_ng::Error>());
+        let source = source.expect("the YAML parser's error");
+        assert!(
+            err.to_string()
+                .contains(&Error::shorten(&source.to_string()))
+        );
+        assert!(load("k", "").unwrap_err().source().is_none());
     }
 }

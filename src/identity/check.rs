@@ -43,10 +43,10 @@ impl IdentityCheck {
     /// A check by `rule`, trusting the CA certificates in `ca_pem` (one or more PEM
     /// `CERTIFICATE` blocks). Fails when there is none or one does not parse.
     pub fn new(rule: IdentityRule, ca_pem: impl AsRef<[u8]>) -> Result<Self> {
-        let unusable = |reason: String| Error::Config(format!("identity check: {reason}"));
+        let unusable = |reason: String| Error::config(format!("identity check: {reason}"));
         let certificates = CertificateDer::pem_slice_iter(ca_pem.as_ref())
             .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| unusable(format!("the CA certificates do not parse: {e}")))?;
+            .map_err(|e| unusable(format!("the CA certificates do not parse: {e}")).caused_by(e))?;
         if certificates.is_empty() {
             return Err(unusable("no CA certificate given".into()));
         }
@@ -54,7 +54,7 @@ impl IdentityCheck {
             .iter()
             .map(|der| webpki::anchor_from_trusted_cert(der).map(|a| a.to_owned()))
             .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| unusable(format!("a CA certificate is not usable: {e}")))?;
+            .map_err(|e| unusable(format!("a CA certificate is not usable: {e}")).caused_by(e))?;
         let algorithms = rustls::crypto::ring::default_provider().signature_verification_algorithms;
         Ok(IdentityCheck {
             rule,

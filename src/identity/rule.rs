@@ -179,7 +179,7 @@ impl fmt::Display for Expected {
 }
 
 fn invalid(what: &str, value: &str, reason: &str) -> Error {
-    Error::Config(format!(
+    Error::config(format!(
         "identity rule: {what} {:?} {reason}",
         Error::shorten(value)
     ))

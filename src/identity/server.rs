@@ -49,15 +49,16 @@ impl ServerIdentity {
     ) -> Result<Self> {
         let leaf = CertificateDer::pem_slice_iter(cert_pem.as_ref())
             .next()
-            .ok_or_else(|| Error::Config("server identity: no certificate given".into()))?
+            .ok_or_else(|| Error::config("server identity: no certificate given"))?
             .map_err(|e| {
-                Error::Config(format!(
+                Error::config(format!(
                     "server identity: the certificate does not parse: {e}"
                 ))
+                .caused_by(e)
             })?;
         // The parser's complaint is left out: it may quote the key's text.
         PrivateKeyDer::from_pem_slice(key_pem.as_ref()).map_err(|_| {
-            Error::Config("server identity: the key does not parse as a PEM private key".into())
+            Error::config("server identity: the key does not parse as a PEM private key")
         })?;
         Ok(ServerIdentity {
             cert_pem: cert_pem.as_ref().to_vec(),
@@ -91,7 +92,7 @@ impl ServerIdentity {
         let cert = webpki::EndEntityCert::try_from(&self.leaf).map_err(|_| mismatch())?;
         match names(&cert, &expected, &self.leaf) {
             Ok(()) => Ok(()),
-            Err(Refusal::Unnameable) => Err(Error::Config(format!(
+            Err(Refusal::Unnameable) => Err(Error::config(format!(
                 "server identity: {app:?} cannot be named by {}",
                 self.rule
             ))),
@@ -120,7 +121,10 @@ mod tests {
             "{text}"
         );
         assert!(!format!("{identity:?}").contains("PRIVATE KEY"));
-        assert!(matches!(identity.check("bad*name"), Err(Error::Config(_))));
+        assert!(matches!(
+            identity.check("bad*name"),
+            Err(Error::Config { .. })
+        ));
         assert!(ServerIdentity::from_pem("", "", IdentityRule::dns()).is_err());
         let no_key = ServerIdentity::from_pem(&leaf.pem, "", IdentityRule::dns());
         assert!(no_key.unwrap_err().to_string().contains("key"));

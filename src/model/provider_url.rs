@@ -172,7 +172,7 @@ impl ProviderUrl {
 
     /// Checks that the URL can be written and read back as Dubbo reads it.
     pub fn validate(&self) -> Result<()> {
-        let bad = |what: String| Err(Error::Config(format!("interface-level URL: {what}")));
+        let bad = |what: String| Err(Error::config(format!("interface-level URL: {what}")));
         let plain = |s: &str| !s.chars().any(char::is_control);
         if self.protocol.is_empty()
             || !self

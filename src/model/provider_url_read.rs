@@ -170,7 +170,7 @@ impl ProviderUrl {
     /// required (the `interface` parameter or the path).
     fn check_read(&self) -> Result<()> {
         self.validate().map_err(|e| match e {
-            Error::Config(reason) => malformed(
+            Error::Config { reason, .. } => malformed(
                 reason
                     .strip_prefix("interface-level URL: ")
                     .unwrap_or(&reason)
@@ -179,7 +179,7 @@ impl ProviderUrl {
             other => other,
         })?;
         crate::model::names::validate_interface(self.interface())
-            .map_err(|e| malformed(format!("the interface: {e}")))
+            .map_err(|e| malformed(format!("the interface: {e}")).caused_by(e))
     }
 }
 

@@ -302,9 +302,7 @@ impl ProviderBuilder {
         };
         let options = self.options;
         if options.lease_ttl < Duration::from_secs(1) {
-            return Err(Error::Config(
-                "lease TTL must be at least one second".into(),
-            ));
+            return Err(Error::config("lease TTL must be at least one second"));
         }
         let mut declared = self.services;
         for service in &mut declared {
@@ -317,7 +315,7 @@ impl ProviderBuilder {
         )?;
         if self.register_mode.writes_interface() {
             if !self.backend.interface_level() {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "register mode {} asks for interface-level URLs, which the {} backend \
                      does not write (ZooKeeper and Nacos do); use register mode instance",
                     self.register_mode,

@@ -43,6 +43,7 @@ impl Provider {
         Err(Error::MetadataServiceMissing {
             address: authority(&host, port),
             advice,
+            source: Some(e.into()),
         })
     }
 }

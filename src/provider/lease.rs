@@ -83,7 +83,7 @@ impl Shared {
                     }
                     false
                 }
-                Ok(Err(Error::RegistrationLost(reason))) => {
+                Ok(Err(Error::RegistrationLost { reason, .. })) => {
                     tracing::warn!(registration = %id, %reason, "registration lost");
                     true
                 }

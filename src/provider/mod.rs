@@ -246,11 +246,10 @@ impl Provider {
             MetadataServing::OwnPort(addr) => self.serve_own_port(addr).await?,
             MetadataServing::InUserServer => {
                 if self.shared.state.lock().await.instance.port == 0 {
-                    return Err(Error::Config(
+                    return Err(Error::config(
                         "the instance port was never set: call `.port(..)` on the builder \
                          with the port your tonic server listens on, or let `Provider::serve` \
-                         learn it from the listener"
-                            .into(),
+                         learn it from the listener",
                     ));
                 }
                 if self.settings.check_metadata_service

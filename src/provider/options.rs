@@ -34,7 +34,7 @@ impl ServiceDefaults {
     pub fn validate(&self) -> Result<()> {
         if let Some(tag) = &self.tag {
             if tag.is_empty() || tag.len() > MAX_TAG_LEN {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "the provider tag must be 1 to {MAX_TAG_LEN} bytes long, not {}",
                     tag.len()
                 )));
@@ -43,7 +43,7 @@ impl ServiceDefaults {
                 .chars()
                 .any(|c| c.is_control() || c.is_whitespace() || c == ',')
             {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "the provider tag {tag:?} holds a space, a comma or a control character"
                 )));
             }
@@ -51,7 +51,7 @@ impl ServiceDefaults {
         if let Some(weight) = self.weight
             && !(0..=i64::from(i32::MAX)).contains(&weight)
         {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "the provider weight must be 0 to {} (a Java int), not {weight}",
                 i32::MAX
             )));
@@ -59,7 +59,7 @@ impl ServiceDefaults {
         if let Some(warmup) = self.warmup
             && warmup.as_millis() > i32::MAX as u128
         {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "the provider warm-up must be at most {} ms (a Java int), not {} ms",
                 i32::MAX,
                 warmup.as_millis()

@@ -30,7 +30,7 @@ impl Provider {
         {
             server = server
                 .tls_config(tls)
-                .map_err(|e| Error::Server(format!("TLS: {e}")))?;
+                .map_err(|e| Error::server(format!("TLS: {e}")).caused_by(e))?;
         }
         let mut router = server.add_service(service);
         if self.settings.reflection {

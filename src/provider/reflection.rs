@@ -24,7 +24,8 @@ pub(super) fn add_reflection<L>(router: Router<L>) -> Result<Router<L>> {
         tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
     };
-    let failed = |e: tonic_reflection::server::Error| Error::Server(format!("reflection: {e}"));
+    let failed =
+        |e: tonic_reflection::server::Error| Error::server(format!("reflection: {e}")).caused_by(e);
     let v1 = configure().build_v1().map_err(failed)?;
     let v1alpha = configure().build_v1alpha().map_err(failed)?;
     let router = add_once(router, "gRPC reflection v1", move |r| r.add_service(v1))?;

@@ -58,7 +58,7 @@ impl FromStr for RegisterMode {
             "instance" => Ok(RegisterMode::Instance),
             "interface" => Ok(RegisterMode::Interface),
             "all" => Ok(RegisterMode::All),
-            _ => Err(Error::Config(format!(
+            _ => Err(Error::config(format!(
                 "unknown register mode {:?}: instance, interface or all",
                 Error::shorten(text)
             ))),

@@ -83,7 +83,7 @@ impl Provider {
         ResBody::Error: Into<StdError>,
     {
         if let MetadataServing::OwnPort(addr) = self.settings.serving {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "`serve` adds MetadataService to your router, yet `serve_metadata_on({addr})` \
                  asks for a listener of its own: use one of the two"
             )));
@@ -139,18 +139,22 @@ impl Provider {
         let result = tokio::select! {
             result = lifecycle => {
                 stop.cancel();
-                let served = server.await.map_err(|e| Error::Server(e.to_string()));
+                let served = server.await.map_err(|e| Error::server(e.to_string()).caused_by(e));
                 result.and(served)
             }
             served = &mut server => {
-                let reason = match served {
-                    Ok(()) => "the server stopped before the shutdown signal".to_owned(),
-                    Err(e) => e.to_string(),
+                let (reason, cause) = match served {
+                    Ok(()) => ("the server stopped before the shutdown signal".to_owned(), None),
+                    Err(e) => (e.to_string(), Some(e)),
                 };
                 tracing::error!(error = %reason, "server failed; deregistering at once");
                 // It logs whether the record was deleted.
                 let _ = self.shared.deregister_gracefully(Duration::ZERO).await;
-                Err(Error::Server(reason))
+                let error = Error::server(reason);
+                Err(match cause {
+                    Some(e) => error.caused_by(e),
+                    None => error,
+                })
             }
         };
         self.stop_tasks().await;

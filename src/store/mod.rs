@@ -166,7 +166,7 @@ pub enum CasOutcome {
 ///                 return; // too far behind, or dropped: the watcher re-lists
 ///             }
 ///         }
-///         let ended = introspect::Error::WatchEnded("the source closed".into());
+///         let ended = introspect::Error::watch_ended("the source closed");
 ///         let _ = events.try_send(Err(ended));
 ///     });
 ///     watch
@@ -202,8 +202,8 @@ impl Watch {
     pub async fn next(&mut self) -> Result<Vec<WatchEvent>> {
         match self.events.recv().await {
             Some(batch) => batch,
-            None => Err(crate::Error::WatchEnded(
-                "closed by the store (the watcher fell behind, or the store went away)".into(),
+            None => Err(crate::Error::watch_ended(
+                "closed by the store (the watcher fell behind, or the store went away)",
             )),
         }
     }
@@ -279,7 +279,7 @@ pub trait Store: Send + Sync + 'static {
         expected_mod_revision: i64,
     ) -> Result<CasOutcome> {
         let _ = (key, expected_mod_revision);
-        Err(crate::Error::Store(format!(
+        Err(crate::Error::store(format!(
             "the {} store does not support compare-and-delete",
             self.backend()
         )))

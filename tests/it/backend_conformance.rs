@@ -547,7 +547,7 @@ pub mod cases {
         (s.put_config_raw)(DEFAULT_GROUP.into(), key.key().into(), huge).await;
         for read in [next_state(&mut follow).await, config.get(&key).await] {
             match read {
-                Err(Error::Rule { key, reason }) => {
+                Err(Error::Rule { key, reason, .. }) => {
                     assert_eq!(key, "dubbo/shop.configurators");
                     assert!(reason.contains("over the limit"), "{reason}");
                 }

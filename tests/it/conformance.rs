@@ -572,7 +572,7 @@ mod cases {
         match end {
             // Ended: what came before the end is a gap-free prefix of the changes.
             Some(end) => {
-                assert!(matches!(end, Error::WatchEnded(_)), "{end}");
+                assert!(matches!(end, Error::WatchEnded { .. }), "{end}");
                 assert!(received < total, "ended after everything arrived");
             }
             // etcd may pack several revisions into one batch, so the buffer need not fill.
@@ -677,7 +677,7 @@ mod memory_only {
             assert_eq!(next_batch(&mut slow).await.unwrap().len(), 1);
         }
         let end = next_batch(&mut slow).await.unwrap_err();
-        assert!(matches!(end, Error::WatchEnded(_)), "{end}");
+        assert!(matches!(end, Error::WatchEnded { .. }), "{end}");
 
         // Replaying more revisions than the buffer holds still works: history is packed.
         let mut replay = store.watch_prefix("/slow/", first).await.unwrap();
@@ -709,7 +709,7 @@ mod etcd_only {
         )
         .await;
         match result {
-            Err(e @ Error::StoreUnavailable(_)) => assert!(e.is_transient()),
+            Err(e @ Error::StoreUnavailable { .. }) => assert!(e.is_transient()),
             other => panic!("expected StoreUnavailable, got {other:?}"),
         }
         assert!(
@@ -727,7 +727,7 @@ mod etcd_only {
             EtcdOptions::new(["http://127.0.0.1:2379"]).with_tls(b"not a pem".to_vec(), None),
         ] {
             match EtcdStore::connect(options.clone()).await {
-                Err(Error::Config(_)) => {}
+                Err(Error::Config { .. }) => {}
                 Err(other) => panic!("{options:?}: expected a config error, got {other}"),
                 Ok(_) => panic!("{options:?}: expected a config error, connected"),
             }
@@ -747,7 +747,7 @@ mod etcd_only {
         admin.auth_enable().await.unwrap();
 
         match EtcdStore::connect(server.options().with_user("root", "not-the-pw-x7")).await {
-            Err(error @ Error::Unauthenticated(_)) => {
+            Err(error @ Error::Unauthenticated { .. }) => {
                 assert!(error.is_permanent() && !error.is_transient(), "{error}");
                 assert!(!error.to_string().contains("not-the-pw-x7"), "{error}");
             }
@@ -761,7 +761,7 @@ mod etcd_only {
             Err(e) => e,
             Ok(store) => store.get("/k").await.unwrap_err(),
         };
-        assert!(matches!(&error, Error::Unauthenticated(_)), "{error}");
+        assert!(matches!(&error, Error::Unauthenticated { .. }), "{error}");
         assert!(error.is_permanent() && !error.is_transient());
 
         let store = EtcdStore::connect(server.options().with_user("root", "rootpw"))

@@ -38,7 +38,7 @@ async fn credentials_are_checked_and_permissions_enforced() {
         .await
         .err()
         .expect("wrong password refused");
-    assert!(matches!(err, Error::Unauthenticated(_)), "{err}");
+    assert!(matches!(err, Error::Unauthenticated { .. }), "{err}");
     assert_permanent(&err);
 
     // An unknown user: the same.
@@ -46,7 +46,7 @@ async fn credentials_are_checked_and_permissions_enforced() {
         .await
         .err()
         .expect("unknown user refused");
-    assert!(matches!(err, Error::Unauthenticated(_)), "{err}");
+    assert!(matches!(err, Error::Unauthenticated { .. }), "{err}");
     assert_permanent(&err);
 
     // No credentials at all: the first request (or the connect) is refused.
@@ -54,7 +54,7 @@ async fn credentials_are_checked_and_permissions_enforced() {
         Err(err) => err,
         Ok(anonymous) => anonymous.get_prefix("/services/").await.unwrap_err(),
     };
-    assert!(matches!(err, Error::Unauthenticated(_)), "{err}");
+    assert!(matches!(err, Error::Unauthenticated { .. }), "{err}");
     assert_permanent(&err);
 
     // The provider user registers; the reader user resolves.
@@ -78,7 +78,7 @@ async fn credentials_are_checked_and_permissions_enforced() {
         .put("/services/intruder/x", b"{}".to_vec(), None)
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::PermissionDenied(_)), "{err}");
+    assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
     assert_permanent(&err);
     let err = Provider::builder("intruder", reader)
         .serve_metadata_on("127.0.0.1:0".parse().unwrap())
@@ -86,7 +86,7 @@ async fn credentials_are_checked_and_permissions_enforced() {
         .start()
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::PermissionDenied(_)), "{err}");
+    assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
     assert_permanent(&err);
     provider.shutdown().await.unwrap();
 }
@@ -136,12 +136,12 @@ async fn reads_and_watches_outside_a_users_range_are_denied() {
     );
     // Outside it, reads and watches are refused by variant.
     let err = outsider.get_prefix("/services/").await.unwrap_err();
-    assert!(matches!(err, Error::PermissionDenied(_)), "{err}");
+    assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
     assert_permanent(&err);
     let err = outsider.get("/services/a").await.unwrap_err();
-    assert!(matches!(err, Error::PermissionDenied(_)), "{err}");
+    assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
     let err = outsider.watch_prefix("/services/", 0).await.unwrap_err();
-    assert!(matches!(err, Error::PermissionDenied(_)), "{err}");
+    assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
     assert_permanent(&err);
 }
 
@@ -165,7 +165,7 @@ async fn a_subscription_without_credentials_ends_with_an_authentication_error() 
         .subscribe(Subscription::new(ORDERS))
         .await
         .expect_err("a refused subscription does not start");
-    assert!(matches!(err, Error::Unauthenticated(_)), "{err}");
+    assert!(matches!(err, Error::Unauthenticated { .. }), "{err}");
     assert_permanent(&err);
     // The refusal ends it at once: no retry until the start timeout, and no empty set.
     assert!(started.elapsed() < REFUSAL_BOUND, "{:?}", started.elapsed());
@@ -206,7 +206,10 @@ async fn credentials_refused_after_the_start_end_the_subscription_and_keep_its_s
     .expect("the refusal reaches changed() within its bound");
     assert_permanent(&err);
     assert!(
-        matches!(err, Error::Unauthenticated(_) | Error::PermissionDenied(_)),
+        matches!(
+            err,
+            Error::Unauthenticated { .. } | Error::PermissionDenied { .. }
+        ),
         "{err}"
     );
     // The last set stays; the reason is there for select! loops; later waits fail alike.

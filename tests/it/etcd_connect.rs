@@ -19,7 +19,7 @@ async fn a_store_made_while_etcd_is_down_follows_it_once_it_is_up() {
 
     // Without the option: a clear, transient error naming the endpoint plainly.
     let error = EtcdStore::connect(etcd.options()).await.unwrap_err();
-    assert!(matches!(error, Error::StoreUnavailable(_)), "{error}");
+    assert!(matches!(error, Error::StoreUnavailable { .. }), "{error}");
     let shown = error.to_string();
     assert!(
         shown.contains(&etcd.endpoint()) && !shown.contains("[\""),
@@ -76,7 +76,7 @@ async fn refused_credentials_are_not_unreachability() {
 
     // etcd up: a wrong password fails at connect, in the background mode too.
     let error = EtcdStore::connect(wrong(&etcd)).await.unwrap_err();
-    assert!(matches!(error, Error::Unauthenticated(_)), "{error}");
+    assert!(matches!(error, Error::Unauthenticated { .. }), "{error}");
 
     // etcd down at connect: the store is made; once etcd is up, the first request says
     // the credentials are refused (permanent), not that etcd is unreachable.
@@ -84,7 +84,7 @@ async fn refused_credentials_are_not_unreachability() {
     let store = EtcdStore::connect(wrong(&etcd)).await.unwrap();
     etcd.restart().await;
     let error = store.get_prefix("/services/").await.unwrap_err();
-    assert!(matches!(error, Error::Unauthenticated(_)), "{error}");
+    assert!(matches!(error, Error::Unauthenticated { .. }), "{error}");
     assert!(error.is_permanent());
     assert!(!error.to_string().contains("no-such-pw"), "{error}");
 }

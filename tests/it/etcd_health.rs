@@ -143,7 +143,8 @@ fn simulated_provider(records: Records, port: u16, stop: Arc<AtomicBool>) {
             };
             while !stop.load(Ordering::Relaxed) {
                 tokio::time::sleep(TTL / 4).await;
-                if let Err(introspect::Error::RegistrationLost(_)) = registration.keep_alive().await
+                if let Err(introspect::Error::RegistrationLost { .. }) =
+                    registration.keep_alive().await
                 {
                     // Lost: a real provider notices at its next keep-alive and registers
                     // again a moment later.

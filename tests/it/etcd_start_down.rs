@@ -73,7 +73,7 @@ async fn a_consumer_started_while_etcd_is_down_serves_its_snapshot_then_follows_
     let err = EtcdStore::connect(etcd.options())
         .await
         .expect_err("etcd is down");
-    assert!(matches!(err, Error::StoreUnavailable(_)), "{err}");
+    assert!(matches!(err, Error::StoreUnavailable { .. }), "{err}");
     let store = background(&etcd).await;
     let resolver = resolver(store.clone(), dir.path());
     // One-shot reads still fail, clearly, after their deadline.

@@ -1459,7 +1459,10 @@ async fn a_backend_without_an_interface_level_layout_refuses_it_at_build() {
             .export(greeter_service())
             .build()
             .expect_err("refused");
-        assert!(matches!(error, introspect::Error::Config(_)), "{error:?}");
+        assert!(
+            matches!(error, introspect::Error::Config { .. }),
+            "{error:?}"
+        );
         assert!(error.to_string().contains("does not write"), "{error}");
     }
     Provider::builder(APP, Backend::memory())
@@ -1478,7 +1481,10 @@ async fn a_backend_without_an_interface_level_refuses_force_interface() {
         .subscribe(Subscription::new("helloworld.Greeter").migration(MigrationStep::ForceInterface))
         .await
         .expect_err("refused");
-    assert!(matches!(error, introspect::Error::Config(_)), "{error:?}");
+    assert!(
+        matches!(error, introspect::Error::Config { .. }),
+        "{error:?}"
+    );
     assert!(
         error.to_string().contains("no interface-level providers"),
         "{error}"

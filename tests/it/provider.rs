@@ -291,6 +291,7 @@ async fn start_without_the_metadata_service_in_the_router_says_what_to_add() {
     let Error::MetadataServiceMissing {
         address: called,
         advice,
+        ..
     } = &err
     else {
         panic!("expected MetadataServiceMissing: {err}");
@@ -346,7 +347,7 @@ async fn a_port_never_set_and_unspecified_hosts_are_refused_in_words() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::Config(m) if m.contains("port was never set")),
+        matches!(&err, Error::Config { reason: m, .. } if m.contains("port was never set")),
         "{err}"
     );
     assert!(matches!(

@@ -155,7 +155,7 @@ impl XdsServer {
         let builder = match self.tls.clone() {
             Some(tls) => builder
                 .tls_config(tls)
-                .map_err(|e| Error::Config(format!("xDS TLS: {e}")))?,
+                .map_err(|e| Error::config(format!("xDS TLS: {e}")).caused_by(e))?,
             None => builder,
         };
         let mut builder = builder;
@@ -167,7 +167,7 @@ impl XdsServer {
                 stop.send_replace(true);
             })
             .await
-            .map_err(|e| Error::Server(format!("xDS server: {e}")))
+            .map_err(|e| Error::server(format!("xDS server: {e}")).caused_by(e))
     }
 }
 

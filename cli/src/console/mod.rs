@@ -144,7 +144,7 @@ impl ConsoleOptions {
     pub fn from_args(args: &ConsoleArgs) -> Result<Self> {
         let token = match &args.token_env {
             Some(name) => Some(std::env::var(name).map_err(|_| {
-                Error::Config(format!(
+                Error::config(format!(
                     "--token-env {name}: the environment variable {name} is not set (or not UTF-8)"
                 ))
             })?),
@@ -161,13 +161,13 @@ impl ConsoleOptions {
     /// without a token, a short token.
     fn check(&self) -> Result<()> {
         match &self.token {
-            None if !self.listen.ip().is_loopback() => Err(Error::Config(format!(
+            None if !self.listen.ip().is_loopback() => Err(Error::config(format!(
                 "refusing to serve the console on {} without a token: give --token-env NAME \
                  with the token in that environment variable, or listen on loopback",
                 self.listen
             ))),
             Some(token) if token.chars().count() < auth::MIN_TOKEN_CHARS => {
-                Err(Error::Config(format!(
+                Err(Error::config(format!(
                     "the console token is too short: at least {} characters",
                     auth::MIN_TOKEN_CHARS
                 )))
@@ -216,7 +216,9 @@ pub async fn start(resolver: Resolver, options: ConsoleOptions) -> Result<Consol
     options.check()?;
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
-        .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", options.listen)))?;
+        .map_err(|e| {
+            Error::config(format!("cannot listen on {}: {e}", options.listen)).caused_by(e)
+        })?;
     let addr = listener.local_addr()?;
     let (fleet, running) = fleet::Fleet::start(resolver, &options);
     let auth = Arc::new(auth::Auth::new(options.token.clone(), addr));

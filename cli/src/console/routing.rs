@@ -167,7 +167,7 @@ pub async fn route(
 /// is not valid) is a 400, a deadline a 504, anything else the registry's (502).
 fn status_of(error: &Error) -> StatusCode {
     match error {
-        Error::InvalidName { .. } | Error::Config(_) => StatusCode::BAD_REQUEST,
+        Error::InvalidName { .. } | Error::Config { .. } => StatusCode::BAD_REQUEST,
         Error::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
         _ => StatusCode::BAD_GATEWAY,
     }

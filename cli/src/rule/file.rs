@@ -12,19 +12,22 @@ pub fn read(path: &Path) -> Result<String, Error> {
     let refuse = |reason: String| Error::Rule {
         key: path.display().to_string(),
         reason,
+        source: None,
     };
-    let file = std::fs::File::open(path).map_err(|e| refuse(format!("cannot read: {e}")))?;
+    let file =
+        std::fs::File::open(path).map_err(|e| refuse(format!("cannot read: {e}")).caused_by(e))?;
     let mut bytes = Vec::new();
     // One byte over the bound is enough to know the file is too large.
     file.take(MAX_RULE_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| refuse(format!("cannot read: {e}")))?;
+        .map_err(|e| refuse(format!("cannot read: {e}")).caused_by(e))?;
     if bytes.len() > MAX_RULE_BYTES {
         return Err(refuse(format!(
             "over the limit of {MAX_RULE_BYTES} bytes for a rule"
         )));
     }
-    String::from_utf8(bytes).map_err(|e| refuse(format!("not UTF-8 text ({})", e.utf8_error())))
+    String::from_utf8(bytes)
+        .map_err(|e| refuse(format!("not UTF-8 text ({})", e.utf8_error())).caused_by(e))
 }
 
 #[cfg(test)]

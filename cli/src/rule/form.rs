@@ -124,6 +124,7 @@ impl ParsedRule {
                     looks.name(),
                     form.name()
                 ),
+                source: None,
             });
         }
         ParsedRule::parse(form, key, text)
@@ -188,6 +189,7 @@ pub fn check_for_write(
                  .condition-router in any group; .migration in group {MIGRATION_GROUP}); \
                  pass --force-unknown to write it unchecked"
             ),
+            source: None,
         }),
     }
 }

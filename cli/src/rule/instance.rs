@@ -227,6 +227,7 @@ fn refuse(key: &str, reason: impl Into<String>) -> Error {
     Error::Rule {
         key: key.to_owned(),
         reason: reason.into(),
+        source: None,
     }
 }
 
@@ -254,7 +255,7 @@ fn field<'a>(map: &'a Mapping, name: &str) -> Option<&'a Value> {
 
 fn to_yaml(key: &str, map: Mapping) -> Result<String, Error> {
     serde_yaml_ng::to_string(&Value::Mapping(map))
-        .map_err(|e| refuse(key, format!("cannot write the rule: {e}")))
+        .map_err(|e| refuse(key, format!("cannot write the rule: {e}")).caused_by(e))
 }
 
 // ---- configurators ----

@@ -133,7 +133,7 @@ mod tests {
         );
         assert!(matches!(
             registration.keep_alive().await,
-            Err(Error::RegistrationLost(_))
+            Err(Error::RegistrationLost { .. })
         ));
     }
 }

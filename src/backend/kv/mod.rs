@@ -121,7 +121,7 @@ impl InstanceRegistry for KvBackend {
         options: &RegisterOptions,
     ) -> Result<Arc<dyn Registration>> {
         if options.writes == Writes::LivenessOnly {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "the {} backend has no interface-level layout (asked for {})",
                 self.store.backend(),
                 instance.service_name

@@ -86,7 +86,8 @@ impl<R: KvRecord> KvRegistration<R> {
     fn lost_if_gone(error: Error) -> Error {
         match error {
             Error::LeaseNotFound(lease) => {
-                Error::RegistrationLost(format!("lease {lease} expired or was revoked"))
+                Error::registration_lost(format!("lease {lease} expired or was revoked"))
+                    .caused_by(error)
             }
             other => other,
         }

@@ -143,7 +143,7 @@ impl Connector {
         match tokio::time::timeout(self.options.connect_timeout, building).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(map_error(e, what)),
-            Err(_) => Err(Error::StoreUnavailable(format!(
+            Err(_) => Err(Error::store_unavailable(format!(
                 "{what}: no answer within {:?}",
                 self.options.connect_timeout
             ))),
@@ -243,53 +243,58 @@ pub(super) fn is_over_limit(error: &SdkError) -> bool {
 /// permission is permanent; connection trouble is transient; a reply over gRPC's message
 /// limit says so.
 pub(super) fn map_error(error: SdkError, what: &str) -> Error {
+    sort_error(&error, what).caused_by(error)
+}
+
+/// [`map_error`] without the source.
+fn sort_error(error: &SdkError, what: &str) -> Error {
     let text = error.to_string();
     let lower = text.to_ascii_lowercase();
-    if is_over_limit(&error) {
-        return Error::Store(format!(
+    if is_over_limit(error) {
+        return Error::store(format!(
             "{what}: a reply of the Nacos server is over the gRPC message limit the SDK \
              accepts (4 MiB): {text}"
         ));
     }
     match error {
         SdkError::ErrResponse(_, code, error_code, message) => {
-            let message = message.unwrap_or_default();
+            let message = message.as_deref().unwrap_or_default();
             let lower = message.to_ascii_lowercase();
             if lower.contains("permission") {
-                Error::PermissionDenied(format!("{what}: Nacos refused: {message}"))
-            } else if is_auth_code(code) || is_auth_code(error_code) || lower.contains("auth") {
-                Error::Unauthenticated(format!("{what}: Nacos refused the credentials: {message}"))
+                Error::permission_denied(format!("{what}: Nacos refused: {message}"))
+            } else if is_auth_code(*code) || is_auth_code(*error_code) || lower.contains("auth") {
+                Error::unauthenticated(format!("{what}: Nacos refused the credentials: {message}"))
             } else {
-                Error::Store(format!(
+                Error::store(format!(
                     "{what}: Nacos answered {code}/{error_code}: {message}"
                 ))
             }
         }
         SdkError::TonicGrpcStatus(status) => match status.code() {
             tonic::Code::Unauthenticated => {
-                Error::Unauthenticated(format!("{what}: Nacos refused the credentials"))
+                Error::unauthenticated(format!("{what}: Nacos refused the credentials"))
             }
             tonic::Code::PermissionDenied => {
-                Error::PermissionDenied(format!("{what}: Nacos refused access"))
+                Error::permission_denied(format!("{what}: Nacos refused access"))
             }
             tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => {
-                Error::StoreUnavailable(format!("{what}: {}", status.message()))
+                Error::store_unavailable(format!("{what}: {}", status.message()))
             }
-            _ => Error::Store(format!("{what}: Nacos: {text}")),
+            _ => Error::store(format!("{what}: Nacos: {text}")),
         },
         SdkError::ErrResult(_) if lower.contains("403") || lower.contains("unauthorized") => {
-            Error::Unauthenticated(format!("{what}: Nacos refused the credentials"))
+            Error::unauthenticated(format!("{what}: Nacos refused the credentials"))
         }
         SdkError::InvalidParam(..) | SdkError::WrongServerAddress(_) => {
-            Error::Config(format!("{what}: {text}"))
+            Error::config(format!("{what}: {text}"))
         }
         SdkError::Serialization(_) => Error::malformed("Nacos reply", format!("{what}: {text}")),
         SdkError::ClientUnhealthy(_)
         | SdkError::ClientShutdown(_)
         | SdkError::NoAvailableServer
         | SdkError::TonicGrpcTransport(_)
-        | SdkError::GrpcBufferRequest(_) => Error::StoreUnavailable(format!("{what}: {text}")),
-        _ => Error::Store(format!("{what}: Nacos: {text}")),
+        | SdkError::GrpcBufferRequest(_) => Error::store_unavailable(format!("{what}: {text}")),
+        _ => Error::store(format!("{what}: Nacos: {text}")),
     }
 }
 
@@ -307,8 +312,17 @@ mod tests {
             403,
             Some("NO_NAMESPACE_PERMISSION, user no such namespace permission: dev".into()),
         );
-        assert!(matches!(map_error(denied, "x"), Error::PermissionDenied(_)));
-        assert!(map_error(SdkError::NoAvailableServer, "x").is_transient());
+        assert!(matches!(
+            map_error(denied, "x"),
+            Error::PermissionDenied { .. }
+        ));
+        let unavailable = map_error(SdkError::NoAvailableServer, "x");
+        assert!(unavailable.is_transient());
+        let source = std::error::Error::source(&unavailable);
+        assert!(matches!(
+            source.and_then(|s| s.downcast_ref::<SdkError>()),
+            Some(SdkError::NoAvailableServer)
+        ));
         assert!(map_error(SdkError::ClientUnhealthy("down".into()), "x").is_transient());
         let big = SdkError::TonicGrpcStatus(tonic::Status::out_of_range(
             "decoded message length too large: found 5000000 bytes, the limit is: 4194304 bytes",

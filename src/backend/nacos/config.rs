@@ -131,8 +131,7 @@ impl ConfigCentre for NacosBackend {
                         last = now;
                         state
                     }
-                    Err(e) if e.is_permanent() => Err(e),
-                    Err(e) => Err(Error::WatchEnded(e.to_string())),
+                    Err(e) => Err(e.ending_follow()),
                 };
                 if !forward_config(&states, state) {
                     break;
@@ -184,10 +183,9 @@ impl ConfigCentre for NacosBackend {
     /// Nacos config centre has none either.
     async fn list(&self, group: &str) -> Result<Vec<String>> {
         config::validate_group(group)?;
-        Err(Error::Config(
+        Err(Error::config(
             "listing config keys is not supported on Nacos (its SDK cannot list a group's \
-             configs); get a rule by its key instead"
-                .into(),
+             configs); get a rule by its key instead",
         ))
     }
 }

@@ -73,7 +73,7 @@ impl HttpReader {
             .timeout(READ_TIMEOUT)
             .no_proxy()
             .build()
-            .map_err(|e| Error::Config(format!("an HTTP client for Nacos: {e}")))?;
+            .map_err(|e| Error::config(format!("an HTTP client for Nacos: {e}")).caused_by(e))?;
         Ok(HttpReader {
             client,
             options,
@@ -100,7 +100,7 @@ impl HttpReader {
                 Err(e) => return Err(e),
             }
         }
-        Err(last.unwrap_or_else(|| Error::Config("no Nacos server given".into())))
+        Err(last.unwrap_or_else(|| Error::config("no Nacos server given")))
     }
 
     async fn list_at(
@@ -130,8 +130,9 @@ impl HttpReader {
             let status = sent.status();
             let body = read_bounded(sent, what).await?;
             if status.is_success() {
-                let answer: ListAnswer = serde_json::from_slice(&body)
-                    .map_err(|e| Error::malformed("Nacos reply", format!("{what}: {e}")))?;
+                let answer: ListAnswer = serde_json::from_slice(&body).map_err(|e| {
+                    Error::malformed("Nacos reply", format!("{what}: {e}")).caused_by(e)
+                })?;
                 return Ok(answer.hosts);
             }
             let text = Error::shorten(&String::from_utf8_lossy(&body));
@@ -167,12 +168,13 @@ impl HttpReader {
         let body = read_bounded(sent, what).await?;
         if !status.is_success() {
             let text = Error::shorten(&String::from_utf8_lossy(&body));
-            return Err(Error::Unauthenticated(format!(
+            return Err(Error::unauthenticated(format!(
                 "{what}: Nacos refused the credentials ({status}): {text}"
             )));
         }
-        let login: LoginAnswer = serde_json::from_slice(&body)
-            .map_err(|e| Error::malformed("Nacos login reply", format!("{what}: {e}")))?;
+        let login: LoginAnswer = serde_json::from_slice(&body).map_err(|e| {
+            Error::malformed("Nacos login reply", format!("{what}: {e}")).caused_by(e)
+        })?;
         let ttl = Duration::from_secs(login.token_ttl.max(10));
         let token = Token {
             value: login.access_token,
@@ -213,26 +215,26 @@ async fn read_bounded(mut answer: reqwest::Response, what: &str) -> Result<Vec<u
 }
 
 fn too_large(size: usize, what: &str) -> Error {
-    Error::Store(format!(
+    Error::store(format!(
         "{what}: the Nacos server's answer is over {} MiB ({size} bytes or more)",
         MAX_ANSWER >> 20
     ))
 }
 
 fn transport_error(error: reqwest::Error, what: &str) -> Error {
-    Error::StoreUnavailable(format!("{what}: {error}"))
+    Error::store_unavailable(format!("{what}: {error}")).caused_by(error)
 }
 
 fn answer_error(status: reqwest::StatusCode, text: &str, what: &str) -> Error {
     let lower = text.to_ascii_lowercase();
     match status.as_u16() {
-        401 => Error::Unauthenticated(format!("{what}: Nacos refused the credentials: {text}")),
+        401 => Error::unauthenticated(format!("{what}: Nacos refused the credentials: {text}")),
         403 if lower.contains("permission") => {
-            Error::PermissionDenied(format!("{what}: Nacos refused: {text}"))
+            Error::permission_denied(format!("{what}: Nacos refused: {text}"))
         }
-        403 => Error::Unauthenticated(format!("{what}: Nacos refused the credentials: {text}")),
-        500..=599 => Error::StoreUnavailable(format!("{what}: Nacos answered {status}: {text}")),
-        _ => Error::Store(format!("{what}: Nacos answered {status}: {text}")),
+        403 => Error::unauthenticated(format!("{what}: Nacos refused the credentials: {text}")),
+        500..=599 => Error::store_unavailable(format!("{what}: Nacos answered {status}: {text}")),
+        _ => Error::store(format!("{what}: Nacos answered {status}: {text}")),
     }
 }
 
@@ -255,7 +257,7 @@ mod tests {
         assert!(answer_error(forbidden, "user not found", "x").is_permanent());
         assert!(matches!(
             answer_error(forbidden, "no namespace permission", "x"),
-            Error::PermissionDenied(_)
+            Error::PermissionDenied { .. }
         ));
         let busy = reqwest::StatusCode::SERVICE_UNAVAILABLE;
         assert!(answer_error(busy, "starting", "x").is_transient());

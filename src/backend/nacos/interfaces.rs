@@ -72,7 +72,7 @@ impl NacosInterface {
         let nacos = instance(url, limits)?;
         let service = names::service_name(&url.nacos_service());
         if !lock(&held).insert(service.clone()) {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "the interface-level service {service} is registered twice by one provider \
                  (one interface, version and group on two protocols): Nacos keeps one \
                  instance per service and connection"

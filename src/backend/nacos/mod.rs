@@ -104,7 +104,7 @@ impl NacosBackend {
     /// answers in time, [`Error::Unauthenticated`] when the server refuses the credentials.
     pub async fn connect(options: NacosOptions) -> Result<Self> {
         if options.servers.is_empty() {
-            return Err(Error::Config("no Nacos server given".into()));
+            return Err(Error::config("no Nacos server given"));
         }
         let connector = Connector::new(options);
         let reader = Arc::new(Reader::new(connector.clone()));

@@ -73,7 +73,7 @@ impl NamingInstance {
         let mut tries = 0;
         loop {
             match self.put(instance.clone(), &what).await {
-                Err(Error::Unauthenticated(_)) if tries < LOGIN_TRIES => {
+                Err(Error::Unauthenticated { .. }) if tries < LOGIN_TRIES => {
                     tries += 1;
                     tokio::time::sleep(LOGIN_WAIT).await;
                 }

@@ -136,10 +136,10 @@ async fn changes(
 pub(super) fn session_ended(state: zk::SessionState) -> Option<Error> {
     match state {
         zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => None,
-        zk::SessionState::AuthFailed => Some(Error::Unauthenticated(
-            "ZooKeeper refused the credentials of the reading session".into(),
+        zk::SessionState::AuthFailed => Some(Error::unauthenticated(
+            "ZooKeeper refused the credentials of the reading session",
         )),
-        other => Some(Error::WatchEnded(format!(
+        other => Some(Error::watch_ended(format!(
             "ZooKeeper session {other:?}: following again after it reconnects"
         ))),
     }

@@ -79,7 +79,7 @@ async fn create(
             Ok(_) => return Ok(()),
             Err(zk::Error::NoNode) => {
                 let Some(parent) = parent(path) else {
-                    return Err(Error::Store(format!("create {path}: no parent")));
+                    return Err(Error::store(format!("create {path}: no parent")));
                 };
                 client
                     .mkdir(parent, &persistent)

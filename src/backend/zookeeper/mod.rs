@@ -86,7 +86,7 @@ impl ZooKeeperBackend {
     /// answers in time.
     pub async fn connect(options: ZooKeeperOptions) -> Result<Self> {
         if options.servers.is_empty() {
-            return Err(crate::Error::Config("no ZooKeeper server given".into()));
+            return Err(crate::Error::config("no ZooKeeper server given"));
         }
         let client = if options.connect_in_background {
             None

@@ -49,7 +49,7 @@ impl Node {
         }
         match self.client.check_stat(&self.path).await {
             Ok(Some(stat)) if stat.ephemeral_owner == self.client.session_id().0 => Ok(()),
-            Ok(Some(_)) => Err(Error::Store(format!(
+            Ok(Some(_)) => Err(Error::store(format!(
                 "{} is held by another ZooKeeper session (another process registered the same \
                  record)",
                 self.path

@@ -75,7 +75,7 @@ async fn connect_asking(
     };
     match tokio::time::timeout(options.connect_timeout, attempts).await {
         Ok(connected) => connected,
-        Err(_) => Err(Error::StoreUnavailable(format!(
+        Err(_) => Err(Error::store_unavailable(format!(
             "cannot reach ZooKeeper at {servers}: no session within {:?}",
             options.connect_timeout
         ))),
@@ -96,7 +96,7 @@ fn connection_timeout(session_timeout: Duration) -> Duration {
 
 /// The error of a record whose session (or node at `path`) is gone: register again.
 pub(super) fn lost(client: &zk::Client, path: &str, why: &str) -> Error {
-    Error::RegistrationLost(format!(
+    Error::registration_lost(format!(
         "ZooKeeper session {} of {path}: {why}",
         client.session_id()
     ))
@@ -109,10 +109,10 @@ pub(super) fn check_held(client: &zk::Client, path: &str) -> Result<()> {
     match client.state() {
         zk::SessionState::Expired => Err(lost(client, path, "the session expired")),
         zk::SessionState::Closed => Err(lost(client, path, "the session was closed")),
-        zk::SessionState::AuthFailed => Err(Error::Unauthenticated(format!(
+        zk::SessionState::AuthFailed => Err(Error::unauthenticated(format!(
             "ZooKeeper refused the credentials of the session of {path}"
         ))),
-        zk::SessionState::Disconnected => Err(Error::StoreUnavailable(format!(
+        zk::SessionState::Disconnected => Err(Error::store_unavailable(format!(
             "ZooKeeper session {} disconnected",
             client.session_id()
         ))),
@@ -246,24 +246,25 @@ async fn create_parents(
 /// Sorts a client error into the crate's, naming `what` failed. Credentials and
 /// permissions are permanent; connection trouble is transient.
 pub(super) fn map_error(error: zk::Error, what: &str) -> Error {
-    match error {
-        zk::Error::NoAuth => Error::PermissionDenied(format!(
+    let sorted = match &error {
+        zk::Error::NoAuth => Error::permission_denied(format!(
             "{what}: ZooKeeper refused access (the node's ACL does not let these credentials in)"
         )),
         zk::Error::AuthFailed => {
-            Error::Unauthenticated(format!("{what}: ZooKeeper refused the credentials"))
+            Error::unauthenticated(format!("{what}: ZooKeeper refused the credentials"))
         }
         zk::Error::ConnectionLoss
         | zk::Error::Timeout
         | zk::Error::NoHosts
         | zk::Error::SessionMoved
-        | zk::Error::Throttled => Error::StoreUnavailable(format!("{what}: {error}")),
+        | zk::Error::Throttled => Error::store_unavailable(format!("{what}: {error}")),
         zk::Error::SessionExpired | zk::Error::ClientClosed => {
-            Error::StoreUnavailable(format!("{what}: the ZooKeeper session is over ({error})"))
+            Error::store_unavailable(format!("{what}: the ZooKeeper session is over ({error})"))
         }
-        zk::Error::BadArguments(reason) => Error::Config(format!("{what}: {reason}")),
-        other => Error::Store(format!("{what}: ZooKeeper: {other}")),
-    }
+        zk::Error::BadArguments(reason) => Error::config(format!("{what}: {reason}")),
+        other => Error::store(format!("{what}: ZooKeeper: {other}")),
+    };
+    sorted.caused_by(error)
 }
 
 #[cfg(test)]
@@ -278,5 +279,7 @@ mod tests {
         assert!(map_error(zk::Error::SessionExpired, "x").is_transient());
         let other = map_error(zk::Error::NotEmpty, "delete /a");
         assert!(!other.is_permanent() && other.to_string().contains("delete /a"));
+        let source = std::error::Error::source(&other).and_then(|s| s.downcast_ref::<zk::Error>());
+        assert!(matches!(source, Some(zk::Error::NotEmpty)));
     }
 }

@@ -277,7 +277,7 @@ impl Admission {
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| {
-                    Checked::Unusable(Error::Config("the identity check panicked".into()))
+                    Checked::Unusable(Error::config("the identity check panicked"))
                 });
             (address, generation, checked)
         });
@@ -471,7 +471,7 @@ mod tests {
                     Some("pass") => Checked::Passed(channel()),
                     Some("silent") => Checked::Unreached(channel()),
                     Some(presented) => Checked::Rejected(refusal(&address, presented)),
-                    None => Checked::Unusable(Error::Config("unscripted".into())),
+                    None => Checked::Unusable(Error::config("unscripted")),
                 }
             }
             .boxed()

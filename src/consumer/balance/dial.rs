@@ -254,7 +254,7 @@ impl Dialer {
         // No request timeout here: the channel writes each attempt's deadline into its
         // `grpc-timeout`, which tonic enforces.
         let endpoint = TonicEndpoint::from_shared(format!("{scheme}://{address}"))
-            .map_err(|e| invalid(e.to_string()))?
+            .map_err(|e| invalid(e.to_string()).caused_by(e))?
             .connect_timeout(self.connect_timeout)
             .tcp_nodelay(true);
         let applied = match (&self.tls, &self.identity, checked) {
@@ -265,7 +265,7 @@ impl Dialer {
             (Some(tls), _, _) => crate::tls::apply(endpoint, tls),
             (None, _, _) => Ok(endpoint),
         };
-        applied.map_err(|e| invalid(format!("TLS: {e}")))
+        applied.map_err(|e| invalid(format!("TLS: {e}")).caused_by(e))
     }
 }
 

@@ -370,7 +370,7 @@ pub(crate) fn balanced_channel(
     } else {
         dialer.endpoint(&probe)
     };
-    checked.map_err(|e| Error::Config(format!("balanced channel: {e}")))?;
+    checked.map_err(|e| Error::config(format!("balanced channel: {e}")).caused_by(e))?;
     let admission = match &parts.identity {
         Some(identity) if dialer.checks_identity() => Some(Admission::new(
             Arc::new(dialer.clone()),

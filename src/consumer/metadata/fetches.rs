@@ -106,7 +106,7 @@ impl Fetching {
             }
             Err(e) => match self.ids.remove(&e.id()) {
                 Some(key) => {
-                    let error = Error::from(std::io::Error::other(e.to_string()));
+                    let error = Error::from(std::io::Error::other(e));
                     let lasting = false;
                     (key, Err(Unfetched { error, lasting }))
                 }

@@ -64,7 +64,7 @@ impl RecordTask {
                     );
                     return Some(registration);
                 }
-                Err(e @ Error::Config(_)) => {
+                Err(e @ Error::Config { .. }) => {
                     tracing::warn!(error = %e, "consumer record not registered");
                     return None;
                 }
@@ -102,7 +102,7 @@ impl RecordTask {
                             last_renewal = Instant::now();
                             false
                         }
-                        Err(Error::RegistrationLost(reason)) => {
+                        Err(Error::RegistrationLost { reason, .. }) => {
                             tracing::warn!(%reason, "consumer record lost");
                             true
                         }
@@ -120,7 +120,7 @@ impl RecordTask {
                             pace.written(now);
                             false
                         }
-                        Err(Error::RegistrationLost(reason)) => {
+                        Err(Error::RegistrationLost { reason, .. }) => {
                             tracing::warn!(%reason, "consumer record lost");
                             true
                         }

@@ -46,10 +46,11 @@ impl SnapshotOptions {
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         created.map_err(|e| {
-            Error::Config(format!(
+            Error::config(format!(
                 "the snapshot directory {} cannot be created: {e}",
                 self.dir.display()
             ))
+            .caused_by(e)
         })
     }
 
@@ -127,7 +128,8 @@ impl Snapshot {
         if hex::encode(Sha256::digest(body)) != checksum {
             return Err(bad("checksum mismatch (truncated or corrupt)"));
         }
-        let snapshot: Snapshot = serde_json::from_slice(body).map_err(|e| bad(&e.to_string()))?;
+        let snapshot: Snapshot =
+            serde_json::from_slice(body).map_err(|e| Error::unparsable("snapshot", e))?;
         for (app, instances) in &snapshot.instances {
             for instance in instances {
                 instance.validate()?;
@@ -152,7 +154,7 @@ impl Snapshot {
         };
         let name = path
             .file_name()
-            .ok_or_else(|| Error::Config(format!("snapshot path {path:?} has no file name")))?;
+            .ok_or_else(|| Error::config(format!("snapshot path {path:?} has no file name")))?;
         let tmp = dir.join(format!(
             ".{}.tmp-{}-{}",
             name.to_string_lossy(),

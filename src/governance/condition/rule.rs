@@ -105,6 +105,7 @@ impl ConditionRule {
         let refuse = |reason: String| Error::Rule {
             key: key.to_owned(),
             reason,
+            source: None,
         };
         if yaml.len() > MAX_RULE_BYTES {
             return Err(refuse(format!(
@@ -112,8 +113,8 @@ impl ConditionRule {
                 yaml.len()
             )));
         }
-        let value: Value =
-            serde_yaml_ng::from_str(yaml).map_err(|e| refuse(format!("not YAML: {e}")))?;
+        let value: Value = serde_yaml_ng::from_str(yaml)
+            .map_err(|e| refuse(format!("not YAML: {e}")).caused_by(e))?;
         let Value::Mapping(map) = value else {
             return Err(refuse(format!(
                 "a rule must be a map, not {}",
@@ -127,6 +128,7 @@ impl ConditionRule {
         let refuse = |reason: String| Error::Rule {
             key: key.to_owned(),
             reason,
+            source: None,
         };
         let header = RuleHeader::read(key, map, RuleForm::ConditionRule)?;
         let version = match header.config_version.as_deref() {

@@ -113,7 +113,7 @@ fn unchanged(route: &ConditionRoute) -> bool {
 
 fn refused(yaml: &str) -> String {
     match ConditionRule::parse("demo.condition-router", yaml) {
-        Err(Error::Rule { key, reason }) => {
+        Err(Error::Rule { key, reason, .. }) => {
             assert_eq!(key, "demo.condition-router");
             reason
         }

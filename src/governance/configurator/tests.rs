@@ -499,7 +499,7 @@ fn malformed_documents_are_refused_as_rule_errors() {
     ];
     for yaml in refused {
         match Configurators::parse("shop.OrderService::.configurators", yaml) {
-            Err(Error::Rule { key, reason }) => {
+            Err(Error::Rule { key, reason, .. }) => {
                 assert_eq!(key, "shop.OrderService::.configurators");
                 assert!(!reason.is_empty());
             }

@@ -83,7 +83,7 @@ impl FromStr for MigrationStep {
             "FORCE_APPLICATION" => Ok(MigrationStep::ForceApplication),
             "FORCE_INTERFACE" => Ok(MigrationStep::ForceInterface),
             "APPLICATION_FIRST" => Ok(MigrationStep::ApplicationFirst),
-            _ => Err(Error::Config(format!(
+            _ => Err(Error::config(format!(
                 "unknown migration step {:?}: FORCE_APPLICATION, FORCE_INTERFACE or \
                  APPLICATION_FIRST",
                 Error::shorten(text)

@@ -317,7 +317,7 @@ mod tests {
     #[test]
     fn hostile_rules_are_refused_clearly() {
         let refused = |text: &str, says: &str| match parse(text) {
-            Err(Error::Rule { key, reason }) => {
+            Err(Error::Rule { key, reason, .. }) => {
                 assert_eq!(key, KEY);
                 assert!(reason.contains(says), "{text:?}: {reason}");
             }

@@ -57,7 +57,7 @@ impl EtcdStore {
     /// [`Error::StoreUnavailable`] until one answers.
     pub async fn connect(options: EtcdOptions) -> Result<EtcdStore> {
         if options.endpoints.is_empty() {
-            return Err(Error::Config("no etcd endpoints given".into()));
+            return Err(Error::config("no etcd endpoints given"));
         }
         for endpoint in &options.endpoints {
             parse_endpoint(endpoint)?;
@@ -90,15 +90,16 @@ impl EtcdStore {
                 );
                 Ok(store)
             }
-            Err(error @ (Error::StoreUnavailable(_) | Error::Timeout { .. })) => {
-                let reason = match error {
-                    Error::StoreUnavailable(reason) => reason,
+            Err(error @ (Error::StoreUnavailable { .. } | Error::Timeout { .. })) => {
+                let reason = match &error {
+                    Error::StoreUnavailable { reason, .. } => reason.clone(),
                     _ => format!("no answer within {budget:?}"),
                 };
-                Err(Error::StoreUnavailable(format!(
+                Err(Error::store_unavailable(format!(
                     "cannot reach etcd at {}: {reason}",
                     store.endpoints.join(", ")
-                )))
+                ))
+                .caused_by(error))
             }
             Err(error) => Err(error),
         }

@@ -8,18 +8,19 @@ use crate::error::Error;
 /// Sorts an `etcd-client` error for the layers above; `what` says what was being done.
 pub(super) fn map_error(error: etcd_client::Error, what: &str) -> Error {
     use etcd_client::Error as E;
-    match error {
-        E::GRpcStatus(status) => map_status(&status, what),
-        E::TransportError(e) => Error::StoreUnavailable(format!("{what}: {e}")),
-        E::IoError(e) => Error::StoreUnavailable(format!("{what}: {e}")),
-        E::WatchError(e) => Error::WatchEnded(format!("{what}: {e}")),
-        E::InvalidArgs(e) => Error::Store(format!("{what}: invalid arguments: {e}")),
-        other => Error::Store(format!("{what}: {other}")),
-    }
+    let sorted = match &error {
+        E::GRpcStatus(status) => map_status(status, what),
+        E::TransportError(e) => Error::store_unavailable(format!("{what}: {e}")),
+        E::IoError(e) => Error::store_unavailable(format!("{what}: {e}")),
+        E::WatchError(e) => Error::watch_ended(format!("{what}: {e}")),
+        E::InvalidArgs(e) => Error::store(format!("{what}: invalid arguments: {e}")),
+        other => Error::store(format!("{what}: {other}")),
+    };
+    sorted.caused_by(error)
 }
 
-/// Sorts a gRPC status from etcd; see [`map_error`].
-pub(super) fn map_status(status: &tonic::Status, what: &str) -> Error {
+/// Sorts a gRPC status from etcd; see [`map_error`], which keeps the error as the source.
+fn map_status(status: &tonic::Status, what: &str) -> Error {
     let message = status.message();
     let auth_failure = message.contains("authentication failed")
         || message.contains("user name is empty")
@@ -27,13 +28,13 @@ pub(super) fn map_status(status: &tonic::Status, what: &str) -> Error {
         || message.contains("invalid auth token")
         || message.contains("user name not found");
     match status.code() {
-        _ if auth_failure => Error::Unauthenticated(format!("{what}: {message}")),
-        Code::Unauthenticated => Error::Unauthenticated(format!("{what}: {message}")),
-        Code::PermissionDenied => Error::PermissionDenied(format!("{what}: {message}")),
+        _ if auth_failure => Error::unauthenticated(format!("{what}: {message}")),
+        Code::Unauthenticated => Error::unauthenticated(format!("{what}: {message}")),
+        Code::PermissionDenied => Error::permission_denied(format!("{what}: {message}")),
         // No leader, leader changed, request timed out inside etcd, connection refused or
         // lost, the request canceled under us: all worth retrying.
         Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded | Code::Aborted => {
-            Error::StoreUnavailable(format!("{what}: {message}"))
+            Error::store_unavailable(format!("{what}: {message}"))
         }
         // Transport failures that tonic could not classify.
         Code::Unknown | Code::Internal
@@ -42,9 +43,9 @@ pub(super) fn map_status(status: &tonic::Status, what: &str) -> Error {
                 || message.contains("h2 protocol error")
                 || message.contains("broken pipe") =>
         {
-            Error::StoreUnavailable(format!("{what}: {message}"))
+            Error::store_unavailable(format!("{what}: {message}"))
         }
-        code => Error::Store(format!("{what}: {message} ({code:?})")),
+        code => Error::store(format!("{what}: {message} ({code:?})")),
     }
 }
 
@@ -87,7 +88,9 @@ pub(super) fn too_large_response(error: &etcd_client::Error) -> Option<Option<us
 pub(super) fn map_watch_error(error: etcd_client::Error, prefix: &str) -> Error {
     match map_error(error, &format!("etcd watch of {prefix:?}")) {
         // Every failure of an established stream ends the watch the same way: re-list.
-        Error::StoreUnavailable(reason) | Error::Store(reason) => Error::WatchEnded(reason),
+        Error::StoreUnavailable { reason, source } | Error::Store { reason, source } => {
+            Error::WatchEnded { reason, source }
+        }
         other => other,
     }
 }
@@ -99,27 +102,51 @@ mod tests {
     #[test]
     fn sorts_statuses() {
         let unavailable = map_status(&tonic::Status::unavailable("etcdserver: no leader"), "x");
-        assert!(matches!(unavailable, Error::StoreUnavailable(_)));
+        assert!(matches!(unavailable, Error::StoreUnavailable { .. }));
         let auth = map_status(
             &tonic::Status::invalid_argument(
                 "etcdserver: authentication failed, invalid user ID or password",
             ),
             "x",
         );
-        assert!(matches!(&auth, Error::Unauthenticated(_)), "{auth}");
+        assert!(matches!(&auth, Error::Unauthenticated { .. }), "{auth}");
         assert!(auth.is_permanent() && !auth.is_transient());
         let denied = map_status(
             &tonic::Status::permission_denied("etcdserver: permission denied"),
             "x",
         );
-        assert!(matches!(&denied, Error::PermissionDenied(_)), "{denied}");
+        assert!(
+            matches!(&denied, Error::PermissionDenied { .. }),
+            "{denied}"
+        );
         assert!(denied.is_permanent() && !denied.is_transient());
         let token = map_status(
             &tonic::Status::unauthenticated("etcdserver: invalid auth token"),
             "x",
         );
-        assert!(matches!(&token, Error::Unauthenticated(_)), "{token}");
+        assert!(matches!(&token, Error::Unauthenticated { .. }), "{token}");
         let other = map_status(&tonic::Status::invalid_argument("etcdserver: bad"), "x");
-        assert!(matches!(other, Error::Store(_)));
+        assert!(matches!(other, Error::Store { .. }));
+    }
+
+    #[test]
+    fn keeps_the_client_error_as_the_source() {
+        use std::error::Error as _;
+        let error = map_error(etcd_client::Error::InvalidArgs("no key".into()), "put");
+        assert_eq!(
+            error.to_string(),
+            "store error: put: invalid arguments: no key"
+        );
+        let source = error
+            .source()
+            .and_then(|s| s.downcast_ref::<etcd_client::Error>());
+        assert!(matches!(source, Some(etcd_client::Error::InvalidArgs(_))));
+        let status = tonic::Status::unavailable("etcdserver: no leader");
+        let error = map_error(etcd_client::Error::GRpcStatus(status), "get");
+        assert!(error.is_transient());
+        let source = error
+            .source()
+            .and_then(|s| s.downcast_ref::<etcd_client::Error>());
+        assert!(matches!(source, Some(etcd_client::Error::GRpcStatus(_))));
     }
 }

@@ -170,14 +170,14 @@ impl Members {
 fn fails_over(error: &Error) -> bool {
     matches!(
         error,
-        Error::StoreUnavailable(_) | Error::Timeout { .. } | Error::WatchEnded(_)
+        Error::StoreUnavailable { .. } | Error::Timeout { .. } | Error::WatchEnded { .. }
     )
 }
 
 /// Whether `error` says the member could not be reached at all (nothing listening, the
 /// connection refused or torn down), as opposed to reached but unable to answer yet.
 fn unreachable(error: &Error) -> bool {
-    let Error::StoreUnavailable(reason) = error else {
+    let Error::StoreUnavailable { reason, .. } = error else {
         return false;
     };
     let reason = reason.to_ascii_lowercase();
@@ -195,14 +195,13 @@ fn unreachable(error: &Error) -> bool {
 
 /// Sorts an error of connecting to `endpoint`.
 fn connect_error(error: etcd_client::Error, endpoint: &str) -> Error {
-    match error {
-        etcd_client::Error::InvalidArgs(reason) => Error::Config(format!("etcd options: {reason}")),
-        etcd_client::Error::InvalidUri(e) => Error::Config(format!("etcd endpoint: {e}")),
+    let setting = match &error {
+        etcd_client::Error::InvalidArgs(reason) => format!("etcd options: {reason}"),
+        etcd_client::Error::InvalidUri(e) => format!("etcd endpoint: {e}"),
         // The channel connects lazily: a transport error here is the endpoint or TLS setup,
         // not the network.
-        etcd_client::Error::TransportError(e) => {
-            Error::Config(format!("etcd endpoint or TLS settings: {e}"))
-        }
-        other => map_error(other, &format!("authenticate to etcd at {endpoint}")),
-    }
+        etcd_client::Error::TransportError(e) => format!("etcd endpoint or TLS settings: {e}"),
+        _ => return map_error(error, &format!("authenticate to etcd at {endpoint}")),
+    };
+    Error::config(setting).caused_by(error)
 }

@@ -113,7 +113,7 @@ impl EtcdOptions {
     /// Fails with [`Error::Config`] on an empty list, an empty entry or anything else.
     pub fn parse_endpoints(list: &str) -> Result<Vec<String>> {
         if list.trim().is_empty() {
-            return Err(Error::Config("no etcd endpoints given".into()));
+            return Err(Error::config("no etcd endpoints given"));
         }
         list.split(',').map(parse_endpoint).collect()
     }
@@ -247,8 +247,8 @@ impl EtcdOptions {
         }
         if let Some(tls) = &self.tls {
             if tls.ca_pem.is_empty() {
-                return Err(Error::Config(
-                    "etcd TLS domain given without a CA certificate (use with_tls)".into(),
+                return Err(Error::config(
+                    "etcd TLS domain given without a CA certificate (use with_tls)",
                 ));
             }
             let mut config = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca_pem));
@@ -274,7 +274,7 @@ pub(super) fn parse_endpoint(raw: &str) -> Result<String> {
     // Credentials in a URL (`http://user:password@host`) never reach an error message.
     if let Some((before, host)) = endpoint.rsplit_once('@') {
         let scheme = before.split_once("://").map_or("", |(scheme, _)| scheme);
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "invalid etcd endpoint \"{}{}***@{}\": credentials in the URL are not accepted \
              (give them with EtcdOptions::with_user)",
             Error::shorten(scheme),
@@ -283,7 +283,7 @@ pub(super) fn parse_endpoint(raw: &str) -> Result<String> {
         )));
     }
     let bad = |reason: &str| {
-        Err(Error::Config(format!(
+        Err(Error::config(format!(
             "invalid etcd endpoint {:?}: {reason}",
             Error::shorten(endpoint)
         )))
@@ -385,7 +385,7 @@ mod tests {
             "not a url at all",
         ] {
             let err = EtcdOptions::parse_endpoints(bad).unwrap_err();
-            assert!(matches!(err, Error::Config(_)), "{bad:?}: {err}");
+            assert!(matches!(err, Error::Config { .. }), "{bad:?}: {err}");
         }
     }
 
@@ -398,7 +398,7 @@ mod tests {
         ] {
             let err = EtcdOptions::parse_endpoints(url).unwrap_err();
             let shown = err.to_string();
-            assert!(matches!(err, Error::Config(_)), "{url}: {shown}");
+            assert!(matches!(err, Error::Config { .. }), "{url}: {shown}");
             assert!(!shown.contains("hunter2"), "{url}: {shown}");
             assert!(shown.contains("with_user"), "{url}: {shown}");
         }

@@ -176,7 +176,7 @@ impl Store for EtcdStore {
 
     async fn grant_lease(&self, ttl: Duration) -> Result<LeaseId> {
         if ttl.is_zero() {
-            return Err(Error::Config("lease TTL must be positive".into()));
+            return Err(Error::config("lease TTL must be positive"));
         }
         // etcd counts in whole seconds: round up, so a lease never lives shorter than asked.
         let seconds = i64::try_from(ttl.as_secs())
@@ -194,7 +194,7 @@ impl Store for EtcdStore {
             })
             .await?;
         if !response.error().is_empty() {
-            return Err(Error::Store(format!("{}: {}", what(), response.error())));
+            return Err(Error::store(format!("{}: {}", what(), response.error())));
         }
         let granted = u64::try_from(response.ttl()).unwrap_or(0).max(1);
         self.remember_ttl(response.id(), Duration::from_secs(granted));
@@ -214,7 +214,7 @@ impl Store for EtcdStore {
                 }
                 // The keep-alive stream ended before answering.
                 Err(etcd_client::Error::WatchError(reason)) => {
-                    return Err(Error::StoreUnavailable(format!("{}: {reason}", what())));
+                    return Err(Error::store_unavailable(format!("{}: {reason}", what())));
                 }
                 Err(e) => return Err(map_error(e, &what())),
             }

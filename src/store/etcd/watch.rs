@@ -91,7 +91,7 @@ async fn open_stream(
                 .message()
                 .await
                 .map_err(|e| map_error(e, &what()))?
-                .ok_or_else(|| Error::WatchEnded(format!("{}: etcd closed the stream", what())))?;
+                .ok_or_else(|| Error::watch_ended(format!("{}: etcd closed the stream", what())))?;
             if created.canceled() {
                 let reason = created.cancel_reason();
                 return Err(if created.compact_revision() > 0 {
@@ -100,9 +100,9 @@ async fn open_stream(
                         compacted: created.compact_revision(),
                     }
                 } else if reason.contains("permission denied") {
-                    Error::PermissionDenied(format!("{}: {reason}", what()))
+                    Error::permission_denied(format!("{}: {reason}", what()))
                 } else {
-                    Error::WatchEnded(format!("{}: canceled by etcd: {reason}", what()))
+                    Error::watch_ended(format!("{}: canceled by etcd: {reason}", what()))
                 });
             }
             if !created.created() {
@@ -147,7 +147,7 @@ impl Follower {
                 tokio::time::timeout(CANCEL_TIMEOUT, stream.requests.cancel(stream.watch_id)).await;
             let error = match end {
                 None => return, // the `Watch` was dropped, or fell behind
-                Some(Error::WatchEnded(reason)) => reason,
+                Some(Error::WatchEnded { reason, .. }) => reason,
                 Some(other) => {
                     let _ = tx.try_send(Err(other));
                     return;
@@ -178,7 +178,7 @@ impl Follower {
             if revision + 1 < next_revision {
                 // The store went backwards: wiped or replaced. A re-list is the only safe
                 // way on; resuming would wait for changes that never come.
-                return Err(Error::WatchEnded(format!(
+                return Err(Error::watch_ended(format!(
                     "etcd watch of {:?}: the store is at revision {revision} after revision {} \
                      was seen",
                     Error::shorten(&self.prefix),
@@ -200,13 +200,14 @@ impl Follower {
         };
         let stream = match stream {
             Ok(stream) => stream,
-            Err(error @ (Error::Compacted { .. } | Error::WatchEnded(_))) => return Err(error),
+            Err(error @ (Error::Compacted { .. } | Error::WatchEnded { .. })) => return Err(error),
             Err(error) if error.is_permanent() => return Err(error),
             Err(error) => {
-                return Err(Error::WatchEnded(format!(
+                return Err(Error::watch_ended(format!(
                     "etcd watch of {:?} could not resume: {error}",
                     Error::shorten(&self.prefix)
-                )));
+                ))
+                .caused_by(error));
             }
         };
         tracing::debug!(prefix = %self.prefix, from = next_revision, "etcd watch resumed");
@@ -252,7 +253,7 @@ async fn forward(
         let response = match message {
             Ok(Some(response)) => response,
             Ok(None) => {
-                return Some(Error::WatchEnded(format!(
+                return Some(Error::watch_ended(format!(
                     "etcd closed the watch of {prefix:?}"
                 )));
             }
@@ -265,7 +266,7 @@ async fn forward(
             });
         }
         if response.canceled() {
-            return Some(Error::WatchEnded(format!(
+            return Some(Error::watch_ended(format!(
                 "etcd canceled the watch of {prefix:?}: {}",
                 response.cancel_reason()
             )));

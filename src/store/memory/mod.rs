@@ -88,7 +88,7 @@ impl MemoryStore {
         for w in state.watchers.drain(..) {
             let _ = w
                 .events
-                .try_send(Err(Error::WatchEnded("canceled by the store".into())));
+                .try_send(Err(Error::watch_ended("canceled by the store")));
         }
     }
 
@@ -206,14 +206,14 @@ impl Store for MemoryStore {
                 if batch.len() >= REPLAY_BATCH_EVENTS
                     && tx.try_send(Ok(batch.split_off(0))).is_err()
                 {
-                    return Err(Error::WatchEnded(
-                        "history to replay exceeds the watch buffer".into(),
+                    return Err(Error::watch_ended(
+                        "history to replay exceeds the watch buffer",
                     ));
                 }
             }
             if !batch.is_empty() && tx.try_send(Ok(batch)).is_err() {
-                return Err(Error::WatchEnded(
-                    "history to replay exceeds the watch buffer".into(),
+                return Err(Error::watch_ended(
+                    "history to replay exceeds the watch buffer",
                 ));
             }
         }
@@ -227,7 +227,7 @@ impl Store for MemoryStore {
 
     async fn grant_lease(&self, ttl: Duration) -> Result<LeaseId> {
         if ttl.is_zero() {
-            return Err(Error::Config("lease TTL must be positive".into()));
+            return Err(Error::config("lease TTL must be positive"));
         }
         self.start_reaper();
         let id = {
@@ -269,7 +269,7 @@ impl Store for MemoryStore {
     async fn compact(&self, revision: i64) -> Result<()> {
         let mut state = self.shared.lock();
         if revision > state.revision {
-            return Err(Error::Store(format!(
+            return Err(Error::store(format!(
                 "cannot compact to future revision {revision}"
             )));
         }

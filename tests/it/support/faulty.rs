@@ -47,7 +47,7 @@ impl FaultyStore {
 
     async fn check(&self) -> Result<()> {
         match self.mode.load(Ordering::SeqCst) {
-            DOWN => Err(Error::StoreUnavailable("switched off by the test".into())),
+            DOWN => Err(Error::store_unavailable("switched off by the test")),
             HANGING => std::future::pending().await,
             _ => Ok(()),
         }
