@@ -210,16 +210,20 @@ where
     );
     tokio::pin!(follow);
     let mut following = true;
+    // Kept across states, so that a key that changes often is released all the same.
+    let idle_then = idle(&table, &id, &now);
+    tokio::pin!(idle_then);
     loop {
         tokio::select! {
             () = table.stop.cancelled() => break,
             () = &mut follow, if following => following = false,
             Some(((), state)) = states.recv() => apply(&table.logs, &id.0, &now, state),
-            joins = idle(&table, &id, &now) => {
+            joins = &mut idle_then => {
                 if table.release(&id, joins) {
                     tracing::debug!("rule key released");
                     return;
                 }
+                idle_then.set(idle(&table, &id, &now));
             }
         }
     }
@@ -308,6 +312,17 @@ pub(crate) mod tests {
             live.count()
         }
 
+        /// Hands every running follow of `name` the content `text`.
+        pub(crate) fn write(&self, name: &str, text: &str) {
+            for (_, tx) in self.lock().iter().filter(|(n, _)| n == name) {
+                let item = ConfigItem {
+                    content: text.to_owned(),
+                    version: ConfigVersion::new(text),
+                };
+                let _ = tx.try_send(Ok(Some(item)));
+            }
+        }
+
         fn lock(
             &self,
         ) -> std::sync::MutexGuard<'_, Vec<(String, mpsc::Sender<Result<Option<ConfigItem>>>)>>
@@ -393,6 +408,23 @@ pub(crate) mod tests {
         tokio::time::sleep(RULE_RELEASE_GRACE).await;
         assert_eq!((config.started("k"), config.running("k")), (1, 0));
         assert_eq!(follows.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_that_changes_often_is_released_all_the_same() {
+        let config = Arc::new(CountingConfig::default());
+        let follows = SharedFollows::new(config.clone(), LOGS);
+        let mut a = follows.changes("k".into(), "dubbo", parse);
+        answered(&mut a).await;
+        drop(a);
+        for n in 0..30 {
+            config.write("k", &format!("v{n}"));
+            tokio::time::sleep(RULE_RELEASE_GRACE / 10).await;
+        }
+        assert_eq!((config.started("k"), config.running("k")), (1, 0));
+        let mut b = follows.changes("k".into(), "dubbo", parse);
+        answered(&mut b).await;
+        assert_eq!(config.started("k"), 2, "followed again from a fresh read");
     }
 
     #[tokio::test(start_paused = true)]
