@@ -290,11 +290,14 @@ pub(crate) mod tests {
     use crate::backend::config::{ConfigWrite, NoConfig};
     use crate::error::Error;
 
+    /// What feeds one follow of a [`CountingConfig`], by key name.
+    type Feeds = Vec<(String, mpsc::Sender<Result<Option<ConfigItem>>>)>;
+
     /// A config centre whose keys are all absent, counting the follows it starts and
     /// telling which still run.
     #[derive(Default)]
     pub(crate) struct CountingConfig {
-        follows: Mutex<Vec<(String, mpsc::Sender<Result<Option<ConfigItem>>>)>>,
+        follows: Mutex<Feeds>,
     }
 
     impl CountingConfig {
@@ -323,10 +326,7 @@ pub(crate) mod tests {
             }
         }
 
-        fn lock(
-            &self,
-        ) -> std::sync::MutexGuard<'_, Vec<(String, mpsc::Sender<Result<Option<ConfigItem>>>)>>
-        {
+        fn lock(&self) -> std::sync::MutexGuard<'_, Feeds> {
             self.follows.lock().unwrap()
         }
     }
