@@ -1,4 +1,6 @@
-//! Exponential backoff with jitter, for every retry loop in the crate.
+//! Exponential backoff with jitter, for every retry loop in the crate, and the one loop
+//! that follows something again after a backoff ([`retry_with_backoff`]): the registry
+//! views and the config centre's rules alike.
 
 use std::time::Duration;
 
@@ -43,6 +45,35 @@ impl Backoff {
     }
 }
 
+/// How one attempt of a [`retry_with_backoff`] loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// It delivered something before it failed (or its follow ended): it is tried again
+    /// after the first, shortest delay.
+    Delivered,
+    /// It failed before delivering anything: it is tried again after a longer delay.
+    Failed,
+    /// Stop: the failure was permanent (no retry can help), or nobody listens any more.
+    Stop,
+}
+
+/// Runs `attempt` (one follow: opened, then read until it fails) again and again, waiting
+/// `backoff`'s delays between failures, until an attempt says [`Attempt::Stop`]. An attempt
+/// that delivered something starts the delays again from the shortest.
+pub(crate) async fn retry_with_backoff<F>(mut backoff: Backoff, mut attempt: impl FnMut() -> F)
+where
+    F: Future<Output = Attempt>,
+{
+    loop {
+        match attempt().await {
+            Attempt::Stop => return,
+            Attempt::Delivered => backoff.reset(),
+            Attempt::Failed => {}
+        }
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +93,32 @@ mod tests {
         }
         b.reset();
         assert!(b.next_delay() <= base);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_wait_longer_each_time_a_delivery_starts_again_and_stop_ends() {
+        let base = Duration::from_millis(100);
+        let mut outcomes = vec![
+            Attempt::Failed,
+            Attempt::Failed,
+            Attempt::Delivered,
+            Attempt::Stop,
+        ]
+        .into_iter();
+        let mut at = Vec::new();
+        let start = tokio::time::Instant::now();
+        retry_with_backoff(Backoff::new(base, Duration::from_secs(10)), || {
+            at.push(start.elapsed());
+            std::future::ready(outcomes.next().unwrap_or(Attempt::Stop))
+        })
+        .await;
+        assert_eq!(at.len(), 4, "{at:?}");
+        let waits: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(waits[0] <= base && waits[0] >= base / 2, "{waits:?}");
+        assert!(waits[1] <= base * 2 && waits[1] >= base, "{waits:?}");
+        assert!(
+            waits[2] <= base && waits[2] >= base / 2,
+            "after a delivery: {waits:?}"
+        );
     }
 }

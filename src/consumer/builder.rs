@@ -332,6 +332,7 @@ impl ResolverBuilder {
             identity: self.identity,
             consumer: governed,
             rules: self.rules,
+            rule_follows: super::rules::shared_rules(backend.config().clone()),
         };
         let parts = SubscribeParts {
             backend: backend.clone(),

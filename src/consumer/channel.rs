@@ -132,7 +132,7 @@ impl Resolver {
                 provided_by: wanted.provided_by.clone(),
             };
             watch_rules(
-                self.backend().config().clone(),
+                parts.rule_follows.clone(),
                 scope,
                 subscription.watch(),
                 report.clone(),

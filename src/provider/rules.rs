@@ -9,18 +9,19 @@
 //! under its key stays in force, and the reason is logged once per change and shown by
 //! [`Provider::rules`](super::Provider::rules).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use futures::{FutureExt as _, StreamExt as _};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
+use tokio_stream::StreamMap;
 
 use super::Shared;
 use super::overrides::rule_keys;
-use crate::backend::config::{ConfigCentre, DEFAULT_GROUP};
-use crate::governance::watch::follow::{KeyState, follow_key};
+use crate::backend::config::DEFAULT_GROUP;
+use crate::governance::watch::shared::{FollowLogs, KeyChanges, KeyNow, SharedFollows};
 use crate::governance::{Configurators, RuleProblem};
 
 /// How long a starting provider waits for the config centre's first answers before it
@@ -38,12 +39,15 @@ pub struct ProviderRules {
 }
 
 /// What the provider knows of one key.
-#[derive(Default)]
-struct KeyEntry {
-    good: Option<Arc<Configurators>>,
-    refused: Option<String>,
-    answered: bool,
-}
+type KeyEntry = KeyNow<Arc<Configurators>>;
+
+/// How the provider's rule follows log their changes.
+const LOGS: FollowLogs = FollowLogs {
+    in_force: "provider rule in force",
+    deleted: "provider rule deleted: it no longer applies",
+    refused: "provider rule refused: the previous good rule under its key stays in force; \
+              the provider keeps serving",
+};
 
 /// The provider's rules by key: what the watcher keeps, what publishing reads.
 #[derive(Default)]
@@ -82,53 +86,24 @@ impl OwnRules {
         }
     }
 
-    /// Records one key's new state; whether the documents in force changed.
-    fn record(&mut self, key: &str, state: KeyState<Arc<Configurators>>) -> bool {
+    /// Records one key's new state (logged by its follow); whether the documents in force
+    /// changed.
+    fn record(&mut self, key: &str, now: KeyEntry) -> bool {
         let Some(entry) = self.entries.get_mut(key) else {
             return false; // no longer followed
         };
-        entry.answered = true;
-        match state {
-            KeyState::Rule(doc) => {
-                entry.refused = None;
-                if entry.good.as_deref() == Some(&*doc) {
-                    return false;
-                }
-                tracing::info!(%key, "provider rule in force");
-                entry.good = Some(doc);
-                true
-            }
-            KeyState::Absent => {
-                entry.refused = None;
-                let had = entry.good.take().is_some();
-                if had {
-                    tracing::info!(%key, "provider rule deleted: it no longer applies");
-                }
-                had
-            }
-            KeyState::Refused(reason) => {
-                if entry.refused.as_deref() != Some(reason.as_str()) {
-                    tracing::warn!(
-                        %key,
-                        %reason,
-                        kept = entry.good.is_some(),
-                        "provider rule refused: the previous good rule under its key stays \
-                         in force; the provider keeps serving"
-                    );
-                }
-                entry.refused = Some(reason);
-                false
-            }
-        }
+        let changed = entry.good != now.good;
+        *entry = now;
+        changed
     }
 }
 
-/// The watcher's own state: one follower per key.
+/// The watcher's own state: the provider's rule follows, and the changes of each key it
+/// follows.
 struct Watch {
     shared: Arc<Shared>,
-    config: Arc<dyn ConfigCentre>,
-    states: mpsc::Sender<(String, KeyState<Arc<Configurators>>)>,
-    followers: HashMap<String, JoinHandle<()>>,
+    follows: SharedFollows<Arc<Configurators>>,
+    keys: StreamMap<String, KeyChanges<Arc<Configurators>>>,
 }
 
 impl Shared {
@@ -136,12 +111,10 @@ impl Shared {
     /// first answers came (or [`FIRST_RULES_WAIT`] passed) and the exports they make are
     /// published.
     pub(super) async fn rules_loop(self: Arc<Self>, delay: Duration, loaded: oneshot::Sender<()>) {
-        let (states, mut reports) = mpsc::channel::<(String, KeyState<Arc<Configurators>>)>(64);
         let mut watch = Watch {
-            config: self.backend.config().clone(),
+            follows: SharedFollows::new(self.backend.config().clone(), LOGS),
             shared: self.clone(),
-            states,
-            followers: HashMap::new(),
+            keys: StreamMap::new(),
         };
         watch.follow_keys();
         let first_wait = tokio::time::sleep(FIRST_RULES_WAIT);
@@ -171,10 +144,10 @@ impl Shared {
                         publish_at.get_or_insert_with(|| Instant::now() + delay);
                     }
                 }
-                Some((key, state)) = reports.recv() => {
-                    let mut changed = self.record(&key, state);
-                    while let Ok((key, state)) = reports.try_recv() {
-                        changed |= self.record(&key, state);
+                Some((key, now)) = watch.keys.next() => {
+                    let mut changed = self.record(&key, now);
+                    while let Some(Some((key, now))) = watch.keys.next().now_or_never() {
+                        changed |= self.record(&key, now);
                     }
                     // Before the first publish, that publish takes the change in.
                     if changed && loaded.is_none() {
@@ -187,13 +160,10 @@ impl Shared {
                 }
             }
         }
-        for (_, follower) in watch.followers.drain() {
-            follower.abort();
-        }
     }
 
-    fn record(&self, key: &str, state: KeyState<Arc<Configurators>>) -> bool {
-        lock(&self.rules).record(key, state)
+    fn record(&self, key: &str, now: KeyEntry) -> bool {
+        lock(&self.rules).record(key, now)
     }
 
     fn all_answered(&self) -> bool {
@@ -226,31 +196,29 @@ impl Watch {
         let keys = rule_keys(&app, lock(&self.shared.declared).iter());
         let mut rules = lock(&self.shared.rules);
         let mut dropped_rule = false;
-        self.followers.retain(|key, follower| {
-            let keep = keys.contains(key);
-            if !keep {
-                follower.abort();
-                let entry = rules.entries.remove(key);
-                dropped_rule |= entry.is_some_and(|e| e.good.is_some());
-            }
-            keep
-        });
+        let gone: Vec<String> = rules
+            .entries
+            .keys()
+            .filter(|key| !keys.contains(*key))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.keys.remove(&key);
+            let entry = rules.entries.remove(&key);
+            dropped_rule |= entry.is_some_and(|e| e.good.is_some());
+        }
         for key in keys {
-            if self.followers.contains_key(&key) {
+            if rules.entries.contains_key(&key) {
                 continue;
             }
-            rules.entries.entry(key.clone()).or_default();
-            let name = key.clone();
+            rules.entries.insert(key.clone(), KeyEntry::default());
             let parse_as = key.clone();
-            let follower = tokio::spawn(follow_key(
-                self.config.clone(),
-                key.clone(),
-                name,
-                DEFAULT_GROUP,
-                move |text| Configurators::parse(&parse_as, text).map(Arc::new),
-                self.states.clone(),
-            ));
-            self.followers.insert(key, follower);
+            let changes = self
+                .follows
+                .changes(key.clone(), DEFAULT_GROUP, move |text| {
+                    Configurators::parse(&parse_as, text).map(Arc::new)
+                });
+            self.keys.insert(key, changes);
         }
         dropped_rule
     }

@@ -337,6 +337,8 @@ pub(crate) struct ChannelParts {
     pub consumer: Arc<crate::governance::ConsumerIdentity>,
     /// Whether channels read rules from the config centre.
     pub rules: bool,
+    /// The rule keys the resolver follows, each once for all its channels.
+    pub rule_follows: crate::consumer::rules::SharedRules,
 }
 
 /// A channel balancing calls over the endpoints `discovery` yields, with `parts`' health

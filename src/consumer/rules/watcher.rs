@@ -1,24 +1,26 @@
-//! The rules watcher of one balanced channel: follows each rule key in the config centre,
-//! keeps the last good rule of each, and publishes the [`RuleSet`] in force whenever one
-//! changes. The keys follow the channel's providers: a provider app that appears brings
-//! its tag and condition rules, one that leaves takes them away.
+//! The rules watcher of one balanced channel: follows each rule key through the resolver's
+//! shared follows ([`SharedRules`]: each key followed once for every channel), and
+//! publishes the [`RuleSet`] in force whenever one changes. The keys follow the channel's
+//! providers: a provider app that appears brings its tag and condition rules, one that
+//! leaves takes them away.
 //!
-//! A rule that cannot be read or parsed is refused with its key and reason, logged once
-//! per change, and the previous good rule under the key stays in force; a deleted key
-//! stops applying. A key whose follow fails is followed again after a backoff, its rule
-//! kept meanwhile.
+//! A rule that cannot be read or parsed is refused with its key and reason (logged once per
+//! change by the shared follow), and the previous good rule under the key stays in force;
+//! a deleted key stops applying. A key whose follow fails is followed again after a
+//! backoff, its rule kept meanwhile.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
+use futures::{FutureExt as _, StreamExt as _};
+use tokio::sync::watch;
+use tokio_stream::StreamMap;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::config::{ConfigCentre, DEFAULT_GROUP};
 use crate::consumer::rules::RulesReport;
-use crate::governance::watch::follow::{KeyState, follow_key};
+use crate::governance::watch::shared::{FollowLogs, KeyChanges, KeyNow, SharedFollows};
 use crate::governance::{Rule, RuleProblem, RuleSet};
 use crate::governance::{RuleKey, rule_keys};
 use crate::model::Endpoint;
@@ -29,15 +31,19 @@ use crate::model::Endpoint;
 /// not fail calls with deadlines of a second.
 pub(crate) const FIRST_RULES_WAIT: Duration = Duration::from_millis(500);
 
-/// What the watcher knows of one key.
-#[derive(Default)]
-struct Entry {
-    /// The last good rule, if any.
-    good: Option<Rule>,
-    /// Why the key's current content is refused.
-    refused: Option<String>,
-    /// Whether the key has answered at least once.
-    answered: bool,
+/// The rule keys a resolver follows, each once for all its channels.
+pub(crate) type SharedRules = SharedFollows<Rule>;
+
+/// The shared rule follows of a resolver reading `config`.
+pub(crate) fn shared_rules(config: Arc<dyn ConfigCentre>) -> SharedRules {
+    SharedFollows::new(
+        config,
+        FollowLogs {
+            in_force: "rule in force",
+            deleted: "rule deleted: it no longer applies",
+            refused: "rule refused: the previous good rule under its key stays in force",
+        },
+    )
 }
 
 /// What the watcher needs to know of its channel.
@@ -50,55 +56,50 @@ pub(crate) struct RulesScope {
     pub provided_by: Vec<String>,
 }
 
-/// Starts watching the rules of `scope` in `config`, the provider apps following
+/// Starts watching the rules of `scope` through `follows`, the provider apps following
 /// `endpoints`, until every receiver is dropped, the subscription ends or `cancel`. The
 /// receiver holds [`RuleSet::pending`] until the first answers, or [`FIRST_RULES_WAIT`].
 /// Each set published is told to `report` (the consumer record's entry of the
 /// subscription), when there is one.
 pub(crate) fn watch_rules(
-    config: Arc<dyn ConfigCentre>,
+    follows: SharedRules,
     scope: RulesScope,
     endpoints: watch::Receiver<Arc<Vec<Endpoint>>>,
     report: Option<Arc<RulesReport>>,
     cancel: CancellationToken,
 ) -> watch::Receiver<Arc<RuleSet>> {
     let (publish, rules) = watch::channel(Arc::new(RuleSet::pending()));
-    let (states, reports) = mpsc::channel(256);
     let watcher = Watcher {
-        config,
+        follows,
         scope,
         endpoints,
         publish,
         report,
-        states,
-        followers: HashMap::new(),
+        keys: StreamMap::new(),
         entries: BTreeMap::new(),
         loaded: false,
     };
-    tokio::spawn(watcher.run(reports, cancel));
+    tokio::spawn(watcher.run(cancel));
     rules
 }
 
 struct Watcher {
-    config: Arc<dyn ConfigCentre>,
+    follows: SharedRules,
     scope: RulesScope,
     endpoints: watch::Receiver<Arc<Vec<Endpoint>>>,
     publish: watch::Sender<Arc<RuleSet>>,
     /// Where the sets published are reported, for the consumer record.
     report: Option<Arc<RulesReport>>,
-    states: mpsc::Sender<(RuleKey, KeyState<Rule>)>,
-    followers: HashMap<RuleKey, JoinHandle<()>>,
-    entries: BTreeMap<RuleKey, Entry>,
+    /// The changes of each key followed.
+    keys: StreamMap<RuleKey, KeyChanges<Rule>>,
+    /// What the watcher knows of each key followed.
+    entries: BTreeMap<RuleKey, KeyNow<Rule>>,
     /// Whether every key first followed has answered (or the first wait passed).
     loaded: bool,
 }
 
 impl Watcher {
-    async fn run(
-        mut self,
-        mut reports: mpsc::Receiver<(RuleKey, KeyState<Rule>)>,
-        cancel: CancellationToken,
-    ) {
+    async fn run(mut self, cancel: CancellationToken) {
         self.follow_keys();
         let publish = self.publish.clone();
         let first_wait = tokio::time::sleep(FIRST_RULES_WAIT);
@@ -130,10 +131,10 @@ impl Watcher {
                         self.publish();
                     }
                 }
-                Some((key, state)) = reports.recv() => {
-                    self.record(key, state);
-                    while let Ok((key, state)) = reports.try_recv() {
-                        self.record(key, state);
+                Some((key, now)) = self.keys.next() => {
+                    self.entries.insert(key, now);
+                    while let Some(Some((key, now))) = self.keys.next().now_or_never() {
+                        self.entries.insert(key, now);
                     }
                     if !self.loaded && self.entries.values().all(|e| e.answered) {
                         self.loaded = true;
@@ -141,9 +142,6 @@ impl Watcher {
                     self.publish();
                 }
             }
-        }
-        for (_, follower) in self.followers.drain() {
-            follower.abort();
         }
     }
 
@@ -165,66 +163,27 @@ impl Watcher {
         .into_iter()
         .collect();
         let gone: Vec<RuleKey> = self
-            .followers
+            .entries
             .keys()
             .filter(|k| !keys.contains(k))
             .cloned()
             .collect();
         for key in &gone {
-            if let Some(follower) = self.followers.remove(key) {
-                follower.abort();
-            }
+            self.keys.remove(key);
             self.entries.remove(key);
         }
         for key in keys {
-            if self.followers.contains_key(&key) {
+            if self.entries.contains_key(&key) {
                 continue;
             }
-            self.entries.entry(key.clone()).or_default();
+            self.entries.insert(key.clone(), KeyNow::default());
             let parse_as = key.clone();
-            let follower = tokio::spawn(follow_key(
-                self.config.clone(),
-                key.clone(),
-                key.key(),
-                DEFAULT_GROUP,
-                move |text| Rule::parse(&parse_as, text),
-                self.states.clone(),
-            ));
-            self.followers.insert(key, follower);
+            let changes = self.follows.changes(key.key(), DEFAULT_GROUP, move |text| {
+                Rule::parse(&parse_as, text)
+            });
+            self.keys.insert(key, changes);
         }
         !gone.is_empty()
-    }
-
-    fn record(&mut self, key: RuleKey, state: KeyState<Rule>) {
-        let Some(entry) = self.entries.get_mut(&key) else {
-            return; // no longer followed
-        };
-        entry.answered = true;
-        match state {
-            KeyState::Rule(rule) => {
-                if entry.refused.take().is_some() || entry.good.is_none() {
-                    tracing::info!(key = %key.key(), "rule in force");
-                }
-                entry.good = Some(rule);
-            }
-            KeyState::Absent => {
-                if entry.good.take().is_some() {
-                    tracing::info!(key = %key.key(), "rule deleted: it no longer applies");
-                }
-                entry.refused = None;
-            }
-            KeyState::Refused(reason) => {
-                if entry.refused.as_deref() != Some(reason.as_str()) {
-                    tracing::warn!(
-                        key = %key.key(),
-                        %reason,
-                        kept = entry.good.is_some(),
-                        "rule refused: the previous good rule under its key stays in force"
-                    );
-                }
-                entry.refused = Some(reason);
-            }
-        }
     }
 
     fn publish(&self) {
@@ -262,6 +221,8 @@ impl Watcher {
 mod tests {
     use super::*;
     use crate::backend::config::NoConfig;
+    use crate::governance::watch::shared::RULE_RELEASE_GRACE;
+    use crate::governance::watch::shared::tests::CountingConfig;
 
     #[tokio::test(start_paused = true)]
     async fn a_backend_without_a_config_centre_loads_at_once_and_says_why_per_key() {
@@ -272,13 +233,9 @@ mod tests {
             service: "helloworld.Greeter::".into(),
             provided_by: vec!["greeter".into()],
         };
-        let mut rules = watch_rules(config, scope, watched, None, CancellationToken::new());
-        let loaded = async {
-            while !rules.borrow_and_update().is_loaded() {
-                rules.changed().await.unwrap();
-            }
-        };
-        tokio::time::timeout(FIRST_RULES_WAIT / 5, loaded)
+        let follows = shared_rules(config);
+        let mut rules = watch_rules(follows, scope, watched, None, CancellationToken::new());
+        tokio::time::timeout(FIRST_RULES_WAIT / 5, loaded(&mut rules))
             .await
             .expect("loaded without waiting for the first-answer bound");
         let set = rules.borrow().clone();
@@ -292,5 +249,71 @@ mod tests {
             set.problems()
         );
         assert_eq!(set.in_force().count(), 0);
+    }
+
+    /// Waits until `rules` is loaded.
+    async fn loaded(rules: &mut watch::Receiver<Arc<RuleSet>>) {
+        while !rules.borrow_and_update().is_loaded() {
+            rules.changed().await.unwrap();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn channels_of_one_resolver_follow_each_key_once_until_the_last_leaves() {
+        let config = Arc::new(CountingConfig::default());
+        let follows = shared_rules(config.clone());
+        let scope = || RulesScope {
+            consumer_app: "shop".into(),
+            service: "helloworld.Greeter::".into(),
+            provided_by: vec!["greeter".into()],
+        };
+        let (_endpoints, watched) = watch::channel(Arc::new(Vec::new()));
+        let cancel = CancellationToken::new();
+        let mut one = watch_rules(
+            follows.clone(),
+            scope(),
+            watched.clone(),
+            None,
+            cancel.clone(),
+        );
+        let mut two = watch_rules(
+            follows.clone(),
+            scope(),
+            watched,
+            None,
+            CancellationToken::new(),
+        );
+        loaded(&mut one).await;
+        loaded(&mut two).await;
+        assert_eq!(**one.borrow(), **two.borrow());
+        let keys = rule_keys("shop", "helloworld.Greeter::", ["greeter"]);
+        let tag = RuleKey::TagRule("greeter".into()).key();
+        assert!(keys.iter().any(|k| k.key() == tag));
+        for key in &keys {
+            let name = key.key();
+            assert_eq!(
+                config.started(&name),
+                1,
+                "{name}: one follow for two channels"
+            );
+        }
+        // The first channel stops: the second keeps every follow.
+        cancel.cancel();
+        drop(one);
+        tokio::time::sleep(RULE_RELEASE_GRACE * 2).await;
+        assert_eq!((config.started(&tag), config.running(&tag)), (1, 1));
+        // The last one leaves: the follows stop once the grace has passed.
+        drop(two);
+        tokio::time::sleep(RULE_RELEASE_GRACE / 2).await;
+        assert_eq!(config.running(&tag), 1, "kept through the grace");
+        tokio::time::sleep(RULE_RELEASE_GRACE).await;
+        for key in &keys {
+            let name = key.key();
+            assert_eq!(
+                (config.started(&name), config.running(&name)),
+                (1, 0),
+                "{name}"
+            );
+        }
     }
 }

@@ -11,6 +11,7 @@
 //! with the count of the ones it suppressed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt as _;
@@ -18,7 +19,7 @@ use tokio::sync::mpsc;
 
 use super::{SourceEvent, ViewParts};
 use crate::backend::{InstanceEvent, InstanceRead};
-use crate::backoff::Backoff;
+use crate::backoff::{Attempt, Backoff, retry_with_backoff};
 use crate::consumer::early::EarlyFetches;
 use crate::consumer::stats::Counters;
 use crate::error::Error;
@@ -30,46 +31,40 @@ const RETRY_BASE: Duration = Duration::from_millis(100);
 /// Longest delay between tries of a failed follow.
 const RETRY_MAX: Duration = Duration::from_secs(10);
 
-/// What a source does after a failure.
-enum Next {
-    /// Follow again after the backoff.
-    Retry,
-    /// Stop: the error was permanent and has been sent on, or nobody listens any more.
-    Stop,
-}
-
-/// A failure before or while following: a permanent error is sent on and stops the
-/// source; any other is logged (aggregated per cause and `subject`) and retried.
+/// A failure before following: a permanent error is sent on and stops the source; any
+/// other is logged (aggregated per cause and `subject`) and retried after a longer delay.
 async fn failed(
     parts: &ViewParts,
     error: Error,
     what: &'static str,
     subject: &str,
     tx: &mpsc::Sender<SourceEvent>,
-) -> Next {
+) -> Attempt {
     if error.is_permanent() {
         let _ = tx.send(SourceEvent::Failed(Arc::new(error))).await;
-        return Next::Stop;
+        return Attempt::Stop;
     }
     aggregated!(warn, parts.warnings, what, subject, %subject, %error);
-    Next::Retry
+    Attempt::Failed
 }
 
 /// A follow that ended after its first read: counted and logged at info (it is read again
 /// at once), aggregated per cause and `subject`; a permanent error stops the source.
+/// `delivered` says whether the follow sent anything before it ended.
 async fn ended(
     parts: &ViewParts,
     error: Error,
     what: &'static str,
     subject: &str,
     tx: &mpsc::Sender<SourceEvent>,
-) -> Next {
+    delivered: Attempt,
+) -> Attempt {
     if error.is_permanent() {
         return failed(parts, error, what, subject, tx).await;
     }
     Counters::bump(&parts.counters.watch_restarts);
     aggregated!(info, parts.warnings, what, subject, %subject, %error);
-    Next::Retry
+    delivered
 }
 
 /// The mapping source of `interface`.
@@ -78,90 +73,99 @@ pub(super) async fn follow_mapping(
     interface: String,
     tx: mpsc::Sender<SourceEvent>,
 ) {
-    let mut backoff = Backoff::new(RETRY_BASE, RETRY_MAX);
-    loop {
-        let follow = parts
-            .backend
-            .mapping()
-            .follow(&interface, &parts.limits)
-            .await;
-        let next = match follow {
-            Ok(mut follow) => loop {
-                match follow.next().await {
-                    Ok(apps) => {
-                        backoff.reset();
-                        if tx.send(SourceEvent::Apps(apps)).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        let what = "mapping watch ended; reading it again";
-                        break ended(&parts, e, what, &interface, &tx).await;
-                    }
-                }
-            },
-            Err(e) => {
-                failed(
-                    &parts,
-                    e,
-                    "cannot read the mapping; retrying",
-                    &interface,
-                    &tx,
-                )
-                .await
-            }
-        };
-        if let Next::Stop = next {
-            return;
+    let backoff = Backoff::new(RETRY_BASE, RETRY_MAX);
+    retry_with_backoff(backoff, || {
+        mapping_once(parts.clone(), interface.clone(), tx.clone())
+    })
+    .await;
+}
+
+/// One follow of the mapping of `interface`, until it fails.
+async fn mapping_once(
+    parts: Arc<ViewParts>,
+    interface: String,
+    tx: mpsc::Sender<SourceEvent>,
+) -> Attempt {
+    let follow = parts
+        .backend
+        .mapping()
+        .follow(&interface, &parts.limits)
+        .await;
+    let mut follow = match follow {
+        Ok(follow) => follow,
+        Err(e) => {
+            let what = "cannot read the mapping; retrying";
+            return failed(&parts, e, what, &interface, &tx).await;
         }
-        tokio::time::sleep(backoff.next_delay()).await;
+    };
+    let mut delivered = Attempt::Failed;
+    loop {
+        match follow.next().await {
+            Ok(apps) => {
+                delivered = Attempt::Delivered;
+                if tx.send(SourceEvent::Apps(apps)).await.is_err() {
+                    return Attempt::Stop;
+                }
+            }
+            Err(e) => {
+                let what = "mapping watch ended; reading it again";
+                return ended(&parts, e, what, &interface, &tx, delivered).await;
+            }
+        }
     }
 }
 
 /// The instance source of `app`. Changes already waiting are sent as one batch.
 pub(super) async fn follow_app(parts: Arc<ViewParts>, app: String, tx: mpsc::Sender<SourceEvent>) {
-    let mut backoff = Backoff::new(RETRY_BASE, RETRY_MAX);
-    let mut relisting = false;
+    let backoff = Backoff::new(RETRY_BASE, RETRY_MAX);
+    // Whether a first list was sent: every later one is a re-list.
+    let listed = Arc::new(AtomicBool::new(false));
+    retry_with_backoff(backoff, || {
+        app_once(parts.clone(), app.clone(), tx.clone(), listed.clone())
+    })
+    .await;
+}
+
+/// One follow of the instances of `app`, until it fails; `listed` says whether a list was
+/// sent before (by this follow or an earlier one).
+async fn app_once(
+    parts: Arc<ViewParts>,
+    app: String,
+    tx: mpsc::Sender<SourceEvent>,
+    listed: Arc<AtomicBool>,
+) -> Attempt {
+    // Each revision's metadata is fetched while the rest of the first read goes on.
+    let early = EarlyFetches::new(parts.metadata.clone(), &app);
+    let on_page = |page: &[&Arc<ServiceInstance>]| early.page(page);
+    let read = InstanceRead::new(&parts.limits).with_early(&on_page);
+    let mut follow = match parts.backend.instances().follow(&app, read).await {
+        Ok(follow) => follow,
+        Err(e) => return failed(&parts, e, "cannot list instances; retrying", &app, &tx).await,
+    };
+    let what = "instance watch ended; re-listing";
+    let mut delivered = Attempt::Failed;
     loop {
-        // Each revision's metadata is fetched while the rest of the first read goes on.
-        let early = EarlyFetches::new(parts.metadata.clone(), &app);
-        let on_page = |page: &[&Arc<ServiceInstance>]| early.page(page);
-        let read = InstanceRead::new(&parts.limits).with_early(&on_page);
-        let follow = parts.backend.instances().follow(&app, read).await;
-        let next = match follow {
-            Ok(mut follow) => loop {
-                let event = match follow.next().await {
-                    Ok(event) => event,
-                    Err(e) => {
-                        let what = "instance watch ended; re-listing";
-                        break ended(&parts, e, what, &app, &tx).await;
-                    }
-                };
-                backoff.reset();
-                let (event, ended_with) = batch(event, &mut follow);
-                if let SourceEvent::Reset(list) = &event
-                    && std::mem::replace(&mut relisting, true)
-                {
-                    Counters::bump(&parts.counters.relists);
-                    let instances = list.instances.len();
-                    let revision = list.revision;
-                    aggregated!(info, parts.warnings, "instances re-listed", &app,
-                        %app, instances, revision);
-                }
-                if tx.send(event).await.is_err() {
-                    return;
-                }
-                if let Some(e) = ended_with {
-                    let what = "instance watch ended; re-listing";
-                    break ended(&parts, e, what, &app, &tx).await;
-                }
-            },
-            Err(e) => failed(&parts, e, "cannot list instances; retrying", &app, &tx).await,
+        let event = match follow.next().await {
+            Ok(event) => event,
+            Err(e) => return ended(&parts, e, what, &app, &tx, delivered).await,
         };
-        if let Next::Stop = next {
-            return;
+        delivered = Attempt::Delivered;
+        let (event, ended_with) = batch(event, &mut follow);
+        if let SourceEvent::Reset(list) = &event
+            && listed.swap(true, Ordering::Relaxed)
+        {
+            Counters::bump(&parts.counters.relists);
+            let instances = list.instances.len();
+            let revision = list.revision;
+            aggregated!(info, parts.warnings, "instances re-listed", &app,
+                %app, instances, revision);
         }
-        tokio::time::sleep(backoff.next_delay()).await;
+        if tx.send(event).await.is_err() {
+            return Attempt::Stop;
+        }
+        if let Some(e) = ended_with {
+            return ended(&parts, e, what, &app, &tx, delivered).await;
+        }
     }
 }
 

@@ -3,6 +3,10 @@
 //! [`Resolver::explain_route`](crate::Resolver::explain_route) routes by, and what a
 //! console compares a consumer's rules digest with
 //! ([`Resolver::rules_now`](crate::Resolver::rules_now)).
+//!
+//! A read of its own rather than the shared follows' state: it answers for keys no channel
+//! follows, and says what the config centre holds now (a refused content with no rule in
+//! its place), where a follow keeps the last good rule under it.
 
 use std::sync::Arc;
 
