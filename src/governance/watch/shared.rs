@@ -345,11 +345,11 @@ pub(crate) mod tests {
         }
 
         async fn put(&self, _: &ConfigKey, _: ConfigWrite<'_>) -> Result<ConfigVersion> {
-            Err(Error::Config("read only".into()))
+            Err(Error::config("read only"))
         }
 
         async fn delete(&self, _: &ConfigKey, _: &ConfigVersion) -> Result<()> {
-            Err(Error::Config("read only".into()))
+            Err(Error::config("read only"))
         }
 
         async fn list(&self, _: &str) -> Result<Vec<String>> {
