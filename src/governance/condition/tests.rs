@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::Error;
-use crate::governance::{CallFacts, CallTag, MAX_RULE_BYTES, ProviderFacts};
+use crate::governance::{CallFacts, CallTag, Governed, MAX_RULE_BYTES, ProviderFacts};
 
 /// Owned data behind the borrowed facts.
 struct World {

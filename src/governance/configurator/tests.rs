@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::{Configurators, configure_for_consumer, configure_for_provider};
 use crate::Error;
+use crate::governance::Governed;
 use crate::governance::facts::ProviderFacts;
 
 fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

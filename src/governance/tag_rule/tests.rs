@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::{TagItem, TagRule, route_by_tag};
 use crate::Error;
+use crate::governance::Governed;
 use crate::governance::facts::{CallFacts, ProviderFacts};
 use crate::governance::tag::CallTag;
 
