@@ -83,4 +83,11 @@ mod tests {
         );
         assert_eq!(revision("a", &services).len(), 32);
     }
+
+    #[test]
+    fn no_services_have_no_text_and_the_empty_revision() {
+        let none: BTreeMap<String, std::sync::Arc<ServiceInfo>> = BTreeMap::new();
+        assert_eq!(canonical_text("a", &none), None);
+        assert_eq!(revision("a", &none), EMPTY_REVISION);
+    }
 }
