@@ -62,6 +62,8 @@ mod facts;
 mod ip_pattern;
 mod keys;
 mod params;
+#[cfg(test)]
+mod refusal;
 mod rule_header;
 mod rule_set;
 pub(crate) mod rule_yaml;

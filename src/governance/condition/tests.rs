@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
-use crate::Error;
+use crate::governance::refusal::refusal;
 use crate::governance::{CallFacts, CallTag, Governed, MAX_RULE_BYTES, ProviderFacts};
 
 /// Owned data behind the borrowed facts.
@@ -112,14 +112,7 @@ fn unchanged(route: &ConditionRoute) -> bool {
 }
 
 fn refused(yaml: &str) -> String {
-    match ConditionRule::parse("demo.condition-router", yaml) {
-        Err(Error::Rule { key, reason }) => {
-            assert_eq!(key, "demo.condition-router");
-            reason
-        }
-        Err(other) => panic!("not a rule error: {other}"),
-        Ok(rule) => panic!("accepted: {:?}", rule.version()),
-    }
+    refusal(ConditionRule::parse, "demo.condition-router", yaml)
 }
 
 #[test]
