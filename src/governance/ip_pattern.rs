@@ -260,42 +260,44 @@ mod tests {
 
     #[test]
     fn malformed_patterns_are_errors_and_names_match_only_themselves() {
-        assert_eq!(
-            match_ip_expression("10.0.0", "10.0.0.7", 1),
-            Err(IpPatternError::Invalid)
-        );
-        assert_eq!(
-            match_ip_expression("10.0.0.1-x", "10.0.0.7", 1),
-            Err(IpPatternError::Invalid)
-        );
-        assert_eq!(
-            match_ip_expression("10.0.0.0/x", "10.0.0.7", 1),
-            Err(IpPatternError::Invalid)
-        );
-        assert_eq!(
-            match_ip_expression("1:2:*", "::1", 1),
-            Err(IpPatternError::Invalid)
-        );
-        assert_eq!(
-            match_ip_expression("0.0.0.0:80", "::1", 80),
-            Err(IpPatternError::Invalid),
-            "an IPv4 pattern against IPv6 fails, as Java"
-        );
+        use IpPatternError::{Invalid, UnknownHost};
+        // (pattern, address, port, error, why)
+        let refused = [
+            ("10.0.0", "10.0.0.7", 1, Invalid, ""),
+            ("10.0.0.1-x", "10.0.0.7", 1, Invalid, ""),
+            ("10.0.0.0/x", "10.0.0.7", 1, Invalid, ""),
+            ("1:2:*", "::1", 1, Invalid, ""),
+            (
+                "0.0.0.0:80",
+                "::1",
+                80,
+                Invalid,
+                "an IPv4 pattern against IPv6 fails, as Java",
+            ),
+            ("db-2", "db-1", 80, UnknownHost, ""),
+            (
+                "other.host",
+                "10.0.0.7",
+                80,
+                Invalid,
+                "two segments are no IPv4 pattern",
+            ),
+            (
+                "db.example.svc.local",
+                "10.0.0.7",
+                80,
+                UnknownHost,
+                "a name Java would resolve",
+            ),
+        ];
+        for (pattern, address, port, error, why) in refused {
+            assert_eq!(
+                match_ip_expression(pattern, address, port),
+                Err(error),
+                "{pattern} against {address}:{port}: {why}"
+            );
+        }
         assert!(matches("db-1:80", "db-1", 80));
-        assert_eq!(
-            match_ip_expression("db-2", "db-1", 80),
-            Err(IpPatternError::UnknownHost)
-        );
-        assert_eq!(
-            match_ip_expression("other.host", "10.0.0.7", 80),
-            Err(IpPatternError::Invalid),
-            "two segments are no IPv4 pattern"
-        );
-        assert_eq!(
-            match_ip_expression("db.example.svc.local", "10.0.0.7", 80),
-            Err(IpPatternError::UnknownHost),
-            "a name Java would resolve"
-        );
         assert_eq!(
             match_ip_expression_address("10.0.0.0/8", "10.0.0.7:80"),
             Err(IpPatternError::UnknownHost),

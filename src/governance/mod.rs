@@ -24,7 +24,8 @@
 //!
 //! * `rule_header`: the header every rule document starts with (`key`, `configVersion`,
 //!   `scope`, `enabled`, `force`, `runtime`, `priority`, `valid`), read once for the three
-//!   kinds below, in each kind's own words.
+//!   kinds below, in each kind's own words, and read back alike on each through
+//!   [`Governed`].
 //! * `condition`: condition rules ([`ConditionRule`]), v3.0 `when => then` and v3.1
 //!   weighted destinations: `condition/rule.rs` parses the document, `grammar`, `v31`,
 //!   `term` and `pattern` read and match its conditions, `route` runs them.
@@ -61,6 +62,8 @@ mod facts;
 mod ip_pattern;
 mod keys;
 mod params;
+#[cfg(test)]
+mod refusal;
 mod rule_header;
 mod rule_set;
 pub(crate) mod rule_yaml;
@@ -84,6 +87,7 @@ pub use configurator::{
 pub use facts::{CallFacts, ConsumerIdentity, MAX_RULE_BYTES, ProviderFacts};
 pub use keys::{RuleKey, rule_keys, service_key};
 pub use params::{BadParam, RouteParams};
+pub use rule_header::{Governed, RuleHeader};
 pub use rule_set::{Rule, RuleProblem, RuleSet};
 pub use rules_digest::rules_digest;
 pub use tag::CallTag;

@@ -23,9 +23,10 @@ pub(crate) enum RuleForm {
     ConditionRule,
 }
 
-/// The common fields of one rule document, with Java's defaults.
+/// The common fields of one rule document, with Java's defaults: read once for every rule
+/// kind, so that each reads them alike. Its fields read through [`Governed`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct RuleHeader {
+pub struct RuleHeader {
     /// `key` as written: the application or service the rule is for.
     pub(crate) rule_key: Option<String>,
     /// `configVersion` as written.
@@ -91,6 +92,61 @@ impl RuleHeader {
                 ),
             )),
         }
+    }
+}
+
+/// A rule document read with a [`RuleHeader`]: its header's fields, read the same way on
+/// every rule kind ([`Configurators`](super::Configurators), [`TagRule`](super::TagRule),
+/// [`ConditionRule`](super::ConditionRule)) and on the header itself.
+pub trait Governed {
+    /// The header the document was read with.
+    fn header(&self) -> &RuleHeader;
+
+    /// Its `configVersion` as written (absent, `v2.7`, `v3.0…`, `v3.1` as the kind takes).
+    fn config_version(&self) -> Option<&str> {
+        self.header().config_version.as_deref()
+    }
+
+    /// Its `scope` as written (`application` or `service`); only configurators act on it
+    /// (`application`, else service scope), as Java.
+    fn scope(&self) -> Option<&str> {
+        self.header().scope.as_deref()
+    }
+
+    /// Its own `key` field as written: the application or the service
+    /// (`group/interface:version`) it is for.
+    fn rule_key(&self) -> Option<&str> {
+        self.header().rule_key.as_deref()
+    }
+
+    /// Whether it applies at all (`enabled`, default true).
+    fn enabled(&self) -> bool {
+        self.header().enabled
+    }
+
+    /// Whether a rule that matches none of a call's providers leaves the call none rather
+    /// than falling back (`force`, default false): a condition rule's `then`, a tag rule's
+    /// tag group. Configurators read it and do not act on it, as Java.
+    fn force(&self) -> bool {
+        self.header().force
+    }
+
+    /// Its `runtime` flag (default true; informational: routing here is per call in any
+    /// case).
+    fn runtime(&self) -> bool {
+        self.header().runtime
+    }
+
+    /// Its `priority` (default 0; informational: one tag rule applies per application, and
+    /// Java does not order condition rules by it; configurators do not read it).
+    fn priority(&self) -> i32 {
+        self.header().priority
+    }
+}
+
+impl Governed for RuleHeader {
+    fn header(&self) -> &RuleHeader {
+        self
     }
 }
 

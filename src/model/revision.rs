@@ -46,29 +46,40 @@ pub fn canonical_text<S: AsRef<ServiceInfo>>(
     app: &str,
     services: &BTreeMap<String, S>,
 ) -> Option<String> {
-    if services.is_empty() {
-        return None;
-    }
+    text_of(
+        app,
+        services.iter().map(|(k, s)| (k, s.as_ref())),
+        |service| service.params.iter().filter(|(k, _)| !is_volatile_param(k)),
+    )
+}
+
+/// The text of `app` and `services` (match key, service), `None` for none: each service
+/// as `{matchKey}{port}{path}{params}`, with `params` of a service as it gives them. What
+/// the `sha256-v1` and Dubbo Java's MD5 rules share; each orders services and params in
+/// its own way.
+pub(crate) fn text_of<'a, P>(
+    app: &str,
+    services: impl IntoIterator<Item = (&'a String, &'a ServiceInfo)>,
+    params: impl Fn(&'a ServiceInfo) -> P,
+) -> Option<String>
+where
+    P: IntoIterator<Item = (&'a String, &'a String)>,
+{
+    let mut services = services.into_iter().peekable();
+    services.peek()?;
     let mut text = String::from(app);
     for (match_key, service) in services {
-        let service = service.as_ref();
         text.push_str(match_key);
         let _ = write!(text, "{}", service.port);
         text.push_str(&service.path);
-        push_params(
-            &mut text,
-            service.params.iter().filter(|(k, _)| !is_volatile_param(k)),
-        );
+        push_params(&mut text, params(service));
     }
     Some(text)
 }
 
-/// Appends params as `{k1=v1, k2=v2}`, in the order given: the params part of the `sha256-v1`
-/// text, which Dubbo Java's MD5 rule shares (each rule sorts in its own order).
-pub(crate) fn push_params<'a>(
-    text: &mut String,
-    params: impl IntoIterator<Item = (&'a String, &'a String)>,
-) {
+/// Appends params as `{k1=v1, k2=v2}`, in the order given: the params part of a service's
+/// text.
+fn push_params<'a>(text: &mut String, params: impl IntoIterator<Item = (&'a String, &'a String)>) {
     text.push('{');
     for (i, (k, v)) in params.into_iter().enumerate() {
         if i > 0 {

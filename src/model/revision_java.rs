@@ -20,12 +20,11 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use md5::{Digest, Md5};
 
 use crate::model::ServiceInfo;
-use crate::model::revision::{EMPTY_REVISION, push_params};
+use crate::model::revision::{EMPTY_REVISION, text_of};
 
 /// A name for this rule in counters and messages. Instances do not declare it: it is the rule
 /// checked when an instance declares none.
@@ -41,22 +40,14 @@ pub fn canonical_text<S: AsRef<ServiceInfo>>(
     app: &str,
     services: &BTreeMap<String, S>,
 ) -> Option<String> {
-    if services.is_empty() {
-        return None;
-    }
     let mut ordered: Vec<(&String, &ServiceInfo)> =
         services.iter().map(|(k, s)| (k, s.as_ref())).collect();
     ordered.sort_by(|a, b| java_string_order(a.0, b.0));
-    let mut text = String::from(app);
-    for (match_key, service) in ordered {
-        text.push_str(match_key);
-        let _ = write!(text, "{}", service.port);
-        text.push_str(&service.path);
+    text_of(app, ordered, |service| {
         let mut params: Vec<(&String, &String)> = service.params.iter().collect();
         params.sort_by(|a, b| java_string_order(a.0, b.0));
-        push_params(&mut text, params);
-    }
-    Some(text)
+        params
+    })
 }
 
 /// The revision Dubbo Java 3.2+ gives these services.
@@ -91,5 +82,12 @@ mod tests {
             "ax.Y:tri0x.Y{pid=1, \u{10000}=astral, \u{FF61}=bmp}"
         );
         assert_eq!(revision("a", &services).len(), 32);
+    }
+
+    #[test]
+    fn no_services_have_no_text_and_the_empty_revision() {
+        let none: BTreeMap<String, std::sync::Arc<ServiceInfo>> = BTreeMap::new();
+        assert_eq!(canonical_text("a", &none), None);
+        assert_eq!(revision("a", &none), EMPTY_REVISION);
     }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use introspect::governance::migration::{MigrationSettings, SubMigrationRule};
 use introspect::governance::{
-    ConditionRule, ConditionVersion, ConfiguratorItem, Configurators, TagRule,
+    ConditionRule, ConditionVersion, ConfiguratorItem, Configurators, Governed, TagRule,
 };
 use serde_json::{Value, json};
 

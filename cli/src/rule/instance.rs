@@ -598,6 +598,7 @@ impl InstanceRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use introspect::governance::Governed;
 
     const A: &str = "10.0.0.7:20880";
     const B: &str = "10.0.0.8:20880";

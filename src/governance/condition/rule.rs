@@ -11,7 +11,7 @@ use super::item::ConditionItem;
 use super::route::{self, ConditionRoute, Step};
 use super::term::Source;
 use super::v31::MultiDest;
-use crate::governance::rule_header::{RuleForm, RuleHeader};
+use crate::governance::rule_header::{Governed, RuleForm, RuleHeader};
 use crate::governance::rule_yaml::{field as get, scalar_text, short_kind as kind};
 use crate::governance::{CallFacts, MAX_RULE_BYTES, ProviderFacts};
 use crate::{Error, Result};
@@ -95,6 +95,12 @@ impl Body {
     }
 }
 
+impl Governed for ConditionRule {
+    fn header(&self) -> &RuleHeader {
+        &self.header
+    }
+}
+
 impl ConditionRule {
     /// Parses a rule document (YAML) stored under `key`, as Java would accept it: a rule
     /// Java would refuse or not apply (unparsable, an unknown `configVersion`, no
@@ -164,37 +170,6 @@ impl ConditionRule {
     /// The form of its conditions.
     pub fn version(&self) -> ConditionVersion {
         self.version
-    }
-
-    /// Its `scope` as written (`service` or `application`); Java does not check it.
-    pub fn scope(&self) -> Option<&str> {
-        self.header.scope.as_deref()
-    }
-
-    /// Its own `key` field as written (the service or application it is for).
-    pub fn rule_key(&self) -> Option<&str> {
-        self.header.rule_key.as_deref()
-    }
-
-    /// Whether it routes at all (`enabled`, default true).
-    pub fn enabled(&self) -> bool {
-        self.header.enabled
-    }
-
-    /// Whether a `then` that matches no provider leaves none (`force`, default false)
-    /// rather than all of them.
-    pub fn force(&self) -> bool {
-        self.header.force
-    }
-
-    /// Its `runtime` flag (default true); routing here is per call in any case.
-    pub fn runtime(&self) -> bool {
-        self.header.runtime
-    }
-
-    /// Its `priority` (default 0); Java reads it but does not order condition rules by it.
-    pub fn priority(&self) -> i32 {
-        self.header.priority
     }
 
     /// Its conditions as written, in order, to show them; none for a disabled v3.0 rule,

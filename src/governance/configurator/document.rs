@@ -8,7 +8,7 @@ use serde_yaml_ng::Value;
 use super::item::ConfiguratorItem;
 use super::matching::Override;
 use super::parse::{Document, Item};
-use crate::governance::rule_header::{RuleForm, RuleHeader};
+use crate::governance::rule_header::{Governed, RuleForm, RuleHeader};
 use crate::governance::rule_yaml::{field, load, mappings, rule_error};
 
 /// The suffix of a configurator document's key in the config centre.
@@ -28,6 +28,12 @@ pub struct Configurators {
 /// Java's `String.compareTo`: UTF-16 code units in order.
 fn java_compare(a: &str, b: &str) -> Ordering {
     a.encode_utf16().cmp(b.encode_utf16())
+}
+
+impl Governed for Configurators {
+    fn header(&self) -> &RuleHeader {
+        &self.header
+    }
 }
 
 impl Configurators {
@@ -104,26 +110,6 @@ impl Configurators {
     /// The key the document was stored under.
     pub fn key(&self) -> &str {
         &self.key
-    }
-
-    /// Its `configVersion` as written (`v2.7`, `v3.0`; absent reads as v2.7).
-    pub fn config_version(&self) -> Option<&str> {
-        self.header.config_version.as_deref()
-    }
-
-    /// Its `scope` as written (`application`, else service scope).
-    pub fn scope(&self) -> Option<&str> {
-        self.header.scope.as_deref()
-    }
-
-    /// Its own `key` field: the application, or the service `group/interface:version`.
-    pub fn rule_key(&self) -> Option<&str> {
-        self.header.rule_key.as_deref()
-    }
-
-    /// The document's `enabled` (default true).
-    pub fn enabled(&self) -> bool {
-        self.header.enabled
     }
 
     /// Its `configs` items as written, in order, to show what each targets and sets.

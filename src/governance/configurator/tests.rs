@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use super::{Configurators, configure_for_consumer, configure_for_provider};
 use crate::Error;
+use crate::governance::Governed;
 use crate::governance::facts::ProviderFacts;
+use crate::governance::refusal::refusal;
 
 fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -285,34 +287,29 @@ fn an_items_enabled_counts_only_with_a_type() {
         seen(&general, "10.0.0.7", &base).is_some(),
         "the document's enabled decides"
     );
-    let typed_off = doc(
-        "k",
-        "scope: application\nkey: shop-web\nconfigs: [{type: weight, side: consumer, enabled: false, parameters: {weight: 1}}]",
-    );
-    assert_eq!(seen(&typed_off, "10.0.0.7", &base), None);
-    let typed_unset = doc(
-        "k",
-        "scope: application\nkey: shop-web\nconfigs: [{type: weight, side: consumer, parameters: {weight: 1}}]",
-    );
-    assert_eq!(
-        seen(&typed_unset, "10.0.0.7", &base),
-        None,
-        "absent reads as false"
-    );
     let typed_on = doc(
         "k",
         "scope: application\nkey: shop-web\nconfigs: [{type: weight, side: consumer, enabled: true, parameters: {weight: 1}}]",
     );
     assert_eq!(seen(&typed_on, "10.0.0.7", &base).unwrap()["weight"], "1");
-    let no_side = doc(
-        "k",
-        "scope: application\nkey: shop-web\nconfigs: [{parameters: {x: y}}]",
-    );
-    assert_eq!(
-        seen(&no_side, "10.0.0.7", &base),
-        None,
-        "no side never applies"
-    );
+    // (document, why it applies to no consumer)
+    let not_applied = [
+        (
+            "scope: application\nkey: shop-web\nconfigs: [{type: weight, side: consumer, enabled: false, parameters: {weight: 1}}]",
+            "a typed item switched off",
+        ),
+        (
+            "scope: application\nkey: shop-web\nconfigs: [{type: weight, side: consumer, parameters: {weight: 1}}]",
+            "absent reads as false",
+        ),
+        (
+            "scope: application\nkey: shop-web\nconfigs: [{parameters: {x: y}}]",
+            "no side never applies",
+        ),
+    ];
+    for (yaml, why) in not_applied {
+        assert_eq!(seen(&doc("k", yaml), "10.0.0.7", &base), None, "{why}");
+    }
 }
 
 #[test]
@@ -498,13 +495,11 @@ fn malformed_documents_are_refused_as_rule_errors() {
         "key: k\nconfigs: [{match: {param: [{key: a, value: {regex: '.*'}}]}, parameters: {a: b}}]",
     ];
     for yaml in refused {
-        match Configurators::parse("shop.OrderService::.configurators", yaml) {
-            Err(Error::Rule { key, reason, .. }) => {
-                assert_eq!(key, "shop.OrderService::.configurators");
-                assert!(!reason.is_empty());
-            }
-            other => panic!("{yaml:?} should be refused, got {other:?}"),
-        }
+        refusal(
+            Configurators::parse,
+            "shop.OrderService::.configurators",
+            yaml,
+        );
     }
     let big = format!(
         "key: k\nconfigs: [{{parameters: {{a: \"{}\"}}}}]",

@@ -6,6 +6,7 @@ use super::rule::TagRule;
 use crate::governance::facts::{CallFacts, ProviderFacts};
 use crate::governance::ip_pattern::match_ip_expression;
 use crate::governance::params::TAG_KEY;
+use crate::governance::rule_header::Governed;
 use crate::governance::tag::{CallTag, TagSelection, select_by_tag};
 
 /// Where a call tagged one way may go, and why (for `explain` and for the error of a call

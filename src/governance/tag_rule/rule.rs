@@ -4,7 +4,7 @@
 use serde_yaml_ng::Mapping;
 
 use crate::governance::facts::ProviderFacts;
-use crate::governance::rule_header::{RuleForm, RuleHeader};
+use crate::governance::rule_header::{Governed, RuleForm, RuleHeader};
 use crate::governance::rule_yaml::{field, flow, load, mappings, rule_error, string, string_list};
 use crate::governance::string_match::ParamMatch;
 
@@ -44,6 +44,12 @@ pub struct TagItem<'a> {
     pub addresses: &'a [String],
     /// The v3.0 `match`, on one line in YAML's flow style.
     pub match_text: Option<&'a str>,
+}
+
+impl Governed for TagRule {
+    fn header(&self) -> &RuleHeader {
+        &self.header
+    }
 }
 
 impl TagRule {
@@ -91,30 +97,10 @@ impl TagRule {
         self.valid && self.header.enabled
     }
 
-    /// Its `enabled` (default true).
-    pub fn enabled(&self) -> bool {
-        self.header.enabled
-    }
-
     /// Whether it is valid: `valid` is not false and it has tags (an invalid rule routes
     /// as no rule).
     pub fn is_valid(&self) -> bool {
         self.valid
-    }
-
-    /// Its `configVersion` as written (absent, `v2.7` or `v3.0…`).
-    pub fn config_version(&self) -> Option<&str> {
-        self.header.config_version.as_deref()
-    }
-
-    /// Its `scope` as written (Java does not check it).
-    pub fn scope(&self) -> Option<&str> {
-        self.header.scope.as_deref()
-    }
-
-    /// Its own `key` field as written (the provider application).
-    pub fn rule_key(&self) -> Option<&str> {
-        self.header.rule_key.as_deref()
     }
 
     /// Its tags as written, in order, to show them.
@@ -124,22 +110,6 @@ impl TagRule {
             addresses: &t.addresses,
             match_text: t.match_text.as_deref(),
         })
-    }
-
-    /// Whether a tag's group that matched none of a call's providers routes the call to
-    /// none (`force: true`) rather than falling back.
-    pub fn force(&self) -> bool {
-        self.header.force
-    }
-
-    /// The rule's `runtime` flag (whether Java re-routes on every call; informational).
-    pub fn runtime(&self) -> bool {
-        self.header.runtime
-    }
-
-    /// The rule's `priority` (informational: one tag rule applies per app).
-    pub fn priority(&self) -> i32 {
-        self.header.priority
     }
 
     /// The rule's tag names, in order (unnamed tags left out).

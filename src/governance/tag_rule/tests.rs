@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use super::{TagItem, TagRule, route_by_tag};
 use crate::Error;
+use crate::governance::Governed;
 use crate::governance::facts::{CallFacts, ProviderFacts};
+use crate::governance::refusal::refusal;
 use crate::governance::tag::CallTag;
 
 /// One provider: host, port, static tag, other params.
@@ -328,10 +330,7 @@ fn malformed_rules_are_refused_as_rule_errors() {
         "configVersion: v3.0\ntags: [{name: a, match: [7]}]",
     ];
     for yaml in refused {
-        match TagRule::parse("shop-orders.tag-router", yaml) {
-            Err(Error::Rule { key, .. }) => assert_eq!(key, "shop-orders.tag-router"),
-            other => panic!("{yaml:?} should be refused, got {other:?}"),
-        }
+        refusal(TagRule::parse, "shop-orders.tag-router", yaml);
     }
     let big = format!(
         "tags: [{{name: a, addresses: [{}]}}]",
