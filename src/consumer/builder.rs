@@ -137,30 +137,27 @@ impl ResolverBuilder {
         self
     }
 
-    /// Sets the deadline of one MetadataService call (see [`ResolverOptions::fetch_timeout`]).
-    pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
-        self.options = self.options.fetch_timeout(timeout);
-        self
-    }
+    crate::forward_options! {
+        options {
+            /// Sets the deadline of one MetadataService call (see
+            /// [`ResolverOptions::fetch_timeout`]).
+            fetch_timeout: Duration;
 
-    /// Sets how many instances of a revision one fetch tries (see
-    /// [`ResolverOptions::fetch_attempts`]).
-    pub fn fetch_attempts(mut self, attempts: usize) -> Self {
-        self.options = self.options.fetch_attempts(attempts);
-        self
-    }
+            /// Sets how many instances of a revision one fetch tries (see
+            /// [`ResolverOptions::fetch_attempts`]).
+            fetch_attempts: usize;
 
-    /// Sets how many (app, revision) metadata entries are cached (see
-    /// [`ResolverOptions::cache_capacity`]).
-    pub fn cache_capacity(mut self, capacity: u64) -> Self {
-        self.options = self.options.cache_capacity(capacity);
-        self
-    }
+            /// Sets how many (app, revision) metadata entries are cached (see
+            /// [`ResolverOptions::cache_capacity`]).
+            cache_capacity: u64;
 
-    /// Sets how long an unused cached revision is kept (see [`ResolverOptions::cache_idle`]).
-    pub fn cache_idle(mut self, idle: Duration) -> Self {
-        self.options = self.options.cache_idle(idle);
-        self
+            /// Sets how long an unused cached revision is kept (see
+            /// [`ResolverOptions::cache_idle`]).
+            cache_idle: Duration;
+
+            /// Sets the deadline of each registry call (see [`ResolverOptions::store_timeout`]).
+            store_timeout: Duration;
+        }
     }
 
     /// Calls MetadataServices over TLS with this configuration, and balanced channels too
@@ -217,26 +214,23 @@ impl ResolverBuilder {
 
     /// Sets the liveness of the consumer record (see [`ResolverOptions::consumer_ttl`]).
     /// Only after [`register_consumer`](Self::register_consumer): before it, ignored.
-    pub fn consumer_ttl(mut self, ttl: Duration) -> Self {
-        if self.consumer.is_some() {
-            self.options = self.options.consumer_ttl(ttl);
-        }
-        self
+    pub fn consumer_ttl(self, ttl: Duration) -> Self {
+        self.consumer_option(|options| options.consumer_ttl(ttl))
     }
 
     /// Sets the shortest time between two rewrites of the consumer record (see
     /// [`ResolverOptions::consumer_refresh`]). Only after
     /// [`register_consumer`](Self::register_consumer): before it, ignored.
-    pub fn consumer_refresh(mut self, refresh: Duration) -> Self {
-        if self.consumer.is_some() {
-            self.options = self.options.consumer_refresh(refresh);
-        }
-        self
+    pub fn consumer_refresh(self, refresh: Duration) -> Self {
+        self.consumer_option(|options| options.consumer_refresh(refresh))
     }
 
-    /// Sets the deadline of each registry call (see [`ResolverOptions::store_timeout`]).
-    pub fn store_timeout(mut self, timeout: Duration) -> Self {
-        self.options = self.options.store_timeout(timeout);
+    /// Changes the options of the consumer record with `set`, once there is a record
+    /// ([`register_consumer`](Self::register_consumer)): before it, leaves them.
+    fn consumer_option(mut self, set: impl FnOnce(ResolverOptions) -> ResolverOptions) -> Self {
+        if self.consumer.is_some() {
+            self.options = set(self.options);
+        }
         self
     }
 

@@ -1,10 +1,63 @@
 //! [`ResolverOptions`]: a resolver's fetch, cache, registry-call and consumer-record
-//! settings, each with its default.
+//! settings, each with its default; and the macros that write the options types' plain
+//! setters and readers (and the builders' setters that forward to them).
 
 use std::time::Duration;
 
+/// Writes, for each listed field of an options type, its builder-style setter and its
+/// reader, inside the type's `impl` block:
+///
+/// ```text
+/// /// Sets … (default …).
+/// setter / reader => field: Type, |value| normalised value;
+/// ```
+///
+/// The setter takes a `Type` and stores it (normalised by the closure-like expression, when
+/// one is given: a floor, a clamp); the reader returns what is stored, so that users can
+/// read the defaults. Setters that do more than store one value are written by hand.
+/// (Exported only so that every module of the crate reaches it; not for users.)
+#[doc(hidden)]
+#[macro_export]
+macro_rules! option_accessors {
+    ($(
+        $(#[$doc:meta])*
+        $set:ident / $get:ident => $field:ident: $ty:ty $(, |$value:ident| $fix:expr)?;
+    )*) => {$(
+        $(#[$doc])*
+        pub fn $set(mut self, value: $ty) -> Self {
+            $(let $value = value; let value = $fix;)?
+            self.$field = value;
+            self
+        }
+
+        #[doc = concat!(
+            "What [`", stringify!($set), "`](Self::", stringify!($set),
+            ") set, else the default: the value in effect."
+        )]
+        pub fn $get(&self) -> $ty {
+            self.$field
+        }
+    )*};
+}
+
+/// Writes a builder's setters that change one part of the options it holds in its field
+/// `$options`: each calls the options type's setter of the same name. (Exported only so that
+/// every module of the crate reaches it; not for users.)
+#[doc(hidden)]
+#[macro_export]
+macro_rules! forward_options {
+    ($options:ident { $($(#[$doc:meta])* $set:ident: $ty:ty;)* }) => {$(
+        $(#[$doc])*
+        pub fn $set(mut self, value: $ty) -> Self {
+            self.$options = self.$options.$set(value);
+            self
+        }
+    )*};
+}
+
 /// A resolver's metadata fetches, its metadata cache, its registry calls and its consumer
-/// record. Every part has a default (see each setter); give them with
+/// record. Every part has a default (see each setter, and read it with the `get_` method
+/// of the same name); give them with
 /// [`ResolverBuilder::options`](super::ResolverBuilder::options) or the builder's setters
 /// of the same names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,49 +93,31 @@ impl Default for ResolverOptions {
 }
 
 impl ResolverOptions {
-    /// Sets the deadline of one MetadataService call (default 3 s).
-    pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
-        self.fetch_timeout = timeout;
-        self
-    }
+    crate::option_accessors! {
+        /// Sets the deadline of one MetadataService call (default 3 s).
+        fetch_timeout / get_fetch_timeout => fetch_timeout: Duration;
 
-    /// Sets how many instances of a revision one fetch tries (default 5, at least 1).
-    pub fn fetch_attempts(mut self, attempts: usize) -> Self {
-        self.fetch_attempts = attempts.max(1);
-        self
-    }
+        /// Sets how many instances of a revision one fetch tries (default 5, at least 1).
+        fetch_attempts / get_fetch_attempts => fetch_attempts: usize, |attempts| attempts.max(1);
 
-    /// Sets how many (app, revision) metadata entries are cached (default 10 000).
-    pub fn cache_capacity(mut self, capacity: u64) -> Self {
-        self.cache_capacity = capacity;
-        self
-    }
+        /// Sets how many (app, revision) metadata entries are cached (default 10 000).
+        cache_capacity / get_cache_capacity => cache_capacity: u64;
 
-    /// Sets how long an unused cached revision is kept (default 30 minutes).
-    pub fn cache_idle(mut self, idle: Duration) -> Self {
-        self.cache_idle = idle;
-        self
-    }
+        /// Sets how long an unused cached revision is kept (default 30 minutes).
+        cache_idle / get_cache_idle => cache_idle: Duration;
 
-    /// Sets the deadline of each registry call (default 5 s).
-    pub fn store_timeout(mut self, timeout: Duration) -> Self {
-        self.store_timeout = timeout;
-        self
-    }
+        /// Sets the deadline of each registry call (default 5 s).
+        store_timeout / get_store_timeout => store_timeout: Duration;
 
-    /// Sets the liveness of the consumer record, as a provider's lease (default 10 s, at
-    /// least 1 s). Only read when the resolver registers one
-    /// ([`ResolverBuilder::register_consumer`](super::ResolverBuilder::register_consumer)).
-    pub fn consumer_ttl(mut self, ttl: Duration) -> Self {
-        self.consumer_ttl = ttl.max(Duration::from_secs(1));
-        self
-    }
+        /// Sets the liveness of the consumer record, as a provider's lease (default 10 s, at
+        /// least 1 s). Only read when the resolver registers one
+        /// ([`ResolverBuilder::register_consumer`](super::ResolverBuilder::register_consumer)).
+        consumer_ttl / get_consumer_ttl => consumer_ttl: Duration,
+            |ttl| ttl.max(Duration::from_secs(1));
 
-    /// Sets the shortest time between two rewrites of the consumer record (default 10 s):
-    /// changes within it are written together at its end. Only read when the resolver
-    /// registers one.
-    pub fn consumer_refresh(mut self, refresh: Duration) -> Self {
-        self.consumer_refresh = refresh;
-        self
+        /// Sets the shortest time between two rewrites of the consumer record (default 10 s):
+        /// changes within it are written together at its end. Only read when the resolver
+        /// registers one.
+        consumer_refresh / get_consumer_refresh => consumer_refresh: Duration;
     }
 }

@@ -137,23 +137,26 @@ impl ProviderBuilder {
         self
     }
 
-    /// Sets the lease TTL (see [`ProviderOptions::lease_ttl`]).
-    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
-        self.options = self.options.lease_ttl(ttl);
-        self
-    }
+    crate::forward_options! {
+        options {
+            /// Sets the lease TTL (see [`ProviderOptions::lease_ttl`]).
+            lease_ttl: Duration;
 
-    /// Sets the drain period of a graceful shutdown (see [`ProviderOptions::drain_period`]).
-    pub fn drain_period(mut self, drain: Duration) -> Self {
-        self.options = self.options.drain_period(drain);
-        self
-    }
+            /// Sets the drain period of a graceful shutdown (see
+            /// [`ProviderOptions::drain_period`]).
+            drain_period: Duration;
 
-    /// Sets how long an earlier revision stays answerable (see
-    /// [`ProviderOptions::revision_grace`]).
-    pub fn revision_grace(mut self, grace: Duration) -> Self {
-        self.options = self.options.revision_grace(grace);
-        self
+            /// Sets how long an earlier revision stays answerable (see
+            /// [`ProviderOptions::revision_grace`]).
+            revision_grace: Duration;
+
+            /// Sets how long after a rule change the provider republishes (see
+            /// [`ProviderOptions::rules_publish_delay`]).
+            rules_publish_delay: Duration;
+
+            /// Sets the deadline of each registry call (see [`ProviderOptions::store_timeout`]).
+            store_timeout: Duration;
+        }
     }
 
     /// Sets the storage type (default `local`); `remote` also writes the metadata report.
@@ -197,12 +200,6 @@ impl ProviderBuilder {
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn identity(mut self, identity: crate::identity::ServerIdentity) -> Self {
         self.identity = Some(identity);
-        self
-    }
-
-    /// Sets the deadline of each registry call (see [`ProviderOptions::store_timeout`]).
-    pub fn store_timeout(mut self, timeout: Duration) -> Self {
-        self.options = self.options.store_timeout(timeout);
         self
     }
 
@@ -260,13 +257,6 @@ impl ProviderBuilder {
     /// revision; see [`Provider::rules`].
     pub fn rules(mut self, rules: bool) -> Self {
         self.rules = rules;
-        self
-    }
-
-    /// Sets how long after a rule change the provider republishes (see
-    /// [`ProviderOptions::rules_publish_delay`]).
-    pub fn rules_publish_delay(mut self, delay: Duration) -> Self {
-        self.options = self.options.rules_publish_delay(delay);
         self
     }
 

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 /// How long a provider's registration lives, drains and waits. Every part has a default
-/// (see each setter); give them with [`ProviderBuilder::options`](super::ProviderBuilder::options)
-/// or the builder's setters of the same names.
+/// (see each setter, and read it with the `get_` method of the same name); give them with
+/// [`ProviderBuilder::options`](super::ProviderBuilder::options) or the builder's setters
+/// of the same names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProviderOptions {
     /// The lease TTL (default 10 s); at least 1 s, checked when the provider is built.
@@ -33,41 +34,28 @@ impl Default for ProviderOptions {
 }
 
 impl ProviderOptions {
-    /// Sets the lease TTL (default 10 s): a crashed provider disappears this long after its
-    /// last keep-alive. On ZooKeeper, the session timeout asked for (the server may grant
-    /// another, which is then used). Keep-alives go every third of the TTL granted. Under
-    /// 1 s, [`ProviderBuilder::build`](super::ProviderBuilder::build) fails.
-    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
-        self.lease_ttl = ttl;
-        self
-    }
+    crate::option_accessors! {
+        /// Sets the lease TTL (default 10 s): a crashed provider disappears this long after
+        /// its last keep-alive. On ZooKeeper, the session timeout asked for (the server may
+        /// grant another, which is then used). Keep-alives go every third of the TTL granted.
+        /// Under 1 s, [`ProviderBuilder::build`](super::ProviderBuilder::build) fails.
+        lease_ttl / get_lease_ttl => lease_ttl: Duration;
 
-    /// Sets the drain period of a graceful shutdown (default 2 s): the time between
-    /// marking the instance disabled and deregistering it.
-    pub fn drain_period(mut self, drain: Duration) -> Self {
-        self.drain = drain;
-        self
-    }
+        /// Sets the drain period of a graceful shutdown (default 2 s): the time between
+        /// marking the instance disabled and deregistering it.
+        drain_period / get_drain_period => drain: Duration;
 
-    /// Sets how long an earlier revision stays answerable after an export change (default
-    /// 120 s).
-    pub fn revision_grace(mut self, grace: Duration) -> Self {
-        self.revision_grace = grace;
-        self
-    }
+        /// Sets how long an earlier revision stays answerable after an export change
+        /// (default 120 s).
+        revision_grace / get_revision_grace => revision_grace: Duration;
 
-    /// Sets how long after a rule change the provider republishes (default 1 s, Java's
-    /// `dubbo.application.metadata.publish.delay`): changes within one delay make one
-    /// revision.
-    pub fn rules_publish_delay(mut self, delay: Duration) -> Self {
-        self.publish_delay = delay;
-        self
-    }
+        /// Sets how long after a rule change the provider republishes (default 1 s, Java's
+        /// `dubbo.application.metadata.publish.delay`): changes within one delay make one
+        /// revision.
+        rules_publish_delay / get_rules_publish_delay => publish_delay: Duration;
 
-    /// Sets the deadline of each registry call (default 5 s): a hanging registry costs a
-    /// timeout, never a hung provider.
-    pub fn store_timeout(mut self, timeout: Duration) -> Self {
-        self.store_timeout = timeout;
-        self
+        /// Sets the deadline of each registry call (default 5 s): a hanging registry costs a
+        /// timeout, never a hung provider.
+        store_timeout / get_store_timeout => store_timeout: Duration;
     }
 }

@@ -162,7 +162,7 @@ fn a_subscription_waiting_for_a_hanging_store_sleeps_until_its_start_timeout() {
         .expect("the paused clock never reached the start timeout: the subscription task spun");
     assert_eq!(
         waited,
-        crate::support::defaults::START_TIMEOUT,
+        introspect::SubscribeOptions::default().get_start_timeout(),
         "subscribe() returns at its start timeout"
     );
     assert_eq!(endpoints.expect("the subscription starts empty"), 0);

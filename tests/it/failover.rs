@@ -81,7 +81,9 @@ const SETTLE: Duration = Duration::from_secs(3);
 /// 1 s of waiting and gives up after 1 s more (the defaults), well before [`TIMEOUT`].
 const HUNG_FAILS_WITHIN: Duration = Duration::from_millis(2_600);
 /// Health's interval between probes of an ejected provider (the default).
-const PROBE_INTERVAL: Duration = crate::support::defaults::PROBE_INTERVAL;
+fn probe_interval() -> Duration {
+    introspect::consumer::HealthOptions::default().get_probe_interval()
+}
 /// How often the Introspect consumers' health is read while the calls run.
 const WATCH_EVERY: Duration = Duration::from_millis(50);
 
@@ -778,7 +780,7 @@ async fn no_call_fails_while_a_provider_could_answer_it_side_by_side_with_java()
         );
         let back = back_on_a(rust, &timeline);
         assert!(
-            back.is_some_and(|ms| ms <= 2 * PROBE_INTERVAL.as_millis() as u64),
+            back.is_some_and(|ms| ms <= 2 * probe_interval().as_millis() as u64),
             "with {callers} callers, A answered again {back:?} ms after SIGCONT"
         );
     }

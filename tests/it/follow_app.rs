@@ -4,10 +4,14 @@
 
 use std::time::Duration;
 
-use crate::support::defaults::MAX_HOLD;
 use crate::support::records::{HOUR, memory, orders};
 use introspect::Resolver;
 use introspect::consumer::{AppFollow, AppSnapshot, HoldCause};
+
+/// `ProtectionOptions`' longest hold of an expired instance (the default).
+fn max_hold() -> Duration {
+    introspect::consumer::ProtectionOptions::default().get_max_hold()
+}
 
 /// Waits, through the follow's changes, until its snapshot satisfies `check`.
 async fn until(follow: &mut AppFollow, what: &str, check: impl Fn(&AppSnapshot) -> bool) {
@@ -63,8 +67,8 @@ async fn a_follow_shows_records_holds_and_their_release() {
     );
     for hold in &snapshot.holds {
         assert_eq!(hold.cause, HoldCause::SelfPreservation);
-        assert!(hold.time_left() <= MAX_HOLD);
-        assert!(hold.time_left() > MAX_HOLD - Duration::from_secs(30));
+        assert!(hold.time_left() <= max_hold());
+        assert!(hold.time_left() > max_hold() - Duration::from_secs(30));
         assert!(
             follow.is_set_aside(&hold.instance),
             "held and not probed yet: aside"
@@ -73,7 +77,7 @@ async fn a_follow_shows_records_holds_and_their_release() {
     assert!(!follow.is_set_aside(&snapshot.registered["127.0.0.1:1005"]));
 
     // The holds end after the maximum hold.
-    tokio::time::advance(MAX_HOLD).await;
+    tokio::time::advance(max_hold()).await;
     until(&mut follow, "the holds released", |s| s.holds.is_empty()).await;
     assert!(!follow.current().protection_active);
 }

@@ -21,13 +21,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use introspect::backend::InstanceRead;
-use introspect::consumer::{HealthOptions, ProtectionOptions};
+use introspect::consumer::{HealthOptions, ProtectionOptions, ResolverOptions};
+use introspect::provider::ProviderOptions;
 use introspect::{
     Backend, Limits, Resolver, Store, SubscribeOptions, Subscription, SubscriptionHandle,
 };
 
 use crate::support::calls::{CALL_DEADLINE, Caller, channel_over};
-use crate::support::defaults;
 use crate::support::etcd::EtcdServer;
 use crate::support::greeter::{GreeterNode, answers_http2, start_greeter_advertised};
 use crate::support::killable::GREETER;
@@ -798,7 +798,11 @@ async fn a_slow_registry(registry: Registry, delay: Duration) {
         .protection(ProtectionOptions::default().max_hold(MAX_HOLD))
         .health(HealthOptions::default().probe_interval(PROBE_INTERVAL))
         .subscribe_options(SubscribeOptions::default().start_timeout(slow_start(delay)))
-        .store_timeout(defaults::STORE_TIMEOUT.max(delay * 4))
+        .store_timeout(
+            ResolverOptions::default()
+                .get_store_timeout()
+                .max(delay * 4),
+        )
         .build();
     let started = Instant::now();
     let endpoints = slow
@@ -851,7 +855,7 @@ async fn an_etcd_answering_3_s_late_keeps_default_leases_and_resolves() {
     };
     let late_by = Duration::from_secs(3);
     let registry = registry
-        .with_ttl(defaults::LEASE_TTL)
+        .with_ttl(ProviderOptions::default().get_lease_ttl())
         .answering_late_by(late_by);
     a_slow_registry(registry, late_by).await;
 }
@@ -869,7 +873,8 @@ async fn a_slow_zookeeper_keeps_sessions_and_resolves() {
 #[cfg(feature = "zookeeper")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zookeeper_answering_3_s_late_keeps_default_sessions_and_resolves() {
-    let Some(registry) = Registry::zookeeper_with(defaults::LEASE_TTL).await else {
+    let Some(registry) = Registry::zookeeper_with(ProviderOptions::default().get_lease_ttl()).await
+    else {
         return;
     };
     let late_by = Duration::from_secs(3);

@@ -5,15 +5,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::defaults::MAX_HOLD;
 use crate::support::faulty::FaultyStore;
 use crate::support::records::{HOUR, ORDERS, Records, memory, orders, ports};
 use crate::support::wait::settle;
 use introspect::consumer::{ProtectionOptions, SubscribeOptions};
 use introspect::{MemoryStore, Resolver, ServiceInfo, Store, Subscription};
 
+/// `ProtectionOptions`' longest hold of an expired instance (the default).
+fn max_hold() -> Duration {
+    introspect::consumer::ProtectionOptions::default().get_max_hold()
+}
+
 fn window() -> Duration {
-    crate::support::defaults::COALESCE_WINDOW
+    introspect::consumer::CoalesceOptions::default().get_window()
 }
 
 #[tokio::test(start_paused = true)]
@@ -156,7 +160,7 @@ async fn mass_expiry_of_ninety_percent_is_held() {
     assert_eq!(stats.protected_apps, 1);
 
     // Released after the maximum hold.
-    tokio::time::advance(MAX_HOLD).await;
+    tokio::time::advance(max_hold()).await;
     settle().await;
     assert_eq!(ports(&protected.current()), [2000, 2001]);
     assert!(!protected.protection_active());
@@ -182,7 +186,7 @@ async fn a_released_hold_and_the_set_it_leaves_go_out_together() {
     assert!(handle.protection_active(), "a hold shows at once");
     assert_eq!(handle.current().len(), 20);
 
-    tokio::time::advance(MAX_HOLD).await;
+    tokio::time::advance(max_hold()).await;
     settle().await;
     assert!(!handle.protection_active());
     assert_eq!(

@@ -26,7 +26,8 @@ pub(crate) enum TlsChoice {
     Plaintext,
 }
 
-/// How a balanced channel dials its endpoints. Every part has a default.
+/// How a balanced channel dials its endpoints. Every part has a default (read the plain ones
+/// with the `get_` methods).
 #[derive(Clone, Debug)]
 pub struct ChannelOptions {
     pub(super) connect_timeout: Duration,
@@ -59,12 +60,6 @@ impl Default for ChannelOptions {
 }
 
 impl ChannelOptions {
-    /// Sets the deadline of one connection attempt (default 3 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
     /// Sets the deadline of calls that set none themselves (default: none; set deadlines
     /// per call with `tonic::Request::set_timeout`): the consumer's own `timeout`, as
     /// Dubbo reads it, over a provider's published `timeout` and under a consumer-side
@@ -89,27 +84,6 @@ impl ChannelOptions {
     /// checked then.
     pub fn plaintext(mut self) -> Self {
         self.tls = TlsChoice::Plaintext;
-        self
-    }
-
-    /// Sets whether the channel records each call's outcome into the resolver's
-    /// consumer-side health (default `true`: passive health). Off, endpoints are still left
-    /// out while health sets them aside (on the application's reports, or while a held
-    /// instance does not answer its probe), but calls through the channel never do so.
-    pub fn passive_health(mut self, on: bool) -> Self {
-        self.passive_health = on;
-        self
-    }
-
-    /// Sets how long a call waits for the balancer to have an endpoint that may take it
-    /// (default 3 s), whatever its deadline: one still waiting then
-    /// fails with UNAVAILABLE, so a call without a deadline never hangs because no endpoint
-    /// comes. While the subscription resolves to nothing, calls fail at once instead,
-    /// saying why. A call handed to an endpoint whose connection cannot be made fails after
-    /// the connect timeout; one whose server accepts it waits for its answer up to its own
-    /// deadline (set one, or [`request_timeout`](Self::request_timeout)).
-    pub fn endpoint_wait(mut self, wait: Duration) -> Self {
-        self.endpoint_wait = wait;
         self
     }
 
@@ -193,19 +167,48 @@ impl ChannelOptions {
         self
     }
 
-    /// Sets how many bytes of a request body are kept so that a retry can send it again
-    /// (default 64 KiB: a unary call's message is usually far below it): a call whose body is
-    /// larger is sent once.
-    pub fn replay_limit(mut self, bytes: usize) -> Self {
-        self.replay_limit = bytes;
-        self
-    }
-
     /// Sets how many endpoint changes are buffered for the balancer (default
     /// 1024, at least 1).
     pub fn change_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity.max(1);
         self
+    }
+
+    /// The deadline of calls that set none themselves, in effect (see
+    /// [`request_timeout`](Self::request_timeout)).
+    pub fn get_request_timeout(&self) -> Option<Duration> {
+        self.request_timeout
+    }
+
+    /// How many endpoint changes are buffered, in effect (see
+    /// [`change_capacity`](Self::change_capacity)).
+    pub fn get_change_capacity(&self) -> usize {
+        self.capacity
+    }
+
+    crate::option_accessors! {
+        /// Sets the deadline of one connection attempt (default 3 s).
+        connect_timeout / get_connect_timeout => connect_timeout: Duration;
+
+        /// Sets whether the channel records each call's outcome into the resolver's
+        /// consumer-side health (default `true`: passive health). Off, endpoints are still left
+        /// out while health sets them aside (on the application's reports, or while a held
+        /// instance does not answer its probe), but calls through the channel never do so.
+        passive_health / get_passive_health => passive_health: bool;
+
+        /// Sets how long a call waits for the balancer to have an endpoint that may take it
+        /// (default 3 s), whatever its deadline: one still waiting then
+        /// fails with UNAVAILABLE, so a call without a deadline never hangs because no endpoint
+        /// comes. While the subscription resolves to nothing, calls fail at once instead,
+        /// saying why. A call handed to an endpoint whose connection cannot be made fails after
+        /// the connect timeout; one whose server accepts it waits for its answer up to its own
+        /// deadline (set one, or [`request_timeout`](Self::request_timeout)).
+        endpoint_wait / get_endpoint_wait => endpoint_wait: Duration;
+
+        /// Sets how many bytes of a request body are kept so that a retry can send it again
+        /// (default 64 KiB: a unary call's message is usually far below it): a call whose body is
+        /// larger is sent once.
+        replay_limit / get_replay_limit => replay_limit: usize;
     }
 }
 

@@ -29,7 +29,8 @@ where
     }
 }
 
-/// How consumer-side health behaves. Every part has a default; set them with the methods.
+/// How consumer-side health behaves. Every part has a default; set them with the methods,
+/// and read them with the `get_` methods of the same names.
 #[derive(Clone)]
 pub struct HealthOptions {
     pub(crate) enabled: bool,
@@ -130,39 +131,6 @@ impl HealthOptions {
         }
     }
 
-    /// Sets the consecutive failures that set an endpoint aside (default
-    /// 5, as Envoy's outlier detection; at least 1).
-    pub fn failure_threshold(mut self, failures: u32) -> Self {
-        self.failure_threshold = failures.max(1);
-        self
-    }
-
-    /// Sets the time between probes of a set-aside endpoint (default 5 s).
-    pub fn probe_interval(mut self, interval: Duration) -> Self {
-        self.probe_interval = interval;
-        self
-    }
-
-    /// Sets the deadline of one probe (default 1 s).
-    pub fn probe_timeout(mut self, timeout: Duration) -> Self {
-        self.probe_timeout = timeout;
-        self
-    }
-
-    /// Sets how many probes the resolver runs at once, over all its subscriptions and
-    /// channels (default 16, at least 1).
-    pub fn probe_concurrency(mut self, probes: usize) -> Self {
-        self.probe_concurrency = probes.max(1);
-        self
-    }
-
-    /// Sets whether a refused connection sets an address aside at once (default `true`:
-    /// nothing listens there) or counts as one failure like any other.
-    pub fn refused_at_once(mut self, at_once: bool) -> Self {
-        self.refused_at_once = at_once;
-        self
-    }
-
     /// Probes set-aside endpoints with `probe` instead of the default, which proves a gRPC
     /// answer: a new HTTP/2 connection and a `grpc.health.v1.Health/Check` call within the
     /// probe timeout, any answer but `NOT_SERVING` (an `UNIMPLEMENTED` included) bringing
@@ -172,89 +140,84 @@ impl HealthOptions {
         self
     }
 
-    /// Sets the window (default 10 s): an endpoint's failure rate is read over its last 64
-    /// calls while they come within it of one another (a silence as long forgets them), and
-    /// a latency older than it is stale (neither judged nor judging).
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window.max(Duration::from_millis(2));
-        self
-    }
-
-    /// Sets the failure rate that ejects an endpoint (default 0.2: a fifth of its last 64
-    /// calls failed, as [`failure_threshold`](Self::failure_threshold) counts failures),
-    /// once it took [`failure_rate_min_calls`](Self::failure_rate_min_calls). Over 1.0
-    /// never ejects.
-    pub fn failure_rate(mut self, rate: f64) -> Self {
-        self.failure_rate = if rate.is_nan() { 2.0 } else { rate.max(0.0) };
-        self
-    }
-
-    /// Sets the calls an endpoint takes before its failure rate is judged (default 20, at
-    /// least 1; more than 64 never judges).
-    pub fn failure_rate_min_calls(mut self, calls: u32) -> Self {
-        self.failure_rate_min_calls = calls.max(1);
-        self
-    }
-
-    /// Sets how many times the median of the other endpoints' latency a method's recent
-    /// latency at one endpoint must be for that endpoint to be ejected for the method
-    /// (default 3.0; at least 1.0). Only the endpoints a method is called on are compared,
-    /// and only on that method: a slow method ejects no endpoint for the others.
-    pub fn latency_multiple(mut self, multiple: f64) -> Self {
-        self.latency_multiple = if multiple.is_nan() {
-            f64::INFINITY
-        } else {
-            multiple.max(1.0)
-        };
-        self
-    }
-
-    /// Sets the latency under which no endpoint is ever slow, whatever the median (default
-    /// 100 ms).
-    pub fn latency_floor(mut self, floor: Duration) -> Self {
-        self.latency_floor = floor;
-        self
-    }
-
-    /// Sets the answered calls of a method an endpoint takes in the window before its
-    /// latency is judged or judges others (default 5, at least 1).
-    pub fn latency_min_calls(mut self, calls: u32) -> Self {
-        self.latency_min_calls = calls.max(1);
-        self
-    }
-
-    /// Sets how long a call waits for its answer before the channel checks that its
-    /// provider is alive (default 1 s; `None`: never): the probe, on a new connection,
-    /// once per address at a time. A provider that does not answer it is ejected as hung,
-    /// and the calls waiting on it fail at once (retried elsewhere when idempotent)
-    /// instead of at their deadlines. Checking on a new connection rather than pinging the
-    /// call's own costs grpc-java and grpc-go servers no ping strike.
-    pub fn hung_after(mut self, after: Option<Duration>) -> Self {
-        self.hung_after = after;
-        self
-    }
-
-    /// Sets the most of a call's routed providers that outliers (failure rate, latency)
-    /// may leave out, in percent, rounded up (default 50: two of three, two of four, at
-    /// least one as Envoy's): past it, the outliers ejected longest stay out and the others
-    /// take calls again. Endpoints that cannot be reached (refused,
-    /// hung, failing every call, held) are not capped: a call to them fails; when every
-    /// routed endpoint is out, calls go to all of them.
-    pub fn max_ejection_percent(mut self, percent: u8) -> Self {
-        self.max_ejection_percent = percent.min(100);
-        self
-    }
-
-    /// Sets the longest wait before an ejected endpoint is tried again (default 60 s): each
-    /// ejection soon after the last waits one [`probe_interval`](Self::probe_interval)
-    /// longer, up to this.
-    pub fn max_probe_interval(mut self, interval: Duration) -> Self {
-        self.max_probe_interval = interval;
-        self
-    }
-
     /// Whether reports set endpoints aside at all.
     pub fn is_enabled(&self) -> bool {
         self.enabled
+    }
+
+    crate::option_accessors! {
+        /// Sets the consecutive failures that set an endpoint aside (default
+        /// 5, as Envoy's outlier detection; at least 1).
+        failure_threshold / get_failure_threshold => failure_threshold: u32,
+            |failures| failures.max(1);
+
+        /// Sets the time between probes of a set-aside endpoint (default 5 s).
+        probe_interval / get_probe_interval => probe_interval: Duration;
+
+        /// Sets the deadline of one probe (default 1 s).
+        probe_timeout / get_probe_timeout => probe_timeout: Duration;
+
+        /// Sets how many probes the resolver runs at once, over all its subscriptions and
+        /// channels (default 16, at least 1).
+        probe_concurrency / get_probe_concurrency => probe_concurrency: usize,
+            |probes| probes.max(1);
+
+        /// Sets whether a refused connection sets an address aside at once (default `true`:
+        /// nothing listens there) or counts as one failure like any other.
+        refused_at_once / get_refused_at_once => refused_at_once: bool;
+
+        /// Sets the window (default 10 s): an endpoint's failure rate is read over its last 64
+        /// calls while they come within it of one another (a silence as long forgets them), and
+        /// a latency older than it is stale (neither judged nor judging).
+        window / get_window => window: Duration, |window| window.max(Duration::from_millis(2));
+
+        /// Sets the failure rate that ejects an endpoint (default 0.2: a fifth of its last 64
+        /// calls failed, as [`failure_threshold`](Self::failure_threshold) counts failures),
+        /// once it took [`failure_rate_min_calls`](Self::failure_rate_min_calls). Over 1.0
+        /// never ejects.
+        failure_rate / get_failure_rate => failure_rate: f64,
+            |rate| if rate.is_nan() { 2.0 } else { rate.max(0.0) };
+
+        /// Sets the calls an endpoint takes before its failure rate is judged (default 20, at
+        /// least 1; more than 64 never judges).
+        failure_rate_min_calls / get_failure_rate_min_calls => failure_rate_min_calls: u32,
+            |calls| calls.max(1);
+
+        /// Sets how many times the median of the other endpoints' latency a method's recent
+        /// latency at one endpoint must be for that endpoint to be ejected for the method
+        /// (default 3.0; at least 1.0). Only the endpoints a method is called on are compared,
+        /// and only on that method: a slow method ejects no endpoint for the others.
+        latency_multiple / get_latency_multiple => latency_multiple: f64,
+            |multiple| if multiple.is_nan() { f64::INFINITY } else { multiple.max(1.0) };
+
+        /// Sets the latency under which no endpoint is ever slow, whatever the median (default
+        /// 100 ms).
+        latency_floor / get_latency_floor => latency_floor: Duration;
+
+        /// Sets the answered calls of a method an endpoint takes in the window before its
+        /// latency is judged or judges others (default 5, at least 1).
+        latency_min_calls / get_latency_min_calls => latency_min_calls: u32, |calls| calls.max(1);
+
+        /// Sets how long a call waits for its answer before the channel checks that its
+        /// provider is alive (default 1 s; `None`: never): the probe, on a new connection,
+        /// once per address at a time. A provider that does not answer it is ejected as hung,
+        /// and the calls waiting on it fail at once (retried elsewhere when idempotent)
+        /// instead of at their deadlines. Checking on a new connection rather than pinging the
+        /// call's own costs grpc-java and grpc-go servers no ping strike.
+        hung_after / get_hung_after => hung_after: Option<Duration>;
+
+        /// Sets the most of a call's routed providers that outliers (failure rate, latency)
+        /// may leave out, in percent, rounded up (default 50: two of three, two of four, at
+        /// least one as Envoy's): past it, the outliers ejected longest stay out and the others
+        /// take calls again. Endpoints that cannot be reached (refused,
+        /// hung, failing every call, held) are not capped: a call to them fails; when every
+        /// routed endpoint is out, calls go to all of them.
+        max_ejection_percent / get_max_ejection_percent => max_ejection_percent: u8,
+            |percent| percent.min(100);
+
+        /// Sets the longest wait before an ejected endpoint is tried again (default 60 s): each
+        /// ejection soon after the last waits one [`probe_interval`](Self::probe_interval)
+        /// longer, up to this.
+        max_probe_interval / get_max_probe_interval => max_probe_interval: Duration;
     }
 }

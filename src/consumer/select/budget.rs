@@ -18,7 +18,8 @@ const SLOTS: usize = 10;
 /// Fixed-point scale of tokens (a retry costs `SCALE`).
 const SCALE: i64 = 1000;
 
-/// How much retrying a channel may add: see the module docs. Every part has a default.
+/// How much retrying a channel may add: see the module docs. Every part has a default (read
+/// it with the `get_` method of the setter's name).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RetryBudget {
     ratio: f64,
@@ -48,22 +49,24 @@ impl RetryBudget {
         self
     }
 
-    /// Sets the retries allowed per second whatever the calls (default
-    /// 10, linkerd's).
-    pub fn min_per_second(mut self, retries: u32) -> Self {
-        self.min_per_second = retries;
-        self
-    }
-
-    /// Sets the window (default 10 s, linkerd's; at least 1 s, at most 1 h).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl.clamp(Duration::from_secs(1), Duration::from_secs(3600));
-        self
-    }
-
     /// A budget that never allows a retry: retries are off.
     pub fn none() -> Self {
         RetryBudget::default().ratio(0.0).min_per_second(0)
+    }
+
+    /// The share of calls retries may add, in effect (see [`ratio`](Self::ratio)).
+    pub fn get_ratio(&self) -> f64 {
+        self.ratio
+    }
+
+    crate::option_accessors! {
+        /// Sets the retries allowed per second whatever the calls (default
+        /// 10, linkerd's).
+        min_per_second / get_min_per_second => min_per_second: u32;
+
+        /// Sets the window (default 10 s, linkerd's; at least 1 s, at most 1 h).
+        ttl / get_ttl => ttl: Duration,
+            |ttl| ttl.clamp(Duration::from_secs(1), Duration::from_secs(3600));
     }
 }
 

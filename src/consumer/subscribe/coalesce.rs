@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// How updates of one subscription are coalesced. Set with the methods.
+/// How updates of one subscription are coalesced. Set with the methods, read with their
+/// `get_` twins.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CoalesceOptions {
     window: Duration,
@@ -25,13 +26,12 @@ impl Default for CoalesceOptions {
 }
 
 impl CoalesceOptions {
-    /// Sets the coalescing window: the minimum time between two pushes, and so the longest
-    /// a change waits (default 100 ms: short enough that a single change is seen at once, long
-    /// enough to merge the burst of a rolling deploy, a partition heal or a store re-list
-    /// into one push). Zero pushes every change.
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
+    crate::option_accessors! {
+        /// Sets the coalescing window: the minimum time between two pushes, and so the longest
+        /// a change waits (default 100 ms: short enough that a single change is seen at once, long
+        /// enough to merge the burst of a rolling deploy, a partition heal or a store re-list
+        /// into one push). Zero pushes every change.
+        window / get_window => window: Duration;
     }
 }
 

@@ -7,7 +7,8 @@ use super::snapshot::SnapshotOptions;
 use crate::governance::migration::MigrationStep;
 
 /// How each subscription of a resolver behaves: coalescing, the local snapshot, the start
-/// and the metadata fetch retries. Every part has a default; see each setter. (What
+/// and the metadata fetch retries. Every part has a default; see each setter, and read it with
+/// the `get_` method of the same name. (What
 /// applies to the whole resolver, consumer-side health and self-preservation, is set on
 /// [`crate::consumer::ResolverBuilder`].)
 #[derive(Clone, Debug, PartialEq)]
@@ -38,15 +39,6 @@ impl Default for SubscribeOptions {
 }
 
 impl SubscribeOptions {
-    /// Sets which level(s) of discovery a subscription reads unless it says
-    /// ([`Subscription::migration`](crate::Subscription::migration)); default
-    /// [`MigrationStep::ForceApplication`]: the application level only, no interface-level
-    /// read or watch.
-    pub fn migration_step(mut self, step: MigrationStep) -> Self {
-        self.migration_step = step;
-        self
-    }
-
     /// Sets the coalescing of bursts (default [`CoalesceOptions::default`]).
     pub fn coalesce(mut self, coalesce: CoalesceOptions) -> Self {
         self.coalesce = coalesce;
@@ -60,41 +52,51 @@ impl SubscribeOptions {
         self
     }
 
-    /// Sets how long a new subscription that found a snapshot waits for the registry
-    /// before it serves the snapshot (default 1 s; the start timeout
-    /// bounds it). The snapshot is served marked
-    /// ([`SubscriptionHandle::serving_snapshot`](crate::SubscriptionHandle::serving_snapshot))
-    /// and gives way to the registry's own state when it answers.
-    pub fn snapshot_wait(mut self, wait: Duration) -> Self {
-        self.snapshot_wait = wait;
-        self
-    }
-
-    /// Sets how long a new subscription waits for the store (and its first metadata
-    /// fetches) before it serves from the snapshot, or from what it has (default
-    /// 5 s).
-    pub fn start_timeout(mut self, timeout: Duration) -> Self {
-        self.start_timeout = timeout;
-        self
-    }
-
-    /// Sets how long the first set waits for the first metadata fetches once the store has
-    /// been read (default 500 ms: well under the fetch timeout, so one hung MetadataService
-    /// never delays the others). After it the first set goes out
-    /// with what is known, and a revision still being fetched (a MetadataService that hangs
-    /// until the fetch timeout, say) joins when its metadata arrives: one slow revision
-    /// never delays the others. Zero publishes as soon as the store has been read. The
-    /// start timeout bounds the whole start regardless.
-    pub fn first_fetch_wait(mut self, wait: Duration) -> Self {
-        self.first_fetch_wait = wait;
-        self
-    }
-
     /// Sets the first and the longest delay of background metadata fetch retries (default
     /// 500 ms and 30 s).
     pub fn fetch_retry(mut self, base: Duration, max: Duration) -> Self {
         self.fetch_retry_base = base;
         self.fetch_retry_max = max.max(base);
         self
+    }
+
+    /// The coalescing of bursts in effect (see [`coalesce`](Self::coalesce)).
+    pub fn get_coalesce(&self) -> &CoalesceOptions {
+        &self.coalesce
+    }
+
+    /// The first and the longest delay of background metadata fetch retries in effect (see
+    /// [`fetch_retry`](Self::fetch_retry)).
+    pub fn get_fetch_retry(&self) -> (Duration, Duration) {
+        (self.fetch_retry_base, self.fetch_retry_max)
+    }
+
+    crate::option_accessors! {
+        /// Sets which level(s) of discovery a subscription reads unless it says
+        /// ([`Subscription::migration`](crate::Subscription::migration)); default
+        /// [`MigrationStep::ForceApplication`]: the application level only, no interface-level
+        /// read or watch.
+        migration_step / get_migration_step => migration_step: MigrationStep;
+
+        /// Sets how long a new subscription that found a snapshot waits for the registry
+        /// before it serves the snapshot (default 1 s; the start timeout
+        /// bounds it). The snapshot is served marked
+        /// ([`SubscriptionHandle::serving_snapshot`](crate::SubscriptionHandle::serving_snapshot))
+        /// and gives way to the registry's own state when it answers.
+        snapshot_wait / get_snapshot_wait => snapshot_wait: Duration;
+
+        /// Sets how long a new subscription waits for the store (and its first metadata
+        /// fetches) before it serves from the snapshot, or from what it has (default
+        /// 5 s).
+        start_timeout / get_start_timeout => start_timeout: Duration;
+
+        /// Sets how long the first set waits for the first metadata fetches once the store has
+        /// been read (default 500 ms: well under the fetch timeout, so one hung MetadataService
+        /// never delays the others). After it the first set goes out
+        /// with what is known, and a revision still being fetched (a MetadataService that hangs
+        /// until the fetch timeout, say) joins when its metadata arrives: one slow revision
+        /// never delays the others. Zero publishes as soon as the store has been read. The
+        /// start timeout bounds the whole start regardless.
+        first_fetch_wait / get_first_fetch_wait => first_fetch_wait: Duration;
     }
 }

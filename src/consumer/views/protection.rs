@@ -32,7 +32,8 @@ use tokio::time::Instant;
 use crate::backend::Instances;
 use crate::model::ServiceInstance;
 
-/// How self-preservation behaves. Every part has a default (see each setter).
+/// How self-preservation behaves. Every part has a default (see each setter, and read it
+/// with the `get_` method of the same name).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProtectionOptions {
     pub(crate) enabled: bool,
@@ -84,39 +85,40 @@ impl ProtectionOptions {
         self
     }
 
-    /// Sets the window over which expiries are counted (default 15 s: longer than the
-    /// default lease TTL, 10 s, so that the expiries of one partition, spread over the
-    /// keep-alive phases of the instances, fall into one window).
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
+    /// The share of expiries that holds them, in effect (see
+    /// [`threshold`](Self::threshold)).
+    pub fn get_threshold(&self) -> f64 {
+        self.threshold
     }
 
-    /// Sets the longest an expired instance is held (default 5 minutes: enough to ride out a
-    /// store failover or a short partition, short enough that a real mass crash is
-    /// eventually applied).
-    pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.max_hold = max_hold;
-        self
+    /// Whether mass expiries are held at all (see [`disabled`](Self::disabled)).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
     }
 
-    /// Sets how long, after a re-list found the registry wiped or replaced (its epoch changed
-    /// or went, its revision went backwards, or, on a backend with neither, the app was
-    /// found empty), each app keeps the instances that have not re-registered (default
-    /// 30 s, three lease TTLs of the default 10 s, time enough for a provider whose keep-alive
-    /// finds its lease gone to register again; zero turns this protection off). It applies to apps of
-    /// every size. It must cover the backend's re-registration: on ZooKeeper at least 1.5×
-    /// the providers' session timeout.
-    pub fn wipe_recovery(mut self, bound: Duration) -> Self {
-        self.wipe_recovery = bound;
-        self
-    }
+    crate::option_accessors! {
+        /// Sets the window over which expiries are counted (default 15 s: longer than the
+        /// default lease TTL, 10 s, so that the expiries of one partition, spread over the
+        /// keep-alive phases of the instances, fall into one window).
+        window / get_window => window: Duration;
 
-    /// Sets the minimum number of known instances for protection to apply; smaller apps
-    /// are exempt (default 5: losing 2 of 3 instances is as likely a crash as a partition).
-    pub fn min_instances(mut self, min: usize) -> Self {
-        self.min_instances = min;
-        self
+        /// Sets the longest an expired instance is held (default 5 minutes: enough to ride out a
+        /// store failover or a short partition, short enough that a real mass crash is
+        /// eventually applied).
+        max_hold / get_max_hold => max_hold: Duration;
+
+        /// Sets how long, after a re-list found the registry wiped or replaced (its epoch changed
+        /// or went, its revision went backwards, or, on a backend with neither, the app was
+        /// found empty), each app keeps the instances that have not re-registered (default
+        /// 30 s, three lease TTLs of the default 10 s, time enough for a provider whose keep-alive
+        /// finds its lease gone to register again; zero turns this protection off). It applies to
+        /// apps of every size. It must cover the backend's re-registration: on ZooKeeper at
+        /// least 1.5× the providers' session timeout.
+        wipe_recovery / get_wipe_recovery => wipe_recovery: Duration;
+
+        /// Sets the minimum number of known instances for protection to apply; smaller apps
+        /// are exempt (default 5: losing 2 of 3 instances is as likely a crash as a partition).
+        min_instances / get_min_instances => min_instances: usize;
     }
 }
 

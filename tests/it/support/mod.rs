@@ -6,7 +6,6 @@
 
 pub mod calls;
 pub mod certs;
-pub mod defaults;
 pub mod etcd;
 pub mod etcd_cluster;
 pub mod examples;
