@@ -19,6 +19,7 @@ use super::app::{AppView, Applied};
 use super::snapshot::AppSnapshot;
 use super::source::{follow_app, follow_mapping};
 use super::{Command, Routable, SourceEvent, VIEW_RELEASE_GRACE, ViewKey, ViewUpdate, Views};
+use crate::consumer::health::HealthInput;
 use crate::consumer::stats::Counters;
 use crate::model::ServiceInstance;
 
@@ -296,11 +297,10 @@ impl View {
             );
         }
         for instance in &applied.newly_held {
-            parts.health.suspect(&instance.authority());
+            parts.health.feed(HealthInput::Held(&instance.authority()));
         }
-        parts
-            .health
-            .registered_all(applied.returned.iter().map(|i| &**i));
+        let mut returned = applied.returned.iter().map(|i| &**i);
+        parts.health.feed(HealthInput::Registered(&mut returned));
         if !applied.returned.is_empty() {
             Counters::add(&counters.hold_releases, applied.returned.len() as u64);
             tracing::info!(
@@ -358,11 +358,13 @@ impl View {
         });
         let new_records: Vec<&ServiceInstance> = new_records.map(|(_, i)| &**i).collect();
         changed |= !new_records.is_empty();
-        parts.health.registered_all(new_records);
+        parts
+            .health
+            .feed(HealthInput::Registered(&mut new_records.into_iter()));
         for (address, instance) in last.instances.iter() {
             if !next.contains_key(address) {
                 changed = true;
-                parts.health.forget(&instance.authority());
+                parts.health.feed(HealthInput::Left(&instance.authority()));
             }
         }
         if !changed {
