@@ -21,6 +21,7 @@ use super::source::{follow_app, follow_mapping};
 use super::{Command, Routable, SourceEvent, VIEW_RELEASE_GRACE, ViewKey, ViewUpdate, Views};
 use crate::consumer::health::HealthInput;
 use crate::consumer::stats::Counters;
+use crate::consumer::timer::sleep_until;
 use crate::model::ServiceInstance;
 
 /// Events buffered between a view's source and the view.
@@ -410,12 +411,5 @@ impl View {
         if self.is_idle() && self.idle_since.is_none() {
             self.idle_since = Some(Instant::now());
         }
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }
