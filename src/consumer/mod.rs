@@ -72,6 +72,7 @@ mod select;
 mod stats;
 mod subscribe;
 mod subscription;
+mod timer;
 mod views;
 
 pub use crate::governance::migration::MigrationStep;

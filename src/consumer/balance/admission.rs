@@ -34,6 +34,7 @@ use tonic::transport::Channel;
 
 use super::dial::Dialer;
 use crate::consumer::metadata::Rejections;
+use crate::consumer::timer::sleep_until;
 use crate::error::Error;
 use crate::model::{Authority, Endpoint};
 use crate::tls::{LastRefusal, Refusals};
@@ -403,14 +404,6 @@ impl Admission {
             }
             State::Admitted => {}
         }
-    }
-}
-
-/// Sleeps until `at`, or forever.
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

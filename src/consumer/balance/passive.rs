@@ -37,7 +37,7 @@ use tonic::transport::Channel;
 use tower::BoxError;
 
 use super::deadline::Dispatched;
-use crate::consumer::health::{EndpointKey, HealthRegistry, Outcome, ProviderHung};
+use crate::consumer::health::{EndpointKey, HealthInput, HealthRegistry, Outcome, ProviderHung};
 use crate::consumer::stats::Counters;
 
 type Request = http::Request<tonic::body::Body>;
@@ -65,7 +65,11 @@ impl Recorder {
         if outcome != Outcome::Success {
             Counters::bump(&self.counters.call_failures);
         }
-        self.health.record(endpoint, outcome, answered);
+        self.health.feed(HealthInput::Called {
+            endpoint,
+            outcome,
+            answered,
+        });
     }
 }
 
@@ -139,7 +143,8 @@ impl tower::Service<Request> for Guarded {
                     let outcome = error_outcome(&error);
                     if outcome == Outcome::Failure {
                         // A lost connection: is the provider still there?
-                        reporter.recorder.health.check_lost(&reporter.key);
+                        let lost = HealthInput::Lost(&reporter.key);
+                        reporter.recorder.health.feed(lost);
                     }
                     reporter.report(outcome);
                     Err(error.into())
@@ -203,7 +208,7 @@ impl Reporter {
         let health = &self.recorder.health;
         let mut changes = health.changes();
         loop {
-            health.check_waiting(&self.key);
+            health.feed(HealthInput::Waiting(&self.key));
             // Ejected already (by another call's check): no answer is coming.
             if health.is_hung(&self.key.address) {
                 return None;

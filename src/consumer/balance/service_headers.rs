@@ -61,11 +61,16 @@ mod tests {
         http::Request::new(())
     }
 
+    /// The cart service of group blue, at `version`.
+    fn blue_cart(version: &str) -> ServiceInfo {
+        ServiceInfo::new("shop.Cart")
+            .with_group("blue")
+            .with_version(version)
+    }
+
     #[test]
     fn a_grouped_versioned_service_is_named_and_a_plain_one_is_not() {
-        let service = ServiceInfo::new("shop.Cart")
-            .with_group("blue")
-            .with_version("1.2.0");
+        let service = blue_cart("1.2.0");
         let mut named = request();
         ServiceHeaders::of(&service).apply(&mut named);
         assert_eq!(named.headers()[TRI_SERVICE_GROUP], "blue");
@@ -78,9 +83,7 @@ mod tests {
 
     #[test]
     fn a_caller_s_own_header_wins_and_a_value_no_header_carries_is_left_out() {
-        let service = ServiceInfo::new("shop.Cart")
-            .with_group("blue")
-            .with_version("bad\nversion");
+        let service = blue_cart("bad\nversion");
         let mut request = request();
         request
             .headers_mut()

@@ -4,10 +4,14 @@
 //!
 //! Call outcomes are reported for an endpoint: by the balanced channel for every call it
 //! routes (passive health), or by the application through a
-//! [`crate::SubscriptionHandle`]. An address is ejected ([`EjectionReason`]) when its
-//! connection is refused (nothing listens there), after a number of consecutive failures,
-//! when its failure rate over a window passes a threshold, or when a call waits past a
-//! bound and the provider does not answer a liveness check (hung); a method is ejected at
+//! [`crate::SubscriptionHandle`]; holds by self-preservation and instances that come and go,
+//! by the apps' shared views. Each is one [`HealthInput`], fed through the one method
+//! [`HealthRegistry::feed`]: `input.rs` lists everything that changes health from outside.
+//!
+//! An address is ejected ([`EjectionReason`]) when its connection is refused (nothing
+//! listens there), after a number of consecutive failures, when its failure rate over a
+//! window passes a threshold, or when a call waits past a bound and the provider does not
+//! answer a liveness check (hung); a method is ejected at
 //! one address when its recent latency there is a multiple of the other endpoints' median.
 //! An instance that self-preservation holds is *suspect*: every endpoint of it is set aside
 //! and its record's address probed at once, so that calls go to it only once it answers.
@@ -25,14 +29,18 @@
 //! * `grpc_probe`: the default probe, proof of a gRPC answer;
 //! * `outlier`: the detectors of outliers (a failure rate, a slow method), pure;
 //! * `ejection`: why an endpoint is out ([`EjectionReason`], [`Ejection`]);
+//! * `input`: everything that changes health from outside, one [`HealthInput`] each (call
+//!   outcomes, waiting and lost calls, held, registered and departed instances), and the
+//!   [`EndpointKey`] they name;
 //! * `tracker`: the state per address (pure);
-//! * `registry`: the resolver's one tracker behind a lock, with a generation counter for
-//!   those who follow it;
+//! * `registry`: the resolver's one tracker behind a lock, fed only through
+//!   [`HealthRegistry::feed`], with a generation counter for those who follow it;
 //! * `prober`: the probe driver.
 
 mod ejection;
 mod fallback;
 mod grpc_probe;
+mod input;
 mod options;
 mod outlier;
 mod prober;
@@ -43,6 +51,7 @@ pub use ejection::{Ejection, EjectionReason};
 pub(crate) use ejection::{Left, Standing};
 pub use fallback::route_around;
 pub(crate) use fallback::route_around_capped;
+pub(crate) use input::{EndpointKey, HealthInput};
 pub use options::{HealthOptions, Probe};
-pub(crate) use registry::{EndpointKey, HealthRegistry, ProviderHung};
+pub(crate) use registry::{HealthRegistry, ProviderHung};
 pub(crate) use tracker::Outcome;

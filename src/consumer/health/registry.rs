@@ -1,6 +1,10 @@
 //! The resolver's shared health: one [`HealthTracker`] and one prober for all of its
 //! subscriptions and balanced channels.
 //!
+//! Whatever changes health from outside comes in through one method,
+//! [`HealthRegistry::feed`], as a [`HealthInput`] (see `input.rs` for its writers); the
+//! rest is the registry's own doing: probe answers ([`Probed`]) and liveness check answers.
+//!
 //! Health is kept per [`Authority`], not per subscription: a call outcome reported by one
 //! channel, or a hold decided by one app's shared view, counts for every subscription and
 //! channel of the resolver, and a set-aside address is probed once, however many
@@ -19,20 +23,12 @@ use tokio::time::Instant;
 
 use super::ejection::{Ejection, EjectionReason, Standing};
 use super::grpc_probe::GrpcProbe;
+use super::input::{EndpointKey, HealthInput};
 use super::options::{HealthOptions, Probe};
 use super::prober::{Probed, Prober};
 use super::tracker::{HealthTracker, Outcome};
 use crate::consumer::stats::Counters;
 use crate::model::Authority;
-
-/// One balancer endpoint as health knows it: where it is, and whose record it came from.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct EndpointKey {
-    /// Where calls go.
-    pub address: Authority,
-    /// The authority of its instance's record.
-    pub instance: Authority,
-}
 
 /// The error of a call that waited on a provider ejected as hung: it may have reached the
 /// provider (retried elsewhere only when idempotent), and no answer will come.
@@ -137,9 +133,27 @@ impl HealthRegistry {
         self.lock().tracker.ejections(Instant::now())
     }
 
+    /// Takes in one thing health is told: the one way in for every writer (see
+    /// [`HealthInput`]).
+    #[inline]
+    pub fn feed(self: &Arc<Self>, input: HealthInput<'_>) {
+        match input {
+            HealthInput::Called {
+                endpoint,
+                outcome,
+                answered,
+            } => self.record(endpoint, outcome, answered),
+            HealthInput::Waiting(endpoint) => self.check_alive(endpoint, EjectionReason::Hung),
+            HealthInput::Lost(endpoint) => self.check_alive(endpoint, EjectionReason::Lost),
+            HealthInput::Held(instance) => self.suspect(instance),
+            HealthInput::Registered(instances) => self.registered_all(instances),
+            HealthInput::Left(instance) => self.forget(instance),
+        }
+    }
+
     /// Records a call's outcome for `endpoint`, with the method's path and its time to an
     /// answer when it got one.
-    pub fn record(
+    fn record(
         self: &Arc<Self>,
         endpoint: &EndpointKey,
         outcome: Outcome,
@@ -192,20 +206,10 @@ impl HealthRegistry {
         tracing::warn!("endpoint ejected: {ejection}");
     }
 
-    /// A call to `endpoint` has waited past the bound: checks, once at a time per address,
-    /// that its provider answers; one that does not is ejected as hung (its waiting calls
-    /// then give up, see [`Self::is_hung`]).
-    pub fn check_waiting(self: &Arc<Self>, endpoint: &EndpointKey) {
-        self.check_alive(endpoint, EjectionReason::Hung);
-    }
-
-    /// A call to `endpoint` lost its connection (the provider died, or its host went
-    /// away): checks at once, as for a waiting call, so that the next calls do not go the
-    /// same way; one that does not answer is ejected as lost.
-    pub fn check_lost(self: &Arc<Self>, endpoint: &EndpointKey) {
-        self.check_alive(endpoint, EjectionReason::Lost);
-    }
-
+    /// Checks, once at a time per address, that `endpoint`'s provider answers; one that
+    /// does not is ejected for `reason`: hung for a call that waited past the bound (its
+    /// waiting calls then give up, see [`Self::is_hung`]), lost for a call whose connection
+    /// was lost (so that the next calls do not go the same way).
     fn check_alive(self: &Arc<Self>, endpoint: &EndpointKey, reason: EjectionReason) {
         let address = endpoint.address.clone();
         if !self.lock().tracker.check_alive(&address, Instant::now()) {
@@ -244,7 +248,7 @@ impl HealthRegistry {
 
     /// `instance` (the authority of its record) is held by self-preservation: every
     /// endpoint of it is set aside until a probe, at once, answers.
-    pub fn suspect(self: &Arc<Self>, instance: &Authority) {
+    fn suspect(self: &Arc<Self>, instance: &Authority) {
         let mut inner = self.lock();
         if inner.tracker.suspect(instance, Instant::now()) {
             tracing::debug!(%instance, "held instance set aside until a probe answers");
@@ -255,7 +259,7 @@ impl HealthRegistry {
     /// The records of `instances` were written (again): whatever of them is set aside is
     /// probed at once. One lock for all of them; a fleet's first list writes thousands
     /// while nothing is set aside, which then costs no authority built.
-    pub fn registered_all<'a>(
+    fn registered_all<'a>(
         self: &Arc<Self>,
         instances: impl IntoIterator<Item = &'a crate::model::ServiceInstance>,
     ) {
@@ -272,7 +276,7 @@ impl HealthRegistry {
     }
 
     /// `instance` is no endpoint any more.
-    pub fn forget(self: &Arc<Self>, instance: &Authority) {
+    fn forget(self: &Arc<Self>, instance: &Authority) {
         let mut inner = self.lock();
         if inner.tracker.forget(instance, Instant::now()) {
             self.bump(&mut inner);
@@ -336,6 +340,14 @@ mod tests {
         }
     }
 
+    fn refused(endpoint: &EndpointKey) -> HealthInput<'_> {
+        HealthInput::Called {
+            endpoint,
+            outcome: Outcome::Refused,
+            answered: None,
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_channel_reads_which_endpoints_are_aside_once_per_change() {
         let registry = HealthRegistry::new(HealthOptions::default(), Arc::default(), None);
@@ -345,7 +357,7 @@ mod tests {
             registry.standing_of(&[&a, &b]),
             [Standing::In, Standing::In]
         );
-        registry.record(&a, Outcome::Refused, None);
+        registry.feed(refused(&a));
         assert!(
             changes.has_changed().unwrap(),
             "a change of health is announced"
@@ -354,7 +366,7 @@ mod tests {
             registry.standing_of(&[&a, &b]),
             [Standing::Out, Standing::In]
         );
-        registry.record(&b, Outcome::Refused, None);
+        registry.feed(refused(&b));
         assert_eq!(
             registry.standing_of(&[&a, &b]),
             [Standing::Out, Standing::Out]
@@ -371,8 +383,8 @@ mod tests {
         let a = key("10.0.0.1");
         let mut changes = registry.changes();
         let start = Instant::now();
-        registry.check_waiting(&a);
-        registry.check_waiting(&a);
+        registry.feed(HealthInput::Waiting(&a));
+        registry.feed(HealthInput::Waiting(&a));
         assert!(!registry.is_hung(&a.address));
         changes.changed().await.unwrap();
         assert!(registry.is_hung(&a.address));

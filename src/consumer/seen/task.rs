@@ -14,6 +14,7 @@ use super::pace::Pace;
 use super::table::Seen;
 use crate::backend::{Backend, RegisterOptions, Registration};
 use crate::backoff::Backoff;
+use crate::consumer::timer::sleep_until;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::model::ConsumerRecord;
@@ -156,13 +157,6 @@ async fn deregister(registration: &dyn Registration<ConsumerRecord>) {
     match ended {
         Ok(()) => tracing::info!(registration = %registration.id(), "consumer record deleted"),
         Err(e) => tracing::warn!(error = %e, "consumer record not deleted; its liveness ends it"),
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

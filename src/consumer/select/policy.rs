@@ -238,15 +238,10 @@ impl CallPolicy {
             .and_then(|o| o.loadbalance)
             .or(consumer.loadbalance)
             .map(consumer_setting);
-        let named = |found: Option<(String, Source)>, policy: &mut CallPolicy| {
-            let (text, source) = found?;
-            match LoadBalance::parse(&text) {
-                Ok(value) => Some(Setting { value, source }),
-                Err(not_applied) => {
-                    policy.not_applied.push(format!("{source}: {not_applied}"));
-                    None
-                }
-            }
+        let named = |found, policy: &mut CallPolicy| {
+            parsed(found, policy, |text| {
+                LoadBalance::parse(text).map_err(|not_applied| not_applied.to_string())
+            })
         };
         let lb = named(configured_lb, &mut policy)
             .or(own_lb)
@@ -260,20 +255,13 @@ impl CallPolicy {
             .and_then(|o| o.timeout)
             .or(inputs.consumer_timeout)
             .map(|t| consumer_setting(Some(t)));
-        let millis = |found: Option<(String, Source)>, policy: &mut CallPolicy| {
-            let (text, source) = found?;
-            match text.trim().parse::<u64>() {
-                Ok(ms) if ms > 0 => Some(Setting {
-                    value: Some(Duration::from_millis(ms)),
-                    source,
-                }),
-                _ => {
-                    policy.not_applied.push(format!(
-                        "{source}: timeout {text:?} is not a positive number of milliseconds"
-                    ));
-                    None
-                }
-            }
+        let millis = |found, policy: &mut CallPolicy| {
+            parsed(found, policy, |text| match text.trim().parse::<u64>() {
+                Ok(ms) if ms > 0 => Ok(Some(Duration::from_millis(ms))),
+                _ => Err(format!(
+                    "timeout {text:?} is not a positive number of milliseconds"
+                )),
+            })
         };
         let timeout = millis(configured_timeout, &mut policy)
             .or(own_timeout)
@@ -332,16 +320,24 @@ fn lookup(
 /// A count (`retries`, `forks`) found, as Java reads it: a negative one reads as 0 (Java
 /// makes at least one try). One that does not parse is reported, not applied.
 fn count(found: Option<(String, Source)>, policy: &mut CallPolicy) -> Option<Setting<u32>> {
+    parsed(found, policy, |text| match text.trim().parse::<i64>() {
+        Ok(n) => Ok(u32::try_from(n.max(0)).unwrap_or(u32::MAX)),
+        Err(_) => Err(format!("{text:?} is not a number")),
+    })
+}
+
+/// A value found, read by `parse`; one it refuses is reported (with where it was found and
+/// why) in the policy's values not applied, and not applied.
+fn parsed<T>(
+    found: Option<(String, Source)>,
+    policy: &mut CallPolicy,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Option<Setting<T>> {
     let (text, source) = found?;
-    match text.trim().parse::<i64>() {
-        Ok(n) => Some(Setting {
-            value: u32::try_from(n.max(0)).unwrap_or(u32::MAX),
-            source,
-        }),
-        Err(_) => {
-            policy
-                .not_applied
-                .push(format!("{source}: {text:?} is not a number"));
+    match parse(&text) {
+        Ok(value) => Some(Setting { value, source }),
+        Err(why) => {
+            policy.not_applied.push(format!("{source}: {why}"));
             None
         }
     }

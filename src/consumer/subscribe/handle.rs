@@ -7,7 +7,9 @@ use tokio::sync::watch;
 
 use crate::consumer::balance::Discovery;
 use crate::consumer::explain::Explanation;
-use crate::consumer::health::{EndpointKey, HealthRegistry, Outcome, route_around_capped};
+use crate::consumer::health::{
+    EndpointKey, HealthInput, HealthRegistry, Outcome, route_around_capped,
+};
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
 use crate::error::{Error, Result};
@@ -215,7 +217,11 @@ impl SubscriptionHandle {
         } else {
             Outcome::Failure
         };
-        self.shared.health.record(&key_of(endpoint), outcome, None);
+        self.shared.health.feed(HealthInput::Called {
+            endpoint: &key_of(endpoint),
+            outcome,
+            answered: None,
+        });
     }
 }
 

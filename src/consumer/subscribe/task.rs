@@ -24,6 +24,7 @@ use crate::consumer::explain::{AppFindings, Explanation};
 use crate::consumer::metadata::{Ended, Fetching, Joined};
 use crate::consumer::stats::Counters;
 use crate::consumer::subscription::Subscription;
+use crate::consumer::timer::sleep_until;
 use crate::consumer::views::ViewUpdate;
 use crate::error::{Error, Result};
 use crate::governance::migration::{
@@ -675,13 +676,6 @@ impl Task {
 async fn next_interface(level: &mut Option<InterfaceLevel>) -> InterfaceUpdate {
     match level {
         Some(level) => level.next().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
 }

@@ -440,6 +440,13 @@ mod tests {
         }
     }
 
+    /// A view under the default protection that read `first` at `now`.
+    fn listed(first: InstanceList, now: Instant) -> AppView {
+        let mut v = AppView::new(ProtectionOptions::default());
+        v.reset(first, now);
+        v
+    }
+
     fn routable(v: &AppView) -> usize {
         v.routable_entries().count()
     }
@@ -460,8 +467,7 @@ mod tests {
     #[test]
     fn a_reset_missing_most_instances_is_held() {
         let now = Instant::now();
-        let mut v = AppView::new(ProtectionOptions::default());
-        v.reset(list(20, 1, None), now);
+        let mut v = listed(list(20, 1, None), now);
         let a = v.reset(list(2, 2, None), now);
         assert_eq!(a.newly_held.len(), 18);
         assert_eq!(routable(&v), 20);
@@ -475,8 +481,7 @@ mod tests {
     #[test]
     fn a_wiped_store_keeps_a_small_app_until_it_re_registers_or_the_bound() {
         let now = Instant::now();
-        let mut v = AppView::new(ProtectionOptions::default());
-        v.reset(list(2, 40, Some("e1")), now);
+        let mut v = listed(list(2, 40, Some("e1")), now);
         // The store restarted empty: a re-list at a lower revision finds nothing.
         let a = v.reset(list(0, 1, None), now);
         assert!(a.wiped);
@@ -505,8 +510,7 @@ mod tests {
     fn a_changed_or_vanished_epoch_is_a_wipe_whatever_the_revision() {
         let now = Instant::now();
         for epoch in [None, Some("e2")] {
-            let mut v = AppView::new(ProtectionOptions::default());
-            v.reset(list(2, 5, Some("e1")), now);
+            let mut v = listed(list(2, 5, Some("e1")), now);
             // The registry came back with a higher revision (providers re-registered
             // before the re-list), but its epoch is not the one seen.
             let a = v.reset(list(1, 9, epoch), now);
@@ -514,8 +518,7 @@ mod tests {
             assert_eq!(routable(&v), 2);
         }
         // An epoch that appears where there was none is no wipe.
-        let mut v = AppView::new(ProtectionOptions::default());
-        v.reset(list(2, 5, None), now);
+        let mut v = listed(list(2, 5, None), now);
         assert!(!v.reset(list(1, 6, Some("e1")), now).wiped);
         assert_eq!(routable(&v), 1);
     }
@@ -523,8 +526,7 @@ mod tests {
     #[test]
     fn an_app_is_never_emptied_by_expiries_before_the_bound() {
         let now = Instant::now();
-        let mut v = AppView::new(ProtectionOptions::default());
-        v.reset(list(2, 0, None), now);
+        let mut v = listed(list(2, 0, None), now);
         let a = v.reset(list(1, 0, None), now);
         assert!(!a.emptied, "a read that leaves some is a plain removal");
         assert_eq!(routable(&v), 1);
@@ -548,8 +550,7 @@ mod tests {
         v.apply(vec![InstanceChange::Upsert(back)], now);
         assert_eq!(routable(&v), 2, "one back, the other still kept");
         // A graceful stop of the last instance empties it at once.
-        let mut v = AppView::new(ProtectionOptions::default());
-        v.reset(list(1, 0, None), now);
+        let mut v = listed(list(1, 0, None), now);
         let mut stopping = (*instance(1000, true)).clone();
         stopping.mark_stopping();
         v.apply(vec![InstanceChange::Upsert(Arc::new(stopping))], now);
@@ -602,8 +603,7 @@ mod tests {
     #[test]
     fn deletions_on_a_healthy_store_leave_at_once_but_the_last_waits_the_bound() {
         let now = Instant::now();
-        let mut v = AppView::new(ProtectionOptions::default());
-        v.reset(list(2, 40, Some("e1")), now);
+        let mut v = listed(list(2, 40, Some("e1")), now);
         let a = v.reset(list(1, 41, Some("e1")), now);
         assert!(!a.wiped && !a.emptied);
         assert_eq!(routable(&v), 1);

@@ -19,7 +19,9 @@ use super::app::{AppView, Applied};
 use super::snapshot::AppSnapshot;
 use super::source::{follow_app, follow_mapping};
 use super::{Command, Routable, SourceEvent, VIEW_RELEASE_GRACE, ViewKey, ViewUpdate, Views};
+use crate::consumer::health::HealthInput;
 use crate::consumer::stats::Counters;
+use crate::consumer::timer::sleep_until;
 use crate::model::ServiceInstance;
 
 /// Events buffered between a view's source and the view.
@@ -296,11 +298,10 @@ impl View {
             );
         }
         for instance in &applied.newly_held {
-            parts.health.suspect(&instance.authority());
+            parts.health.feed(HealthInput::Held(&instance.authority()));
         }
-        parts
-            .health
-            .registered_all(applied.returned.iter().map(|i| &**i));
+        let mut returned = applied.returned.iter().map(|i| &**i);
+        parts.health.feed(HealthInput::Registered(&mut returned));
         if !applied.returned.is_empty() {
             Counters::add(&counters.hold_releases, applied.returned.len() as u64);
             tracing::info!(
@@ -358,11 +359,13 @@ impl View {
         });
         let new_records: Vec<&ServiceInstance> = new_records.map(|(_, i)| &**i).collect();
         changed |= !new_records.is_empty();
-        parts.health.registered_all(new_records);
+        parts
+            .health
+            .feed(HealthInput::Registered(&mut new_records.into_iter()));
         for (address, instance) in last.instances.iter() {
             if !next.contains_key(address) {
                 changed = true;
-                parts.health.forget(&instance.authority());
+                parts.health.feed(HealthInput::Left(&instance.authority()));
             }
         }
         if !changed {
@@ -408,12 +411,5 @@ impl View {
         if self.is_idle() && self.idle_since.is_none() {
             self.idle_since = Some(Instant::now());
         }
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }

@@ -161,6 +161,15 @@ fn answered(h: &mut HealthTracker, address: &Authority, ms: u64, now: Instant) -
     )
 }
 
+/// A failure when `failed`, else a success.
+fn failed_if(failed: bool) -> Outcome {
+    if failed {
+        Outcome::Failure
+    } else {
+        Outcome::Success
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failure_rate_ejects_after_its_minimum_of_calls_and_an_answer_does_not_undo_it() {
     let a = a();
@@ -168,11 +177,7 @@ async fn a_failure_rate_ejects_after_its_minimum_of_calls_and_an_answer_does_not
     // Three in ten fail, never five in a row: only the rate can tell.
     let mut ejected_at = None;
     for n in 0..40u32 {
-        let outcome = if n % 10 < 3 {
-            Outcome::Failure
-        } else {
-            Outcome::Success
-        };
+        let outcome = failed_if(n % 10 < 3);
         if h.record(&a, &a, outcome, None, Instant::now()) {
             ejected_at = Some(n);
             break;
@@ -196,14 +201,21 @@ async fn a_failure_rate_ejects_after_its_minimum_of_calls_and_an_answer_does_not
     assert!(!h.is_set_aside(&a), "the old window is gone");
 }
 
+/// A tracker where `a` failed one call in four, the least its failure rate is judged on:
+/// ejected as an outlier.
+fn outlier(a: &Authority) -> HealthTracker {
+    let mut h = HealthTracker::new(HealthOptions::default().failure_rate_min_calls(4));
+    for outcome in [Outcome::Success, Outcome::Success, Outcome::Success] {
+        h.record(a, a, outcome, None, Instant::now());
+    }
+    assert!(h.record(a, a, Outcome::Failure, None, Instant::now()));
+    h
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_outlier_that_then_fails_every_call_is_unreachable_and_no_longer_capped() {
     let a = a();
-    let mut h = HealthTracker::new(HealthOptions::default().failure_rate_min_calls(4));
-    for outcome in [Outcome::Success, Outcome::Success, Outcome::Success] {
-        h.record(&a, &a, outcome, None, Instant::now());
-    }
-    assert!(h.record(&a, &a, Outcome::Failure, None, Instant::now()));
+    let mut h = outlier(&a);
     assert!(matches!(h.standing(&a, &a), Standing::Outlier(_)));
     for _ in 0..4 {
         h.record(&a, &a, Outcome::Failure, None, Instant::now());
@@ -218,11 +230,7 @@ async fn an_outlier_that_then_fails_every_call_is_unreachable_and_no_longer_capp
 #[tokio::test(start_paused = true)]
 async fn a_record_written_again_does_not_cut_an_outliers_wait() {
     let a = a();
-    let mut h = HealthTracker::new(HealthOptions::default().failure_rate_min_calls(4));
-    for outcome in [Outcome::Success, Outcome::Success, Outcome::Success] {
-        h.record(&a, &a, outcome, None, Instant::now());
-    }
-    assert!(h.record(&a, &a, Outcome::Failure, None, Instant::now()));
+    let mut h = outlier(&a);
     let due = h.next_due();
     h.registered(&a, Instant::now());
     assert_eq!(h.next_due(), due, "re-listed: still waits");
@@ -237,23 +245,25 @@ async fn failures_spread_thin_over_time_eject_nobody() {
     let a = a();
     let mut h = HealthTracker::new(HealthOptions::default());
     for n in 0..200u32 {
-        let outcome = if n % 10 == 0 {
-            Outcome::Failure
-        } else {
-            Outcome::Success
-        };
+        let outcome = failed_if(n % 10 == 0);
         assert!(!h.record(&a, &a, outcome, None, Instant::now()));
         tokio::time::advance(Duration::from_millis(100)).await;
     }
 }
 
+/// Three addresses, 10.0.0.1 to 10.0.0.3.
+fn three() -> (Authority, Authority, Authority) {
+    let address = |host| Authority::new(host, 1);
+    (
+        address("10.0.0.1"),
+        address("10.0.0.2"),
+        address("10.0.0.3"),
+    )
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_slow_method_is_ejected_at_its_endpoint_alone_and_let_back_on_trial() {
-    let (fast, also_fast, slow) = (
-        Authority::new("10.0.0.1", 1),
-        Authority::new("10.0.0.2", 1),
-        Authority::new("10.0.0.3", 1),
-    );
+    let (fast, also_fast, slow) = three();
     let mut h = HealthTracker::new(HealthOptions::default());
     let other = "/helloworld.Greeter/Other";
     let mut ejected = false;
@@ -305,11 +315,7 @@ async fn a_slow_method_is_ejected_at_its_endpoint_alone_and_let_back_on_trial() 
 
 #[tokio::test(start_paused = true)]
 async fn no_endpoint_is_slow_under_the_floor_or_alone_or_for_a_stall() {
-    let (a, b, c) = (
-        Authority::new("10.0.0.1", 1),
-        Authority::new("10.0.0.2", 1),
-        Authority::new("10.0.0.3", 1),
-    );
+    let (a, b, c) = three();
     let mut h = HealthTracker::new(HealthOptions::default());
     for i in 0..20 {
         assert!(!answered(&mut h, &a, 1, Instant::now()));

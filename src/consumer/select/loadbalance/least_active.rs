@@ -20,18 +20,7 @@ pub(super) fn select(
     ties: &mut Vec<usize>,
     rng: &mut impl Rng,
 ) -> usize {
-    ties.clear();
-    let mut least = usize::MAX;
-    for (i, c) in candidates.iter().enumerate() {
-        if c.active < least {
-            least = c.active;
-            ties.clear();
-        }
-        if c.active == least {
-            ties.push(i);
-        }
-    }
-    random::among(candidates, ties.iter().copied(), rng)
+    random::among_least(candidates, |c| c.active, ties, rng)
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! Java's `random`: an endpoint drawn in proportion to its weight, blind to load.
 //!
-//! The draw is also how `leastactive` and `shortestresponse` break their ties, and what
-//! `consistenthash` falls back to when a call has nothing to hash, so it is written once
-//! here over any subset of the candidates.
+//! The draw is also how `leastactive` and `shortestresponse` break their ties (over the
+//! candidates [`among_least`] gathers), and what `consistenthash` falls back to when a call
+//! has nothing to hash, so it is written once here over any subset of the candidates.
 //!
 //! As Java: uniform when every weight is equal (or all are 0), else an offset drawn in
 //! `0..total` and walked over the weights, so a weight-0 endpoint is never drawn while
@@ -53,6 +53,30 @@ where
         .clone()
         .nth(rng.random_range(0..count))
         .unwrap_or(first)
+}
+
+/// One of the candidates (non-empty) whose `key` is least, drawn by weight among them
+/// ([`among`]): how `leastactive` and `shortestresponse` pick. `ties` is scratch space,
+/// kept between calls so that none allocates.
+pub(super) fn among_least<K: Ord + Copy>(
+    candidates: &[Candidate<'_>],
+    key: impl Fn(&Candidate<'_>) -> K,
+    ties: &mut Vec<usize>,
+    rng: &mut impl Rng,
+) -> usize {
+    ties.clear();
+    let mut least = None;
+    for (i, c) in candidates.iter().enumerate() {
+        let k = key(c);
+        if least.is_none_or(|least| k < least) {
+            least = Some(k);
+            ties.clear();
+        }
+        if least == Some(k) {
+            ties.push(i);
+        }
+    }
+    among(candidates, ties.iter().copied(), rng)
 }
 
 #[cfg(test)]

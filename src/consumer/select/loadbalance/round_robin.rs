@@ -157,15 +157,16 @@ mod tests {
             .collect()
     }
 
+    /// `picks` calls of `method` by a new round robin over idle endpoints of `weights`.
+    fn fresh_order(weights: &[u32], method: Option<&str>, picks: usize) -> String {
+        let mut rr = RoundRobin::default();
+        order(&mut rr, &idle(weights), method, Instant::now(), picks)
+    }
+
     #[test]
     fn equal_weights_rotate_strictly() {
-        let candidates = idle(&[1, 1, 1, 1]);
-        let mut rr = RoundRobin::default();
-        let now = Instant::now();
-        assert_eq!(order(&mut rr, &candidates, None, now, 12), "abcdabcdabcd");
-        let candidates = idle(&[100; 4]);
-        let mut rr = RoundRobin::default();
-        let picks = order(&mut rr, &candidates, Some("SayHello"), now, 400);
+        assert_eq!(fresh_order(&[1, 1, 1, 1], None, 12), "abcdabcdabcd");
+        let picks = fresh_order(&[100; 4], Some("SayHello"), 400);
         for window in picks.as_bytes().windows(4) {
             let mut seen = window.to_vec();
             seen.sort_unstable();
@@ -178,14 +179,9 @@ mod tests {
 
     #[test]
     fn javas_smooth_order() {
-        let candidates = idle(&[5, 1, 1]);
-        let mut rr = RoundRobin::default();
-        let now = Instant::now();
-        assert_eq!(order(&mut rr, &candidates, None, now, 14), "aabacaaaabacaa");
-        let candidates = idle(&[3, 2, 0]);
-        let mut rr = RoundRobin::default();
+        assert_eq!(fresh_order(&[5, 1, 1], None, 14), "aabacaaaabacaa");
         assert_eq!(
-            order(&mut rr, &candidates, None, now, 10),
+            fresh_order(&[3, 2, 0], None, 10),
             "ababaababa",
             "weight 0 idle"
         );

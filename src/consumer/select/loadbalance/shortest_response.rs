@@ -27,19 +27,7 @@ pub(super) fn select(
     ties: &mut Vec<usize>,
     rng: &mut impl Rng,
 ) -> usize {
-    ties.clear();
-    let mut shortest = u64::MAX;
-    for (i, c) in candidates.iter().enumerate() {
-        let estimate = estimate(c, now);
-        if estimate < shortest {
-            shortest = estimate;
-            ties.clear();
-        }
-        if estimate == shortest {
-            ties.push(i);
-        }
-    }
-    random::among(candidates, ties.iter().copied(), rng)
+    random::among_least(candidates, |c| estimate(c, now), ties, rng)
 }
 
 /// The expected response of `c` at `now` in milliseconds, as Java estimates it.
