@@ -236,6 +236,7 @@ mod backoff;
 mod config_item;
 mod drop_later;
 mod outward_ip;
+mod setters;
 mod tls;
 mod warnings;
 

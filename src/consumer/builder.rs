@@ -137,7 +137,7 @@ impl ResolverBuilder {
         self
     }
 
-    crate::forward_options! {
+    crate::setters::forward_options! {
         options {
             /// Sets the deadline of one MetadataService call (see
             /// [`ResolverOptions::fetch_timeout`]).

@@ -1,59 +1,7 @@
 //! [`ResolverOptions`]: a resolver's fetch, cache, registry-call and consumer-record
-//! settings, each with its default; and the macros that write the options types' plain
-//! setters and readers (and the builders' setters that forward to them).
+//! settings, each with its default.
 
 use std::time::Duration;
-
-/// Writes, for each listed field of an options type, its builder-style setter and its
-/// reader, inside the type's `impl` block:
-///
-/// ```text
-/// /// Sets … (default …).
-/// setter / reader => field: Type, |value| normalised value;
-/// ```
-///
-/// The setter takes a `Type` and stores it (normalised by the closure-like expression, when
-/// one is given: a floor, a clamp); the reader returns what is stored, so that users can
-/// read the defaults. Setters that do more than store one value are written by hand.
-/// (Exported only so that every module of the crate reaches it; not for users.)
-#[doc(hidden)]
-#[macro_export]
-macro_rules! option_accessors {
-    ($(
-        $(#[$doc:meta])*
-        $set:ident / $get:ident => $field:ident: $ty:ty $(, |$value:ident| $fix:expr)?;
-    )*) => {$(
-        $(#[$doc])*
-        pub fn $set(mut self, value: $ty) -> Self {
-            $(let $value = value; let value = $fix;)?
-            self.$field = value;
-            self
-        }
-
-        #[doc = concat!(
-            "What [`", stringify!($set), "`](Self::", stringify!($set),
-            ") set, else the default: the value in effect."
-        )]
-        pub fn $get(&self) -> $ty {
-            self.$field
-        }
-    )*};
-}
-
-/// Writes a builder's setters that change one part of the options it holds in its field
-/// `$options`: each calls the options type's setter of the same name. (Exported only so that
-/// every module of the crate reaches it; not for users.)
-#[doc(hidden)]
-#[macro_export]
-macro_rules! forward_options {
-    ($options:ident { $($(#[$doc:meta])* $set:ident: $ty:ty;)* }) => {$(
-        $(#[$doc])*
-        pub fn $set(mut self, value: $ty) -> Self {
-            self.$options = self.$options.$set(value);
-            self
-        }
-    )*};
-}
 
 /// A resolver's metadata fetches, its metadata cache, its registry calls and its consumer
 /// record. Every part has a default (see each setter, and read it with the `get_` method
@@ -93,7 +41,7 @@ impl Default for ResolverOptions {
 }
 
 impl ResolverOptions {
-    crate::option_accessors! {
+    crate::setters::option_accessors! {
         /// Sets the deadline of one MetadataService call (default 3 s).
         fetch_timeout / get_fetch_timeout => fetch_timeout: Duration;
 

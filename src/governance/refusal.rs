@@ -11,7 +11,9 @@ pub(crate) fn refusal<T>(
     yaml: &str,
 ) -> String {
     match parse(key, yaml) {
-        Err(Error::Rule { key: named, reason, .. }) => {
+        Err(Error::Rule {
+            key: named, reason, ..
+        }) => {
             assert_eq!(named, key, "{yaml:?}");
             assert!(!reason.is_empty(), "{yaml:?} refused without a reason");
             reason

@@ -137,7 +137,7 @@ impl ProviderBuilder {
         self
     }
 
-    crate::forward_options! {
+    crate::setters::forward_options! {
         options {
             /// Sets the lease TTL (see [`ProviderOptions::lease_ttl`]).
             lease_ttl: Duration;

@@ -34,7 +34,7 @@ impl Default for ProviderOptions {
 }
 
 impl ProviderOptions {
-    crate::option_accessors! {
+    crate::setters::option_accessors! {
         /// Sets the lease TTL (default 10 s): a crashed provider disappears this long after
         /// its last keep-alive. On ZooKeeper, the session timeout asked for (the server may
         /// grant another, which is then used). Keep-alives go every third of the TTL granted.

@@ -186,7 +186,7 @@ impl ChannelOptions {
         self.capacity
     }
 
-    crate::option_accessors! {
+    crate::setters::option_accessors! {
         /// Sets the deadline of one connection attempt (default 3 s).
         connect_timeout / get_connect_timeout => connect_timeout: Duration;
 

@@ -145,7 +145,7 @@ impl HealthOptions {
         self.enabled
     }
 
-    crate::option_accessors! {
+    crate::setters::option_accessors! {
         /// Sets the consecutive failures that set an endpoint aside (default
         /// 5, as Envoy's outlier detection; at least 1).
         failure_threshold / get_failure_threshold => failure_threshold: u32,

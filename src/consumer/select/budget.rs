@@ -59,7 +59,7 @@ impl RetryBudget {
         self.ratio
     }
 
-    crate::option_accessors! {
+    crate::setters::option_accessors! {
         /// Sets the retries allowed per second whatever the calls (default
         /// 10, linkerd's).
         min_per_second / get_min_per_second => min_per_second: u32;

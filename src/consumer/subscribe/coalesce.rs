@@ -26,7 +26,7 @@ impl Default for CoalesceOptions {
 }
 
 impl CoalesceOptions {
-    crate::option_accessors! {
+    crate::setters::option_accessors! {
         /// Sets the coalescing window: the minimum time between two pushes, and so the longest
         /// a change waits (default 100 ms: short enough that a single change is seen at once, long
         /// enough to merge the burst of a rolling deploy, a partition heal or a store re-list

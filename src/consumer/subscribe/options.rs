@@ -71,7 +71,7 @@ impl SubscribeOptions {
         (self.fetch_retry_base, self.fetch_retry_max)
     }
 
-    crate::option_accessors! {
+    crate::setters::option_accessors! {
         /// Sets which level(s) of discovery a subscription reads unless it says
         /// ([`Subscription::migration`](crate::Subscription::migration)); default
         /// [`MigrationStep::ForceApplication`]: the application level only, no interface-level

@@ -96,7 +96,7 @@ impl ProtectionOptions {
         self.enabled
     }
 
-    crate::option_accessors! {
+    crate::setters::option_accessors! {
         /// Sets the window over which expiries are counted (default 15 s: longer than the
         /// default lease TTL, 10 s, so that the expiries of one partition, spread over the
         /// keep-alive phases of the instances, fall into one window).
