@@ -80,23 +80,38 @@
 //!
 //! # Layout
 //!
-//! The one map of the source tree; each module's own docs say what it does. Data flows
-//! one way through the consumer, in three stages: **discovery** (views → subscribe: what
-//! the registries say, never filtered by health) → **routing** (`governance`: rules
-//! per call input, pure) → **health** (`consumer/health`: endpoints ejected for a reason
-//! and probed; the cap on outliers and the fallback when all are out,
-//! `health/fallback.rs`) → **select** (`consumer/select`: the
-//! call's policy, which providers a retry may take, the load balancer's pick, pure), which
-//! the balancer (`balance`) applies per attempt after routing. Health is a leaf the balancer and the views of it read
-//! (`scripts/check-cycles.py` checks that no module imports another in a cycle).
+//! The one map of the source tree; each module's own docs say what it does. A call's data
+//! flows one way, and each stage only reads the one before it
+//! (`scripts/check-cycles.py` checks that no module imports another in a cycle):
 //!
 //! ```text
+//!  registries ──▶ backend/ (the seam: one set of traits, a module per registry)
+//!                    │
+//!  discovery      consumer/views ──▶ consumer/subscribe ◀── consumer/metadata
+//!  (unfiltered)      what the registries say, per app      fetched once per revision
+//!                    │ endpoints
+//!  governance     governance/chain ◀── governance/watch ◀── the config centre
+//!  (pure)            which providers this call may reach,   each rule key followed
+//!                    with what weight, and why              once per resolver
+//!                    │ routed subset
+//!  health         consumer/health        ejected for a reason, probed; the cap and
+//!                    │                   the fallback when all are out (fallback.rs)
+//!  select         consumer/select        cluster, retries, loadbalance (pure)
+//!                    │
+//!  the call       consumer/balance       applies the three per attempt; feeds health
+//! ```
+//!
+//! Governance is its own house, used alike by the consumer, the provider (its own rules),
+//! the xDS server and the tool; the consumer keeps discovery, the channel and health.
+//!
+//! ```text
+//! error               the one Error type: what went wrong, its source, permanent or not
 //! model/              pure data: service info and match key, metadata info, revision rules
-//!                     (revision, revision_v2, revision_java, revision_rule, verification),
-//!                     instances, their metadata map (one string, sorted index) and their
-//!                     record shapes, endpoints, the Authority address
-//!                     type, names and keys (a metadata report's ReportKey), the consumer
-//!                     record and its endpoint digest
+//!                     (revision, revision_v2, revision_java, revision_rule, verification,
+//!                     revision_diff), instances, their metadata map (one string, sorted
+//!                     index) and their record shapes, endpoints, the Authority address
+//!                     type, names and keys (a metadata report's ReportKey), provider URLs,
+//!                     the consumer record and its endpoint digest
 //! backend/            the seam: instances (list, follow as reset/changes), registration
 //!                     (one lease-bound Registration<R> for instance and consumer records,
 //!                     RegisterOptions), mapping, reports, consumers (optional records),
@@ -127,38 +142,55 @@
 //!                     verifier (webpki chain and name, the rustls verifier), check (the
 //!                     consumer's), server (the provider's)
 //! tls                 TLS and identity types present without the feature, refusals
-//! provider/           builder, address, options (tag, weight, warm-up), record (pure),
-//!                     overrides (its own rules applied, pure), rules (followed live,
-//!                     republished), lease, mappings, report_cleanup, serve, own_server,
-//!                     routes, reflection, check, stop
-//! consumer/           resolver (the facade), builder (how the parts are put together),
-//!                     subscription, stats (one table of counters), metadata (cache, single
-//!                     flight, verification), rejections (identity refusals counted and
-//!                     logged), early (metadata fetched while a list is read), endpoints
-//!                     (pure), hosts, channel (a balanced channel over a subscription),
-//!                     follow (one app's view, observed), route_report (where a call
-//!                     would go, and why), rules_now (the rules written now, read once)
-//!   routing/          pure: what providers publish for routing (params, weight, tag), the
-//!                     rules (condition, tag_rule, configurator and what they share:
-//!                     rule_yaml, string_match, ip_pattern), keys, rule_set, rules_digest,
-//!                     and the chain of one call (route), in Dubbo Java's order
-//!   rules/            the rules watcher: each rule key followed (follow, shared with the
-//!                     provider's own rules), the last good rule kept;
-//!                     read (the same keys read once), report (what a channel routes by,
-//!                     into the consumer record)
+//! governance/         pure but for watch/: rule_header (the header every rule kind shares:
+//!                     key, configVersion, scope, enabled, force, runtime, priority),
+//!                     rule_yaml (YAML read as Java's SnakeYAML reads it), string_match and
+//!                     ip_pattern (the match forms), params (what providers publish),
+//!                     weight (with warm-up), tag (a call's tag), facts (what rules match
+//!                     against), keys (which rule keys a channel reads), rule_set (the
+//!                     rules in force), rules_digest
+//!   condition/        condition rules: rule (parsing), grammar, term, pattern, v31
+//!                     (weighted destinations), item, route
+//!   tag_rule/         tag rules: rule (parsing), route (Java's TagStateRouter)
+//!   configurator/     override rules: document, parse (Java's ConfigParser), item,
+//!                     matching, apply (consumer side and provider side)
+//!   chain/            the chain of one call input: mod (the steps, in Java's order),
+//!                     one file per step (tag, condition), walk, routing (the result)
+//!   watch/            follow (one key, with backoff), shared (each key followed once per
+//!                     resolver, parsed once per change), read (the same keys read once)
+//!   migration/        Java's migration steps, the migration rule, choice (which level)
+//! provider/           builder, options (tag, weight, warm-up), timing (ProviderOptions),
+//!                     address, record (pure), overrides (its own rules applied, pure),
+//!                     rules (followed live, republished), lease, mappings, interfaces and
+//!                     register_mode (interface-level URLs), report_cleanup, serve,
+//!                     own_server, routes, reflection, check, signal, stop
+//! consumer/           resolver (the facade), builder and options (how the parts are put
+//!                     together), subscription, stats (one table of counters), endpoints
+//!                     (pure), interface_endpoints (interface-level URLs as endpoints),
+//!                     hosts, channel (a balanced channel over a subscription), follow (one
+//!                     app's view, observed), route_report (where a call would go, and
+//!                     why), explain (why a service has no endpoint), rules_now (the rules
+//!                     written now, read once), timer
+//!   metadata/         source (cache, single flight, verification), fetches (a
+//!                     subscription's fetches), early (fetched while a list is read),
+//!                     rejections (identity refusals counted and logged)
+//!   rules/            a channel's rules: watcher (the keys its providers need, through
+//!                     governance/watch), report (into the consumer record)
 //!   seen/             the optional consumer record: table (what the subscriptions see),
 //!                     pace (when it is rewritten, pure), task (lease, rewrites, deletion)
 //!   views/            one shared follow and parsed view per app and per mapping: source
 //!                     (follow with retries), app and protection (pure), snapshot (what
 //!                     an observer sees, pure data), task (fan-out)
-//!   subscribe/        one task per subscription: task (the select loop), apps, fetches,
-//!                     assemble (pure), publish, coalesce (pure), snapshot (the file),
-//!                     restore, handle, options
-//!   health/           a leaf: fallback (the one rule and the cap on outliers, pure),
-//!                     options, outlier (failure rate and latency detectors, pure),
-//!                     ejection (why an endpoint is out), tracker (pure), registry (one
-//!                     input path: outcomes, holds, liveness checks), prober, grpc_probe
-//!                     (the default probe: a gRPC answer, not a TCP accept)
+//!   subscribe/        one task per subscription: task (the select loop), migration (its
+//!                     level state), migration_follow and migration_move (the rule
+//!                     followed, a move between levels), apps, interfaces, assemble (pure),
+//!                     publish, coalesce (pure), snapshot (the file), restore, handle,
+//!                     options
+//!   health/           a leaf: input (the one way in: outcomes, holds, liveness checks),
+//!                     registry (the table), tracker (pure), fallback (the one rule and the
+//!                     cap on outliers, pure), options, outlier (failure rate and latency
+//!                     detectors, pure), ejection (why an endpoint is out), prober,
+//!                     grpc_probe (the default probe: a gRPC answer, not a TCP accept)
 //!   select/           pure, Dubbo's Cluster and LoadBalance: policy (cluster, retries,
 //!                     forks, loadbalance, timeout, each with its source), loadbalance/
 //!                     (p2c, random, round_robin, least_active, shortest_response and its
@@ -167,10 +199,13 @@
 //!   balance/          the data plane: discover, feeder, admission (identity: checked
 //!                     before joining, refused ones rechecked), balancer (routing per call
 //!                     input, health, select), cluster (a call's attempts), replay (bodies
-//!                     sent again), passive (passive health), deadline, dial; knows health,
-//!                     routing, select and a stream of changes, never the resolver
+//!                     sent again), passive (passive health), service_headers, deadline,
+//!                     dial (ChannelOptions); knows health, governance, select and a stream
+//!                     of changes, never the resolver
 //! limits, warnings    size limits; aggregated warnings
 //! config_item         a config-centre item and its version (plain values)
+//! backoff             the one follow-again-after-a-backoff loop (views and rules)
+//! setters             the macros that write the options types' setters and readers
 //! drop_later          large values (a cold list's pages) freed off the caller's path
 //! outward_ip          the local IP outward traffic leaves from (provider host, consumer host)
 //! metrics/            the published series, bounded labels
