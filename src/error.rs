@@ -57,6 +57,25 @@ impl<E: std::fmt::Display + ?Sized> std::fmt::Display for Shared<E> {
 /// Whether an error is [permanent](Error::is_permanent) or
 /// [transient](Error::is_transient) is decided where it is made, by its variant; a copy
 /// (`clone`) keeps it.
+///
+/// # Sources
+///
+/// These variants keep the error they were made from as their
+/// [`source`](std::error::Error::source), so that a caller can walk the chain or downcast
+/// it; every other variant has none:
+///
+/// * always: [`Rpc`](Error::Rpc) (its `status`, a [`tonic::Status`]) and
+///   [`Io`](Error::Io) (the [`std::io::Error`]);
+/// * when there was one ([`Error::caused_by`] sets it): [`Malformed`](Error::Malformed),
+///   [`Store`](Error::Store), [`Unauthenticated`](Error::Unauthenticated),
+///   [`PermissionDenied`](Error::PermissionDenied),
+///   [`StoreUnavailable`](Error::StoreUnavailable),
+///   [`RegistrationLost`](Error::RegistrationLost), [`WatchEnded`](Error::WatchEnded),
+///   [`Connect`](Error::Connect),
+///   [`MetadataServiceMissing`](Error::MetadataServiceMissing), [`Rule`](Error::Rule),
+///   [`Server`](Error::Server) and [`Config`](Error::Config);
+/// * when there was one: [`MetadataUnavailable`](Error::MetadataUnavailable) (its `last`
+///   failure; the source is the `Box<Error>`, so downcast it to `Box<Error>`).
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -439,7 +458,7 @@ impl Error {
     /// This error with `cause`, the error it was made from, as its
     /// [`source`](std::error::Error::source), so that a caller can walk the chain or
     /// downcast it. The message stays as it was built (it may already quote the cause).
-    /// A variant with nothing underneath (no `source` field) is returned as it is.
+    /// A variant that keeps no source (see [Sources](Error#sources)) is returned as it is.
     pub fn caused_by(self, cause: impl std::error::Error + Send + Sync + 'static) -> Error {
         self.with_source(Source::from(cause))
     }
@@ -652,5 +671,7 @@ mod tests {
         };
         let source = error.source().expect("the last failure");
         assert!(source.to_string().contains("timed out"), "{source}");
+        // As documented under "Sources": the Box, not the error in it.
+        assert!(source.downcast_ref::<Box<Error>>().is_some());
     }
 }

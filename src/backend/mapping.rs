@@ -72,6 +72,52 @@ pub fn join_apps(apps: &BTreeSet<String>) -> String {
         .join(",")
 }
 
+/// Compare-and-set rounds before [`add_app`] gives up.
+#[cfg(any(feature = "zookeeper", feature = "nacos"))]
+pub(crate) const MAX_ADD_ATTEMPTS: u32 = 32;
+
+/// Adds `app` to the mapping value stored under `key`, by compare-and-set rounds, for a
+/// backend whose conditional write takes a token of the value read: `read` gives the apps
+/// and the token, `write` writes the joined apps (checked against `limits`) under the token
+/// and answers whether it took; a round that did not is retried with backoff. Does
+/// nothing when `app` is there already; fails with [`crate::Error::Contended`] naming `key` after
+/// [`MAX_ADD_ATTEMPTS`] lost rounds.
+#[cfg(any(feature = "zookeeper", feature = "nacos"))]
+pub(crate) async fn add_app<T, R, RF, W, WF>(
+    app: &str,
+    key: &str,
+    limits: &Limits,
+    mut read: R,
+    mut write: W,
+) -> Result<()>
+where
+    R: FnMut() -> RF,
+    RF: std::future::Future<Output = Result<(BTreeSet<String>, T)>>,
+    W: FnMut(String, T) -> WF,
+    WF: std::future::Future<Output = Result<bool>>,
+{
+    use std::time::Duration;
+    let mut backoff =
+        crate::backoff::Backoff::new(Duration::from_millis(10), Duration::from_millis(500));
+    for _ in 0..MAX_ADD_ATTEMPTS {
+        let (mut apps, token) = read().await?;
+        if !apps.insert(app.to_owned()) {
+            return Ok(());
+        }
+        let value = join_apps(&apps);
+        limits.check_size("mapping value", value.len(), limits.max_mapping_bytes)?;
+        if write(value, token).await? {
+            return Ok(());
+        }
+        tracing::debug!(%key, %app, "mapping changed under us; retrying");
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+    Err(crate::Error::Contended {
+        key: key.to_owned(),
+        attempts: MAX_ADD_ATTEMPTS,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use nacos_sdk::api::naming::{NamingService, ServiceInstance as NacosInstance};
 
 use super::client::{Reader, map_error};
-use super::names;
 use super::naming_instance::NamingInstance;
+use super::{names, reads};
 use crate::backend::consumers::{ConsumerList, MAX_CONSUMER_RECORDS};
 use crate::backend::{Record, RegisterOptions, Registration, check_identity};
 use crate::error::{Error, Result};
@@ -28,8 +28,6 @@ pub const GROUP: &str = "INTROSPECT_CONSUMERS";
 pub const METADATA_KEY: &str = "introspect.consumer";
 /// The port of a consumer's naming instance (a consumer listens on none; Nacos wants one).
 pub const PORT: i32 = 1;
-/// Services asked for per page when listing.
-const PAGE: i32 = 500;
 
 /// The naming instance of `record`.
 fn to_nacos(record: &ConsumerRecord, limits: &Limits) -> Result<NacosInstance> {
@@ -123,21 +121,7 @@ fn from_nacos(app: &str, instance: &NacosInstance, limits: &Limits) -> Result<Co
 /// Every consumer record, at most [`MAX_CONSUMER_RECORDS`].
 pub(super) async fn list(reader: &Reader, limits: &Limits) -> Result<ConsumerList> {
     let naming = reader.naming().await?;
-    let mut services = Vec::new();
-    for page in 1.. {
-        let (names, count) = naming
-            .get_service_list(page, PAGE, Some(GROUP.to_owned()))
-            .await
-            .map_err(|e| map_error(e, &format!("list the services of {GROUP}")))?;
-        let got = names.len();
-        services.extend(names);
-        let total = usize::try_from(count)
-            .unwrap_or(0)
-            .min(MAX_CONSUMER_RECORDS);
-        if got == 0 || services.len() >= total {
-            break;
-        }
-    }
+    let mut services = reads::service_names(naming, GROUP, MAX_CONSUMER_RECORDS).await?;
     services.sort_unstable();
     services.dedup();
     let mut list = ConsumerList::default();

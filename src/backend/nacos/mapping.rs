@@ -11,7 +11,6 @@
 //! scripted config service (the test server, rnacos, does not enforce `casMd5`).
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use md5::{Digest, Md5};
@@ -20,13 +19,9 @@ use nacos_sdk::api::error::Error as SdkError;
 
 use super::client::map_error;
 use super::names;
-use crate::backend::mapping::{join_apps, parse_apps};
-use crate::backoff::Backoff;
-use crate::error::{Error, Result};
+use crate::backend::mapping::{add_app, parse_apps};
+use crate::error::Result;
 use crate::limits::Limits;
-
-/// Compare-and-set rounds before [`add`] gives up.
-const MAX_ATTEMPTS: u32 = 32;
 
 /// The ticket of an absent config (Dubbo's `casMd5` for "create").
 pub const ABSENT_MD5: &str = "0";
@@ -125,29 +120,24 @@ pub async fn add(
     limits: &Limits,
 ) -> Result<()> {
     let data_id = names::config_key(interface);
-    let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(500));
-    for _ in 0..MAX_ATTEMPTS {
-        let current = read(store, interface, limits).await?;
-        let mut apps = current.apps;
-        if !apps.insert(app.to_owned()) {
-            return Ok(());
-        }
-        let value = join_apps(&apps);
-        limits.check_size("mapping value", value.len(), limits.max_mapping_bytes)?;
-        if store
-            .publish_cas(&data_id, names::MAPPING_GROUP, &value, &current.cas_md5)
-            .await?
-            && read(store, interface, limits).await?.apps.contains(app)
-        {
-            return Ok(());
-        }
-        tracing::debug!(%interface, %app, "mapping changed under us; retrying");
-        tokio::time::sleep(backoff.next_delay()).await;
-    }
-    Err(Error::Contended {
-        key: format!("{}/{data_id}", names::MAPPING_GROUP),
-        attempts: MAX_ATTEMPTS,
-    })
+    let key = format!("{}/{data_id}", names::MAPPING_GROUP);
+    let data_id = &data_id;
+    add_app(
+        app,
+        &key,
+        limits,
+        move || async move {
+            let current = read(store, interface, limits).await?;
+            Ok((current.apps, current.cas_md5))
+        },
+        move |value, cas_md5| async move {
+            Ok(store
+                .publish_cas(data_id, names::MAPPING_GROUP, &value, &cas_md5)
+                .await?
+                && read(store, interface, limits).await?.apps.contains(app))
+        },
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -156,6 +146,8 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+    use crate::backend::mapping::MAX_ADD_ATTEMPTS;
+    use crate::error::Error;
 
     /// A config service that enforces `casMd5` as Nacos does, and lets a test write between
     /// a reader's read and its write.
@@ -238,7 +230,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_mapping_that_keeps_changing_is_contended() {
         let store = Scripted::default();
-        let rivals: Vec<String> = (0..MAX_ATTEMPTS).map(|i| format!("app-{i}")).collect();
+        let rivals: Vec<String> = (0..MAX_ADD_ATTEMPTS).map(|i| format!("app-{i}")).collect();
         store.interleaved.lock().unwrap().extend(rivals);
         let err = add(&store, "shop.Orders", "shop", &Limits::default())
             .await
@@ -247,7 +239,7 @@ mod tests {
             matches!(
                 err,
                 Error::Contended {
-                    attempts: MAX_ATTEMPTS,
+                    attempts: MAX_ADD_ATTEMPTS,
                     ..
                 }
             ),

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use nacos_sdk::api::naming::ServiceInstance as NacosInstance;
+use nacos_sdk::api::naming::{NamingService, ServiceInstance as NacosInstance};
 
 use super::client::{MESSAGE_LIMIT, Reader, is_over_limit, map_error};
 use super::{epoch, names, record};
@@ -19,7 +19,7 @@ use crate::error::Result;
 use crate::limits::Limits;
 use crate::model::names as model_names;
 
-/// Services asked for per page when listing apps.
+/// Services asked for per page when listing services.
 const PAGE: i32 = 500;
 /// The most services listed (a bound on what a hostile registry costs).
 const MAX_SERVICES: usize = 100_000;
@@ -98,20 +98,7 @@ pub(super) async fn list_apps(
     group: &str,
     limits: &Limits,
 ) -> Result<BTreeMap<String, InstanceList>> {
-    let naming = reader.naming().await?;
-    let mut services = Vec::new();
-    for page in 1.. {
-        let (names, count) = naming
-            .get_service_list(page, PAGE, Some(group.to_owned()))
-            .await
-            .map_err(|e| map_error(e, &format!("list the services of {group}")))?;
-        let got = names.len();
-        services.extend(names);
-        let total = usize::try_from(count).unwrap_or(0).min(MAX_SERVICES);
-        if got == 0 || services.len() >= total {
-            break;
-        }
-    }
+    let mut services = service_names(reader.naming().await?, group, MAX_SERVICES).await?;
     services.truncate(MAX_SERVICES);
     let mut apps: Vec<String> = services
         .iter()
@@ -128,4 +115,27 @@ pub(super) async fn list_apps(
         }
     }
     Ok(all)
+}
+
+/// The service names of `group`, page by page, until a page is empty or `most` (or the
+/// server's count, if lower) are read; the last page may take the list past `most`.
+pub(super) async fn service_names(
+    naming: &NamingService,
+    group: &str,
+    most: usize,
+) -> Result<Vec<String>> {
+    let mut services = Vec::new();
+    for page in 1.. {
+        let (names, count) = naming
+            .get_service_list(page, PAGE, Some(group.to_owned()))
+            .await
+            .map_err(|e| map_error(e, &format!("list the services of {group}")))?;
+        let got = names.len();
+        services.extend(names);
+        let total = usize::try_from(count).unwrap_or(0).min(most);
+        if got == 0 || services.len() >= total {
+            break;
+        }
+    }
+    Ok(services)
 }

@@ -93,13 +93,11 @@ pub fn from_nacos(app: &str, instance: &NacosInstance, limits: &Limits) -> Resul
         .iter()
         .filter(|(k, _)| k.as_str() != GO_ID_KEY)
         .collect();
-    if metadata.len() > limits.max_params {
-        return Err(Error::TooLarge {
-            what: "instance metadata entries",
-            size: metadata.len(),
-            limit: limits.max_params,
-        });
-    }
+    limits.check_size(
+        "instance metadata entries",
+        metadata.len(),
+        limits.max_params,
+    )?;
     let record = ServiceInstance {
         service_name: app.to_owned(),
         host: instance.ip.clone(),

@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use zookeeper_client as zk;
 
 use super::ZooKeeperBackend;
-use super::follow::session_ended;
+use super::follow::node_changed;
 use super::session::{self, map_error};
 use crate::backend::config::{
     self, ConfigCentre, ConfigFollow, ConfigItem, ConfigKey, ConfigVersion, ConfigWrite,
@@ -151,18 +151,10 @@ impl ConfigCentre for ZooKeeperBackend {
         let _ = states.try_send(first.map(|node| node.item).transpose());
         let key = key.clone();
         tokio::spawn(async move {
-            loop {
-                let event = tokio::select! {
-                    () = states.closed() => return,
-                    event = watcher.changed() => event,
-                };
-                let state = if event.event_type == zk::EventType::Session {
-                    match session_ended(event.session_state) {
-                        Some(error) => Err(error),
-                        None => continue,
-                    }
-                } else {
-                    match read(&client, &path, &key).await {
+            while let Some(changed) = node_changed(&mut watcher, &states).await {
+                let state = match changed {
+                    Err(ended) => Err(ended),
+                    Ok(()) => match read(&client, &path, &key).await {
                         Ok(node) => {
                             let now = node.as_ref().map(|node| node.version.clone());
                             if now == last {
@@ -172,7 +164,7 @@ impl ConfigCentre for ZooKeeperBackend {
                             node.map(|node| node.item).transpose()
                         }
                         Err(e) => Err(e.ending_follow()),
-                    }
+                    },
                 };
                 if !forward_config(&states, state) {
                     return;

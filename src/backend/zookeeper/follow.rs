@@ -132,8 +132,30 @@ async fn changes(
     Ok(changes)
 }
 
+/// The next change of the node `watcher` watches with a persistent watch, for a follow
+/// that sends to `follower`: `None` once the follower is gone, the session's error when the
+/// session ends (see [`session_ended`]), `Ok` when the node changed. Session events that
+/// end nothing are passed over.
+pub(super) async fn node_changed<T>(
+    watcher: &mut zk::PersistentWatcher,
+    follower: &tokio::sync::mpsc::Sender<T>,
+) -> Option<Result<()>> {
+    loop {
+        let event = tokio::select! {
+            () = follower.closed() => return None,
+            event = watcher.changed() => event,
+        };
+        if event.event_type != zk::EventType::Session {
+            return Some(Ok(()));
+        }
+        if let Some(error) = session_ended(event.session_state) {
+            return Some(Err(error));
+        }
+    }
+}
+
 /// The end of a follow for a session state, if the state ends it.
-pub(super) fn session_ended(state: zk::SessionState) -> Option<Error> {
+fn session_ended(state: zk::SessionState) -> Option<Error> {
     match state {
         zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => None,
         zk::SessionState::AuthFailed => Some(Error::unauthenticated(
@@ -159,21 +181,13 @@ pub(super) async fn mapping(
     let (values, follow) = MappingFollow::channel();
     let _ = values.try_send(Ok(first.apps));
     tokio::spawn(async move {
-        loop {
-            let event = tokio::select! {
-                () = values.closed() => return,
-                event = watcher.changed() => event,
-            };
-            let item: Result<BTreeSet<String>> = if event.event_type == zk::EventType::Session {
-                match session_ended(event.session_state) {
-                    Some(error) => Err(error),
-                    None => continue,
-                }
-            } else {
-                super::mapping::read(&client, &path, &limits)
+        while let Some(changed) = node_changed(&mut watcher, &values).await {
+            let item: Result<BTreeSet<String>> = match changed {
+                Err(ended) => Err(ended),
+                Ok(()) => super::mapping::read(&client, &path, &limits)
                     .await
                     .map(|value| value.apps)
-                    .map_err(Error::ending_follow)
+                    .map_err(Error::ending_follow),
             };
             if !forward(&values, item) {
                 return;

@@ -11,7 +11,7 @@
 
 use zookeeper_client as zk;
 
-use super::follow::session_ended;
+use super::follow::node_changed;
 use super::paths::Paths;
 use super::session::map_error;
 use crate::backend::follow::forward;
@@ -60,20 +60,12 @@ pub(super) async fn follow(
     let (sets, follow) = ProviderUrlFollow::channel();
     let _ = sets.try_send(Ok(first));
     tokio::spawn(async move {
-        loop {
-            let event = tokio::select! {
-                () = sets.closed() => return,
-                event = watcher.changed() => event,
-            };
-            let item = if event.event_type == zk::EventType::Session {
-                match session_ended(event.session_state) {
-                    Some(error) => Err(error),
-                    None => continue,
-                }
-            } else {
-                list(&client, &path)
+        while let Some(changed) = node_changed(&mut watcher, &sets).await {
+            let item = match changed {
+                Err(ended) => Err(ended),
+                Ok(()) => list(&client, &path)
                     .await
-                    .map_err(crate::Error::ending_follow)
+                    .map_err(crate::Error::ending_follow),
             };
             if !forward(&sets, item) {
                 return;

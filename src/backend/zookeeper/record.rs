@@ -134,13 +134,11 @@ pub fn from_json(bytes: &[u8], limits: &Limits) -> Result<ServiceInstance> {
         .payload
         .and_then(|payload| payload.metadata)
         .unwrap_or_default();
-    if metadata.len() > limits.max_params {
-        return Err(Error::TooLarge {
-            what: "instance metadata entries",
-            size: metadata.len(),
-            limit: limits.max_params,
-        });
-    }
+    limits.check_size(
+        "instance metadata entries",
+        metadata.len(),
+        limits.max_params,
+    )?;
     let instance = ServiceInstance {
         service_name: record.name,
         host: record.address,

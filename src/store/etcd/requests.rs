@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::proto::PbTxnOpResponse;
-use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, TxnResponse};
 
 use super::EtcdStore;
 use super::convert::{convert_kv, header_revision};
@@ -51,14 +51,11 @@ impl Store for EtcdStore {
             let value = value.clone();
             async move {
                 let options = lease.map(|id| PutOptions::new().with_lease(id));
-                let response =
-                    self.kv(&client)
-                        .put(key, value, options)
-                        .await
-                        .map_err(|e| match (lease, is_lease_not_found(&e)) {
-                            (Some(id), true) => Error::LeaseNotFound(id),
-                            _ => map_error(e, &what()),
-                        })?;
+                let response = self
+                    .kv(&client)
+                    .put(key, value, options)
+                    .await
+                    .map_err(|e| map_write_error(e, lease, &what()))?;
                 header_revision(response.header(), &what())
             }
         })
@@ -90,36 +87,12 @@ impl Store for EtcdStore {
             let value = value.clone();
             async move {
                 let put = TxnOp::put(key, value, lease.map(|id| PutOptions::new().with_lease(id)));
-                // A key's mod_revision compares as 0 when the key is absent.
-                let txn = Txn::new()
-                    .when([Compare::mod_revision(
-                        key,
-                        CompareOp::Equal,
-                        expected_mod_revision,
-                    )])
-                    .and_then([put])
-                    .or_else([TxnOp::get(key, None)]);
-                let response = self.kv(&client).txn(txn).await.map_err(|e| {
-                    match (lease, is_lease_not_found(&e)) {
-                        (Some(id), true) => Error::LeaseNotFound(id),
-                        _ => map_error(e, &what()),
-                    }
-                })?;
-                let revision = header_revision(response.header(), &what())?;
-                if response.succeeded() {
-                    return Ok(CasOutcome::Written { revision });
-                }
-                let mut current = None;
-                for op in response.0.responses {
-                    if let Some(PbTxnOpResponse::ResponseRange(range)) = op.response {
-                        current = range
-                            .kvs
-                            .into_iter()
-                            .find(|kv| kv.key == key.as_bytes())
-                            .and_then(convert_kv);
-                    }
-                }
-                Ok(CasOutcome::Conflict { current })
+                let response = self
+                    .kv(&client)
+                    .txn(cas_txn(key, expected_mod_revision, put))
+                    .await
+                    .map_err(|e| map_write_error(e, lease, &what()))?;
+                cas_outcome(response, key, &what())
             }
         })
         .await
@@ -138,34 +111,16 @@ impl Store for EtcdStore {
         }
         let what = || format!("etcd compare-and-delete {}", Error::shorten(key));
         self.timed(what, |client| async move {
-            let txn = Txn::new()
-                .when([Compare::mod_revision(
-                    key,
-                    CompareOp::Equal,
-                    expected_mod_revision,
-                )])
-                .and_then([TxnOp::delete(key, None)])
-                .or_else([TxnOp::get(key, None)]);
             let response = self
                 .kv(&client)
-                .txn(txn)
+                .txn(cas_txn(
+                    key,
+                    expected_mod_revision,
+                    TxnOp::delete(key, None),
+                ))
                 .await
                 .map_err(|e| map_error(e, &what()))?;
-            let revision = header_revision(response.header(), &what())?;
-            if response.succeeded() {
-                return Ok(CasOutcome::Written { revision });
-            }
-            let mut current = None;
-            for op in response.0.responses {
-                if let Some(PbTxnOpResponse::ResponseRange(range)) = op.response {
-                    current = range
-                        .kvs
-                        .into_iter()
-                        .find(|kv| kv.key == key.as_bytes())
-                        .and_then(convert_kv);
-                }
-            }
-            Ok(CasOutcome::Conflict { current })
+            cas_outcome(response, key, &what())
         })
         .await
     }
@@ -270,4 +225,42 @@ impl Store for EtcdStore {
     fn backend(&self) -> &'static str {
         "etcd"
     }
+}
+
+/// A write's error: [`Error::LeaseNotFound`] when the write named a lease etcd no longer
+/// has, otherwise sorted as any other.
+fn map_write_error(e: etcd_client::Error, lease: Option<LeaseId>, what: &str) -> Error {
+    match (lease, is_lease_not_found(&e)) {
+        (Some(id), true) => Error::LeaseNotFound(id),
+        _ => map_error(e, what),
+    }
+}
+
+/// The transaction of a compare-and-swap or -delete: `then` when `key`'s modification
+/// revision is `expected` (an absent key compares as 0), else a read of the key.
+fn cas_txn(key: &str, expected: i64, then: TxnOp) -> Txn {
+    Txn::new()
+        .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
+        .and_then([then])
+        .or_else([TxnOp::get(key, None)])
+}
+
+/// What a [`cas_txn`] did: written at the response's revision, or a conflict with the key
+/// as the transaction read it.
+fn cas_outcome(response: TxnResponse, key: &str, what: &str) -> Result<CasOutcome> {
+    let revision = header_revision(response.header(), what)?;
+    if response.succeeded() {
+        return Ok(CasOutcome::Written { revision });
+    }
+    let mut current = None;
+    for op in response.0.responses {
+        if let Some(PbTxnOpResponse::ResponseRange(range)) = op.response {
+            current = range
+                .kvs
+                .into_iter()
+                .find(|kv| kv.key == key.as_bytes())
+                .and_then(convert_kv);
+        }
+    }
+    Ok(CasOutcome::Conflict { current })
 }
