@@ -75,7 +75,7 @@ impl<E: std::fmt::Display + ?Sized> std::fmt::Display for Shared<E> {
 ///   [`MetadataServiceMissing`](Error::MetadataServiceMissing), [`Rule`](Error::Rule),
 ///   [`Server`](Error::Server) and [`Config`](Error::Config);
 /// * when there was one: [`MetadataUnavailable`](Error::MetadataUnavailable) (its `last`
-///   failure; the source is the `Box<Error>`, so downcast it to `Box<Error>`).
+///   failure, an [`Error`] itself).
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -287,7 +287,7 @@ pub enum Error {
         reason: String,
         /// That failure, when there was one.
         #[source]
-        last: Option<Box<Error>>,
+        last: Option<Shared<Error>>,
     },
 
     /// A provider's own MetadataService did not answer for its revision when the provider
@@ -667,11 +667,13 @@ mod tests {
             app: "shop".into(),
             revision: "r1".into(),
             reason: last.to_string(),
-            last: Some(Box::new(last)),
+            last: Some(Shared::new(last)),
         };
         let source = error.source().expect("the last failure");
         assert!(source.to_string().contains("timed out"), "{source}");
-        // As documented under "Sources": the Box, not the error in it.
-        assert!(source.downcast_ref::<Box<Error>>().is_some());
+        assert!(matches!(
+            source.downcast_ref::<Error>(),
+            Some(Error::Timeout { .. })
+        ));
     }
 }

@@ -32,7 +32,7 @@ pub trait MappingRegistry: Send + Sync + 'static {
 
     /// Adds `app` to the apps of `interface` by compare-and-set, retried with backoff on
     /// conflict; does nothing when it is there already. Fails with
-    /// [`crate::Error::Contended`] when it keeps losing.
+    /// [`crate::error::Error::Contended`] when it keeps losing.
     async fn add(&self, interface: &str, app: &str, limits: &Limits) -> Result<()>;
 
     /// Follows the mapping of `interface`: its current value, then each change.
@@ -80,7 +80,7 @@ pub(crate) const MAX_ADD_ATTEMPTS: u32 = 32;
 /// backend whose conditional write takes a token of the value read: `read` gives the apps
 /// and the token, `write` writes the joined apps (checked against `limits`) under the token
 /// and answers whether it took; a round that did not is retried with backoff. Does
-/// nothing when `app` is there already; fails with [`crate::Error::Contended`] naming `key` after
+/// nothing when `app` is there already; fails with [`crate::error::Error::Contended`] naming `key` after
 /// [`MAX_ADD_ATTEMPTS`] lost rounds.
 #[cfg(any(feature = "zookeeper", feature = "nacos"))]
 pub(crate) async fn add_app<T, R, RF, W, WF>(
@@ -112,7 +112,7 @@ where
         tracing::debug!(%key, %app, "mapping changed under us; retrying");
         tokio::time::sleep(backoff.next_delay()).await;
     }
-    Err(crate::Error::Contended {
+    Err(crate::error::Error::Contended {
         key: key.to_owned(),
         attempts: MAX_ADD_ATTEMPTS,
     })

@@ -1,12 +1,12 @@
 //! What the rule kinds' tests share: checking that a document is refused, as each kind
 //! refuses one (a rule error naming the key it is stored under, and why).
 
-use crate::Error;
+use crate::error::Error;
 
 /// Why `parse` refused `yaml` stored under `key`: the test fails unless it is a rule error
 /// that names `key` and gives a reason.
 pub(crate) fn refusal<T>(
-    parse: fn(&str, &str) -> crate::Result<T>,
+    parse: fn(&str, &str) -> crate::error::Result<T>,
     key: &str,
     yaml: &str,
 ) -> String {

@@ -10,7 +10,7 @@
 use serde_yaml_ng::Mapping;
 
 use super::rule_yaml::{self, boolean, field, int, int_value, rule_error, str_value};
-use crate::Error;
+use crate::error::Error;
 
 /// Which kind of rule a header is read for: which fields it checks, and its errors' words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +48,11 @@ pub struct RuleHeader {
 impl RuleHeader {
     /// Reads the header of the document `map` stored under `key`, as `form` reads it.
     /// A field Java casts and finds of the wrong type fails the rule.
-    pub(crate) fn read(key: &str, map: &Mapping, form: RuleForm) -> crate::Result<RuleHeader> {
+    pub(crate) fn read(
+        key: &str,
+        map: &Mapping,
+        form: RuleForm,
+    ) -> crate::error::Result<RuleHeader> {
         let text = |name: &str| string(key, map, name, form);
         if form != RuleForm::Configurators {
             // Java casts it to a String, and fails on anything else.
@@ -80,7 +84,7 @@ impl RuleHeader {
 
     /// Whether a configurator document or a tag rule is of the v3.0 form: none and `v2.7`
     /// are not, `v3.0…` is; any other version is refused, `expected` saying what is taken.
-    pub(crate) fn is_v30(&self, key: &str, expected: &str) -> crate::Result<bool> {
+    pub(crate) fn is_v30(&self, key: &str, expected: &str) -> crate::error::Result<bool> {
         match self.config_version.as_deref() {
             None | Some("v2.7") => Ok(false),
             Some(v) if v.starts_with("v3.0") => Ok(true),
@@ -152,7 +156,12 @@ impl Governed for RuleHeader {
 
 /// `(String) map.get(name)`: absent, or a string; anything else fails the rule, in the
 /// words of `form`.
-fn string(key: &str, map: &Mapping, name: &str, form: RuleForm) -> crate::Result<Option<String>> {
+fn string(
+    key: &str,
+    map: &Mapping,
+    name: &str,
+    form: RuleForm,
+) -> crate::error::Result<Option<String>> {
     if form != RuleForm::ConditionRule {
         return rule_yaml::string(key, map, name);
     }

@@ -10,7 +10,7 @@
 use serde_yaml_ng::{Mapping, Value};
 
 use super::facts::MAX_RULE_BYTES;
-use crate::Error;
+use crate::error::Error;
 
 /// A rule error for `key` (the config-centre key), its reason shortened when it quotes the
 /// rule.
@@ -24,7 +24,7 @@ pub(crate) fn rule_error(key: &str, reason: impl Into<String>) -> Error {
 
 /// The top-level mapping of a rule text, or why there is none (too large, not YAML, not a
 /// mapping: Java's cast of the loaded object to a map fails on anything else).
-pub(crate) fn load(key: &str, text: &str) -> crate::Result<Mapping> {
+pub(crate) fn load(key: &str, text: &str) -> crate::error::Result<Mapping> {
     if text.len() > MAX_RULE_BYTES {
         return Err(rule_error(
             key,
@@ -74,7 +74,7 @@ pub(crate) fn field<'a>(map: &'a Mapping, field: &str) -> Option<&'a Value> {
 }
 
 /// `(String) map.get(field)`: absent, or a string; anything else fails the rule.
-pub(crate) fn string(key: &str, map: &Mapping, name: &str) -> crate::Result<Option<String>> {
+pub(crate) fn string(key: &str, map: &Mapping, name: &str) -> crate::error::Result<Option<String>> {
     match field(map, name) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -106,7 +106,7 @@ pub(crate) fn flag(value: &Value) -> bool {
 
 /// `Integer.parseInt(map.get(field).toString())` when present; one that does not parse
 /// fails the rule, as Java throws.
-pub(crate) fn int(key: &str, map: &Mapping, name: &str) -> crate::Result<Option<i32>> {
+pub(crate) fn int(key: &str, map: &Mapping, name: &str) -> crate::error::Result<Option<i32>> {
     let Some(value) = field(map, name) else {
         return Ok(None);
     };
@@ -153,7 +153,7 @@ pub(crate) fn string_list(
     key: &str,
     map: &Mapping,
     name: &str,
-) -> crate::Result<Option<Vec<String>>> {
+) -> crate::error::Result<Option<Vec<String>>> {
     let Some(Value::Sequence(items)) = field(map, name) else {
         return Ok(None);
     };
@@ -167,7 +167,7 @@ pub(crate) fn string_list(
                 )
             })
         })
-        .collect::<crate::Result<Vec<_>>>()
+        .collect::<crate::error::Result<Vec<_>>>()
         .map(Some)
 }
 
@@ -244,7 +244,7 @@ pub(crate) fn mapping<'a>(
     key: &str,
     map: &'a Mapping,
     name: &str,
-) -> crate::Result<Option<&'a Mapping>> {
+) -> crate::error::Result<Option<&'a Mapping>> {
     match field(map, name) {
         None => Ok(None),
         Some(Value::Mapping(m)) => Ok(Some(m)),
@@ -260,7 +260,7 @@ pub(crate) fn mappings<'a>(
     key: &str,
     map: &'a Mapping,
     name: &str,
-) -> crate::Result<Option<Vec<&'a Mapping>>> {
+) -> crate::error::Result<Option<Vec<&'a Mapping>>> {
     match field(map, name) {
         None => Ok(None),
         Some(Value::Sequence(items)) => items
@@ -272,7 +272,7 @@ pub(crate) fn mappings<'a>(
                     format!("{name} holds {}, expected mappings", kind(other)),
                 )),
             })
-            .collect::<crate::Result<Vec<_>>>()
+            .collect::<crate::error::Result<Vec<_>>>()
             .map(Some),
         Some(other) => Err(rule_error(
             key,

@@ -27,7 +27,7 @@ pub(crate) struct StringMatch {
 
 /// One optional string field of a match form: a scalar's text (a number or boolean as Java
 /// converts it), absent when null; a list or mapping fails the rule.
-fn text_field(key: &str, map: &Mapping, name: &str) -> crate::Result<Option<String>> {
+fn text_field(key: &str, map: &Mapping, name: &str) -> crate::error::Result<Option<String>> {
     match field(map, name) {
         None => Ok(None),
         Some(value) => scalar_text(value).map(Some).ok_or_else(|| {
@@ -43,7 +43,7 @@ fn text_field(key: &str, map: &Mapping, name: &str) -> crate::Result<Option<Stri
 }
 
 /// `value` as a mapping, or the rule error naming `what`.
-fn as_mapping<'a>(key: &str, value: &'a Value, what: &str) -> crate::Result<&'a Mapping> {
+fn as_mapping<'a>(key: &str, value: &'a Value, what: &str) -> crate::error::Result<&'a Mapping> {
     match value {
         Value::Mapping(m) => Ok(m),
         other => Err(rule_error(
@@ -55,7 +55,7 @@ fn as_mapping<'a>(key: &str, value: &'a Value, what: &str) -> crate::Result<&'a 
 
 impl StringMatch {
     /// Reads a `StringMatch` mapping; refuses one that a `regex` would decide.
-    pub(crate) fn parse(key: &str, map: &Mapping) -> crate::Result<StringMatch> {
+    pub(crate) fn parse(key: &str, map: &Mapping) -> crate::error::Result<StringMatch> {
         let m = StringMatch {
             exact: text_field(key, map, "exact")?,
             prefix: text_field(key, map, "prefix")?,
@@ -113,13 +113,13 @@ pub(crate) struct ListStringMatch {
 impl ListStringMatch {
     /// Reads `{oneof: [StringMatch...]}`; a missing `oneof` is refused (Java fails on it at
     /// every match).
-    pub(crate) fn parse(key: &str, map: &Mapping) -> crate::Result<ListStringMatch> {
+    pub(crate) fn parse(key: &str, map: &Mapping) -> crate::error::Result<ListStringMatch> {
         let items = mappings(key, map, "oneof")?
             .ok_or_else(|| rule_error(key, "a oneof match needs its oneof list"))?;
         let oneof = items
             .into_iter()
             .map(|m| StringMatch::parse(key, m))
-            .collect::<crate::Result<_>>()?;
+            .collect::<crate::error::Result<_>>()?;
         Ok(ListStringMatch { oneof })
     }
 
@@ -140,7 +140,7 @@ pub(crate) struct AddressMatch {
 
 impl AddressMatch {
     /// Reads an `AddressMatch` mapping.
-    pub(crate) fn parse(key: &str, map: &Mapping) -> crate::Result<AddressMatch> {
+    pub(crate) fn parse(key: &str, map: &Mapping) -> crate::error::Result<AddressMatch> {
         Ok(AddressMatch {
             cird: text_field(key, map, "cird")?,
             wildcard: text_field(key, map, "wildcard")?,
@@ -182,7 +182,7 @@ pub(crate) struct ParamMatch {
 
 impl ParamMatch {
     /// Reads `{key, value: StringMatch}`.
-    pub(crate) fn parse(key: &str, map: &Mapping) -> crate::Result<ParamMatch> {
+    pub(crate) fn parse(key: &str, map: &Mapping) -> crate::error::Result<ParamMatch> {
         let value = match field(map, "value") {
             None => None,
             Some(v) => Some(StringMatch::parse(
@@ -201,7 +201,7 @@ impl ParamMatch {
         key: &str,
         map: &Mapping,
         name: &str,
-    ) -> crate::Result<Option<Vec<ParamMatch>>> {
+    ) -> crate::error::Result<Option<Vec<ParamMatch>>> {
         mappings(key, map, name)?
             .map(|items| {
                 items
@@ -249,7 +249,7 @@ pub(crate) fn glob_match(pattern: &str, value: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn string_match(yaml: &str) -> crate::Result<StringMatch> {
+    fn string_match(yaml: &str) -> crate::error::Result<StringMatch> {
         let map: Mapping = serde_yaml_ng::from_str(yaml).unwrap();
         StringMatch::parse("k", &map)
     }
@@ -281,7 +281,7 @@ mod tests {
         assert!(string_match("{exact: a, regex: 'a.*'}").is_ok());
         assert!(matches!(
             string_match("{regex: 'a.*'}"),
-            Err(crate::Error::Rule { .. })
+            Err(crate::error::Error::Rule { .. })
         ));
         assert!(string_match("{exact: [a]}").is_err());
     }

@@ -40,7 +40,7 @@
 //! On the provider, [`ServerIdentity`] holds the app's certificate and key: its
 //! [`ServerIdentity::tls_config`] configures the app's servers, and
 //! [`ProviderBuilder::identity`](crate::provider::ProviderBuilder::identity) makes `start()`
-//! and `serve()` fail with [`Error::IdentityMismatch`](crate::Error::IdentityMismatch) when
+//! and `serve()` fail with [`Error::IdentityMismatch`](crate::error::Error::IdentityMismatch) when
 //! the certificate does not name the app.
 //!
 //! One concept per file: `rule` (the name an app's certificate must carry, pure),

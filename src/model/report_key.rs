@@ -24,7 +24,7 @@ pub struct ReportKey {
 }
 
 impl ReportKey {
-    /// The report of `app` at `revision`; fails with [`crate::Error::InvalidName`] for a
+    /// The report of `app` at `revision`; fails with [`crate::error::Error::InvalidName`] for a
     /// name [`names::validate_app`] or [`names::validate_revision`] refuses.
     pub fn new(app: impl Into<String>, revision: impl Into<String>) -> Result<Self> {
         let (app, revision) = (app.into(), revision.into());

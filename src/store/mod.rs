@@ -145,8 +145,8 @@ pub enum CasOutcome {
 ///   [`BUFFER`](Watch::BUFFER) batches behind, so end the watch (drop the sender, or send an
 ///   `Err` if there is room) and let the watcher re-list. Memory per watch stays bounded
 ///   and the store never waits on a slow subscriber;
-/// * an `Err` is the last item: send [`crate::Error::Compacted`] when the history asked
-///   for is gone and [`crate::Error::WatchEnded`] when the watch breaks, then drop the
+/// * an `Err` is the last item: send [`crate::error::Error::Compacted`] when the history asked
+///   for is gone and [`crate::error::Error::WatchEnded`] when the watch breaks, then drop the
 ///   sender;
 /// * stop (and release the store's watcher) when the sender reports the channel closed:
 ///   the [`Watch`] was dropped.
@@ -202,7 +202,7 @@ impl Watch {
     pub async fn next(&mut self) -> Result<Vec<WatchEvent>> {
         match self.events.recv().await {
             Some(batch) => batch,
-            None => Err(crate::Error::watch_ended(
+            None => Err(crate::error::Error::watch_ended(
                 "closed by the store (the watcher fell behind, or the store went away)",
             )),
         }
@@ -223,7 +223,7 @@ pub trait Store: Send + Sync + 'static {
     /// first page at `0` and the rest at its [`Page::revision`] gives one consistent view
     /// of a prefix of any length, page by page; the store chooses the page size.
     ///
-    /// Fails with [`crate::Error::Compacted`] when `revision` is compacted away.
+    /// Fails with [`crate::error::Error::Compacted`] when `revision` is compacted away.
     ///
     /// The default reads the whole prefix now, in one page (`more` is `false`), for stores
     /// that hold everything in memory anyway; stores that page override it.
@@ -279,21 +279,21 @@ pub trait Store: Send + Sync + 'static {
         expected_mod_revision: i64,
     ) -> Result<CasOutcome> {
         let _ = (key, expected_mod_revision);
-        Err(crate::Error::store(format!(
+        Err(crate::error::Error::store(format!(
             "the {} store does not support compare-and-delete",
             self.backend()
         )))
     }
 
     /// Watches every key starting with `prefix`, from store revision `from_revision`
-    /// (`0`: changes after now). Fails with [`crate::Error::Compacted`] when that history is
+    /// (`0`: changes after now). Fails with [`crate::error::Error::Compacted`] when that history is
     /// gone.
     async fn watch_prefix(&self, prefix: &str, from_revision: i64) -> Result<Watch>;
 
     /// Grants a lease that expires `ttl` after its last keep-alive.
     async fn grant_lease(&self, ttl: Duration) -> Result<LeaseId>;
 
-    /// Renews a lease; returns its TTL. Fails with [`crate::Error::LeaseNotFound`] when it
+    /// Renews a lease; returns its TTL. Fails with [`crate::error::Error::LeaseNotFound`] when it
     /// expired or was revoked.
     async fn keep_alive(&self, lease: LeaseId) -> Result<Duration>;
 
@@ -301,7 +301,7 @@ pub trait Store: Send + Sync + 'static {
     async fn revoke_lease(&self, lease: LeaseId) -> Result<()>;
 
     /// Drops history up to `revision`: watches from before it fail with
-    /// [`crate::Error::Compacted`].
+    /// [`crate::error::Error::Compacted`].
     async fn compact(&self, revision: i64) -> Result<()>;
 
     /// The backend's name, for logs: `memory` or `etcd`.

@@ -227,7 +227,7 @@ mod tests {
         let foreign = crate::backend::ConfigVersion::new("a.b");
         assert!(matches!(
             staged.config().delete(&tag_router, &foreign).await,
-            Err(crate::Error::InvalidName { .. })
+            Err(crate::error::Error::InvalidName { .. })
         ));
     }
 }

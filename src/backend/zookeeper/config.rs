@@ -98,7 +98,7 @@ async fn current(
 }
 
 /// The conflict error, with the item as it is now.
-async fn conflict(client: &zk::Client, path: &str, key: &ConfigKey) -> crate::Error {
+async fn conflict(client: &zk::Client, path: &str, key: &ConfigKey) -> crate::error::Error {
     match current(client, path, key).await {
         Ok(now) => config::conflict(key, now),
         Err(e) => e,
@@ -245,7 +245,10 @@ mod tests {
         assert_eq!(parse_version(&stat_version).unwrap(), (4_294_967_297, 3));
         for bad in ["", "3", "a.b", "1.2.3", "1.99999999999"] {
             let err = parse_version(&ConfigVersion::new(bad)).unwrap_err();
-            assert!(matches!(err, crate::Error::InvalidName { .. }), "{bad:?}");
+            assert!(
+                matches!(err, crate::error::Error::InvalidName { .. }),
+                "{bad:?}"
+            );
         }
     }
 }

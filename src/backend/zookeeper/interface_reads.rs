@@ -65,7 +65,7 @@ pub(super) async fn follow(
                 Err(ended) => Err(ended),
                 Ok(()) => list(&client, &path)
                     .await
-                    .map_err(crate::Error::ending_follow),
+                    .map_err(crate::error::Error::ending_follow),
             };
             if !forward(&sets, item) {
                 return;

@@ -82,11 +82,11 @@ struct Inner {
 
 impl ZooKeeperBackend {
     /// Connects the reading session (unless the options say to connect in the background)
-    /// and returns the backend. Fails with [`crate::Error::StoreUnavailable`] when no server
+    /// and returns the backend. Fails with [`crate::error::Error::StoreUnavailable`] when no server
     /// answers in time.
     pub async fn connect(options: ZooKeeperOptions) -> Result<Self> {
         if options.servers.is_empty() {
-            return Err(crate::Error::config("no ZooKeeper server given"));
+            return Err(crate::error::Error::config("no ZooKeeper server given"));
         }
         let client = if options.connect_in_background {
             None

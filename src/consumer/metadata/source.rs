@@ -131,7 +131,7 @@ impl MetadataSource {
                     app: app.to_owned(),
                     revision: revision.to_owned(),
                     reason: failed.error.to_string(),
-                    last: Some(Box::new(failed.error.clone())),
+                    last: Some(crate::error::Shared::new(failed.error.clone())),
                 },
                 lasting: failed.lasting,
             })

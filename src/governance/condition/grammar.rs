@@ -98,9 +98,9 @@ pub(super) fn parse_terms(rule: &str) -> Result<Vec<Term>, String> {
         let refused = || {
             format!(
                 "illegal condition {:?}: the separator {:?} at byte {start} before {:?}",
-                crate::Error::shorten(rule),
+                crate::error::Error::shorten(rule),
                 separator,
-                crate::Error::shorten(content)
+                crate::error::Error::shorten(content)
             )
         };
         match separator {

@@ -72,8 +72,11 @@ impl Step<'_> {
 
     fn label(&self, n: usize) -> String {
         match self {
-            Step::V30(c) => format!("condition {n} {:?}", crate::Error::shorten(&c.text)),
-            Step::V31(c) => format!("condition {n} (from {:?})", crate::Error::shorten(&c.text)),
+            Step::V30(c) => format!("condition {n} {:?}", crate::error::Error::shorten(&c.text)),
+            Step::V31(c) => format!(
+                "condition {n} (from {:?})",
+                crate::error::Error::shorten(&c.text)
+            ),
         }
     }
 }
@@ -299,7 +302,7 @@ fn apply(
                         "kept {} of {} by destination {:?}",
                         kept.len(),
                         subset.len(),
-                        crate::Error::shorten(text)
+                        crate::error::Error::shorten(text)
                     );
                     Outcome::Keep(kept, what)
                 }

@@ -11,10 +11,10 @@ use super::item::ConditionItem;
 use super::route::{self, ConditionRoute, Step};
 use super::term::Source;
 use super::v31::MultiDest;
+use crate::error::{Error, Result};
 use crate::governance::rule_header::{Governed, RuleForm, RuleHeader};
 use crate::governance::rule_yaml::{field as get, scalar_text, short_kind as kind};
 use crate::governance::{CallFacts, MAX_RULE_BYTES, ProviderFacts};
-use crate::{Error, Result};
 
 /// The form of a rule's conditions, from its `configVersion`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

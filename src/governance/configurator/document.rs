@@ -43,13 +43,13 @@ impl Configurators {
         format!("{app_or_service}{CONFIGURATORS_SUFFIX}")
     }
 
-    /// Parses the document stored under `key`. Errors ([`crate::Error::Rule`]) are the
+    /// Parses the document stored under `key`. Errors ([`crate::error::Error::Rule`]) are the
     /// cases where Java's parser throws and keeps the previous configurators (not YAML, not
     /// a mapping, no `configs`, an item without `parameters`, a service-scope document
     /// without `key`, a field of the wrong type, over
     /// [`MAX_RULE_BYTES`](crate::governance::MAX_RULE_BYTES)) plus the forms refused here (see the
     /// module docs).
-    pub fn parse(key: &str, yaml: &str) -> crate::Result<Configurators> {
+    pub fn parse(key: &str, yaml: &str) -> crate::error::Result<Configurators> {
         if yaml.trim_start().starts_with('[') {
             return Err(rule_error(
                 key,
@@ -81,7 +81,7 @@ impl Configurators {
         let items = items
             .into_iter()
             .map(|m| Item::parse(key, m))
-            .collect::<crate::Result<Vec<_>>>()?;
+            .collect::<crate::error::Result<Vec<_>>>()?;
         let mut overrides = Vec::new();
         for item in &items {
             doc.overrides(key, item, &mut overrides)?;
@@ -97,7 +97,7 @@ impl Configurators {
                 };
                 Ok((priority, o))
             })
-            .collect::<crate::Result<Vec<_>>>()?;
+            .collect::<crate::error::Result<Vec<_>>>()?;
         keyed.sort_by(|(pa, a), (pb, b)| java_compare(&a.host, &b.host).then(pa.cmp(pb)));
         Ok(Configurators {
             key: key.to_owned(),

@@ -187,7 +187,7 @@ impl Override {
 }
 
 impl ConditionMatch {
-    pub(super) fn parse(key: &str, map: &Mapping) -> crate::Result<ConditionMatch> {
+    pub(super) fn parse(key: &str, map: &Mapping) -> crate::error::Result<ConditionMatch> {
         let address = |name| {
             mapping(key, map, name)?
                 .map(|m| AddressMatch::parse(key, m))

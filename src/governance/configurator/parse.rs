@@ -31,7 +31,7 @@ pub(super) struct Item {
 }
 
 impl Item {
-    pub(super) fn parse(key: &str, map: &Mapping) -> crate::Result<Item> {
+    pub(super) fn parse(key: &str, map: &Mapping) -> crate::error::Result<Item> {
         let parameters = match field(map, "parameters") {
             Some(Value::Mapping(params)) => params
                 .iter()
@@ -51,13 +51,14 @@ impl Item {
                     };
                     Ok((text(k)?, text(v)?))
                 })
-                .collect::<crate::Result<Vec<_>>>()?,
+                .collect::<crate::error::Result<Vec<_>>>()?,
             _ => Vec::new(),
         };
         let condition = mapping(key, map, "match")?
             .map(|m| ConditionMatch::parse(key, m))
             .transpose()?;
-        let list = |name| Ok::<_, crate::Error>(string_list(key, map, name)?.unwrap_or_default());
+        let list =
+            |name| Ok::<_, crate::error::Error>(string_list(key, map, name)?.unwrap_or_default());
         let written = ConfiguratorItem {
             side: string(key, map, "side")?,
             addresses: list("addresses")?,
@@ -89,7 +90,7 @@ impl Document {
         key: &str,
         item: &Item,
         out: &mut Vec<Override>,
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         if item.written.parameters.is_empty() {
             return Err(rule_error(
                 key,
@@ -174,7 +175,10 @@ impl Document {
 
 /// Java's `appendService`: `group/interface:version` into the URL's path and its `group`
 /// and `version` parameters.
-fn service_params(key: &str, service: &str) -> crate::Result<(String, Vec<(String, String)>)> {
+fn service_params(
+    key: &str,
+    service: &str,
+) -> crate::error::Result<(String, Vec<(String, String)>)> {
     if service.is_empty() {
         return Err(rule_error(key, "no service: the document needs its key"));
     }
@@ -193,13 +197,13 @@ fn service_params(key: &str, service: &str) -> crate::Result<(String, Vec<(Strin
 
 /// The host of an override URL built on `address`, as Java's URL parser reads it (the part
 /// before a `:port`; the port must be a number).
-fn override_host(key: &str, address: &str) -> crate::Result<String> {
+fn override_host(key: &str, address: &str) -> crate::error::Result<String> {
     let bad = || {
         rule_error(
             key,
             format!(
                 "address {:?} is not host or host:port",
-                crate::Error::shorten(address)
+                crate::error::Error::shorten(address)
             ),
         )
     };

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{Configurators, configure_for_consumer, configure_for_provider};
-use crate::Error;
+use crate::error::Error;
 use crate::governance::Governed;
 use crate::governance::facts::ProviderFacts;
 use crate::governance::refusal::refusal;

@@ -79,7 +79,7 @@ pub struct MigrationRule {
 
 impl MigrationRule {
     /// Parses `text`, the content of config key `key`, as Java's `MigrationRule.parse`
-    /// would, refusing with [`Error::Rule`](crate::Error::Rule) what Java refuses (not a
+    /// would, refusing with [`Error::Rule`](crate::error::Error::Rule) what Java refuses (not a
     /// mapping, a `key` or `serviceKey` that is no string, an unknown step, a number that
     /// does not parse, an entry that is no mapping) and any text over the rule bound.
     pub fn parse(key: &str, text: &str) -> Result<MigrationRule> {
@@ -197,7 +197,7 @@ fn step(key: &str, text: &str, at: &str) -> Result<MigrationStep> {
             format!(
                 "{at}step {:?} is no step: FORCE_APPLICATION, FORCE_INTERFACE or \
                  APPLICATION_FIRST",
-                crate::Error::shorten(text)
+                crate::error::Error::shorten(text)
             ),
         )
     })
@@ -241,7 +241,7 @@ fn entries(key: &str, map: &Mapping, name: &str) -> Result<Vec<SubMigrationRule>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Error;
+    use crate::error::Error;
 
     const KEY: &str = "shop.migration";
 

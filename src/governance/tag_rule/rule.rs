@@ -58,12 +58,12 @@ impl TagRule {
         format!("{app}{TAG_RULE_SUFFIX}")
     }
 
-    /// Parses the rule stored under `key`. Errors ([`crate::Error::Rule`]) are the cases
+    /// Parses the rule stored under `key`. Errors ([`crate::error::Error::Rule`]) are the cases
     /// where Java's parser throws and keeps the previous rule: not YAML, not a mapping, a
     /// field of the wrong type, over [`MAX_RULE_BYTES`](crate::governance::MAX_RULE_BYTES); plus the
     /// forms refused here (unknown `configVersion`, `regex`, a v3.0 tag with neither
     /// addresses nor match). A rule without tags parses, as invalid.
-    pub fn parse(key: &str, yaml: &str) -> crate::Result<TagRule> {
+    pub fn parse(key: &str, yaml: &str) -> crate::error::Result<TagRule> {
         let map = load(key, yaml)?;
         let header = RuleHeader::read(key, &map, RuleForm::TagRule)?;
         let v3 = header.is_v30(key, "none, v2.7 or v3.0")?;
@@ -74,7 +74,7 @@ impl TagRule {
                 .unwrap_or_default()
                 .into_iter()
                 .map(|item| TagDef::parse(key, item, v3))
-                .collect::<crate::Result<Vec<_>>>()?,
+                .collect::<crate::error::Result<Vec<_>>>()?,
             _ => Vec::new(),
         };
         let valid = header.valid && !tags.is_empty();
@@ -158,7 +158,7 @@ impl TagRule {
 }
 
 impl TagDef {
-    fn parse(key: &str, map: &Mapping, v3: bool) -> crate::Result<TagDef> {
+    fn parse(key: &str, map: &Mapping, v3: bool) -> crate::error::Result<TagDef> {
         let name = string(key, map, "name")?;
         let matches = if v3 {
             ParamMatch::parse_list(key, map, "match")?
@@ -171,7 +171,7 @@ impl TagDef {
                 key,
                 format!(
                     "tag {:?} has neither addresses nor match",
-                    crate::Error::shorten(name.as_deref().unwrap_or(""))
+                    crate::error::Error::shorten(name.as_deref().unwrap_or(""))
                 ),
             ));
         }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{TagItem, TagRule, route_by_tag};
-use crate::Error;
+use crate::error::Error;
 use crate::governance::Governed;
 use crate::governance::facts::{CallFacts, ProviderFacts};
 use crate::governance::refusal::refusal;

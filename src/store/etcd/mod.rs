@@ -2,12 +2,12 @@
 //!
 //! Each [`Store`](super::Store) call is one etcd request (a compare-and-swap is one
 //! transaction) under a deadline, so a stalled cluster shows up as
-//! [`Error::Timeout`](crate::Error::Timeout) rather than a hang. Errors are sorted for the
+//! [`Error::Timeout`](crate::error::Error::Timeout) rather than a hang. Errors are sorted for the
 //! layers above: a lost or refused connection, a missing leader or a stalled request are
-//! transient ([`Error::StoreUnavailable`](crate::Error::StoreUnavailable),
-//! [`Error::Timeout`](crate::Error::Timeout)); refused credentials and permissions are
-//! permanent ([`Error::Unauthenticated`](crate::Error::Unauthenticated),
-//! [`Error::PermissionDenied`](crate::Error::PermissionDenied)).
+//! transient ([`Error::StoreUnavailable`](crate::error::Error::StoreUnavailable),
+//! [`Error::Timeout`](crate::error::Error::Timeout)); refused credentials and permissions are
+//! permanent ([`Error::Unauthenticated`](crate::error::Error::Unauthenticated),
+//! [`Error::PermissionDenied`](crate::error::Error::PermissionDenied)).
 //!
 //! Several endpoints are the members of one cluster: each gets its own client, requests go
 //! to one member and fail over to the next when it cannot answer, so a killed or
@@ -15,9 +15,9 @@
 //!
 //! A watch is one etcd watch stream. A task forwards its batches to the
 //! [`Watch`](super::Watch); when the stream breaks it resumes on a live member from the next
-//! revision (no gap). It ends the watch with [`Error::Compacted`](crate::Error::Compacted)
+//! revision (no gap). It ends the watch with [`Error::Compacted`](crate::error::Error::Compacted)
 //! when etcd reports that the history asked for is gone, with
-//! [`Error::WatchEnded`](crate::Error::WatchEnded) when no member takes it back in time, and
+//! [`Error::WatchEnded`](crate::error::Error::WatchEnded) when no member takes it back in time, and
 //! cancels the etcd watcher as soon as the [`Watch`](super::Watch) is dropped.
 //!
 //! Layout: `options` (what to connect to and how), `client` (the store's handle: connect,
