@@ -15,7 +15,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -84,7 +83,10 @@ import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
  * <p>Fault and load options, for tests of fail-over (see {@code interop/README.md}). The
  * provider's {@code --slow-ms MS} makes every call sleep MS before it is answered (after it
  * is logged as processed); {@code --fail-percent P} (0 to 100) refuses that share of calls,
- * drawn at random, with the gRPC status {@code UNAVAILABLE} before they are processed (thrown
+ * spread evenly over each caller's calls (the calls named {@code PREFIX-K} by one consumer's
+ * {@code --name-prefix PREFIX} count as one caller's: of any hundred such calls in a row, P
+ * are refused, so a test's outcome does not hang on a draw), with the gRPC status
+ * {@code UNAVAILABLE} before they are processed (thrown
  * as {@code TriRpcStatus.UNAVAILABLE...asException()}, as a Triple service declares a
  * status), printing {@code REFUSED name=NAME} for each; {@code --log-requests} prints
  * {@code REQUEST name=NAME} (the request's name) for each call it processes. The consumer's
@@ -512,6 +514,8 @@ public final class Peer {
      */
     static final class CountingGreeter extends DubboGreeterTriple.GreeterImplBase {
         private final AtomicLong calls = new AtomicLong();
+        /** Calls seen per caller (a call's name up to its last {@code -}), for {@code --fail-percent}. */
+        private final Map<String, AtomicLong> seenByCaller = new ConcurrentHashMap<>();
         private final String name;
         private final long slowMillis;
         private final int failPercent;
@@ -524,11 +528,23 @@ public final class Peer {
             this.logRequests = logRequests;
         }
 
+        /**
+         * Whether this caller's next call is one of the refused share: the k-th call is
+         * refused when it carries the count of refused calls, k * P / 100 rounded down, one
+         * further (so P = 30 refuses the calls numbered 3, 6, 9, 13, 16, 19, ... from 0).
+         */
+        private boolean refuses(String callName) {
+            int dash = callName.lastIndexOf('-');
+            String caller = dash < 0 ? callName : callName.substring(0, dash);
+            long k = seenByCaller.computeIfAbsent(caller, c -> new AtomicLong()).getAndIncrement();
+            return (k + 1) * failPercent / 100 > k * failPercent / 100;
+        }
+
         @Override
         public HelloReply sayHello(HelloRequest request) {
             // Refused before it is processed: as a provider that cannot take the call now,
             // with the status a Triple service declares (not processed, so not counted).
-            if (failPercent > 0 && ThreadLocalRandom.current().nextInt(100) < failPercent) {
+            if (failPercent > 0 && refuses(request.getName())) {
                 say("REFUSED name=" + request.getName());
                 throw TriRpcStatus.UNAVAILABLE
                         .withDescription(name + " refused the call (--fail-percent " + failPercent + ")")
