@@ -780,9 +780,12 @@ fn call_errors(dir: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-/// Whether Dubbo Java said that its start failed (its deployer logs this, then throws).
+/// Whether Dubbo Java said that its start failed (its deployer logs this, then throws):
+/// "Model start failed", or the application's "start failure" (seen once in a clean root,
+/// a NullPointerException on the consumer's own service instance, before any call).
 fn start_failed(dir: &Path) -> bool {
-    read(dir, "stderr").contains("Model start failed")
+    let stderr = read(dir, "stderr");
+    stderr.contains("Model start failed") || stderr.contains(") start failure, dubbo version")
 }
 
 /// The last lines of a process's standard output and error.
