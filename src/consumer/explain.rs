@@ -142,6 +142,10 @@ pub struct Explanation {
     pub apps: Vec<AppFindings>,
     /// What the interface level offers, when the subscription reads it.
     pub interface_level: Option<InterfaceFindings>,
+    /// The step the subscription is at, on a backend that has an interface level (`None`
+    /// where it has none: one level, nothing to name), so that the explanation says which
+    /// level(s) it read.
+    pub step: Option<MigrationStep>,
 }
 
 impl Explanation {
@@ -189,19 +193,43 @@ impl Explanation {
 
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.interface_level {
-            Some(level) if level.step == MigrationStep::ForceInterface => {
+        match (&self.interface_level, self.step) {
+            (Some(level), Some(MigrationStep::ForceInterface)) => write!(
+                f,
+                "{} at FORCE_INTERFACE: {level}; the application level is not read at this \
+                 step",
+                self.subscription.interface
+            ),
+            (Some(level), _) if level.step == MigrationStep::ForceInterface => {
                 write!(
                     f,
                     "{} at {}: {level}",
                     self.subscription.interface, level.step
                 )
             }
-            Some(level) => {
+            (Some(level), step) => {
+                f.write_str("the application level: ")?;
                 self.application_level(f)?;
-                write!(f, "; {level}")
+                write!(f, "; {level}")?;
+                match step {
+                    Some(step) => write!(f, " (at {step})"),
+                    None => Ok(()),
+                }
             }
-            None => self.application_level(f),
+            (None, Some(MigrationStep::ForceApplication)) => {
+                f.write_str("the application level: ")?;
+                self.application_level(f)?;
+                f.write_str(
+                    "; the interface level is not read at FORCE_APPLICATION (APPLICATION_FIRST \
+                     reads it too)",
+                )
+            }
+            (None, Some(step)) => {
+                f.write_str("the application level: ")?;
+                self.application_level(f)?;
+                write!(f, "; the interface level has not been read yet (at {step})")
+            }
+            (None, None) => self.application_level(f),
         }
     }
 }
@@ -291,6 +319,7 @@ mod tests {
             from_mapping: true,
             apps,
             interface_level: None,
+            step: None,
         }
         .to_string()
     }
@@ -339,6 +368,7 @@ mod tests {
             from_mapping: true,
             apps: vec![AppFindings::new("greeter", 1, 0, [&info])],
             interface_level: None,
+            step: None,
         };
         assert!(found.has_match());
         let mut grouped = found.clone();

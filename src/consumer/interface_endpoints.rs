@@ -19,6 +19,9 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use crate::consumer::explain::InterfaceFindings;
+use crate::governance::migration::MigrationStep;
+
 use super::hosts::HostNames;
 use super::subscription::Subscription;
 use crate::backend::InterfaceKey;
@@ -38,6 +41,24 @@ pub(crate) struct InterfaceSet {
     pub disabled: usize,
     /// URLs of the interface with another group, version or protocol than asked.
     pub other_services: usize,
+}
+
+impl InterfaceSet {
+    /// What the set offers a subscription at `step`, for an explanation: read, with
+    /// `skipped` URLs that did not read.
+    pub fn findings(&self, step: MigrationStep, skipped: usize) -> InterfaceFindings {
+        InterfaceFindings {
+            step,
+            read: true,
+            endpoints: self.endpoints.len(),
+            uncallable: self.uncallable,
+            uncallable_protocols: self.uncallable_protocols.iter().cloned().collect(),
+            disabled: self.disabled,
+            other_services: self.other_services,
+            skipped,
+            refused: None,
+        }
+    }
 }
 
 /// The revision an interface-level endpoint carries: `url:` and 16

@@ -69,7 +69,7 @@ impl Resolver {
 
     /// The live endpoints of a subscription, in order, from the level its
     /// [`MigrationStep`] reads (the subscription's, else
-    /// [`SubscribeOptions::migration_step`]; a migration rule steers subscriptions, not this
+    /// [`SubscribeOptions::migration_step`], whose default depends on the backend; a migration rule steers subscriptions, not this
     /// one-off read): the application level, the interface level, or at
     /// [`MigrationStep::ApplicationFirst`] the application level when it has an endpoint,
     /// else the interface level.
@@ -83,9 +83,10 @@ impl Resolver {
         fields(interface = %subscription.interface, endpoints = tracing::field::Empty)
     )]
     pub async fn resolve(&self, subscription: &Subscription) -> Result<Vec<Endpoint>> {
-        let step = subscription
-            .migration
-            .unwrap_or(self.subscribe_options.migration_step);
+        let step = subscription.migration.unwrap_or_else(|| {
+            self.subscribe_options
+                .step_on(self.backend.interface_level())
+        });
         match step {
             MigrationStep::ForceApplication => self.resolve_application(subscription).await,
             MigrationStep::ForceInterface => self.resolve_interface(subscription).await,
@@ -251,7 +252,26 @@ impl Resolver {
     /// Its one-line [`Display`](std::fmt::Display) says what is missing when nothing
     /// matches (see [`Explanation`]). Fails only when the registry cannot be read.
     pub async fn explain(&self, subscription: &Subscription) -> Result<Explanation> {
-        let apps = self.apps(subscription).await?;
+        let interface_level = self.backend.interface_level();
+        let step = subscription
+            .migration
+            .unwrap_or_else(|| self.subscribe_options.step_on(interface_level));
+        let mut interface = None;
+        if interface_level && step.reads_interface() {
+            subscription.validate()?;
+            let urls = self
+                .backend
+                .interface_providers()
+                .list(&interface_key(subscription), &self.parts.limits)
+                .await?;
+            let set = interface_set(&urls.urls, subscription, &self.parts.hosts);
+            interface = Some(set.findings(step, urls.skipped.len()));
+        }
+        let apps = if step.reads_application() {
+            self.apps(subscription).await?
+        } else {
+            Default::default()
+        };
         let instances = self.backend.instances();
         let limits = &self.parts.limits;
         let lists = join_all(apps.iter().map(|app| instances.list(app, limits.into()))).await;
@@ -283,7 +303,8 @@ impl Resolver {
             read: true,
             from_mapping: subscription.provided_by.is_empty(),
             apps: found,
-            interface_level: None,
+            interface_level: interface,
+            step: interface_level.then_some(step),
         })
     }
 

@@ -13,9 +13,9 @@
 //!
 //! The other way round: a Dubbo Java provider with `register-mode=interface` (no instance,
 //! no mapping: invisible to an application-level consumer) is called by an Introspect
-//! consumer at `FORCE_INTERFACE` and at `APPLICATION_FIRST`, through the balanced channel,
-//! while a consumer at the default (`FORCE_APPLICATION`) sees nothing and starts no
-//! interface-level follow. Hostile URLs beside the Java provider's (ZooKeeper nodes with a
+//! consumer with no step of its own (Java's default, `APPLICATION_FIRST`), at
+//! `FORCE_INTERFACE` and at `APPLICATION_FIRST`, through the balanced channel, while a
+//! consumer at `FORCE_APPLICATION` sees nothing and starts no interface-level follow. Hostile URLs beside the Java provider's (ZooKeeper nodes with a
 //! bad encoding, no port, over the bound, `dubbo://`; Nacos instances with `dubbo`, metadata
 //! over the bound, another category, a protocol that is no scheme, none) are skipped or
 //! left out, counted, and cost no call.
@@ -224,9 +224,11 @@ async fn java_calls_the_rust_provider(
     );
 }
 
-/// An Introspect consumer at FORCE_INTERFACE, then at APPLICATION_FIRST, calls the Java
-/// provider at `java_port` (registered at the interface level only) through the balanced
-/// channel; one at the default sees nothing and follows no interface level.
+/// An Introspect consumer with no step of its own (Dubbo Java's default, `APPLICATION_FIRST`,
+/// on a backend with an interface level), then at FORCE_INTERFACE and at APPLICATION_FIRST,
+/// calls the Java provider at `java_port` (registered at the interface level only) through
+/// the balanced channel; one at FORCE_APPLICATION sees nothing, follows no interface level,
+/// and says which level it read.
 async fn introspect_calls_the_java_provider(backend: &Backend, java_port: u16) -> Resolver {
     use crate::support::peer_cases::{CALLS, call_through, wait_for_endpoints};
 
@@ -234,23 +236,26 @@ async fn introspect_calls_the_java_provider(backend: &Backend, java_port: u16) -
         .subscribe_options(SubscribeOptions::default().start_timeout(Duration::from_secs(2)))
         .build();
     let application = resolver
-        .subscribe(Subscription::new("helloworld.Greeter"))
+        .subscribe(
+            Subscription::new("helloworld.Greeter").migration(MigrationStep::ForceApplication),
+        )
         .await
         .unwrap();
     assert_eq!(
         resolver.stats().await.interface_follows,
         0,
-        "the default step reads no interface level"
+        "FORCE_APPLICATION reads no interface level"
     );
     for step in [
-        MigrationStep::ForceInterface,
-        MigrationStep::ApplicationFirst,
+        None,
+        Some(MigrationStep::ForceInterface),
+        Some(MigrationStep::ApplicationFirst),
     ] {
-        let subscription = resolver
-            .subscribe(Subscription::new("helloworld.Greeter").migration(step))
-            .await
-            .unwrap();
-        assert_eq!(resolver.stats().await.interface_follows, 1);
+        let mut asked = Subscription::new("helloworld.Greeter");
+        asked.migration = step;
+        let step = step.map_or_else(|| "no step of its own".to_owned(), |s| s.to_string());
+        let subscription = resolver.subscribe(asked).await.unwrap();
+        assert_eq!(resolver.stats().await.interface_follows, 1, "{step}");
         wait_for_endpoints(&subscription, "the Java provider's URL").await;
         let endpoints = subscription.current();
         let ports: Vec<u16> = endpoints.iter().map(|e| e.port).collect();
@@ -269,7 +274,7 @@ async fn introspect_calls_the_java_provider(backend: &Backend, java_port: u16) -
             "{step}: answered by {:?}",
             calls.message
         );
-        println!("Introspect at {step}: {CALLS} of {CALLS} calls to the Java provider");
+        println!("Introspect with {step}: {CALLS} of {CALLS} calls to the Java provider");
         drop(subscription);
         eventually(LIMIT, "the interface-level follow to stop", || {
             let resolver = resolver.clone();
@@ -282,7 +287,11 @@ async fn introspect_calls_the_java_provider(backend: &Backend, java_port: u16) -
         "the application level has no provider"
     );
     let why = application.why_empty().expect("explained").to_string();
-    assert!(why.contains("no app is mapped"), "{why}");
+    assert!(
+        why.contains("no app is mapped")
+            && why.contains("the interface level is not read at FORCE_APPLICATION"),
+        "{why}"
+    );
     resolver
 }
 
@@ -403,10 +412,12 @@ async fn a_migration_rule_moves_the_calls(
             "{choice}"
         );
     };
+    // No step of its own: Java's default, APPLICATION_FIRST, on the application level
+    // while it has an endpoint.
     goes_to(rust_port, "the application level by default").await;
     level_is(
         Level::Application,
-        MigrationStep::ForceApplication,
+        MigrationStep::ApplicationFirst,
         StepSource::Own,
     );
     let answered = calls_per_provider(&resolver, &subscription, CALLS).await;
@@ -467,7 +478,7 @@ async fn a_migration_rule_moves_the_calls(
     .await;
     level_is(
         Level::Application,
-        MigrationStep::ForceApplication,
+        MigrationStep::ApplicationFirst,
         StepSource::Own,
     );
     drop(subscription);
@@ -605,20 +616,21 @@ struct SideBySide<T> {
 }
 
 /// Runs a Dubbo Java consumer (`java_calls` calls 20 ms apart, each logged) and an
-/// Introspect consumer beside it (a balanced channel, calling every 20 ms), both at
-/// `APPLICATION_FIRST` and, with `consumer_app`, of that app and reading its migration rule
-/// from the config centre, while `script` changes the fleet; the Introspect consumer
-/// calls until the script ends, the Java one until its calls are made.
+/// Introspect consumer beside it (a balanced channel, calling every 20 ms), both at `step`
+/// (`None`: each at its own default, no setting made) and, with `consumer_app`, of that app
+/// and reading its migration rule from the config centre, while `script` changes the fleet;
+/// the Introspect consumer calls until the script ends, the Java one until its calls are
+/// made.
 async fn side_by_side<T>(
     java: &crate::support::peers::BuiltPeer,
     registry: &str,
     backend: &Backend,
-    consumer_app: Option<&str>,
+    (consumer_app, step): (Option<&str>, Option<MigrationStep>),
     java_calls: u32,
     script: impl std::future::Future<Output = T>,
 ) -> SideBySide<T> {
     let options = ConsumerOptions {
-        migration_step: Some("APPLICATION_FIRST"),
+        migration_step: Some(step.map_or("DEFAULT", MigrationStep::as_str)),
         config_centre: consumer_app.is_some(),
         interval: Duration::from_millis(20),
         log_calls: true,
@@ -630,13 +642,11 @@ async fn side_by_side<T>(
     if let Some(app) = consumer_app {
         resolver = resolver.application(app);
     }
-    let resolver = resolver
-        .subscribe_options(
-            SubscribeOptions::default()
-                .start_timeout(Duration::from_secs(5))
-                .migration_step(MigrationStep::ApplicationFirst),
-        )
-        .build();
+    let mut options = SubscribeOptions::default().start_timeout(Duration::from_secs(5));
+    if let Some(step) = step {
+        options = options.migration_step(step);
+    }
+    let resolver = resolver.subscribe_options(options).build();
     let subscription = resolver
         .subscribe(Subscription::new("helloworld.Greeter"))
         .await
@@ -670,8 +680,9 @@ async fn side_by_side<T>(
 }
 
 /// APPLICATION_FIRST as a Dubbo Java 3.3 consumer lives it, and an Introspect consumer
-/// beside it: a Java provider registered at the interface level only, a Rust provider at
-/// the application level only. Both consumers call the Rust provider while it is there
+/// beside it, neither with a step of its own (both default to it where there is an
+/// interface level): a Java provider registered at the interface level only, a Rust
+/// provider at the application level only. Both consumers call the Rust provider while it is there
 /// (the application level has an address: Java's threshold 0.0); when it stops gracefully
 /// and the application level empties, both fall back to the Java provider; when a new
 /// Rust provider registers, both go back to the application level. Java is measured
@@ -713,7 +724,7 @@ async fn application_first_falls_back_as_java_does(registry: &str, backend: &Bac
         java: java_calls,
         introspect,
         script: (emptied, back, mut second),
-    } = side_by_side(&java, registry, backend, None, 1_200, script).await;
+    } = side_by_side(&java, registry, backend, (None, None), 1_200, script).await;
     let second_by_rust = format!("rust:{}", second.port);
     let end = epoch_ms();
     let report = |who: &str, calls: &[Timed]| -> Seen {
@@ -723,7 +734,7 @@ async fn application_first_falls_back_as_java_does(registry: &str, backend: &Bac
         let to_java = first_by(calls, emptied, "java");
         let to_second = first_by(calls, back, &second_by_rust);
         println!(
-            "{who} at APPLICATION_FIRST: before the stop {before:?}; after it {during:?} \
+            "{who} at its default step: before the stop {before:?}; after it {during:?} \
              (first Java answer after {to_java:?} ms); after the new provider {after:?} \
              (its first answer after {to_second:?} ms)"
         );
@@ -786,6 +797,69 @@ async fn application_first_falls_back_as_java_does(registry: &str, backend: &Bac
     drop(java_provider);
 }
 
+/// The last application-level provider stopped as a deploy stops it (`SIGTERM` to its
+/// process) while the interface level has a provider: a Dubbo Java consumer and an
+/// Introspect one, neither with a step of its own, both fall back to the interface level;
+/// Introspect fails no more calls than Java. (The application level's emptied-app hold
+/// keeps the stopped instance listed for a while, set aside by health: at
+/// `APPLICATION_FIRST` a level of held instances gives way to one that can answer.)
+async fn a_terminated_last_provider_falls_back_as_java_does(registry: &str, backend: &Backend) {
+    use crate::support::examples::ExampleProvider;
+
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    let java_provider = java
+        .provider_with(registry, JAVA_APP, &["--register-mode", "interface"])
+        .await;
+    let provider = ExampleProvider::start(registry, "iface-terminated").await;
+    resolvable(backend, provider.port).await;
+    let by_rust = format!("rust:{}", provider.port);
+    let script = async {
+        // The Java consumer's JVM starts and calls for a while before the stop.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let stopped = epoch_ms();
+        provider.terminate().await;
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        stopped
+    };
+    let SideBySide {
+        run,
+        java: java_calls,
+        introspect,
+        script: stopped,
+    } = side_by_side(&java, registry, backend, (None, None), 700, script).await;
+    let end = epoch_ms();
+    let mut failed = Vec::new();
+    for (who, calls) in [("Dubbo Java", &java_calls), ("Introspect", &introspect)] {
+        let before = phase(calls, 0, stopped);
+        let after = phase(calls, stopped, end);
+        println!(
+            "{who} at its default step, the last application-level provider terminated: \
+             before {before:?}; after {after:?} (first Java answer after {:?} ms)",
+            first_by(calls, stopped, "java")
+        );
+        let runs_after = runs(calls, stopped, end);
+        assert!(
+            [by_rust.as_str(), "java"].ends_with(&runs_after),
+            "{who} after the stop: {runs_after:?}\n{}",
+            run.output
+        );
+        failed.push(before.1 + after.1);
+    }
+    assert!(
+        runs(&introspect, 0, stopped).ends_with(&[by_rust.as_str()]),
+        "Introspect calls the application level before the stop"
+    );
+    assert!(
+        failed[1] <= failed[0],
+        "Introspect failed {} calls, Dubbo Java {}",
+        failed[1],
+        failed[0]
+    );
+    drop(java_provider);
+}
+
 /// One migration rule steering a Dubbo Java 3.3 consumer and an Introspect one of the same
 /// consumer app ([`STEERED`]), both at `APPLICATION_FIRST`, with a Java provider at the
 /// interface level only and a Rust provider at the application level only: the rule's
@@ -836,7 +910,15 @@ async fn a_migration_rule_steers_java_and_introspect_alike(registry: &str, backe
         java: java_calls,
         introspect,
         script: (forced_interface, forced_application, deleted),
-    } = side_by_side(&java, registry, backend, Some(STEERED), 1_200, script).await;
+    } = side_by_side(
+        &java,
+        registry,
+        backend,
+        (Some(STEERED), Some(MigrationStep::ApplicationFirst)),
+        1_200,
+        script,
+    )
+    .await;
     let end = epoch_ms();
     assert!(
         run.logged.len() >= 1_000,
@@ -936,7 +1018,15 @@ async fn a_rule_to_an_empty_level_moves_nobody_unless_forced(registry: &str, bac
         java: java_calls,
         introspect,
         script: (unforced, forced, deleted),
-    } = side_by_side(&java, registry, backend, Some(STEERED), 1_000, script).await;
+    } = side_by_side(
+        &java,
+        registry,
+        backend,
+        (Some(STEERED), Some(MigrationStep::ApplicationFirst)),
+        1_000,
+        script,
+    )
+    .await;
     let end = epoch_ms();
     assert!(
         java_calls.iter().any(|(at, _)| *at < unforced),
@@ -1166,6 +1256,17 @@ mod zookeeper {
         application_first_falls_back_as_java_does(&server.url(), &backend).await;
     }
 
+    /// The last application-level provider's process terminated: both consumers, at their
+    /// default steps, fall back to the interface level.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_terminated_last_provider_falls_back_as_java_does() {
+        let Some(server) = ZooKeeperServer::start().await else {
+            return;
+        };
+        let backend = server.backend().await;
+        super::a_terminated_last_provider_falls_back_as_java_does(&server.url(), &backend).await;
+    }
+
     /// Without Java: a Rust provider registering only its interface-level URL, another
     /// only its instance; the consumer app's migration rule moves the calls between them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1306,6 +1407,17 @@ mod nacos {
         };
         let backend = server.backend().await;
         application_first_falls_back_as_java_does(&server.url(), &backend).await;
+    }
+
+    /// The last application-level provider's process terminated: both consumers, at their
+    /// default steps, fall back to the interface level.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_terminated_last_provider_falls_back_as_java_does() {
+        let Some(server) = NacosServer::start().await else {
+            return;
+        };
+        let backend = server.backend().await;
+        super::a_terminated_last_provider_falls_back_as_java_does(&server.url(), &backend).await;
     }
 
     /// A Java provider at `register-mode=interface`, called by an Introspect consumer at

@@ -453,6 +453,7 @@ mod tests {
             from_mapping: true,
             apps: vec![app.with_metadata_on_its_way(usize::from(on_its_way))],
             interface_level: None,
+            step: None,
         }))
     }
 

@@ -54,6 +54,7 @@ impl AppState {
         self.routable = Arc::new(Routable {
             instances: Arc::new(instances),
             protection_active: false,
+            held: 0,
             revision: 0,
         });
     }
@@ -61,6 +62,11 @@ impl AppState {
     /// Whether the view holds removals of this app.
     pub fn protection_active(&self) -> bool {
         self.routable.protection_active
+    }
+
+    /// Whether every instance to route to is held (none is registered), and there is one.
+    pub fn held_only(&self) -> bool {
+        self.routable.held > 0 && self.routable.held >= self.routable.instances.len()
     }
 
     /// The instances to route to.
@@ -334,6 +340,7 @@ mod tests {
         Arc::new(Routable {
             instances: Arc::new(instances),
             protection_active: false,
+            held: 0,
             revision: 0,
         })
     }

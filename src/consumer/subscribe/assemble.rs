@@ -236,6 +236,7 @@ mod tests {
         state.update(Arc::new(Routable {
             instances: Arc::new(routable),
             protection_active: false,
+            held: 0,
             revision: 0,
         }));
         [(SHOP.to_owned(), state)].into()

@@ -125,20 +125,17 @@ impl InterfaceLevel {
 
     /// What the level offers, for an explanation.
     pub fn findings(&self, step: MigrationStep) -> InterfaceFindings {
-        let built = self.built.as_ref();
-        InterfaceFindings {
-            step,
-            read: self.synced,
-            endpoints: built.map_or(0, |s| s.endpoints.len()),
-            uncallable: built.map_or(0, |s| s.uncallable),
-            uncallable_protocols: built
-                .map(|s| s.uncallable_protocols.iter().cloned().collect())
-                .unwrap_or_default(),
-            disabled: built.map_or(0, |s| s.disabled),
-            other_services: built.map_or(0, |s| s.other_services),
-            skipped: self.skipped,
-            refused: self.refused.as_ref().map(|e| e.to_string()),
-        }
+        let mut findings = match &self.built {
+            Some(set) => set.findings(step, self.skipped),
+            None => InterfaceFindings {
+                step,
+                skipped: self.skipped,
+                ..InterfaceFindings::default()
+            },
+        };
+        findings.read = self.synced;
+        findings.refused = self.refused.as_ref().map(|e| e.to_string());
+        findings
     }
 }
 

@@ -20,7 +20,7 @@ pub struct SubscribeOptions {
     pub(crate) first_fetch_wait: Duration,
     pub(crate) fetch_retry_base: Duration,
     pub(crate) fetch_retry_max: Duration,
-    pub(crate) migration_step: MigrationStep,
+    pub(crate) migration_step: Option<MigrationStep>,
 }
 
 impl Default for SubscribeOptions {
@@ -33,7 +33,7 @@ impl Default for SubscribeOptions {
             first_fetch_wait: Duration::from_millis(500),
             fetch_retry_base: Duration::from_millis(500),
             fetch_retry_max: Duration::from_secs(30),
-            migration_step: MigrationStep::default(),
+            migration_step: None,
         }
     }
 }
@@ -71,13 +71,34 @@ impl SubscribeOptions {
         (self.fetch_retry_base, self.fetch_retry_max)
     }
 
-    crate::setters::option_accessors! {
-        /// Sets which level(s) of discovery a subscription reads unless it says
-        /// ([`Subscription::migration`](crate::Subscription::migration)); default
-        /// [`MigrationStep::ForceApplication`]: the application level only, no interface-level
-        /// read or watch.
-        migration_step / get_migration_step => migration_step: MigrationStep;
+    /// Sets which level(s) of discovery a subscription reads unless it says
+    /// ([`Subscription::migration`](crate::Subscription::migration)). Default: Dubbo Java
+    /// 3.3's, [`MigrationStep::ApplicationFirst`], on a backend with an interface level
+    /// (ZooKeeper, Nacos, etcd), so that a consumer mid-migration reaches providers that
+    /// register at the interface level only and falls back to them when the application
+    /// level empties; [`MigrationStep::ForceApplication`] elsewhere (the embedded store has
+    /// one level: nothing more is read, nothing is logged). Set
+    /// [`MigrationStep::ForceApplication`] to read the application level alone and save
+    /// the interface level's read and watch per subscription.
+    pub fn migration_step(mut self, step: MigrationStep) -> Self {
+        self.migration_step = Some(step);
+        self
+    }
 
+    /// The step [`migration_step`](Self::migration_step) set; `None` for the default, which
+    /// depends on the backend (see [`MigrationStep::default_for`]).
+    pub fn get_migration_step(&self) -> Option<MigrationStep> {
+        self.migration_step
+    }
+
+    /// The step a subscription without its own reads on a backend that has an interface
+    /// level (`interface_level`) or not: the one set, else the default.
+    pub(crate) fn step_on(&self, interface_level: bool) -> MigrationStep {
+        self.migration_step
+            .unwrap_or_else(|| MigrationStep::default_for(interface_level))
+    }
+
+    crate::setters::option_accessors! {
         /// Sets how long a new subscription that found a snapshot waits for the registry
         /// before it serves the snapshot (default 1 s; the start timeout
         /// bounds it). The snapshot is served marked

@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::SubscribeParts;
-use super::apps::{Following, MappingRead};
+use super::apps::{AppState, Following, MappingRead};
 use super::assemble::Assembly;
 use super::handle::{Shared, SubscriptionHandle};
 use super::interfaces::{InterfaceLevel, InterfaceUpdate};
@@ -28,7 +28,8 @@ use crate::consumer::timer::sleep_until;
 use crate::consumer::views::ViewUpdate;
 use crate::error::{Error, Result};
 use crate::governance::migration::{
-    Level, LevelChoice, MigrationSettings, MigrationStep, StepSource, display_service_key,
+    Level, LevelChoice, MigrationSettings, MigrationStep, StepSource, application_first_level,
+    display_service_key,
 };
 use crate::model::EMPTY_REVISION;
 use crate::warnings::aggregated;
@@ -84,7 +85,9 @@ impl Task {
             .fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = watch::channel(Arc::new(Vec::new()));
         let (updates_tx, updates) = mpsc::channel(UPDATE_BUFFER);
-        let step = subscription.migration.unwrap_or(options.migration_step);
+        let step = subscription
+            .migration
+            .unwrap_or_else(|| options.step_on(parts.backend.interface_level()));
         let shared = Arc::new(Shared {
             id,
             protection_active: AtomicBool::new(false),
@@ -454,11 +457,20 @@ impl Task {
         } else {
             Vec::new()
         };
-        // APPLICATION_FIRST at threshold 0.0: the application level when it has any.
         let from_interface = match self.migration.step {
             MigrationStep::ForceApplication => false,
             MigrationStep::ForceInterface => true,
-            MigrationStep::ApplicationFirst => application.is_empty(),
+            MigrationStep::ApplicationFirst => {
+                let interface = self.interface_endpoints();
+                let (threshold, _) = self.application_first_settings();
+                let level = application_first_level(
+                    application.len(),
+                    self.held_only(&application),
+                    interface,
+                    threshold,
+                );
+                level == Level::Interface
+            }
         };
         self.show_level(from_interface, &application);
         let interface_set = match (&mut self.migration.interface, from_interface) {
@@ -498,6 +510,40 @@ impl Task {
         }
     }
 
+    /// The callable endpoints the interface level holds for the subscription (none when it
+    /// is not read, or not yet).
+    fn interface_endpoints(&mut self) -> usize {
+        match &mut self.migration.interface {
+            Some(level) if level.synced => level
+                .set(&self.subscription, &self.parts.hosts)
+                .endpoints
+                .len(),
+            _ => 0,
+        }
+    }
+
+    /// Whether every endpoint of `application` comes from an app whose instances to route
+    /// to are all held (gone from the registry): such a level does not outweigh an
+    /// interface level that can answer.
+    fn held_only(&self, application: &[crate::model::Endpoint]) -> bool {
+        !application.is_empty()
+            && application.iter().all(|endpoint| {
+                self.following
+                    .apps
+                    .get(&*endpoint.app)
+                    .is_some_and(AppState::held_only)
+            })
+    }
+
+    /// The migration rule's `threshold` for `APPLICATION_FIRST` (Java: below 0 or none is
+    /// 0.0) and its `proportion` when below 100, which is not applied: every call goes to
+    /// the level chosen (Java sends `100 - proportion` % of calls to the interface level).
+    fn application_first_settings(&self) -> (f32, Option<i32>) {
+        let (_, settings) = self.chosen();
+        let threshold = settings.threshold.filter(|t| *t >= 0.0).unwrap_or(0.0);
+        (threshold, settings.proportion.filter(|p| *p < 100))
+    }
+
     /// Publishes which level the set comes from (see [`LevelChoice`]) when that changed:
     /// `from_interface`, with `application` the application level's set.
     fn show_level(&mut self, from_interface: bool, application: &[crate::model::Endpoint]) {
@@ -518,6 +564,12 @@ impl Task {
             Some(rule) if from_rule => StepSource::Rule(rule.key()),
             _ => StepSource::Own,
         };
+        let application_first = self.migration.step == MigrationStep::ApplicationFirst;
+        let (threshold, proportion) = if application_first {
+            self.application_first_settings()
+        } else {
+            (0.0, None)
+        };
         let choice = LevelChoice {
             step: self.migration.step,
             source,
@@ -534,7 +586,18 @@ impl Task {
             interface,
             pending: self.migration.pending.as_ref().map(|p| p.step),
             refused: self.migration.refused.clone(),
+            held_only: application_first && self.held_only(application),
+            threshold,
+            proportion_not_applied: proportion,
         };
+        if let Some(proportion) = proportion
+            && self.publisher.shared.level.borrow().proportion_not_applied != Some(proportion)
+        {
+            let interface = &self.subscription.interface;
+            aggregated!(warn, self.parts.warnings,
+                "the migration rule's proportion is not applied; every call goes to the level chosen",
+                interface, %interface, proportion);
+        }
         self.publisher.shared.level.send_if_modified(|known| {
             let changed = **known != choice;
             if changed {
@@ -594,6 +657,11 @@ impl Task {
                 .interface
                 .as_ref()
                 .map(|level| level.findings(self.migration.step)),
+            step: self
+                .parts
+                .backend
+                .interface_level()
+                .then_some(self.migration.step),
         }
     }
 

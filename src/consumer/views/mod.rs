@@ -51,6 +51,8 @@ pub(crate) struct Routable {
     pub instances: Arc<Instances>,
     /// Whether some of them are held (by self-preservation or a wipe recovery).
     pub protection_active: bool,
+    /// How many of them are held: their records left the registry.
+    pub held: usize,
     /// The highest registry revision the app was listed at (`0`: none known).
     pub revision: i64,
 }

@@ -341,6 +341,7 @@ impl View {
         let parts = self.views.parts.clone();
         let next = view.routable_map();
         let protection_active = view.protection_active();
+        let held = view.held_count();
         let revision = view.last_revision();
         let before = match &self.state {
             Some(State::Instances(before)) => Some(before.clone()),
@@ -384,6 +385,7 @@ impl View {
         let routable = Arc::new(Routable {
             instances: next,
             protection_active,
+            held,
             revision,
         });
         self.state = Some(State::Instances(routable.clone()));

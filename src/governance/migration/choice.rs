@@ -51,7 +51,7 @@ pub enum StepSource {
 }
 
 /// Which level a subscription's set comes from now, and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LevelChoice {
     /// The step in force.
     pub step: MigrationStep,
@@ -70,6 +70,49 @@ pub struct LevelChoice {
     pub pending: Option<MigrationStep>,
     /// A step the migration rule asks for that was not applied, and why.
     pub refused: Option<(MigrationStep, String)>,
+    /// Whether every endpoint the application level holds comes from instances that left
+    /// the registry and are held (self-preservation, or an app that emptied at once): at
+    /// `APPLICATION_FIRST` such a level does not count against an interface level that can
+    /// answer.
+    pub held_only: bool,
+    /// The `threshold` compared at `APPLICATION_FIRST` (the migration rule's, else 0.0).
+    pub threshold: f32,
+    /// The migration rule's `proportion` (below 100), which is not applied: every call
+    /// goes to the level chosen.
+    pub proportion_not_applied: Option<i32>,
+}
+
+/// The level `APPLICATION_FIRST` serves from, decided again on every change as Dubbo Java
+/// 3.3's `DefaultMigrationAddressComparator` decides it: the application level when it has
+/// an endpoint and the interface level has none, or when `application / interface >=
+/// threshold`; else the interface level. `held_only` says the application level's
+/// endpoints all come from held instances (gone from the registry): they count as none
+/// while the interface level has an endpoint (Java, which holds nothing, has already
+/// dropped them), and serve when neither level has another.
+pub fn application_first_level(
+    application: usize,
+    held_only: bool,
+    interface: usize,
+    threshold: f32,
+) -> Level {
+    let application = if held_only && interface > 0 {
+        0
+    } else {
+        application
+    };
+    if application == 0 && interface > 0 {
+        return Level::Interface;
+    }
+    if application == 0 || interface == 0 {
+        return Level::Application;
+    }
+    #[allow(clippy::cast_precision_loss)] // endpoint counts, far below 2^24
+    let share = application as f32 / interface as f32;
+    if share >= threshold {
+        Level::Application
+    } else {
+        Level::Interface
+    }
 }
 
 impl LevelChoice {
@@ -88,6 +131,9 @@ impl LevelChoice {
             interface: None,
             pending: None,
             refused: None,
+            held_only: false,
+            threshold: 0.0,
+            proportion_not_applied: None,
         }
     }
 
@@ -108,21 +154,39 @@ impl fmt::Display for LevelChoice {
         let count =
             |n: Option<usize>| n.map_or_else(|| "not read yet".to_owned(), |n| n.to_string());
         if self.step == MigrationStep::ApplicationFirst {
-            if self.is_fallback() {
-                write!(
+            let application = count(self.application);
+            let interface = count(self.interface);
+            let below = match (self.application, self.interface) {
+                (Some(a), Some(i)) if a > 0 && i > 0 => {
+                    #[allow(clippy::cast_precision_loss)] // endpoint counts
+                    let share = a as f32 / i as f32;
+                    (share < self.threshold).then_some(share)
+                }
+                _ => None,
+            };
+            match (self.is_fallback(), below) {
+                (true, _) if self.held_only => write!(
                     f,
-                    ": the application level has no endpoint, so the interface level's {} \
-                     serve (Java's fallback)",
-                    count(self.interface)
-                )?;
-            } else {
-                write!(
+                    ": the application level's {application} endpoint(s) are all held (their \
+                     instances left the registry), so the interface level's {interface} serve"
+                )?,
+                (true, Some(share)) => write!(
                     f,
-                    ": the application level has {} endpoint(s); the interface level's {} \
-                     stand by",
-                    count(self.application),
-                    count(self.interface)
-                )?;
+                    ": the application level has {application} endpoint(s) for {interface} at \
+                     the interface level, {share:.2} below the threshold {}, so the interface \
+                     level serves",
+                    self.threshold
+                )?,
+                (true, None) => write!(
+                    f,
+                    ": the application level has no endpoint, so the interface level's \
+                     {interface} serve (Java's fallback)"
+                )?,
+                (false, _) => write!(
+                    f,
+                    ": the application level has {application} endpoint(s); the interface \
+                     level's {interface} stand by"
+                )?,
             }
         }
         if let Some(step) = self.pending {
@@ -133,6 +197,13 @@ impl fmt::Display for LevelChoice {
         }
         if let Some((step, why)) = &self.refused {
             write!(f, "; the rule's {step} is not applied: {why}")?;
+        }
+        if let Some(proportion) = self.proportion_not_applied {
+            write!(
+                f,
+                "; the rule's proportion {proportion} is not applied (every call goes to the \
+                 level chosen)"
+            )?;
         }
         Ok(())
     }
@@ -174,6 +245,57 @@ mod tests {
             "interface level, FORCE_INTERFACE (from the migration rule shop-web.migration); \
              the rule's FORCE_APPLICATION is not applied: the application level has no endpoint"
         );
+    }
+
+    #[test]
+    fn application_first_compares_the_levels_as_java_does() {
+        use Level::{Application, Interface};
+        // (application, held only, interface, threshold) → level
+        let cases = [
+            ((3, false, 0, 0.0), Application),
+            ((0, false, 2, 0.0), Interface),
+            ((0, false, 0, 0.0), Application),
+            ((1, false, 10, 0.0), Application),
+            ((1, false, 10, 0.5), Interface),
+            ((5, false, 10, 0.5), Application),
+            // Held instances give way to an interface level that can answer ...
+            ((1, true, 2, 0.0), Interface),
+            // ... and serve when nothing else can.
+            ((1, true, 0, 0.0), Application),
+        ];
+        for ((application, held, interface, threshold), level) in cases {
+            assert_eq!(
+                application_first_level(application, held, interface, threshold),
+                level,
+                "{application} app, held {held}, {interface} interface, threshold {threshold}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fallback_names_held_instances_the_threshold_and_a_proportion() {
+        let fallback = LevelChoice {
+            level: Level::Interface,
+            application: Some(1),
+            interface: Some(2),
+            ..LevelChoice::initial(MigrationStep::ApplicationFirst)
+        };
+        let held = LevelChoice {
+            held_only: true,
+            ..fallback.clone()
+        };
+        assert!(held.to_string().contains(
+            "the application level's 1 endpoint(s) are all held (their instances left the \
+             registry), so the interface level's 2 serve"
+        ));
+        let below = LevelChoice {
+            threshold: 0.8,
+            proportion_not_applied: Some(60),
+            ..fallback
+        };
+        let text = below.to_string();
+        assert!(text.contains("0.50 below the threshold 0.8"), "{text}");
+        assert!(text.contains("proportion 60 is not applied"), "{text}");
     }
 
     #[test]

@@ -6,9 +6,9 @@
 //!
 //! | step | reads | calls go to |
 //! |---|---|---|
-//! | [`MigrationStep::ForceApplication`] (the default) | the mapping and the apps' instances, as before this option | the application-level set |
+//! | [`MigrationStep::ForceApplication`] (the default on a backend without an interface level) | the mapping and the apps' instances | the application-level set |
 //! | [`MigrationStep::ForceInterface`] | the interface's provider URLs only: no mapping, no app watch | the interface-level set |
-//! | [`MigrationStep::ApplicationFirst`] | both, each followed | the application-level set when it has any endpoint (Java's threshold 0.0), else the interface-level one |
+//! | [`MigrationStep::ApplicationFirst`] (the default where there is an interface level, as in Java) | both, each followed | the application-level set when it has an endpoint and `application / interface >= threshold` (the migration rule's, else 0.0), checked on every change; else the interface-level one |
 //!
 //! Only backends with an interface-level layout (ZooKeeper, Nacos, etcd) can read the
 //! interface level: elsewhere (the embedded store) a subscription at `ForceInterface` fails to start, saying so, and one
@@ -17,8 +17,15 @@
 //! An operator steers a consumer app live with its migration rule ([`MigrationRule`],
 //! `{app}.migration` in [`MIGRATION_GROUP`]): its step overrides the consumer's own.
 //!
-//! A subscription at the default pays nothing for the option: no interface-level read, no
-//! watch.
+//! A consumer that sets no step reads as a Dubbo Java 3.3 one does: `APPLICATION_FIRST`
+//! where the backend has an interface level (two more reads and one more watch per
+//! subscription: set `FORCE_APPLICATION` to save them), `FORCE_APPLICATION` elsewhere.
+//!
+//! At `APPLICATION_FIRST`, application-level endpoints whose instances all left the registry
+//! and are held (self-preservation, an app that emptied at once) do not outweigh an interface
+//! level that can answer: Java, which holds nothing, would call the interface level. The
+//! rule's `proportion` (Java sends `100 - proportion` % of calls to the interface level) is
+//! not applied: every call goes to the level chosen, and the level choice says so.
 
 use std::fmt;
 use std::str::FromStr;
@@ -28,7 +35,7 @@ use crate::error::{Error, Result};
 mod choice;
 mod rule;
 
-pub use choice::{Level, LevelChoice, StepSource};
+pub use choice::{Level, LevelChoice, StepSource, application_first_level};
 pub use rule::{
     MIGRATION_GROUP, MIGRATION_SUFFIX, MigrationRule, MigrationSettings, SubMigrationRule,
     display_service_key,
@@ -37,7 +44,8 @@ pub use rule::{
 /// Which level of discovery a subscription reads. See the module docs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MigrationStep {
-    /// The application level only (Java's `FORCE_APPLICATION`); the default.
+    /// The application level only (Java's `FORCE_APPLICATION`); the default where the
+    /// backend has no interface level (and what [`Default`] gives, for a step not known).
     #[default]
     ForceApplication,
     /// The interface level only (Java's `FORCE_INTERFACE`).
@@ -54,6 +62,17 @@ impl MigrationStep {
             MigrationStep::ForceApplication => "FORCE_APPLICATION",
             MigrationStep::ForceInterface => "FORCE_INTERFACE",
             MigrationStep::ApplicationFirst => "APPLICATION_FIRST",
+        }
+    }
+
+    /// The step of a consumer that sets none, as Dubbo Java 3.3's: `APPLICATION_FIRST` on
+    /// a backend that has an interface level, else `FORCE_APPLICATION` (there is nothing
+    /// else to read).
+    pub fn default_for(interface_level: bool) -> MigrationStep {
+        if interface_level {
+            MigrationStep::ApplicationFirst
+        } else {
+            MigrationStep::ForceApplication
         }
     }
 
@@ -111,5 +130,22 @@ mod tests {
         );
         assert!("FORCE".parse::<MigrationStep>().is_err());
         assert_eq!(MigrationStep::default(), MigrationStep::ForceApplication);
+    }
+
+    #[test]
+    fn a_consumer_without_a_step_reads_as_java_where_there_is_an_interface_level() {
+        assert_eq!(
+            MigrationStep::default_for(true),
+            MigrationStep::ApplicationFirst
+        );
+        assert_eq!(
+            MigrationStep::default_for(false),
+            MigrationStep::ForceApplication
+        );
+        let options = crate::SubscribeOptions::default();
+        assert_eq!(options.get_migration_step(), None);
+        assert_eq!(options.step_on(true), MigrationStep::ApplicationFirst);
+        let forced = options.migration_step(MigrationStep::ForceApplication);
+        assert_eq!(forced.step_on(true), MigrationStep::ForceApplication);
     }
 }

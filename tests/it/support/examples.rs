@@ -68,6 +68,19 @@ impl ExampleProvider {
         }
     }
 
+    /// Stops it as a deploy does (`SIGTERM`: marked as stopping, drained, deregistered) and
+    /// waits for it to exit.
+    pub async fn terminate(mut self) {
+        let pid = self
+            .child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(rustix::process::Pid::from_raw)
+            .expect("a process id");
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        let _ = self.child.wait().await;
+    }
+
     /// Kills it (`SIGKILL`), as a crash would: its registration is left to expire.
     pub async fn kill(mut self) {
         self.child.start_kill().expect("kill the example provider");

@@ -496,7 +496,8 @@ pub struct ConsumerOptions<'a> {
     /// [`ConsumerRun::logged`].
     pub log_calls: bool,
     /// The reference's `migration.step` (`--migration-step`; Java only): `FORCE_INTERFACE`
-    /// reads interface-level URLs only. The peer's default is `FORCE_APPLICATION`.
+    /// reads interface-level URLs only; `DEFAULT` sets none, leaving Dubbo's own default
+    /// (`APPLICATION_FIRST`). The peer's default is `FORCE_APPLICATION`.
     pub migration_step: Option<&'a str>,
     /// The reference's `retries` (`--retries`; Java only): how many other providers Dubbo's
     /// cluster (failover by default) tries after a failed attempt. The peer's default is 0.

@@ -42,7 +42,7 @@ import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
  * consumer --registry URL --app NAME [--provided-by APP] (--calls N | --duration-ms D [--calls N])
  *          [--wait-seconds S] [--interval-ms MS] [--concurrency C] [--name-prefix P]
  *          [--tag TAG] [--force-tag] [--config-centre] [--await-invokers N] [--log-calls]
- *          [--migration-step FORCE_APPLICATION|APPLICATION_FIRST|FORCE_INTERFACE]
+ *          [--migration-step FORCE_APPLICATION|APPLICATION_FIRST|FORCE_INTERFACE|DEFAULT]
  *          [--retries N] [--timeout-ms MS] [--loadbalance NAME] [--cluster NAME]
  * bench --registry URL --app NAME --expect N [--provided-by APP] [--wait-seconds S] [--connect-timeout-ms MS]
  * </pre>
@@ -113,7 +113,8 @@ import org.apache.dubbo.rpc.cluster.support.wrapper.ScopeClusterInvoker;
  * {@code providers:{interface}:{version}:{group}} on Nacos), {@code all} both levels. The
  * consumer's {@code --migration-step} (default {@code FORCE_APPLICATION}) is the step of its
  * reference ({@code migration.step}): {@code FORCE_INTERFACE} reads interface-level URLs
- * only. Any other mode or step than the defaults drops {@code registry-type=service}, which
+ * only; {@code DEFAULT} sets no step at all, so Dubbo's own default applies
+ * ({@code APPLICATION_FIRST}). Any other mode or step than the defaults drops {@code registry-type=service}, which
  * would leave Dubbo only its application-level registry.
  *
  * <p>The bench role measures discovery alone and makes no call: with the application started
@@ -131,7 +132,9 @@ public final class Peer {
         String mode = args.length > 0 ? args[0] : "";
         // Discovery at the application level only unless asked otherwise, no state kept
         // between runs.
-        System.setProperty("dubbo.application.migration.step", migrationStep(options));
+        if (!javaDefaultStep(options)) {
+            System.setProperty("dubbo.application.migration.step", migrationStep(options));
+        }
         // How long a stopping provider waits for its consumers to go before it unexports
         // (Dubbo's own default, 10 s, unless --shutdown-wait-ms says otherwise).
         if (options.containsKey("shutdown-wait-ms")) {
@@ -161,6 +164,11 @@ public final class Peer {
     /** The consumer's migration step: {@code FORCE_APPLICATION} unless {@code --migration-step} says otherwise. */
     private static String migrationStep(Map<String, String> options) {
         return options.getOrDefault("migration-step", "FORCE_APPLICATION");
+    }
+
+    /** Whether the consumer keeps Dubbo's own default step ({@code --migration-step DEFAULT}: {@code APPLICATION_FIRST}, no setting made). */
+    private static boolean javaDefaultStep(Map<String, String> options) {
+        return "DEFAULT".equals(migrationStep(options));
     }
 
     /** Whether the peer writes or reads interface-level URLs (see the class docs). */
@@ -288,7 +296,9 @@ public final class Peer {
             reference.setProvidedBy(options.get("provided-by"));
         }
         Map<String, String> parameters = new HashMap<>();
-        parameters.put("migration.step", migrationStep(options));
+        if (!javaDefaultStep(options)) {
+            parameters.put("migration.step", migrationStep(options));
+        }
         reference.setParameters(parameters);
         DubboBootstrap bootstrap = DubboBootstrap.getInstance()
                 .application(application(options))
