@@ -7,10 +7,13 @@
 //! Each kind reads the fields Java reads for it (configurators read no `rawRule` nor
 //! `priority`), in the words its errors have always used.
 
-use serde_yaml_ng::Mapping;
+mod fields;
 
-use super::rule_yaml::{self, boolean, field, int, int_value, rule_error, str_value};
+use serde_yaml_ng::{Mapping, Value};
+
+use super::rule_yaml::{self, boolean, field, int, int_value, rule_error, scalar_text, str_value};
 use crate::error::Error;
+use fields::unknown_fields;
 
 /// Which kind of rule a header is read for: which fields it checks, and its errors' words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,9 +46,28 @@ pub struct RuleHeader {
     pub(crate) priority: i32,
     /// `valid`, default true.
     pub(crate) valid: bool,
+    /// What the operator should hear of that does not change the outcome: fields Java
+    /// ignores, each named with the known one it is closest to.
+    pub(crate) notes: Vec<String>,
 }
 
 impl RuleHeader {
+    /// A document without a header of its own (the legacy list of override URLs): Java's
+    /// defaults, no version.
+    pub(crate) fn defaults() -> RuleHeader {
+        RuleHeader {
+            rule_key: None,
+            config_version: None,
+            scope: None,
+            enabled: true,
+            force: false,
+            runtime: true,
+            priority: 0,
+            valid: true,
+            notes: Vec::new(),
+        }
+    }
+
     /// Reads the header of the document `map` stored under `key`, as `form` reads it.
     /// A field Java casts and finds of the wrong type fails the rule.
     pub(crate) fn read(
@@ -57,6 +79,18 @@ impl RuleHeader {
         if form != RuleForm::Configurators {
             // Java casts it to a String, and fails on anything else.
             text("rawRule")?;
+        }
+        if let Some(number @ Value::Number(_)) = field(map, "configVersion") {
+            // Java casts it to a String and throws: the previous rule stays there too.
+            let written = scalar_text(number).unwrap_or_default();
+            let reason = format!(
+                "configVersion {written} is a number (YAML reads it unquoted as one, and Java \
+                 refuses it); write configVersion: v{written}"
+            );
+            return Err(match form {
+                RuleForm::ConditionRule => condition_error(key, reason),
+                _ => rule_error(key, reason),
+            });
         }
         let config_version = text("configVersion")?;
         let scope = text("scope")?;
@@ -79,24 +113,52 @@ impl RuleHeader {
             runtime: boolean(map, "runtime").unwrap_or(true),
             priority,
             valid: boolean(map, "valid").unwrap_or(true),
+            notes: unknown_fields(map, form),
         })
     }
 
-    /// Whether a configurator document or a tag rule is of the v3.0 form: none and `v2.7`
-    /// are not, `v3.0…` is; any other version is refused, `expected` saying what is taken.
-    pub(crate) fn is_v30(&self, key: &str, expected: &str) -> crate::error::Result<bool> {
+    /// Whether a configurator document or a tag rule is of the v3.0 form, as Java reads
+    /// its version there (`AbstractConfigurator.configureIfMatch`, `Tag.parseFromMap`,
+    /// `TagRouterRule.init`): `startsWith("v3.0")`, case-sensitive, so `v3.0.1` is and
+    /// `V3.0`, `v3`, `v3.1`, `v2.7` and none are not (their `match` is not read; a
+    /// configurator's items then take the pre-v3.0 `~key` conditions). Any such version is
+    /// taken.
+    ///
+    /// A version above `v3.1` (see [`above_v31`]), which no Dubbo release defines, is
+    /// refused, the previous rule staying. Java 3.3 applies it as a pre-v3.0 rule (neither
+    /// reader checks an upper bound): a defect, which would read a later form's fields as
+    /// this one's. (`_taken`, what a caller once said it took, is no longer read: every
+    /// kind takes the same versions.)
+    pub(crate) fn is_v30(&self, key: &str, _taken: &str) -> crate::error::Result<bool> {
         match self.config_version.as_deref() {
-            None | Some("v2.7") => Ok(false),
-            Some(v) if v.starts_with("v3.0") => Ok(true),
-            Some(v) => Err(rule_error(
+            Some(v) if above_v31(v) => Err(rule_error(
                 key,
                 format!(
-                    "unknown configVersion {:?} (expected {expected})",
+                    "configVersion {:?} is above v3.1, which no Dubbo release defines \
+                     (write v2.7, v3.0 or v3.1)",
                     Error::shorten(v)
                 ),
             )),
+            version => Ok(version.is_some_and(|v| v.starts_with("v3.0"))),
         }
     }
+}
+
+/// Whether `version` is above `v3.1` as Java's condition rules compare it
+/// (`ConditionRuleParser.parse`): not `v3.1…` in any case, and after `v3.1` in
+/// `compareToIgnoreCase` order. So `v2.7`, `v3`, `v3.0.2`, `V3.0` and `3.0` are not;
+/// `v3.2`, `v4` and `v9.9` are.
+pub(crate) fn above_v31(version: &str) -> bool {
+    const V31: &str = "v3.1";
+    let lower = |s: &str| -> Vec<u16> {
+        s.chars()
+            .flat_map(char::to_lowercase)
+            .collect::<String>()
+            .encode_utf16()
+            .collect()
+    };
+    let (v, limit) = (lower(version), lower(V31));
+    !v.starts_with(&limit) && v > limit
 }
 
 /// A rule document read with a [`RuleHeader`]: its header's fields, read the same way on
@@ -139,6 +201,13 @@ pub trait Governed {
     /// case).
     fn runtime(&self) -> bool {
         self.header().runtime
+    }
+
+    /// What was noticed in it that changes nothing: fields Java ignores, each with the
+    /// known field it is closest to (`condition` for `conditions`), so a console can show
+    /// an operator the likely typo.
+    fn notes(&self) -> &[String] {
+        &self.header().notes
     }
 
     /// Its `priority` (default 0; informational: one tag rule applies per application, and

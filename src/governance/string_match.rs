@@ -5,11 +5,16 @@
 //!
 //! Java fills these with `PojoUtils.mapToPojo`: unknown fields are ignored, a null field is
 //! unset. A form is evaluated in Java's order, the first set field deciding. `regex` is
-//! Java's `String.matches`; this model has no regular-expression engine, so a rule whose
-//! match would be decided by a `regex` is refused when it is parsed (the previous rule
-//! stays) rather than evaluated differently.
+//! Java's `String.matches`, anchored to the whole input: see `java_regex` for where the
+//! engine differs from `java.util.regex`. A `regex` that would decide and does not compile
+//! here refuses the rule when it is parsed (the previous rule stays); one that never
+//! decides (an `exact` or `prefix` before it) is not compiled, as Java never reads it.
+
+mod java_regex;
 
 use serde_yaml_ng::{Mapping, Value};
+
+use java_regex::JavaRegex;
 
 use super::ip_pattern::{IpPatternError, match_ip_expression_address};
 use super::rule_yaml::{field, kind, mappings, rule_error, scalar_text};
@@ -19,7 +24,7 @@ use super::rule_yaml::{field, kind, mappings, rule_error, scalar_text};
 pub(crate) struct StringMatch {
     exact: Option<String>,
     prefix: Option<String>,
-    regex: Option<String>,
+    regex: Option<JavaRegex>,
     wildcard: Option<String>,
     empty: Option<String>,
     noempty: Option<String>,
@@ -54,24 +59,26 @@ fn as_mapping<'a>(key: &str, value: &'a Value, what: &str) -> crate::error::Resu
 }
 
 impl StringMatch {
-    /// Reads a `StringMatch` mapping; refuses one that a `regex` would decide.
+    /// Reads a `StringMatch` mapping; refuses one whose deciding `regex` does not compile.
     pub(crate) fn parse(key: &str, map: &Mapping) -> crate::error::Result<StringMatch> {
-        let m = StringMatch {
-            exact: text_field(key, map, "exact")?,
-            prefix: text_field(key, map, "prefix")?,
-            regex: text_field(key, map, "regex")?,
+        let exact = text_field(key, map, "exact")?;
+        let prefix = text_field(key, map, "prefix")?;
+        let regex = text_field(key, map, "regex")?;
+        // Java reads the regex only when neither exact nor prefix is set.
+        let regex = match regex {
+            Some(pattern) if exact.is_none() && prefix.is_none() => {
+                Some(JavaRegex::new(&pattern).map_err(|why| rule_error(key, why))?)
+            }
+            _ => None,
+        };
+        Ok(StringMatch {
+            exact,
+            prefix,
+            regex,
             wildcard: text_field(key, map, "wildcard")?,
             empty: text_field(key, map, "empty")?,
             noempty: text_field(key, map, "noempty")?,
-        };
-        if m.exact.is_none() && m.prefix.is_none() && m.regex.is_some() {
-            return Err(rule_error(
-                key,
-                "regex matches are not supported here (Java regular expressions); use exact, \
-                 prefix or wildcard",
-            ));
-        }
-        Ok(m)
+        })
     }
 
     /// Java's `StringMatch.isMatch`; `input` is `None` where Java's is null.
@@ -84,8 +91,7 @@ impl StringMatch {
                     prefix: Some(p), ..
                 },
             ) => i.starts_with(p.as_str()),
-            // Refused at parse time; unreachable with a parsed match, and no match if ever.
-            (Some(_), StringMatch { regex: Some(_), .. }) => false,
+            (Some(i), StringMatch { regex: Some(r), .. }) => r.is_match(i),
             (
                 Some(i),
                 StringMatch {
@@ -278,9 +284,12 @@ mod tests {
         );
         // With exact set, a null input falls through to the later forms, as in Java.
         assert!(string_match("{exact: a, empty: x}").unwrap().is_match(None));
-        assert!(string_match("{exact: a, regex: 'a.*'}").is_ok());
+        assert!(string_match("{exact: a, regex: '('}").is_ok(), "never read");
+        let regex = string_match("{regex: 'gr[ae]y'}").unwrap();
+        assert!(regex.is_match(Some("grey")) && !regex.is_match(Some("greyer")));
+        assert!(!regex.is_match(None), "a null input matches no regex");
         assert!(matches!(
-            string_match("{regex: 'a.*'}"),
+            string_match("{regex: 'a(?=b)'}"),
             Err(crate::error::Error::Rule { .. })
         ));
         assert!(string_match("{exact: [a]}").is_err());

@@ -23,6 +23,8 @@ mod term;
 mod v31;
 
 #[cfg(test)]
+mod forms_tests;
+#[cfg(test)]
 mod tests;
 
 pub use item::ConditionItem;

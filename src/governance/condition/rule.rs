@@ -12,7 +12,7 @@ use super::route::{self, ConditionRoute, Step};
 use super::term::Source;
 use super::v31::MultiDest;
 use crate::error::{Error, Result};
-use crate::governance::rule_header::{Governed, RuleForm, RuleHeader};
+use crate::governance::rule_header::{Governed, RuleForm, RuleHeader, above_v31};
 use crate::governance::rule_yaml::{field as get, scalar_text, short_kind as kind};
 use crate::governance::{CallFacts, MAX_RULE_BYTES, ProviderFacts};
 
@@ -20,7 +20,8 @@ use crate::governance::{CallFacts, MAX_RULE_BYTES, ProviderFacts};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConditionVersion {
-    /// `when => then` strings: `configVersion: v3.0`, or none (as Java admin 0.6 writes).
+    /// `when => then` strings: `configVersion: v3.0`, none (as Java admin 0.6 writes), or
+    /// any version below `v3.1` (`v2.7`, `v3`, `v3.0.x`).
     V30,
     /// `from`/`to` maps with weighted destinations: `configVersion: v3.1`.
     V31,
@@ -101,6 +102,23 @@ impl Governed for ConditionRule {
     }
 }
 
+/// The form of a rule's conditions from its `configVersion`, as Java's
+/// `ConditionRuleParser.parse` reads it: `v3.1…` in any case is the `from`/`to` form; none
+/// and any version below `v3.1` in `compareToIgnoreCase` order (`v2.7`, `v3`, `v3.0`,
+/// `V3.0`, `v3.0.2`, a quoted `'3.0'`) the `when => then` form. Above `v3.1` (`v3.2`,
+/// `v4`) Java refuses the rule and keeps the previous one, and so is it here.
+fn condition_version(version: Option<&str>) -> Result<ConditionVersion, String> {
+    match version {
+        Some(v) if v.to_lowercase().starts_with("v3.1") => Ok(ConditionVersion::V31),
+        Some(v) if above_v31(v) => Err(format!(
+            "configVersion {:?} is above v3.1, which no Dubbo release defines; Java refuses \
+             it too (write v3.0 or v3.1)",
+            Error::shorten(v)
+        )),
+        _ => Ok(ConditionVersion::V30),
+    }
+}
+
 impl ConditionRule {
     /// Parses a rule document (YAML) stored under `key`, as Java would accept it: a rule
     /// Java would refuse or not apply (unparsable, an unknown `configVersion`, no
@@ -137,17 +155,12 @@ impl ConditionRule {
             source: None,
         };
         let header = RuleHeader::read(key, map, RuleForm::ConditionRule)?;
-        let version = match header.config_version.as_deref() {
-            None => ConditionVersion::V30,
-            Some(v) if v.eq_ignore_ascii_case("v3.0") => ConditionVersion::V30,
-            Some(v) if v.to_lowercase().starts_with("v3.1") => ConditionVersion::V31,
-            Some(v) => {
-                return Err(refuse(format!(
-                    "configVersion {:?} is not one of v3.0 and v3.1",
-                    Error::shorten(v)
-                )));
-            }
+        // The fields Java ignores, named in any refusal, where a typo is the likely cause.
+        let refuse = |reason: String| match header.notes.as_slice() {
+            [] => refuse(reason),
+            notes => refuse(format!("{reason}; {}", notes.join("; "))),
         };
+        let version = condition_version(header.config_version.as_deref()).map_err(refuse)?;
         if !header.valid {
             return Err(refuse(
                 "valid is false: Java does not apply the rule".to_owned(),

@@ -447,7 +447,6 @@ fn malformed_and_hostile_documents_are_rule_errors() {
     refused("just a string");
     refused("- a list");
     assert!(refused("configVersion: v3.2\nconditions: ['=> a=b']").contains("configVersion"));
-    refused("configVersion: v2.7\nconditions: ['=> a=b']");
     refused("configVersion: 3.0\nconditions: ['=> a=b']");
     refused("key: 123\nconditions: ['=> a=b']");
     refused("scope: [a]\nconditions: ['=> a=b']");

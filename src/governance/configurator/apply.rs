@@ -47,6 +47,10 @@ impl Configurators {
             let keep_empty = target.side == "provider";
             let params = working.get_or_insert_with(|| target.params.clone());
             for (k, v) in changes {
+                // Java's `AbsentConfigurator`: only what the URL lacks.
+                if item.absent && params.contains_key(&k) {
+                    continue;
+                }
                 if keep_empty || !v.is_empty() {
                     params.insert(k, v);
                 }

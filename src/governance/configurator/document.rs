@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use serde_yaml_ng::Value;
 
 use super::item::ConfiguratorItem;
+use super::legacy;
 use super::matching::Override;
 use super::parse::{Document, Item};
 use crate::governance::rule_header::{Governed, RuleForm, RuleHeader};
@@ -30,6 +31,26 @@ fn java_compare(a: &str, b: &str) -> Ordering {
     a.encode_utf16().cmp(b.encode_utf16())
 }
 
+/// Java's `Configurator.compareTo`: by host as text (so `0.0.0.0` first and specific
+/// hosts, applied later, win), then by the `priority` parameter (an integer, or the
+/// document is refused).
+fn sorted(key: &str, overrides: Vec<Override>) -> crate::error::Result<Vec<Override>> {
+    let mut keyed = overrides
+        .into_iter()
+        .map(|o| {
+            let priority = match o.params.get("priority").map(String::as_str) {
+                None | Some("") => 0,
+                Some(p) => p
+                    .parse::<i32>()
+                    .map_err(|_| rule_error(key, "the priority parameter must be an integer"))?,
+            };
+            Ok((priority, o))
+        })
+        .collect::<crate::error::Result<Vec<_>>>()?;
+    keyed.sort_by(|(pa, a), (pb, b)| java_compare(&a.host, &b.host).then(pa.cmp(pb)));
+    Ok(keyed.into_iter().map(|(_, o)| o).collect())
+}
+
 impl Governed for Configurators {
     fn header(&self) -> &RuleHeader {
         &self.header
@@ -48,17 +69,24 @@ impl Configurators {
     /// a mapping, no `configs`, an item without `parameters`, a service-scope document
     /// without `key`, a field of the wrong type, over
     /// [`MAX_RULE_BYTES`](crate::governance::MAX_RULE_BYTES)) plus the forms refused here (see the
-    /// module docs).
+    /// module docs). The legacy form, a JSON list of override URLs, is read as Java reads
+    /// it (see `legacy`). An item address Java can never apply (a CIDR, a path) is dropped
+    /// alone, said in [`Governed::notes`].
     pub fn parse(key: &str, yaml: &str) -> crate::error::Result<Configurators> {
-        if yaml.trim_start().starts_with('[') {
-            return Err(rule_error(
-                key,
-                "the legacy list of override URLs is not supported; write configs",
-            ));
+        if yaml.len() <= crate::governance::MAX_RULE_BYTES
+            && let Some(read) = legacy::read(key, yaml)
+        {
+            let (items, configs) = read?.into_iter().unzip();
+            return Ok(Configurators {
+                key: key.to_owned(),
+                items: sorted(key, items)?,
+                header: RuleHeader::defaults(),
+                configs,
+            });
         }
         let map = load(key, yaml)?;
-        let header = RuleHeader::read(key, &map, RuleForm::Configurators)?;
-        header.is_v30(key, "v2.7 or v3.0")?;
+        let mut header = RuleHeader::read(key, &map, RuleForm::Configurators)?;
+        header.is_v30(key, "v2.7, v3.0 or v3.1")?;
         let doc = Document {
             version: header
                 .config_version
@@ -70,7 +98,14 @@ impl Configurators {
         };
         let items = match field(&map, "configs") {
             Some(Value::Sequence(_)) => mappings(key, &map, "configs")?.unwrap_or_default(),
-            _ => return Err(rule_error(key, "no configs list")),
+            _ => {
+                let mut reason = "no configs list".to_owned();
+                for note in &header.notes {
+                    reason.push_str("; ");
+                    reason.push_str(note);
+                }
+                return Err(rule_error(key, reason));
+            }
         };
         if items.is_empty() {
             return Err(rule_error(
@@ -83,25 +118,18 @@ impl Configurators {
             .map(|m| Item::parse(key, m))
             .collect::<crate::error::Result<Vec<_>>>()?;
         let mut overrides = Vec::new();
-        for item in &items {
-            doc.overrides(key, item, &mut overrides)?;
+        for (i, item) in items.iter().enumerate() {
+            let mut dropped = Vec::new();
+            doc.overrides(key, item, &mut overrides, &mut dropped)?;
+            header.notes.extend(
+                dropped
+                    .into_iter()
+                    .map(|why| format!("item {} dropped there: {why}", i + 1)),
+            );
         }
-        let mut keyed = overrides
-            .into_iter()
-            .map(|o| {
-                let priority = match o.params.get("priority").map(String::as_str) {
-                    None | Some("") => 0,
-                    Some(p) => p.parse::<i32>().map_err(|_| {
-                        rule_error(key, "the priority parameter must be an integer")
-                    })?,
-                };
-                Ok((priority, o))
-            })
-            .collect::<crate::error::Result<Vec<_>>>()?;
-        keyed.sort_by(|(pa, a), (pb, b)| java_compare(&a.host, &b.host).then(pa.cmp(pb)));
         Ok(Configurators {
             key: key.to_owned(),
-            items: keyed.into_iter().map(|(_, o)| o).collect(),
+            items: sorted(key, overrides)?,
             header,
             configs: items.into_iter().map(|item| item.written).collect(),
         })

@@ -30,6 +30,13 @@ const CONDITION_KEYS: [&str; 11] = [
 pub(super) struct Override {
     /// The URL's host (`0.0.0.0` for every host).
     pub(super) host: String,
+    /// The URL's port when it comes from the legacy list of URLs, which Java matches by the
+    /// pre-v2.7 rules (`AbstractConfigurator.configureDeprecated`); `None` for a document's
+    /// items.
+    pub(super) legacy_port: Option<i32>,
+    /// Whether it sets only parameters the URL lacks (`absent://`, Java's
+    /// `AbsentConfigurator`) rather than overriding them.
+    pub(super) absent: bool,
     /// The URL's path: the interface, or `*`.
     pub(super) path: String,
     /// The URL's parameters (conditions and values together, as Java keeps them).
@@ -110,10 +117,7 @@ impl Override {
         let param = |k: &str| self.params.get(k).map(String::as_str);
         let enabled =
             param("enabled").is_none_or(|e| e.is_empty() || e.eq_ignore_ascii_case("true"));
-        if !enabled || param("side") != Some(target.side) {
-            return None;
-        }
-        if self.host != ANYHOST && self.host != target.match_host {
+        if !enabled || !self.host_matches(target) {
             return None;
         }
         if !self.v27_conditions_hold(target) {
@@ -131,7 +135,12 @@ impl Override {
                     if tilde.is_some() {
                         condition_keys.insert(k);
                     }
-                    if v != "*" && Some(v.as_str()) != target.param(tilde.unwrap_or(k)) {
+                    let current = match tilde.unwrap_or(k) {
+                        // The legacy form configures the provider URL itself on either side.
+                        "side" if self.legacy_port.is_some() => Some("provider"),
+                        other => target.param(other),
+                    };
+                    if v != "*" && Some(v.as_str()) != current {
                         return None;
                     }
                 }
@@ -144,6 +153,25 @@ impl Override {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         )
+    }
+
+    /// Java's side and host checks. From v2.7 (`configure`, `configureIfMatch`): the
+    /// item's `side` must be the target's, and its host `0.0.0.0` or the target's match
+    /// host. For the legacy list of URLs (`configureDeprecated`): a URL with a port applies
+    /// to the providers on that port, its host `0.0.0.0` or theirs; one without applies
+    /// only from `0.0.0.0` (Java configures the provider URL, whose side is `provider`, so
+    /// its consumer-host branch is never taken).
+    fn host_matches(&self, target: &Target<'_>) -> bool {
+        match self.legacy_port {
+            None => {
+                self.params.get("side").map(String::as_str) == Some(target.side)
+                    && (self.host == ANYHOST || self.host == target.match_host)
+            }
+            Some(0) => self.host == ANYHOST,
+            Some(port) => {
+                port == i32::from(target.port) && (self.host == ANYHOST || self.host == target.host)
+            }
+        }
     }
 
     /// Java's `isV27ConditionMatchOrUnset`: provider addresses, application, service.

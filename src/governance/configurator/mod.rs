@@ -5,7 +5,7 @@
 //! # The document
 //!
 //! ```yaml
-//! configVersion: v3.0          # v2.7 (admin 0.6), v3.0 (new admin); absent reads as v2.7
+//! configVersion: v3.0          # v2.7 (admin 0.6), v3.0 (new admin); absent, v3.1 read as v2.7
 //! scope: application           # or service (the default for anything else)
 //! key: shop-web                # the app, or the service `group/interface:version`
 //! enabled: true                # the whole document, default true
@@ -64,11 +64,24 @@
 //! its application's then its service's. [`configure_for_consumer`] and
 //! [`configure_for_provider`] apply several documents in that order.
 //!
-//! Deliberate differences, all refusing the document (the previous one stays): the legacy
-//! form (a JSON list of `override://` URLs), a document with no items (Java keeps its
-//! previous configurators), a `match` that does not parse (Java drops it and applies the
-//! item unconditionally), a `configVersion` other than none, `v2.7` or `v3.0…`, a `regex`
-//! match, a non-integer `priority`. Where Java reads a parameter on the consumer side it
+//! **Versions.** Java reads `configVersion` for one thing: whether the item's `match` is
+//! read (`startsWith("v3.0")`, case-sensitive). So `v3.1`, `V3.0`, `v3` apply as `v2.7`
+//! does (the `match` ignored, `~key` conditions read); an unquoted `3.0` (a YAML number)
+//! fails Java's cast and is refused, the message saying to write `v3.0`. A version above
+//! `v3.1` is refused (see `RuleHeader::is_v30`).
+//!
+//! **Addresses Java can never apply** (a CIDR such as `10.0.0.0/8`, a path, an empty
+//! one): Java builds an override URL that matches no service and so drops that item
+//! silently; here it is dropped alone too, the document's other items applying, and said
+//! in its [`notes`](crate::governance::Governed::notes). **The legacy form** (a JSON list
+//! of `override://` URLs) is read as Java reads it (see `legacy`).
+//!
+//! Deliberate differences, all refusing the document (the previous one stays): a document
+//! with no items (Java keeps its previous configurators), a `match` that does not parse
+//! (Java drops it and applies the item unconditionally), a `configVersion` above `v3.1`, a
+//! `regex` Rust's engine does not take (see `string_match`), a non-integer `priority`, an
+//! address with a user part (`user@host`). Where Java reads a parameter on the consumer
+//! side it
 //! prefers the consumer's own value for most keys; this model reads the provider's, except
 //! `application`. Parameter values are taken literally, where Java would build and re-parse
 //! a URL (a value holding `&` or `=` would be cut there).
@@ -79,13 +92,17 @@
 //!   v3.0 `match`), and what it sets.
 //! * `apply`: applying documents on the consumer's side and on the provider's own.
 //! * `item`: one `configs` item as written ([`ConfiguratorItem`]).
+//! * `legacy`: the legacy JSON list of override URLs.
 
 mod apply;
 mod document;
 mod item;
+mod legacy;
 mod matching;
 mod parse;
 
+#[cfg(test)]
+mod forms_tests;
 #[cfg(test)]
 mod tests;
 

@@ -85,11 +85,13 @@ impl Item {
 
 impl Document {
     /// The override URLs of `item`, as Java's `ConfigParser` builds them.
+    /// Addresses Java can never apply are dropped alone, `dropped` saying why.
     pub(super) fn overrides(
         &self,
         key: &str,
         item: &Item,
         out: &mut Vec<Override>,
+        dropped: &mut Vec<String>,
     ) -> crate::error::Result<()> {
         if item.written.parameters.is_empty() {
             return Err(rule_error(
@@ -105,7 +107,13 @@ impl Document {
                 .map_or_else(|| "null".to_owned(), |e| e.to_string()),
         };
         for address in item.addresses() {
-            let host = override_host(key, address)?;
+            let host = match override_host(key, address)? {
+                Ok(host) => host,
+                Err(why) => {
+                    dropped.push(why);
+                    continue;
+                }
+            };
             let services: Vec<&str> = if !self.app_scope {
                 vec![self.key.as_deref().unwrap_or("")]
             } else if item.written.services.is_empty() {
@@ -144,6 +152,8 @@ impl Document {
                     }
                     out.push(Override {
                         host: host.clone(),
+                        legacy_port: None,
+                        absent: false,
                         path: path.clone(),
                         params,
                         condition: item.condition.clone(),
@@ -195,30 +205,55 @@ fn service_params(
     Ok((interface.to_owned(), params))
 }
 
-/// The host of an override URL built on `address`, as Java's URL parser reads it (the part
-/// before a `:port`; the port must be a number).
-fn override_host(key: &str, address: &str) -> crate::error::Result<String> {
-    let bad = || {
-        rule_error(
+/// The host of an override URL built on `address`, as Java's `URL.valueOf` reads it (the
+/// part before a `:port`; the port must be a number, or Java throws and the document is
+/// refused). `Ok(Err(why))` for an address whose URL Java builds but can never apply: one
+/// holding a `/` (a CIDR such as `10.0.0.0/8`, or a path: the rest lands in the URL's path,
+/// so its service never matches), a `?` or `#` (the service is cut off), or an empty one
+/// (no host, which Java's configurator skips). Java drops such an item silently; here it
+/// is dropped alone too, and said why in the document's notes.
+pub(super) fn override_host(
+    key: &str,
+    address: &str,
+) -> crate::error::Result<Result<String, String>> {
+    let shown = crate::error::Error::shorten(address);
+    if address.contains('/') {
+        let what = if address.split_once('/').is_some_and(|(ip, bits)| {
+            ip.parse::<std::net::IpAddr>().is_ok() && bits.parse::<u8>().is_ok()
+        }) {
+            "a CIDR, which Java does not match (write the hosts, or a v3.0 match: {address: {cird: ...}})"
+        } else {
+            "not host or host:port (the rest is read as the URL's path, so Java never applies it)"
+        };
+        return Ok(Err(format!("address {shown:?} is {what}")));
+    }
+    if address.contains(['?', '#']) {
+        return Ok(Err(format!(
+            "address {shown:?} holds a '?' or '#', which cuts off the URL Java builds on it"
+        )));
+    }
+    if address.contains('@') {
+        return Err(rule_error(
             key,
-            format!(
-                "address {:?} is not host or host:port",
-                crate::error::Error::shorten(address)
-            ),
-        )
-    };
-    if address.contains(['/', '?', '#', '@']) {
-        return Err(bad());
+            format!("address {shown:?} is not host or host:port"),
+        ));
     }
     let host = match address.rfind(':') {
         Some(i) if i > 0 && i < address.len() - 1 && !address[i..].contains('%') => {
-            address[i + 1..].parse::<i32>().map_err(|_| bad())?;
+            address[i + 1..].parse::<i32>().map_err(|_| {
+                rule_error(
+                    key,
+                    format!("address {shown:?} has a port that is not a number (Java refuses the document)"),
+                )
+            })?;
             &address[..i]
         }
         _ => address,
     };
     if host.is_empty() {
-        return Err(bad());
+        return Ok(Err(format!(
+            "address {shown:?} names no host, which Java's configurator skips"
+        )));
     }
-    Ok(host.to_owned())
+    Ok(Ok(host.to_owned()))
 }

@@ -466,7 +466,6 @@ fn malformed_documents_are_refused_as_rule_errors() {
     let refused = [
         "",
         "configs: [",
-        "[\"override://0.0.0.0/shop.OrderService?timeout=1\"]",
         "- a",
         "key: k",
         "key: k\nconfigs: {}",
@@ -485,14 +484,16 @@ fn malformed_documents_are_refused_as_rule_errors() {
         "key: k\nconfigs: [{side: 1, parameters: {a: b}}]",
         "key: k\nconfigs: [{type: 1, parameters: {a: b}}]",
         "key: k\nconfigs: [{addresses: ['10.0.0.1:http'], parameters: {a: b}}]",
-        "key: k\nconfigs: [{addresses: ['10.0.0.0/8'], parameters: {a: b}}]",
-        "key: k\nconfigs: [{addresses: [''], parameters: {a: b}}]",
         "scope: application\nkey: k\nconfigs: [{services: [''], parameters: {a: b}}]",
         "key: k\nconfigs: [{parameters: {a: b, priority: high}}]",
         "key: k\nconfigs: [{match: 1, parameters: {a: b}}]",
         "key: k\nconfigs: [{match: {address: 10.0.0.1}, parameters: {a: b}}]",
         "key: k\nconfigs: [{match: {service: {exact: a}}, parameters: {a: b}}]",
-        "key: k\nconfigs: [{match: {param: [{key: a, value: {regex: '.*'}}]}, parameters: {a: b}}]",
+        "key: k\nconfigs: [{match: {param: [{key: a, value: {regex: '(?=x)'}}]}, parameters: {a: b}}]",
+        "configVersion: v3.2\nkey: k\nconfigs: [{side: consumer, parameters: {a: b}}]",
+        "[\"override://0.0.0.0:http/shop.OrderService?timeout=1\"]",
+        "[\"route://0.0.0.0/shop.OrderService?timeout=1\"]",
+        "[]",
     ];
     for yaml in refused {
         refusal(

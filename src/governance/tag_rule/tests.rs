@@ -325,7 +325,7 @@ fn malformed_rules_are_refused_as_rule_errors() {
         "tags: [{name: a, addresses: [[1.1.1.1]]}]",
         "configVersion: v3.0\ntags: [{name: a}]",
         "configVersion: v3.0\ntags: [{name: a, match: {key: env}}]",
-        "configVersion: v3.0\ntags: [{name: a, match: [{key: env, value: {regex: 'g.*'}}]}]",
+        "configVersion: v3.0\ntags: [{name: a, match: [{key: env, value: {regex: 'g(?=x)'}}]}]",
         "configVersion: v3.0\ntags: [{name: a, match: [{key: env, value: gray}]}]",
         "configVersion: v3.0\ntags: [{name: a, match: [7]}]",
     ];
