@@ -467,6 +467,9 @@ impl Output {
             for problem in &report.problems {
                 let _ = writeln!(t, "not applied: {}: {}", problem.key, problem.reason);
             }
+            for note in &report.notes {
+                let _ = writeln!(t, "noted: {}: {}", note.key, note.reason);
+            }
             for step in &report.steps {
                 let _ = writeln!(t, "step: {step}");
             }

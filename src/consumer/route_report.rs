@@ -53,6 +53,9 @@ pub struct RouteReport {
     pub rules_in_force: Vec<String>,
     /// Rules refused or not applied, with why.
     pub problems: Vec<RouteProblem>,
+    /// What was noticed in the rules in force that changes nothing (a field Java ignores,
+    /// a configurator item dropped alone), by key.
+    pub notes: Vec<RouteProblem>,
     /// How each step of the chain decided.
     pub steps: Vec<String>,
     /// Each provider (one per dialable address).
@@ -341,6 +344,14 @@ impl Resolver {
                 .map(|p| RouteProblem {
                     key: p.key.clone(),
                     reason: p.reason.clone(),
+                })
+                .collect(),
+            notes: set
+                .notes()
+                .into_iter()
+                .map(|p| RouteProblem {
+                    key: p.key,
+                    reason: p.reason,
                 })
                 .collect(),
             steps: routing.steps,

@@ -9,6 +9,7 @@ use super::condition::{CallReads, ConditionRule};
 use super::configurator::{Configurators, configure_for_consumer};
 use super::facts::{ConsumerIdentity, ProviderFacts};
 use super::keys::RuleKey;
+use super::rule_header::Governed;
 use super::rules_digest::rules_digest;
 use super::tag_rule::TagRule;
 use crate::error::Result;
@@ -182,6 +183,26 @@ impl RuleSet {
     /// Rules refused or not applied.
     pub fn problems(&self) -> &[RuleProblem] {
         &self.problems
+    }
+
+    /// What was noticed in the rules in force that changes nothing Java would do (a field
+    /// Java ignores and the one it likely means, a configurator item dropped alone), by
+    /// key: an operator's likely mistakes, shown beside the routing.
+    pub fn notes(&self) -> Vec<RuleProblem> {
+        let mut notes = Vec::new();
+        for (key, rule) in &self.rules {
+            let noted: &[String] = match &rule.kind {
+                RuleKind::Configurators(rule) => rule.notes(),
+                RuleKind::Tag(rule) => rule.notes(),
+                RuleKind::Conditions(rule) => rule.notes(),
+                RuleKind::NotApplied => &[],
+            };
+            notes.extend(noted.iter().map(|note| RuleProblem {
+                key: key.key(),
+                reason: note.clone(),
+            }));
+        }
+        notes
     }
 
     /// What of a call the rules read (the method, attachments by lower-case name).

@@ -222,7 +222,7 @@ const TAGGED_RED: Tagging = Tagging {
 /// The cases, each run on the Java consumer in turn by `java_obeys_rules`: [`write_rules`] for
 /// a [`Target`], the consumer's calls, then [`assert_outcome`]. Another consumer is compared on
 /// the same case by writing the rules for its own app and asserting its calls alike.
-const CASES: [Case; 14] = [
+const CASES: [Case; 19] = [
     Case {
         what: "app configurator: A weight 100",
         rules: |t| vec![app_configurator(t, &[t.a], "weight: 100")],
@@ -364,6 +364,76 @@ const CASES: [Case; 14] = [
         calls: CALLS,
         invokers: ALL_INVOKERS,
         outcome: Outcome::Reached(&[("A", Some(80.0)), ("B", Some(20.0))]),
+        java_defect: None,
+    },
+    // The forms real config centres hold beside the documented ones.
+    Case {
+        what: "condition v2.7: => port != A",
+        rules: |t| {
+            let (key, text) = condition(&[format!("=> port != {}", t.a)], false);
+            vec![(key, text.replace("configVersion: v3.0", "configVersion: v2.7"))]
+        },
+        tagging: UNTAGGED,
+        calls: FEW_CALLS,
+        invokers: ALL_INVOKERS,
+        outcome: Outcome::Reached(&[("B", None)]),
+        java_defect: None,
+    },
+    Case {
+        what: "app configurator v3.1: A weight 100",
+        rules: |t| {
+            let (key, text) = app_configurator(t, &[t.a], "weight: 100");
+            vec![(key, text.replace("configVersion: v3.0", "configVersion: v3.1"))]
+        },
+        tagging: UNTAGGED,
+        calls: CALLS,
+        invokers: ALL_INVOKERS,
+        outcome: Outcome::Reached(&[("A", Some(50.0)), ("B", Some(50.0))]),
+        java_defect: None,
+    },
+    Case {
+        what: "app configurator: a CIDR item (dropped alone), then A weight 100",
+        rules: |t| {
+            let text = format!(
+                "configVersion: v3.0\nscope: application\nkey: {app}\nenabled: true\nconfigs:\n  - side: consumer\n    addresses: [\"10.0.0.0/8\"]\n    parameters:\n      disabled: true\n  - side: consumer\n    addresses: [0.0.0.0]\n    providerAddresses: [\"127.0.0.1:{a}\"]\n    parameters:\n      weight: 100\n",
+                app = t.consumer_app,
+                a = t.a
+            );
+            vec![(consumer_configurators(t), text)]
+        },
+        tagging: UNTAGGED,
+        calls: CALLS,
+        invokers: ALL_INVOKERS,
+        outcome: Outcome::Reached(&[("A", Some(50.0)), ("B", Some(50.0))]),
+        java_defect: None,
+    },
+    Case {
+        what: "app configurator as a legacy JSON list of override URLs: A weight 100",
+        rules: |t| {
+            let text = format!(
+                "[\"override://127.0.0.1:{a}/{INTERFACE}?category=configurators&dynamic=false&enabled=true&side=consumer&weight=100\"]",
+                a = t.a
+            );
+            vec![(consumer_configurators(t), text)]
+        },
+        tagging: UNTAGGED,
+        calls: CALLS,
+        invokers: ALL_INVOKERS,
+        outcome: Outcome::Reached(&[("A", Some(50.0)), ("B", Some(50.0))]),
+        java_defect: None,
+    },
+    Case {
+        what: "condition on the consumer's URL: interface = helloworld.Greeter => port != B",
+        rules: |t| {
+            vec![condition(
+                &[format!("interface = {INTERFACE} => port != {}", t.b)],
+                false,
+            )]
+        },
+        tagging: UNTAGGED,
+        calls: FEW_CALLS,
+        invokers: ALL_INVOKERS,
+        outcome: Outcome::Reached(&[("A", None)]),
         java_defect: None,
     },
 ];

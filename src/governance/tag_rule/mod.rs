@@ -26,8 +26,11 @@
 //! `host` for every port, `host:port`, `*`, segment wildcards and ranges, CIDR), plus
 //! `0.0.0.0:port` for every host on that port; a bare `0.0.0.0` matches no provider.
 //!
-//! A `configVersion` other than absent, `v2.7` or `v3.0…` is refused (Java would read such a
-//! rule as the addresses form); so is a `regex` match (see `string_match`).
+//! A `configVersion` that starts with `v3.0` (case-sensitive, as Java's `startsWith`) is the
+//! v3.0 form; any other up to `v3.1` is the addresses form, as Java reads it; one above
+//! `v3.1`, which no Dubbo release defines, is refused (Java reads it as the addresses form:
+//! a defect not copied). A `regex` match decides as Java's `String.matches`, anchored; a
+//! pattern of Java-only syntax refuses the rule (see `string_match`).
 //!
 //! # Routing ([`route_by_tag`])
 //!

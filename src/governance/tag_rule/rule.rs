@@ -61,8 +61,8 @@ impl TagRule {
     /// Parses the rule stored under `key`. Errors ([`crate::error::Error::Rule`]) are the cases
     /// where Java's parser throws and keeps the previous rule: not YAML, not a mapping, a
     /// field of the wrong type, over [`MAX_RULE_BYTES`](crate::governance::MAX_RULE_BYTES); plus the
-    /// forms refused here (unknown `configVersion`, `regex`, a v3.0 tag with neither
-    /// addresses nor match). A rule without tags parses, as invalid.
+    /// forms refused here (a `configVersion` above `v3.1`, a `regex` of Java-only syntax, a
+    /// v3.0 tag with neither addresses nor match). A rule without tags parses, as invalid.
     pub fn parse(key: &str, yaml: &str) -> crate::error::Result<TagRule> {
         let map = load(key, yaml)?;
         let header = RuleHeader::read(key, &map, RuleForm::TagRule)?;
