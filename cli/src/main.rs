@@ -539,7 +539,10 @@ async fn run(cli: Cli) -> Result<(), Error> {
             }
             let subscription = resolver.subscribe(target.subscription()).await?;
             let report = resolver.explain_route(&subscription, &query).await?;
-            out.route(&report)?;
+            let group = introspect::backend::config::DEFAULT_GROUP;
+            let keys = backend.config().list(group).await;
+            let unread = introspect_cli::rule::readers::report(&backend, keys).await;
+            out.route(&report, &unread)?;
         }
         Command::Xds(args) => xds::run(resolver, args).await?,
         Command::Console(args) => introspect_cli::console::run(resolver, args).await?,

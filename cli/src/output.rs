@@ -424,9 +424,17 @@ impl Output {
 }
 
 impl Output {
-    /// Where a call would go: each provider, routed or not and why, and the rules.
-    pub fn route(&self, report: &introspect::consumer::RouteReport) -> io::Result<()> {
-        self.emit(serde_json::to_value(report).unwrap_or_default(), |t| {
+    /// Where a call would go: each provider, routed or not and why, and the rules; with
+    /// `unread`, the rules present that no known member reads (a line, and the JSON field
+    /// `rules_nobody_reads`: `null` when the registry could not be asked).
+    pub fn route(
+        &self,
+        report: &introspect::consumer::RouteReport,
+        unread: &(Option<String>, serde_json::Value),
+    ) -> io::Result<()> {
+        let mut value = serde_json::to_value(report).unwrap_or_default();
+        value["rules_nobody_reads"] = unread.1.clone();
+        self.emit(value, |t| {
             let _ = writeln!(
                 t,
                 "{:<24} {:<20} {:<8} {:>6}  {:<8} ROUTED",
@@ -464,6 +472,9 @@ impl Output {
                 report.rules_in_force.join(", ")
             };
             let _ = writeln!(t, "rules in force: {in_force}");
+            if let Some(line) = &unread.0 {
+                let _ = writeln!(t, "{line}");
+            }
             for problem in &report.problems {
                 let _ = writeln!(t, "not applied: {}: {}", problem.key, problem.reason);
             }

@@ -8,7 +8,7 @@ use introspect::Error;
 use introspect::backend::Backend;
 use introspect::backend::config::{ConfigVersion, DEFAULT_GROUP};
 use introspect_cli::rule::write::{self, Expect};
-use introspect_cli::rule::{ParsedRule, RuleForm, check, file, form};
+use introspect_cli::rule::{ParsedRule, RuleForm, check, file, form, placement, readers};
 use serde_json::json;
 
 use crate::output::Output;
@@ -46,6 +46,10 @@ pub enum RuleCommand {
         /// Write a key of no known rule form, unchecked.
         #[arg(long)]
         force_unknown: bool,
+        /// Write the rule under a key its document's key and scope do not name (no
+        /// consumer or provider reads it there).
+        #[arg(long)]
+        force: bool,
     },
     /// Delete a rule by compare-and-delete.
     Delete {
@@ -90,6 +94,36 @@ fn invalid(path: &Path, what: &str, error: Error) -> Error {
     }
 }
 
+/// Refuses a rule whose document names another key than `key` (nobody would read it),
+/// unless `force`.
+fn misplaced(key: &str, form: RuleForm, text: &str, force: bool) -> Result<(), Error> {
+    match placement::check(key, form, text) {
+        Err(reason) if !force => Err(Error::Rule {
+            key: key.to_owned(),
+            reason: format!("{reason} (pass --force to write it there anyway)"),
+            source: None,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Warns when no known member reads `key` (rules are staged before deploys: never
+/// refused for that alone), or when the registry could not be asked.
+async fn warn_if_unread(backend: &Backend, key: &str) {
+    let keys = [key.to_owned()];
+    match readers::known(backend, &keys).await {
+        Ok(known) => {
+            if let Some(why) = placement::unread_why(key, &known) {
+                eprintln!("warning: nobody reads {key} now: {why}");
+            }
+        }
+        Err(error) => eprintln!(
+            "warning: could not ask the registry who reads {key} ({error}); written \
+             without that check"
+        ),
+    }
+}
+
 /// `rule check`: parses the file as the form `key` names (else the one its fields
 /// suggest) and prints how it reads.
 pub fn check(out: &Output, path: &Path, key: Option<&str>) -> Result<(), Error> {
@@ -116,6 +150,9 @@ pub fn check(out: &Output, path: &Path, key: Option<&str>) -> Result<(), Error> 
     };
     let what = format!("{} for {key}", form.name());
     let rule = ParsedRule::parse_checked(form, key, &text).map_err(|e| invalid(path, &what, e))?;
+    if key != form.sample_key() {
+        misplaced(key, form, &text, false)?;
+    }
     let mut value = check::json(&rule);
     value["file"] = json!(path.display().to_string());
     value["ruleKey"] = json!(key);
@@ -164,6 +201,7 @@ pub async fn run(out: &Output, backend: &Backend, command: &RuleCommand) -> Resu
             expect,
             create,
             force_unknown,
+            force,
         } => {
             let text = file::read(path)?;
             let checked = form::check_for_write(key, group, &text, *force_unknown);
@@ -177,6 +215,9 @@ pub async fn run(out: &Output, backend: &Backend, command: &RuleCommand) -> Resu
                 }
                 Err(e) => return Err(e),
             };
+            if let Some(rule) = &parsed {
+                misplaced(key, rule.form(), &text, *force)?;
+            }
             if parsed.is_some()
                 && group != DEFAULT_GROUP
                 && !matches!(parsed, Some(ParsedRule::Migration(_)))
@@ -196,6 +237,9 @@ pub async fn run(out: &Output, backend: &Backend, command: &RuleCommand) -> Resu
                 (None, false) => Expect::Current,
             };
             let version = write::put(config, key, group, &text, expect).await?;
+            if parsed.is_some() {
+                warn_if_unread(backend, key).await;
+            }
             let value = json!({"key": key, "group": group, "version": version.as_str()});
             out.show(value, &format!("wrote {group}/{key}: version {version}\n"))?;
         }
@@ -220,7 +264,13 @@ pub async fn run(out: &Output, backend: &Backend, command: &RuleCommand) -> Resu
             if keys.is_empty() {
                 text = format!("no rules in group {group}\n");
             }
-            out.show(json!({"group": group, "keys": keys}), &text)?;
+            let (line, unread) = readers::report(backend, Ok(keys.clone())).await;
+            if let Some(line) = line {
+                text.push_str(&line);
+                text.push('\n');
+            }
+            let value = json!({"group": group, "keys": keys, "rules_nobody_reads": unread});
+            out.show(value, &text)?;
         }
         RuleCommand::Check { file, rule_key } => check(out, file, rule_key.as_deref())?,
     }

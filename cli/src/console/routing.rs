@@ -9,11 +9,13 @@
 //! (each subscribes and reads the rule keys), each within the console's read deadline, and
 //! at most [`MAX_PROVIDERS`] providers listed (the total is always exact).
 
+use crate::rule::readers;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use introspect::Error;
+use introspect::backend::config::DEFAULT_GROUP;
 use introspect::consumer::{RouteQuery, Subscription};
 use introspect::governance::CallTag;
 use serde_json::{Value, json};
@@ -121,15 +123,18 @@ pub async fn route(
         let _turn = shared.explains.acquire().await.ok();
         let subscription = resolver.subscribe(asked.subscription.clone()).await?;
         let report = resolver.explain_route(&subscription, &asked.query).await?;
+        let backend = resolver.backend();
+        let keys = backend.config().list(DEFAULT_GROUP).await;
+        let (_, unread) = readers::report(backend, keys).await;
         let why_empty = report
             .providers
             .is_empty()
             .then(|| subscription.why_empty().map(|why| why.to_string()))
             .flatten();
-        Ok::<_, Error>((report, why_empty))
+        Ok::<_, Error>((report, why_empty, unread))
     })
     .await;
-    let (report, why_empty) = match explained {
+    let (report, why_empty, unread) = match explained {
         Ok(Ok(done)) => done,
         Ok(Err(error)) => return failure(status_of(&error), &error.to_string()),
         Err(_) => {
@@ -144,11 +149,13 @@ pub async fn route(
         Err(error) => return failure(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string()),
     };
     value["providers_total"] = json!(report.providers.len());
+    value["rules_nobody_reads"] = unread;
     for (list, most) in [
         ("providers", MAX_PROVIDERS),
         ("problems", MAX_LINES),
         ("steps", MAX_LINES),
         ("rules_in_force", MAX_LINES),
+        ("rules_nobody_reads", MAX_LINES),
     ] {
         if let Some(Value::Array(items)) = value.get_mut(list) {
             items.truncate(most);

@@ -6,6 +6,7 @@ mod cli;
 mod console;
 mod demo;
 mod metrics;
+mod misplaced;
 mod registries;
 mod rules;
 mod support;

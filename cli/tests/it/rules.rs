@@ -188,9 +188,17 @@ fn round_trip(registry: &[&str]) {
 
     let (ok, out, err) = run(&["rule", "list"]);
     assert!(ok, "{err}");
+    // No provider, consumer or mapping knows the service or the app here: the list says
+    // nobody reads either rule yet.
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
-        ["helloworld.Greeter::.condition-router", key]
+        [
+            "helloworld.Greeter::.condition-router",
+            key,
+            "rules nobody reads: helloworld.Greeter::.condition-router (no provider, consumer \
+             or mapping knows helloworld.Greeter), shop-orders.tag-router (no provider, \
+             consumer or mapping knows shop-orders)"
+        ]
     );
 
     // Two operators edit from the same version: one wins, the other is shown the winner.
@@ -256,7 +264,12 @@ struct Races {
 fn race(registry: &[&str]) -> Races {
     let dir = tempfile::tempdir().unwrap();
     let key = "shop-race.tag-router";
-    let rule = |address: &str| TAG_RULE.replace("10.0.0.7:20880", address);
+    // The document names the key it is written under (else the write is refused).
+    let rule = |address: &str| {
+        TAG_RULE
+            .replace("10.0.0.7:20880", address)
+            .replace("key: shop-orders", "key: shop-race")
+    };
     let run = |rest: &[&str]| {
         let args: Vec<&str> = registry.iter().chain(rest).copied().collect();
         introspect(&args)

@@ -417,6 +417,11 @@ function routingPanel(r) {
     r.problems.map((p) => el("li", { "data-rule": p.key, class: "not-applied" }, el("span", { class: "tag warn" }, "not applied"), " ",
       el("span", { class: "mono" }, p.key), " ", el("span", { class: "muted" }, p.reason))));
   parts.push(rules.children.length ? rules : el("p", { class: "muted" }, "no rules in force: calls go by what the providers publish"));
+  // Rules written where no known member reads them (a misplaced key, an unknown interface or app).
+  const unread = r.rules_nobody_reads;
+  if (unread === null) parts.push(el("p", { class: "muted" }, "rules nobody reads: cannot tell (the registry could not be asked)"));
+  else if (unread && unread.length) parts.push(el("ul", { class: "rules", id: "unread-rules" }, unread.map((u) => el("li", { "data-rule": u.key, class: "not-applied" },
+    el("span", { class: "tag bad" }, "read by nobody"), " ", el("span", { class: "mono" }, u.key), " ", el("span", { class: "muted" }, u.why)))));
   if (r.steps.length) parts.push(el("details", {}, el("summary", {}, `steps (${r.steps.length})`), el("ol", { class: "mono" }, r.steps.map((s) => el("li", {}, s)))));
   if (r.why_empty) parts.push(el("p", { class: "error" }, "no providers: " + r.why_empty));
   if (r.call) parts.push(callPolicy(r.call));
