@@ -135,11 +135,9 @@ impl Override {
                     if tilde.is_some() {
                         condition_keys.insert(k);
                     }
-                    let current = match tilde.unwrap_or(k) {
-                        // The legacy form configures the provider URL itself on either side.
-                        "side" if self.legacy_port.is_some() => Some("provider"),
-                        other => target.param(other),
-                    };
+                    // The legacy form's `side` too reads the target's side: a real Java 3.3
+                    // consumer applies `side=consumer` override URLs (measured).
+                    let current = target.param(tilde.unwrap_or(k));
                     if v != "*" && Some(v.as_str()) != current {
                         return None;
                     }
