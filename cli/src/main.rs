@@ -135,6 +135,11 @@ enum Command {
         /// The consumer's host, as rules' `addresses` match it (default: this machine's).
         #[arg(long)]
         consumer_host: Option<String>,
+        /// A parameter of the consumer's own URL, as a condition rule's `when` side and
+        /// `$KEY` read it, `KEY=VALUE`; repeatable (`interface`, `version`, `group`,
+        /// `side`, `protocol`, `application` and `dubbo.tag` are set already).
+        #[arg(long = "consumer-param", value_name = "KEY=VALUE")]
+        consumer_params: Vec<String>,
         /// The method called.
         #[arg(long)]
         method: Option<String>,
@@ -328,9 +333,16 @@ async fn run(cli: Cli) -> Result<(), Error> {
     if let Command::Route {
         consumer_app,
         consumer_host,
+        consumer_params,
         ..
     } = &cli.command
     {
+        for param in consumer_params {
+            let (key, value) = param.split_once('=').ok_or_else(|| {
+                Error::config(format!("--consumer-param {param:?}: expected KEY=VALUE"))
+            })?;
+            resolver = resolver.consumer_param(key, value)?;
+        }
         if let Some(app) = consumer_app {
             resolver = resolver.application(app.clone());
         }

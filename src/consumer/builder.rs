@@ -39,6 +39,8 @@ pub struct ResolverBuilder {
     consumer: Option<String>,
     application: Option<String>,
     host: Option<String>,
+    /// The embedder's own consumer parameters (only those), checked as they were set.
+    consumer_params: ConsumerIdentity,
     rules: bool,
 }
 
@@ -70,6 +72,7 @@ impl ResolverBuilder {
             consumer: None,
             application: None,
             host: None,
+            consumer_params: ConsumerIdentity::default(),
             rules: true,
         }
     }
@@ -212,6 +215,31 @@ impl ResolverBuilder {
         self
     }
 
+    /// Adds a parameter of the consumer's own URL (default: none), as a Dubbo reference's
+    /// `parameters`, for every balanced channel of the resolver and its route explanations:
+    /// condition rules' `when` side (`region = hz => ...`) and `then` side's `$region`
+    /// read it beside what the library sets itself, from the resolver (`side=consumer`,
+    /// `application`, `register.ip`, `pid`, `dubbo`, `release`) and from each channel's
+    /// subscription and options (`interface`, `path`, `version`, `group`,
+    /// `protocol=tri`, `dubbo.tag`, `dubbo.force.tag`). Those keys, and `host`,
+    /// `address`, `port`, `method`, `methods`, are reserved; set the tag with
+    /// [`ChannelOptions::tag`](crate::consumer::ChannelOptions::tag). A key set twice
+    /// keeps its last value.
+    ///
+    /// Fails with [`Error::Config`](crate::Error::Config) on a reserved key, an empty key,
+    /// a key of more than 128 bytes or holding whitespace, a control character, `&` or
+    /// `=`, a key starting `attachments` or `arguments` (rules read those from the call), a
+    /// value of more than 1024 bytes or holding a control character, or a 65th parameter.
+    pub fn consumer_param(
+        mut self,
+        key: impl AsRef<str>,
+        value: impl AsRef<str>,
+    ) -> crate::error::Result<Self> {
+        self.consumer_params
+            .set_param(key.as_ref(), value.as_ref())?;
+        Ok(self)
+    }
+
     /// Sets the liveness of the consumer record (see [`ResolverOptions::consumer_ttl`]).
     /// Only after [`register_consumer`](Self::register_consumer): before it, ignored.
     pub fn consumer_ttl(self, ttl: Duration) -> Self {
@@ -248,7 +276,9 @@ impl ResolverBuilder {
             .clone()
             .filter(|app| !app.is_empty())
             .map(|app| MigrationFollow::new(backend.config().clone(), app));
-        let governed = Arc::new(ConsumerIdentity::new(app, self.host.clone()));
+        let mut governed = ConsumerIdentity::new(app, self.host.clone());
+        governed.params.extend(self.consumer_params.params);
+        let governed = Arc::new(governed);
         let consumer = self.consumer.map(|app| ConsumerSettings {
             app,
             host: self.host.clone(),
@@ -347,5 +377,30 @@ impl ResolverBuilder {
             self.subscribe_options,
             consumer,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consumer_params_are_checked_as_they_are_set() {
+        let builder = Resolver::builder(Backend::memory())
+            .consumer_param("region", "hz")
+            .unwrap();
+        let error = match builder.consumer_param("side", "provider") {
+            Ok(_) => panic!("side is the library's"),
+            Err(error) => error.to_string(),
+        };
+        assert!(
+            error.contains("consumer parameter \"side\"") && error.contains("set by the library"),
+            "{error}"
+        );
+        let error = Resolver::builder(Backend::memory())
+            .consumer_param("", "x")
+            .err()
+            .map(|e| e.to_string());
+        assert!(error.is_some_and(|e| e.contains("the key is empty")));
     }
 }

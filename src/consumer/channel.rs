@@ -100,14 +100,26 @@ impl Resolver {
     /// connect timeout and TLS (by default the resolver's); with the resolver's identity
     /// check, each is dialled and checked before it joins.
     ///
-    /// Must be called within a Tokio runtime. Fails only on a TLS configuration tonic
-    /// rejects.
+    /// Its calls are routed by the rules of the config centre for a consumer whose URL is
+    /// the resolver's consumer as a reference of the subscription's interface, version
+    /// and group, with the options' tag and consumer parameters (see
+    /// [`ResolverBuilder::consumer_param`](super::ResolverBuilder::consumer_param)).
+    ///
+    /// Must be called within a Tokio runtime. Fails on a TLS configuration tonic rejects,
+    /// and on a consumer parameter of the options that is not valid.
     pub fn balanced_channel_with(
         &self,
         subscription: &SubscriptionHandle,
         options: ChannelOptions,
     ) -> Result<(BalancedChannel, ChannelHandle)> {
         let parts = self.channel_parts().clone();
+        let wanted = subscription.subscription();
+        let consumer = Arc::new(options.consumer_of(
+            &parts.consumer,
+            &wanted.interface,
+            wanted.version.as_deref(),
+            wanted.group.as_deref(),
+        )?);
         let span = tracing::debug_span!(
             "balanced_channel",
             interface = %subscription.subscription().interface
@@ -121,7 +133,6 @@ impl Resolver {
             .seen()
             .map(|seen| RulesReport::new(seen.clone(), subscription.id()));
         let rules = if parts.rules {
-            let wanted = subscription.subscription();
             let scope = RulesScope {
                 consumer_app: parts.consumer.app.clone(),
                 service: service_key(
@@ -147,7 +158,7 @@ impl Resolver {
             tokio::sync::watch::channel(none).1
         };
         let governance = balance::Governance {
-            consumer: parts.consumer.clone(),
+            consumer,
             rules,
             report,
         };

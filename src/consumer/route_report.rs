@@ -5,7 +5,6 @@
 //! balanced channel runs (discovery, routing, health), on one read of the rules.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -29,8 +28,14 @@ pub struct RouteQuery {
     pub method: Option<String>,
     /// The request's headers (attachments), by name.
     pub headers: BTreeMap<String, String>,
-    /// The call's tag (the request's `dubbo.tag` header wins over it, as in calls).
+    /// The call's tag (the request's `dubbo.tag` header wins over it, as in calls): the
+    /// channel's own tag ([`ChannelOptions::tag`](crate::consumer::ChannelOptions::tag)),
+    /// which its consumer URL carries as `dubbo.tag`.
     pub tag: CallTag,
+    /// The channel's own consumer parameters
+    /// ([`ChannelOptions::consumer_param`](crate::consumer::ChannelOptions::consumer_param)),
+    /// over the resolver's (with [`consumer_app`](Self::consumer_app), over none).
+    pub consumer_params: BTreeMap<String, String>,
     /// The consumer's app to explain for, in place of the resolver's own (`None`: the
     /// resolver's): one resolver (a console's) can then explain the calls of any app
     /// without building another.
@@ -49,6 +54,9 @@ pub struct RouteQuery {
 pub struct RouteReport {
     /// The consumer's app the rules were read for (empty: unknown).
     pub consumer_app: String,
+    /// The consumer URL's parameters the rules were evaluated with, as the balanced
+    /// channel of the query's subscription, tag and parameters routes by.
+    pub consumer_params: BTreeMap<String, String>,
     /// The keys of the rules in force, in the order they apply.
     pub rules_in_force: Vec<String>,
     /// Rules refused or not applied, with why.
@@ -176,24 +184,30 @@ pub struct ProviderRoute {
 impl Resolver {
     /// Explains where a call of `query` through a balanced channel of `subscription` goes
     /// now: the rules are read from the config centre once (as a channel would watch
-    /// them), the providers are the subscription's current endpoints.
+    /// them), the providers are the subscription's current endpoints, and the consumer's
+    /// URL is the one such a channel routes by. Fails on a consumer parameter of the query
+    /// that is not valid (see
+    /// [`ResolverBuilder::consumer_param`](crate::consumer::ResolverBuilder::consumer_param)).
     pub async fn explain_route(
         &self,
         subscription: &SubscriptionHandle,
         query: &RouteQuery,
     ) -> Result<RouteReport> {
         let own = &self.channel_parts().consumer;
-        let consumer = match &query.consumer_app {
-            Some(app) => Arc::new(ConsumerIdentity::new(
-                Some(app.clone()),
-                Some(own.host.clone()),
-            )),
-            None => own.clone(),
+        let base = match &query.consumer_app {
+            Some(app) => ConsumerIdentity::new(Some(app.clone()), Some(own.host.clone())),
+            None => (**own).clone(),
         };
+        let wanted = subscription.subscription();
+        let consumer = base.with_params(&query.consumer_params)?.for_channel(
+            &wanted.interface,
+            wanted.version.as_deref(),
+            wanted.group.as_deref(),
+            &query.tag,
+        );
         let mut endpoints: Vec<Endpoint> = subscription.current().to_vec();
         endpoints.sort_by_key(Endpoint::authority);
         endpoints.dedup_by_key(|e| e.authority());
-        let wanted = subscription.subscription();
         let service = service_key(
             &wanted.interface,
             wanted.version.as_deref(),
@@ -337,6 +351,7 @@ impl Resolver {
         Ok(RouteReport {
             call,
             consumer_app: consumer.app.clone(),
+            consumer_params: consumer.params.clone(),
             rules_in_force: set.in_force().collect(),
             problems: set
                 .problems()

@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 use super::tag::CallTag;
 use crate::model::Endpoint;
 
+mod consumer;
+
+pub use consumer::ConsumerIdentity;
+
 pub use crate::config_item::MAX_RULE_BYTES;
 
 /// One provider as rules see it: where it is and what its service publishes (after
@@ -64,36 +68,6 @@ impl<'a> ProviderFacts<'a> {
     }
 }
 
-/// Who the consumer is, as rules match it: its app (empty when unknown: rules keyed by the
-/// consumer's app are then not read), its host, and its own parameters.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ConsumerIdentity {
-    /// The consumer's application.
-    pub app: String,
-    /// The consumer's own host.
-    pub host: String,
-    /// The consumer's parameters (`application`, `interface`, `side`, ...).
-    pub params: BTreeMap<String, String>,
-}
-
-impl ConsumerIdentity {
-    /// A consumer of `app` (none: unknown) on `host` (none: the IP of the interface that
-    /// routes outward, else loopback), with the parameters Java's consumer URL carries
-    /// for rules (`application`, `side`).
-    pub fn new(app: Option<String>, host: Option<String>) -> ConsumerIdentity {
-        let app = app.unwrap_or_default();
-        let mut params = BTreeMap::from([("side".to_owned(), "consumer".to_owned())]);
-        if !app.is_empty() {
-            params.insert("application".to_owned(), app.clone());
-        }
-        ConsumerIdentity {
-            app,
-            host: host.unwrap_or_else(crate::outward_ip::consumer_host),
-            params,
-        }
-    }
-}
-
 /// One call as rules see it: the consumer making it and what the call carries.
 #[derive(Clone, Copy, Debug)]
 pub struct CallFacts<'a> {
@@ -114,18 +88,33 @@ pub struct CallFacts<'a> {
 
 impl<'a> CallFacts<'a> {
     /// The value a rule's `when` key reads for this call, as Java reads the consumer URL
-    /// and invocation: `method`, `application`, `host`, `dubbo.tag` (the call's tag), else
-    /// the consumer's parameter. Attachments (`attachments[k]`) are read with
-    /// [`attachment`](Self::attachment).
+    /// and invocation: `method` (also `methods`) is the call's method, `address` the
+    /// consumer's host (its URL has no port), anything else [`consumer`](Self::consumer)
+    /// (so `dubbo.tag` is the consumer's own tag, not the request's, as in Java).
+    /// Attachments (`attachments[k]`) are read with [`attachment`](Self::attachment).
     pub fn get(&self, key: &str) -> Option<Cow<'a, str>> {
         match key {
-            "method" => self.method.map(Cow::Borrowed),
-            "application" | "remote.application" => Some(Cow::Borrowed(self.consumer_app)),
+            "method" | "methods" => self.method.map(Cow::Borrowed),
+            "address" => Some(Cow::Borrowed(self.consumer_host)),
+            _ => self.consumer(key),
+        }
+    }
+
+    /// The consumer URL's parameter `name`, as Java's `URL.getRawParameter` reads it (what
+    /// a `then` pattern `$name` stands for): `host` is the consumer's host, `application`
+    /// its app, anything else its parameter (`interface`, `version`, `group`, `side`,
+    /// `protocol`, `dubbo.tag`, the embedder's own, ...).
+    pub fn consumer(&self, name: &str) -> Option<Cow<'a, str>> {
+        match name {
             "host" => Some(Cow::Borrowed(self.consumer_host)),
-            "dubbo.tag" => self.tag.tag.as_deref().map(|t| Cow::Owned(t.to_owned())),
+            "application" => Some(Cow::Borrowed(
+                self.consumer_params
+                    .get(name)
+                    .map_or(self.consumer_app, String::as_str),
+            )),
             _ => self
                 .consumer_params
-                .get(key)
+                .get(name)
                 .map(|v| Cow::Borrowed(v.as_str())),
         }
     }
@@ -170,7 +159,7 @@ mod tests {
 
     #[test]
     fn call_keys_read_the_method_tag_and_attachments() {
-        let params = BTreeMap::new();
+        let params = BTreeMap::from([("dubbo.tag".to_owned(), "blue".to_owned())]);
         let attachments = BTreeMap::from([("x-user".to_owned(), "42".to_owned())]);
         let tag = CallTag::new("gray", false);
         let call = CallFacts {
@@ -183,7 +172,13 @@ mod tests {
         };
         assert_eq!(call.get("method").as_deref(), Some("SayHello"));
         assert_eq!(call.get("application").as_deref(), Some("shop"));
-        assert_eq!(call.get("dubbo.tag").as_deref(), Some("gray"));
+        assert_eq!(
+            call.get("dubbo.tag").as_deref(),
+            Some("blue"),
+            "the consumer's own tag, not the call's"
+        );
+        assert_eq!(call.get("address").as_deref(), Some("10.0.0.9"));
+        assert_eq!(call.consumer("host").as_deref(), Some("10.0.0.9"));
         assert_eq!(call.attachment("X-User"), Some("42"));
         assert_eq!(call.attachment("x-other"), None);
     }

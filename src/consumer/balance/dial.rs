@@ -1,6 +1,7 @@
 //! How a balanced channel dials its endpoints: the options (connect and request timeouts,
 //! TLS) and the tonic endpoint of one address, with the identity check when there is one.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tonic::transport::Endpoint as TonicEndpoint;
@@ -9,7 +10,7 @@ use crate::consumer::select::{
     Cluster, ConsumerSettings, LoadBalance, MethodSettings, RetryBudget,
 };
 use crate::error::{Error, Result};
-use crate::governance::CallTag;
+use crate::governance::{CallTag, ConsumerIdentity};
 use crate::model::Authority;
 use crate::tls::{ClientTlsConfig, IdentityCheck, Refusals};
 
@@ -37,6 +38,8 @@ pub struct ChannelOptions {
     pub(super) passive_health: bool,
     pub(super) endpoint_wait: Duration,
     pub(super) tag: CallTag,
+    /// The channel's own consumer parameters, checked when the channel is built.
+    pub(super) consumer_params: BTreeMap<String, String>,
     pub(super) calls: ConsumerSettings,
     pub(super) retry_budget: RetryBudget,
     pub(super) replay_limit: usize,
@@ -52,6 +55,7 @@ impl Default for ChannelOptions {
             passive_health: true,
             endpoint_wait: Duration::from_secs(3),
             tag: CallTag::none(),
+            consumer_params: BTreeMap::new(),
             calls: ConsumerSettings::default(),
             retry_budget: RetryBudget::default(),
             replay_limit: 64 * 1024,
@@ -101,6 +105,32 @@ impl ChannelOptions {
     pub fn force_tag(mut self, force: bool) -> Self {
         self.tag.force = force;
         self
+    }
+
+    /// Adds a parameter of this channel's consumer URL, over the resolver's
+    /// ([`ResolverBuilder::consumer_param`](crate::consumer::ResolverBuilder::consumer_param),
+    /// whose rules it follows): what condition rules read of this reference alone. A key
+    /// set twice keeps its last value. A key or value the resolver's setter would refuse
+    /// makes [`Resolver::balanced_channel_with`](crate::consumer::Resolver::balanced_channel_with)
+    /// fail.
+    pub fn consumer_param(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.consumer_params.insert(key.into(), value.into());
+        self
+    }
+
+    /// What rules see of this channel's consumer: `own` (the resolver's consumer) as a
+    /// reference of `interface`, `version` and `group`, tagged with this channel's tag and
+    /// with its own parameters. Fails on a parameter of its own that is not valid.
+    pub(crate) fn consumer_of(
+        &self,
+        own: &ConsumerIdentity,
+        interface: &str,
+        version: Option<&str>,
+        group: Option<&str>,
+    ) -> Result<ConsumerIdentity> {
+        Ok(own
+            .with_params(&self.consumer_params)?
+            .for_channel(interface, version, group, &self.tag))
     }
 
     /// Sets Dubbo's `cluster` of the channel's calls (default [`Cluster::Failover`]): what
@@ -288,5 +318,32 @@ mod tests {
         let v6 = dialer.endpoint(&Authority::new("::1", 80)).unwrap();
         assert_eq!(v6.uri().to_string(), "http://[::1]:80/");
         assert!(dialer.endpoint(&Authority::new("bad host", 80)).is_err());
+    }
+
+    #[test]
+    fn a_channel_routes_as_its_own_reference_of_the_consumer() {
+        let own = ConsumerIdentity::new(Some("shop".into()), Some("10.0.0.9".into()));
+        let options = ChannelOptions::default()
+            .tag("gray")
+            .consumer_param("zone", "a");
+        let consumer = options
+            .consumer_of(&own, "helloworld.Greeter", Some("1.0.0"), None)
+            .unwrap();
+        let p = |k: &str| consumer.params.get(k).map(String::as_str);
+        assert_eq!(p("interface"), Some("helloworld.Greeter"));
+        assert_eq!(p("version"), Some("1.0.0"));
+        assert_eq!(p("group"), None);
+        assert_eq!(p("dubbo.tag"), Some("gray"));
+        assert_eq!(p("zone"), Some("a"));
+        assert_eq!(p("application"), Some("shop"));
+        let bad = ChannelOptions::default().consumer_param("interface", "other.Service");
+        let error = bad
+            .consumer_of(&own, "helloworld.Greeter", None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("consumer parameter \"interface\""),
+            "{error}"
+        );
     }
 }

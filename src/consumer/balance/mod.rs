@@ -315,6 +315,7 @@ pub(crate) struct Feed {
 /// What routes a channel's calls besides what providers publish: who the consumer is, and
 /// the rules in force (from the rules watcher).
 pub(crate) struct Governance {
+    /// The consumer URL of the channel's reference (its interface, tag, parameters).
     pub consumer: Arc<crate::governance::ConsumerIdentity>,
     pub rules: watch::Receiver<Arc<crate::governance::RuleSet>>,
     /// The channel's report of its rules in the consumer record, kept while the balancer
@@ -333,7 +334,8 @@ pub(crate) struct ChannelParts {
     pub tls: Option<ClientTlsConfig>,
     /// The identity check of every channel that speaks TLS.
     pub identity: Option<IdentityCheck>,
-    /// Who the consumer is, for rules.
+    /// Who the consumer is, for rules: the resolver's (each channel routes by its
+    /// reference of it, see `ChannelOptions::consumer_of`).
     pub consumer: Arc<crate::governance::ConsumerIdentity>,
     /// Whether channels read rules from the config centre.
     pub rules: bool,

@@ -138,11 +138,12 @@ impl Term {
         }
     }
 
-    /// The term on the call side. A term on an argument is [`Eval::Unknown`] unless it has
+    /// The term on the call side, reading the consumer's URL and the call as Java does
+    /// ([`CallFacts::get`]). A term on an argument is [`Eval::Unknown`] unless it has
     /// no patterns (then it never holds, whatever the argument).
     pub(super) fn eval_when(&self, call: &CallFacts<'_>) -> Eval {
         let value: Option<Cow<'_, str>> = match &self.source {
-            Source::Param(key) => when_param(call, key),
+            Source::Param(key) => call.get(key),
             Source::Attachment(Some(name)) => call.attachment(name).map(Cow::Borrowed),
             Source::Attachment(None) | Source::Argument(None) => Some(Cow::Borrowed(NOT_FOUND)),
             Source::Argument(Some(_)) => {
@@ -168,36 +169,8 @@ impl Term {
             Source::Param(key) => provider.get(key),
             Source::Attachment(_) | Source::Argument(_) => Some(Cow::Borrowed(NOT_FOUND)),
         };
-        let consumer = |name: &str| consumer_param(call, name);
+        let consumer = |name: &str| call.consumer(name);
         self.holds(value.as_deref(), Side::Then, &consumer)
-    }
-}
-
-/// What a `when` parameter key reads, as Java reads the consumer's URL and the invocation:
-/// `method` (also `methods`) is the call's method; `host` and `application` the consumer's;
-/// anything else the consumer's own parameter (so `dubbo.tag` is the consumer's configured
-/// tag, not the request's, as in Java).
-fn when_param<'a>(call: &CallFacts<'a>, key: &str) -> Option<Cow<'a, str>> {
-    match key {
-        "method" | "methods" => call.method.map(Cow::Borrowed),
-        _ => consumer_param(call, key),
-    }
-}
-
-/// The consumer's own parameter `name`, as Java's consumer URL holds it: `host` and
-/// `application` from the consumer itself, anything else from its parameters.
-fn consumer_param<'a>(call: &CallFacts<'a>, name: &str) -> Option<Cow<'a, str>> {
-    match name {
-        "host" => Some(Cow::Borrowed(call.consumer_host)),
-        "application" => Some(Cow::Borrowed(
-            call.consumer_params
-                .get(name)
-                .map_or(call.consumer_app, String::as_str),
-        )),
-        _ => call
-            .consumer_params
-            .get(name)
-            .map(|v| Cow::Borrowed(v.as_str())),
     }
 }
 

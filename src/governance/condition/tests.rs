@@ -9,6 +9,8 @@ use super::*;
 use crate::governance::refusal::refusal;
 use crate::governance::{CallFacts, CallTag, Governed, MAX_RULE_BYTES, ProviderFacts};
 
+mod consumer_url;
+
 /// Owned data behind the borrowed facts.
 struct World {
     params: Vec<BTreeMap<String, String>>,
