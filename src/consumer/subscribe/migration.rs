@@ -27,6 +27,12 @@ pub(super) struct Migration {
     /// The step of the rule's last refused move, and why: not tried again until the rule
     /// changes.
     pub refused: Option<(MigrationStep, String)>,
+    /// Consumer-side health's changes, followed once the interface level is read (at
+    /// `APPLICATION_FIRST` whether the application level can answer decides the level).
+    pub health: Option<watch::Receiver<u64>>,
+    /// Whether the last set found the application level unable to answer while the
+    /// interface level can (`answering.rs`).
+    pub set_aside: bool,
 }
 
 impl Migration {
@@ -40,6 +46,8 @@ impl Migration {
             interface: None,
             pending: None,
             refused: None,
+            health: None,
+            set_aside: false,
         }
     }
 
@@ -56,6 +64,16 @@ impl Migration {
         let settings = rule.settings_for(key, apps);
         (settings.step.unwrap_or(self.own_step), settings)
     }
+}
+
+/// The next change of consumer-side health; pending forever when it is not followed.
+pub(super) async fn next_health(health: &mut Option<watch::Receiver<u64>>) {
+    if let Some(health) = health
+        && health.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 /// The next change of the migration rule; pending forever without one.

@@ -41,6 +41,7 @@
 //! Dropping the last [`SubscriptionHandle`] ends the task, which leaves its views; a view
 //! no subscription follows closes its watch after [`crate::consumer::VIEW_RELEASE_GRACE`].
 
+mod answering;
 mod apps;
 mod assemble;
 pub(crate) mod coalesce;

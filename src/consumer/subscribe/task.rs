@@ -9,11 +9,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::SubscribeParts;
-use super::apps::{AppState, Following, MappingRead};
+use super::answering;
+use super::apps::{Following, MappingRead};
 use super::assemble::Assembly;
 use super::handle::{Shared, SubscriptionHandle};
 use super::interfaces::{InterfaceLevel, InterfaceUpdate};
-use super::migration::{Migration, next_rule};
+use super::migration::{Migration, next_health, next_rule};
 use super::migration_follow::RuleNow;
 use super::migration_move::{Decision, PendingMove};
 use super::options::SubscribeOptions;
@@ -46,6 +47,7 @@ enum Wake {
     Fetched(Joined),
     Interface(InterfaceUpdate),
     Rule,
+    Health,
     Written(Result<()>),
     Timer,
 }
@@ -157,6 +159,7 @@ impl Task {
                 joined = self.fetching.next() => Wake::Fetched(joined),
                 update = next_interface(&mut self.migration.interface) => Wake::Interface(update),
                 () = next_rule(&mut self.migration.rule) => Wake::Rule,
+                () = next_health(&mut self.migration.health) => Wake::Health,
                 written = self.snapshots.written() => Wake::Written(written),
                 () = sleep_until(deadline) => Wake::Timer,
             };
@@ -181,6 +184,7 @@ impl Task {
                     self.migration.refused = None;
                     self.choose_again(now);
                 }
+                Wake::Health => self.on_health(),
                 Wake::Written(Ok(())) => Counters::bump(&self.parts.counters.snapshot_writes),
                 Wake::Written(Err(error)) => {
                     let subject = self.id.to_string();
@@ -393,6 +397,9 @@ impl Task {
     /// longer read stays followed (unused) until the subscription ends, so a rule that
     /// switches back finds it read.
     fn start_levels_of(&mut self, step: MigrationStep) {
+        if step.reads_interface() && self.migration.health.is_none() {
+            self.migration.health = Some(self.parts.health.changes());
+        }
         if step.reads_interface() && self.migration.interface.is_none() {
             self.migration.interface = Some(InterfaceLevel::start(
                 self.parts.backend.clone(),
@@ -461,14 +468,11 @@ impl Task {
             MigrationStep::ForceApplication => false,
             MigrationStep::ForceInterface => true,
             MigrationStep::ApplicationFirst => {
-                let interface = self.interface_endpoints();
+                let (interface, set_aside) = self.application_first_inputs(&application);
+                self.migration.set_aside = set_aside;
                 let (threshold, _) = self.application_first_settings();
-                let level = application_first_level(
-                    application.len(),
-                    self.held_only(&application),
-                    interface,
-                    threshold,
-                );
+                let level =
+                    application_first_level(application.len(), set_aside, interface, threshold);
                 level == Level::Interface
             }
         };
@@ -510,29 +514,43 @@ impl Task {
         }
     }
 
-    /// The callable endpoints the interface level holds for the subscription (none when it
-    /// is not read, or not yet).
-    fn interface_endpoints(&mut self) -> usize {
-        match &mut self.migration.interface {
-            Some(level) if level.synced => level
-                .set(&self.subscription, &self.parts.hosts)
-                .endpoints
-                .len(),
-            _ => 0,
-        }
+    /// `APPLICATION_FIRST`'s inputs beside the application level's set: the interface
+    /// level's endpoints (none when it is not read, or not yet), and whether the
+    /// application level cannot answer while the interface level can (see `answering.rs`).
+    fn application_first_inputs(
+        &mut self,
+        application: &[crate::model::Endpoint],
+    ) -> (usize, bool) {
+        let interface = match &mut self.migration.interface {
+            Some(level) if level.synced => {
+                &level.set(&self.subscription, &self.parts.hosts).endpoints
+            }
+            _ => return (0, false),
+        };
+        let health = &self.parts.health;
+        let set_aside = answering::cannot_answer(application, &self.following.apps, health)
+            && answering::answering(interface, health) > 0;
+        (interface.len(), set_aside)
     }
 
-    /// Whether every endpoint of `application` comes from an app whose instances to route
-    /// to are all held (gone from the registry): such a level does not outweigh an
-    /// interface level that can answer.
-    fn held_only(&self, application: &[crate::model::Endpoint]) -> bool {
-        !application.is_empty()
-            && application.iter().all(|endpoint| {
-                self.following
-                    .apps
-                    .get(&*endpoint.app)
-                    .is_some_and(AppState::held_only)
-            })
+    /// Health changed: at `APPLICATION_FIRST`, the set is computed again when whether the
+    /// application level can answer changed.
+    fn on_health(&mut self) {
+        if self.migration.step != MigrationStep::ApplicationFirst
+            || self.migration.interface.is_none()
+        {
+            return;
+        }
+        let application = self.assembly.compute(
+            &self.following.apps,
+            &self.fetching.metadata,
+            &self.subscription,
+            &self.parts.hosts,
+        );
+        let (_, set_aside) = self.application_first_inputs(&application);
+        if set_aside != self.migration.set_aside {
+            self.dirty = true;
+        }
     }
 
     /// The migration rule's `threshold` for `APPLICATION_FIRST` (Java: below 0 or none is
@@ -586,7 +604,7 @@ impl Task {
             interface,
             pending: self.migration.pending.as_ref().map(|p| p.step),
             refused: self.migration.refused.clone(),
-            held_only: application_first && self.held_only(application),
+            application_set_aside: application_first && self.migration.set_aside,
             threshold,
             proportion_not_applied: proportion,
         };

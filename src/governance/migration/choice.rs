@@ -70,11 +70,12 @@ pub struct LevelChoice {
     pub pending: Option<MigrationStep>,
     /// A step the migration rule asks for that was not applied, and why.
     pub refused: Option<(MigrationStep, String)>,
-    /// Whether every endpoint the application level holds comes from instances that left
-    /// the registry and are held (self-preservation, or an app that emptied at once): at
-    /// `APPLICATION_FIRST` such a level does not count against an interface level that can
-    /// answer.
-    pub held_only: bool,
+    /// Whether no endpoint of the application level can answer while the interface level
+    /// can: each comes from an instance that left the registry and is held
+    /// (self-preservation, an app that emptied at once), or consumer-side health has it out
+    /// (refused, failing every call, hung). At `APPLICATION_FIRST` such a level gives way,
+    /// as Java's consumer leaves an application level it has no connected invoker of.
+    pub application_set_aside: bool,
     /// The `threshold` compared at `APPLICATION_FIRST` (the migration rule's, else 0.0).
     pub threshold: f32,
     /// The migration rule's `proportion` (below 100), which is not applied: every call
@@ -85,17 +86,17 @@ pub struct LevelChoice {
 /// The level `APPLICATION_FIRST` serves from, decided again on every change as Dubbo Java
 /// 3.3's `DefaultMigrationAddressComparator` decides it: the application level when it has
 /// an endpoint and the interface level has none, or when `application / interface >=
-/// threshold`; else the interface level. `held_only` says the application level's
-/// endpoints all come from held instances (gone from the registry): they count as none
-/// while the interface level has an endpoint (Java, which holds nothing, has already
-/// dropped them), and serve when neither level has another.
+/// threshold`; else the interface level. `set_aside` says no endpoint of the application
+/// level can answer (held instances gone from the registry, or out by health) while the
+/// interface level can: they count as none (Java, which holds nothing and checks its
+/// connections at every call, calls the interface level).
 pub fn application_first_level(
     application: usize,
-    held_only: bool,
+    set_aside: bool,
     interface: usize,
     threshold: f32,
 ) -> Level {
-    let application = if held_only && interface > 0 {
+    let application = if set_aside && interface > 0 {
         0
     } else {
         application
@@ -131,7 +132,7 @@ impl LevelChoice {
             interface: None,
             pending: None,
             refused: None,
-            held_only: false,
+            application_set_aside: false,
             threshold: 0.0,
             proportion_not_applied: None,
         }
@@ -165,10 +166,11 @@ impl fmt::Display for LevelChoice {
                 _ => None,
             };
             match (self.is_fallback(), below) {
-                (true, _) if self.held_only => write!(
+                (true, _) if self.application_set_aside => write!(
                     f,
-                    ": the application level's {application} endpoint(s) are all held (their \
-                     instances left the registry), so the interface level's {interface} serve"
+                    ": the application level's {application} endpoint(s) cannot answer (held \
+                     after leaving the registry, or out by health), so the interface level's \
+                     {interface} serve"
                 )?,
                 (true, Some(share)) => write!(
                     f,
@@ -281,12 +283,12 @@ mod tests {
             ..LevelChoice::initial(MigrationStep::ApplicationFirst)
         };
         let held = LevelChoice {
-            held_only: true,
+            application_set_aside: true,
             ..fallback.clone()
         };
         assert!(held.to_string().contains(
-            "the application level's 1 endpoint(s) are all held (their instances left the \
-             registry), so the interface level's 2 serve"
+            "the application level's 1 endpoint(s) cannot answer (held after leaving the \
+             registry, or out by health), so the interface level's 2 serve"
         ));
         let below = LevelChoice {
             threshold: 0.8,

@@ -21,9 +21,10 @@
 //! where the backend has an interface level (two more reads and one more watch per
 //! subscription: set `FORCE_APPLICATION` to save them), `FORCE_APPLICATION` elsewhere.
 //!
-//! At `APPLICATION_FIRST`, application-level endpoints whose instances all left the registry
-//! and are held (self-preservation, an app that emptied at once) do not outweigh an interface
-//! level that can answer: Java, which holds nothing, would call the interface level. The
+//! At `APPLICATION_FIRST`, an application level none of whose endpoints can answer (held
+//! instances that left the registry, or endpoints consumer-side health has out) gives way to
+//! an interface level that can: Java checks at every call that the application level has a
+//! connected invoker. The
 //! rule's `proportion` (Java sends `100 - proportion` % of calls to the interface level) is
 //! not applied: every call goes to the level chosen, and the level choice says so.
 

@@ -29,14 +29,23 @@ pub struct ExampleProvider {
     /// The port its Greeter (and MetadataService) listens on.
     pub port: u16,
     child: Child,
+    /// The calls it processed, by request name (with `--log-requests`).
+    requests: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>,
 }
 
 impl ExampleProvider {
     /// Starts `greeter_provider --registry URL --app APP` on a free loopback port and waits
     /// for the line that says where it serves (within 30 s).
     pub async fn start(registry: &str, app: &str) -> ExampleProvider {
+        Self::start_with(registry, app, &[]).await
+    }
+
+    /// Like [`start`](Self::start), with more of its flags (`--log-requests` makes
+    /// [`requests_named`](Self::requests_named) count).
+    pub async fn start_with(registry: &str, app: &str, more: &[&str]) -> ExampleProvider {
         let mut child = Command::new(example("greeter_provider"))
             .args(["--registry", registry, "--app", app, "--drain-ms", "500"])
+            .args(more)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -60,12 +69,34 @@ impl ExampleProvider {
         })
         .await
         .expect("the example provider says where it serves within 30 s");
-        // Keep draining its output so that it never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        // Keep draining its output so that it never blocks on a full pipe, counting the
+        // requests it logs.
+        let requests =
+            std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+        let counted = requests.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(name) = line.trim_end().strip_prefix("REQUEST name=") {
+                    let mut counted = counted.lock().unwrap();
+                    *counted.entry(name.to_owned()).or_insert(0) += 1;
+                }
+            }
+        });
         ExampleProvider {
             port: serving,
             child,
+            requests,
         }
+    }
+
+    /// How many calls named `name` it processed so far (started with `--log-requests`).
+    pub fn requests_named(&self, name: &str) -> u64 {
+        self.requests
+            .lock()
+            .unwrap()
+            .get(name)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Stops it as a deploy does (`SIGTERM`: marked as stopping, drained, deregistered) and
