@@ -554,7 +554,9 @@ async fn run(cli: Cli) -> Result<(), Error> {
             let group = introspect::backend::config::DEFAULT_GROUP;
             let keys = backend.config().list(group).await;
             let unread = introspect_cli::rule::readers::report(&backend, keys).await;
-            out.route(&report, &unread)?;
+            // Which discovery level the providers come from, and why (the migration step).
+            let level = subscription.level().to_string();
+            out.route(&report, &unread, &level)?;
         }
         Command::Xds(args) => xds::run(resolver, args).await?,
         Command::Console(args) => introspect_cli::console::run(resolver, args).await?,

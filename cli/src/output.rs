@@ -426,14 +426,17 @@ impl Output {
 impl Output {
     /// Where a call would go: each provider, routed or not and why, and the rules; with
     /// `unread`, the rules present that no known member reads (a line, and the JSON field
-    /// `rules_nobody_reads`: `null` when the registry could not be asked).
+    /// `rules_nobody_reads`: `null` when the registry could not be asked); `level` says which
+    /// discovery level the providers come from and why (`level`).
     pub fn route(
         &self,
         report: &introspect::consumer::RouteReport,
         unread: &(Option<String>, serde_json::Value),
+        level: &str,
     ) -> io::Result<()> {
         let mut value = serde_json::to_value(report).unwrap_or_default();
         value["rules_nobody_reads"] = unread.1.clone();
+        value["level"] = serde_json::Value::String(level.to_owned());
         self.emit(value, |t| {
             let _ = writeln!(
                 t,
@@ -471,6 +474,7 @@ impl Output {
             } else {
                 report.rules_in_force.join(", ")
             };
+            let _ = writeln!(t, "level: {level}");
             let _ = writeln!(t, "rules in force: {in_force}");
             if let Some(line) = &unread.0 {
                 let _ = writeln!(t, "{line}");

@@ -893,6 +893,97 @@ async fn a_terminated_last_provider_falls_back_as_java_does(
     drop(java_provider);
 }
 
+/// A migration rule's `threshold` and `proportion` at `APPLICATION_FIRST`, on a Dubbo Java
+/// consumer and an Introspect one of the same app ([`STEERED`]), a Java provider at the
+/// interface level only and a Rust provider at the application level only. With
+/// `threshold: 2.0` (one application-level endpoint for one interface-level one: 1.0 is
+/// below it) both call the interface level; with `threshold: 0.5, proportion: 50` Java
+/// sends about half of its calls to the interface level at random, while Introspect, which
+/// does not apply `proportion` (a balanced channel balances one set) and says so, calls the
+/// application level alone. Java's figures are printed beside Introspect's.
+async fn threshold_and_proportion_beside_java(registry: &str, backend: &Backend) {
+    let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    let java_provider = java
+        .provider_with(
+            registry,
+            JAVA_APP,
+            &["--register-mode", "interface", "--log-requests"],
+        )
+        .await;
+    let mut rust = RustProvider::start(backend, RegisterMode::Instance).await;
+    resolvable(backend, rust.port).await;
+    let by_rust = format!("rust:{}", rust.port);
+    set_migration_rule(
+        backend,
+        Some(&format!(
+            "key: {STEERED}\nstep: APPLICATION_FIRST\nthreshold: 2.0\n"
+        )),
+    )
+    .await;
+    let script = async {
+        eventually(
+            LIMIT,
+            "the Java consumer calling the interface level",
+            || async {
+                let names = java_provider.processed();
+                names.iter().filter(|n| *n == "dubbo-java").count() >= 50
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let lowered = epoch_ms();
+        set_migration_rule(
+            backend,
+            Some(&format!(
+                "key: {STEERED}\nstep: APPLICATION_FIRST\nthreshold: 0.5\nproportion: 50\n"
+            )),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        lowered
+    };
+    let SideBySide {
+        run,
+        java: java_calls,
+        introspect,
+        script: lowered,
+    } = side_by_side(&java, registry, backend, (Some(STEERED), None), 700, script).await;
+    let end = epoch_ms();
+    // The second rule is obeyed within a second by both: the shares are read after it.
+    let settled = lowered + 1_000;
+    for (who, calls) in [("Dubbo Java", &java_calls), ("Introspect", &introspect)] {
+        let above = phase(calls, 0, lowered);
+        let below = phase(calls, settled, end);
+        println!("{who}: threshold 2.0 {above:?}; threshold 0.5 and proportion 50 {below:?}");
+        assert_eq!(
+            runs(calls, 0, lowered).last(),
+            Some(&"java"),
+            "{who} at threshold 2.0 calls the interface level\n{}",
+            run.output
+        );
+        assert_eq!(above.1 + below.1, 0, "{who} failed calls");
+    }
+    let java_below = phase(&java_calls, settled, end).0;
+    let interface_share = java_below.get("java").copied().unwrap_or(0) as f64
+        / java_below.values().sum::<u64>().max(1) as f64;
+    assert!(
+        (0.3..=0.7).contains(&interface_share),
+        "Dubbo Java at proportion 50 sends about half its calls to the interface level: \
+         {java_below:?}"
+    );
+    assert_eq!(
+        runs(&introspect, settled, end),
+        [by_rust.as_str()],
+        "Introspect, proportion not applied, calls the application level alone"
+    );
+    set_migration_rule(backend, None).await;
+    rust.stop();
+    rust.stopped().await;
+    drop(java_provider);
+}
+
 /// One migration rule steering a Dubbo Java 3.3 consumer and an Introspect one of the same
 /// consumer app ([`STEERED`]), both at `APPLICATION_FIRST`, with a Java provider at the
 /// interface level only and a Rust provider at the application level only: the rule's
@@ -1313,6 +1404,16 @@ mod zookeeper {
             .await;
     }
 
+    /// A migration rule's threshold decides the level alike; its proportion is Java's only.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn threshold_and_proportion_beside_java() {
+        let Some(server) = ZooKeeperServer::start().await else {
+            return;
+        };
+        let backend = server.backend().await;
+        super::threshold_and_proportion_beside_java(&server.url(), &backend).await;
+    }
+
     /// Without Java: a Rust provider registering only its interface-level URL, another
     /// only its instance; the consumer app's migration rule moves the calls between them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1477,6 +1578,16 @@ mod nacos {
         let backend = server.backend().await;
         super::a_terminated_last_provider_falls_back_as_java_does(&server.url(), &backend, true)
             .await;
+    }
+
+    /// A migration rule's threshold decides the level alike; its proportion is Java's only.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn threshold_and_proportion_beside_java() {
+        let Some(server) = NacosServer::start().await else {
+            return;
+        };
+        let backend = server.backend().await;
+        super::threshold_and_proportion_beside_java(&server.url(), &backend).await;
     }
 
     /// A Java provider at `register-mode=interface`, called by an Introspect consumer at

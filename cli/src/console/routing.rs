@@ -131,10 +131,11 @@ pub async fn route(
             .is_empty()
             .then(|| subscription.why_empty().map(|why| why.to_string()))
             .flatten();
-        Ok::<_, Error>((report, why_empty, unread))
+        let level = subscription.level().to_string();
+        Ok::<_, Error>((report, why_empty, unread, level))
     })
     .await;
-    let (report, why_empty, unread) = match explained {
+    let (report, why_empty, unread, level) = match explained {
         Ok(Ok(done)) => done,
         Ok(Err(error)) => return failure(status_of(&error), &error.to_string()),
         Err(_) => {
@@ -150,9 +151,11 @@ pub async fn route(
     };
     value["providers_total"] = json!(report.providers.len());
     value["rules_nobody_reads"] = unread;
+    value["level"] = json!(level);
     for (list, most) in [
         ("providers", MAX_PROVIDERS),
         ("problems", MAX_LINES),
+        ("notes", MAX_LINES),
         ("steps", MAX_LINES),
         ("rules_in_force", MAX_LINES),
         ("rules_nobody_reads", MAX_LINES),

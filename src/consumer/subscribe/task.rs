@@ -183,6 +183,8 @@ impl Task {
                 Wake::Rule => {
                     self.migration.refused = None;
                     self.choose_again(now);
+                    // The same step may come with another threshold or proportion.
+                    self.dirty = true;
                 }
                 Wake::Health => self.on_health(),
                 Wake::Written(Ok(())) => Counters::bump(&self.parts.counters.snapshot_writes),

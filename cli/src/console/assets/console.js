@@ -412,10 +412,13 @@ function routingPanel(r) {
   const asked = [r.consumer_app ? "consumer app " + r.consumer_app : "no consumer app", r.method ? "method " + r.method : "any method",
     r.tag ? "tag " + r.tag : "untagged"].join(", ");
   parts.push(el("p", { class: "muted" }, `a call as ${asked}, read at ${new Date().toLocaleTimeString()}`));
+  if (r.level) parts.push(el("p", { class: "muted", id: "route-level" }, "providers from the " + r.level));
   const rules = el("ul", { class: "rules" },
     r.rules_in_force.map((k) => el("li", { "data-rule": k }, el("span", { class: "tag ok" }, "in force"), " ", el("span", { class: "mono" }, k))),
     r.problems.map((p) => el("li", { "data-rule": p.key, class: "not-applied" }, el("span", { class: "tag warn" }, "not applied"), " ",
-      el("span", { class: "mono" }, p.key), " ", el("span", { class: "muted" }, p.reason))));
+      el("span", { class: "mono" }, p.key), " ", el("span", { class: "muted" }, p.reason))),
+    (r.notes || []).map((n) => el("li", { "data-rule": n.key }, el("span", { class: "tag warn" }, "noted"), " ",
+      el("span", { class: "mono" }, n.key), " ", el("span", { class: "muted" }, n.reason))));
   parts.push(rules.children.length ? rules : el("p", { class: "muted" }, "no rules in force: calls go by what the providers publish"));
   // Rules written where no known member reads them (a misplaced key, an unknown interface or app).
   const unread = r.rules_nobody_reads;
