@@ -120,7 +120,8 @@ pub fn subscription_of(service: &ConsumedService) -> Subscription {
     )
 }
 
-/// The subscription to `interface` with a record's qualifiers (empty: any).
+/// The subscription to `interface` with a record's qualifiers (empty: any), at the
+/// application level.
 pub fn subscription_for(
     interface: &str,
     group: &str,
@@ -132,6 +133,9 @@ pub fn subscription_for(
     s.group = some(group);
     s.version = some(version);
     s.protocol = some(protocol);
+    // The application level: what a record's digest at that level is compared with (the
+    // interface level is read apart where a record says it is on it).
+    s.migration = Some(introspect::MigrationStep::ForceApplication);
     s
 }
 

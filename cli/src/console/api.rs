@@ -339,6 +339,8 @@ async fn service(State(shared): State<Shared>, Query(query): Query<ServiceQuery>
     subscription.group = nonempty(&query.group);
     subscription.version = nonempty(&query.version);
     subscription.protocol = nonempty(&query.protocol);
+    // The application level alone here: the interface level is read apart, below.
+    subscription.migration = Some(MigrationStep::ForceApplication);
     let resolver = &shared.fleet.resolver;
     let apps = match resolver.apps(&subscription).await {
         Ok(apps) => apps,
