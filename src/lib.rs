@@ -293,3 +293,37 @@ pub use store::{MemoryStore, Store};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
+
+/// The guide's pages (`docs/guide/`), compiled as doctests like the README.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../docs/guide/README.md")]
+    struct GuideIndex;
+
+    #[doc = include_str!("../docs/guide/providers-and-consumers.md")]
+    struct ProvidersAndConsumersGuide;
+
+    #[doc = include_str!("../docs/guide/dubbo-fleets-and-registries.md")]
+    struct DubboFleetsGuide;
+
+    #[doc = include_str!("../docs/guide/governance.md")]
+    struct GovernanceGuide;
+
+    #[doc = include_str!("../docs/guide/calls-and-failures.md")]
+    struct CallsAndFailuresGuide;
+
+    #[doc = include_str!("../docs/guide/xds.md")]
+    struct XdsGuide;
+
+    #[doc = include_str!("../docs/guide/console.md")]
+    struct ConsoleGuide;
+
+    #[doc = include_str!("../docs/guide/security.md")]
+    struct SecurityGuide;
+
+    #[doc = include_str!("../docs/guide/operations.md")]
+    struct OperationsGuide;
+
+    #[doc = include_str!("../docs/guide/benchmarks.md")]
+    struct BenchmarksGuide;
+}

@@ -1,13 +1,33 @@
-//! The README says what the crate does: its feature table and every "on/off by default" it
-//! writes agree with the manifest's default features, and the tonic recipe asks for the
-//! tonic minor the library is built against and says where TLS comes from. (Its Rust
-//! examples are compiled as doctests, see `ReadmeExamples` in the crate root.)
+//! The README and the guide (`docs/guide/`) say what the crate does: the README's feature
+//! table and every "on/off by default" either writes agree with the manifest's default
+//! features, the guide's tonic recipe asks for the tonic minor the library is built against
+//! and says where TLS comes from, and every relative link between them names a file that
+//! exists. (Their Rust examples are compiled as doctests, see `ReadmeExamples` and `guide`
+//! in the crate root.)
 
 use std::collections::BTreeSet;
 
 fn read(file: &str) -> String {
     let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// The README and every page of the guide, each with its path from the crate root.
+fn readme_and_guide() -> Vec<(String, String)> {
+    let mut pages = vec![("README.md".to_owned(), read("README.md"))];
+    let dir = format!("{}/docs/guide", env!("CARGO_MANIFEST_DIR"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("docs/guide: {e}"))
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .collect();
+    names.sort();
+    for name in names {
+        let path = format!("docs/guide/{name}");
+        let text = read(&path);
+        pages.push((path, text));
+    }
+    pages
 }
 
 /// The quoted names in a TOML array such as `["etcd", "tls"]`.
@@ -65,8 +85,18 @@ fn the_feature_table_and_every_default_the_readme_names_agree_with_the_manifest(
     assert_eq!(table, features, "every feature has a row");
     // The prose: "feature `name`, on by default" and "(feature `name`, off by default)".
     let mut said = 0;
-    for (at, _) in readme.match_indices("feature `") {
-        let rest = &readme[at + "feature `".len()..];
+    for (path, text) in readme_and_guide() {
+        said += defaults_said(&path, &text, &default);
+    }
+    assert!(said >= 1, "the Security page says the default of `tls`");
+}
+
+/// How many times `text` says "feature `name`, on/off by default", each checked against the
+/// manifest's `default` features.
+fn defaults_said(path: &str, text: &str, default: &BTreeSet<String>) -> usize {
+    let mut said = 0;
+    for (at, _) in text.match_indices("feature `") {
+        let rest = &text[at + "feature `".len()..];
         let Some((name, after)) = rest.split_once('`') else {
             continue;
         };
@@ -77,19 +107,19 @@ fn the_feature_table_and_every_default_the_readme_names_agree_with_the_manifest(
                 assert_eq!(
                     on,
                     default.contains(name),
-                    "the README calls feature {name} {state}"
+                    "{path} calls feature {name} {state}"
                 );
             }
         }
     }
-    assert!(said >= 1, "the Security section says the default of `tls`");
+    said
 }
 
 #[test]
 fn the_tonic_recipe_asks_for_the_library_s_tonic_and_says_where_tls_comes_from() {
-    let readme = read("README.md");
-    let recipe = readme
-        .split("### Add it to a tonic service")
+    let page = read("docs/guide/providers-and-consumers.md");
+    let recipe = page
+        .split("## Add it to a tonic service")
         .nth(1)
         .expect("the recipe")
         .split("\n## ")
@@ -121,4 +151,29 @@ fn the_tonic_recipe_asks_for_the_library_s_tonic_and_says_where_tls_comes_from()
         prose.contains(r#"default-features = false, features = ["tls"]"#),
         "the recipe says how to keep TLS without the other defaults"
     );
+}
+
+#[test]
+fn every_relative_link_of_the_readme_and_the_guide_names_a_file_that_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for (path, text) in readme_and_guide() {
+        let dir = root.join(&path);
+        let dir = dir.parent().unwrap();
+        for (at, _) in text.match_indices("](") {
+            let rest = &text[at + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let target = &rest[..end];
+            if target.contains("://") || target.starts_with('#') || target.starts_with("mailto:") {
+                continue;
+            }
+            let file = target.split('#').next().unwrap();
+            assert!(
+                dir.join(file).exists(),
+                "{path} links to {target}, which does not exist"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "the README links every guide page");
 }
