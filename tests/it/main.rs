@@ -25,6 +25,7 @@ mod etcd_start_down;
 mod failover;
 mod fault_proxy;
 mod first_set;
+mod flags;
 mod follow_app;
 mod generated_code;
 mod golden_records;
@@ -51,6 +52,8 @@ mod partitions;
 mod passive_health;
 mod provider;
 mod provider_rules;
+#[cfg(feature = "zookeeper")]
+mod quickstart;
 mod quiet_logs;
 mod readme;
 mod reflection;

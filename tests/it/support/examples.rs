@@ -8,14 +8,41 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
+/// `target/<profile>/`, where this test binary's `deps/` directory, the examples and the
+/// workspace's binaries (`introspect`) are.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test binary sits in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// The binaries a walk-through of the documents runs: `introspect` and the greeter
+/// examples, by name, when all are built; `None` after a loud SKIPPED line when one is not
+/// (`cargo test --workspace` builds them all; `cargo test --test it` alone leaves out the
+/// `introspect` of the cli crate).
+pub fn walkthrough_binaries() -> Option<Vec<(&'static str, PathBuf)>> {
+    let dir = profile_dir();
+    let binaries = vec![
+        ("introspect", dir.join("introspect")),
+        ("greeter_provider", dir.join("examples/greeter_provider")),
+        ("greeter_consumer", dir.join("examples/greeter_consumer")),
+    ];
+    if let Some((_, missing)) = binaries.iter().find(|(_, path)| !path.is_file()) {
+        eprintln!(
+            "\n*** SKIPPED: {} is not built (run `cargo build --workspace --examples \
+             --all-features`, or `cargo test --workspace`). This test did not run. ***\n",
+            missing.display()
+        );
+        return None;
+    }
+    Some(binaries)
+}
+
 /// The example binary `name`, beside this test binary's directory (`target/<profile>/`).
 pub fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test binary sits in target/<profile>/deps");
-    let path = profile_dir.join("examples").join(name);
+    let path = profile_dir().join("examples").join(name);
     assert!(
         path.is_file(),
         "example {name} not built at {} (cargo test builds the examples)",

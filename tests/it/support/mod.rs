@@ -16,6 +16,7 @@ pub mod greeter;
 pub mod hostile;
 pub mod killable;
 pub mod logs;
+pub mod markdown;
 #[cfg(feature = "nacos")]
 pub mod nacos;
 pub mod peer_cases;
