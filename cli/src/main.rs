@@ -160,14 +160,15 @@ enum Command {
         /// Serve Prometheus metrics at http://ADDR/metrics while watching.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
-        /// Keep a snapshot of the endpoints in DIR: a watch started while etcd is down
-        /// shows the last ones known, then follows etcd once it answers.
+        /// Keep a snapshot of the endpoints in DIR: a watch started while the registry is
+        /// down shows the last ones known, then follows the registry once it answers.
         #[arg(long, value_name = "DIR")]
         snapshot: Option<std::path::PathBuf>,
     },
     /// Serve the registry's gRPC services over xDS (ADS) to gRPC clients and Envoy.
     Xds(xds::XdsArgs),
-    /// Serve a live, read-only web console of the fleet (loopback unless given a token).
+    /// Serve a live web console of the fleet: read-only on loopback without a token; with
+    /// one (--token-env), a logged-in person can disable, enable, weigh and tag instances.
     Console(introspect_cli::console::ConsoleArgs),
     /// Read, write, list and check governance rules where dubbo-admin writes them (the
     /// registry's config centre): every write is checked first and compare-and-set.
@@ -193,9 +194,11 @@ struct Target {
     #[arg(long, value_delimiter = ',')]
     provided_by: Vec<String>,
     /// Which level to read, as Dubbo's `migration.step` names it: FORCE_APPLICATION (the
-    /// default: instances, mapping, metadata), FORCE_INTERFACE (the interface-level
-    /// provider URLs of ZooKeeper and Nacos) or APPLICATION_FIRST (the application level
-    /// when it has an endpoint, else the interface level).
+    /// application level: instances, mapping, metadata), FORCE_INTERFACE (the
+    /// interface-level provider URLs of ZooKeeper, Nacos and etcd) or APPLICATION_FIRST
+    /// (the application level when it has an endpoint, else the interface level).
+    /// Default, as Dubbo Java's: APPLICATION_FIRST where the registry has an interface
+    /// level, FORCE_APPLICATION on the memory store.
     #[arg(long, value_name = "STEP")]
     migration_step: Option<introspect::MigrationStep>,
 }
@@ -302,11 +305,9 @@ fn is_broken_pipe(error: &Error) -> bool {
 }
 
 async fn run(cli: Cli) -> Result<(), Error> {
-    // `rule check` works offline: no registry is opened. The global `--key` (a TLS flag,
-    // unused offline) names the rule's key there.
-    if let Command::Rule(rule_cmd::RuleCommand::Check { file, rule_key }) = &cli.command {
-        let from_tls_flag = cli.store.key.as_ref().map(|k| k.display().to_string());
-        let key = rule_key.clone().or(from_tls_flag);
+    // `rule check` works offline: no registry is opened.
+    if let Command::Rule(rule_cmd::RuleCommand::Check { file, key }) = &cli.command {
+        let key = key.as_ref().map(|k| k.display().to_string());
         return rule_cmd::check(&Output::new(cli.json), file, key.as_deref());
     }
     let mut store_args = cli.store.clone();
