@@ -222,17 +222,36 @@ impl Target {
     }
 }
 
+/// The log filter when `RUST_LOG` names none: warnings, and for a one-shot command none
+/// of the Nacos SDK's (an unreachable server logs a multi-line error for each retry before
+/// the command's own one-line error says the same). `RUST_LOG=nacos_sdk=warn` shows them.
+fn default_log_filter(command: &Command) -> &'static str {
+    let long_running = matches!(
+        command,
+        Command::Watch { .. }
+            | Command::Console(_)
+            | Command::Xds(_)
+            | Command::Demo { hold: true, .. }
+    );
+    if long_running {
+        "warn"
+    } else {
+        "warn,nacos_sdk=off"
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = default_log_filter(&cli.command);
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| filter.into()),
         )
         .with_writer(std::io::stderr)
         // Colours only on a terminal: a log redirected to a file stays plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         // `introspect ... | head`: the reader has gone, so stop quietly.
@@ -432,13 +451,14 @@ async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Mapping { interface } => {
             let apps = backend.mapping().get(interface, &limits).await?;
-            out.mapping(interface, &apps)?;
+            // Nothing found is an error, said once on stderr: stdout stays empty.
             if apps.is_empty() {
                 return Err(Error::NotFound(format!(
                     "no app is mapped to {interface} (is the name spelled as the provider \
                      exports it, package included?)"
                 )));
             }
+            out.mapping(interface, &apps)?;
         }
         Command::Revision {
             app,

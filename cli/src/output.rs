@@ -127,9 +127,6 @@ impl Output {
 
     pub fn mapping(&self, interface: &str, apps: &BTreeSet<String>) -> io::Result<()> {
         self.emit(json!({"interface": interface, "apps": apps}), |t| {
-            if apps.is_empty() {
-                let _ = writeln!(t, "no app exports {interface}");
-            }
             for app in apps {
                 let _ = writeln!(t, "{app}");
             }
