@@ -1,6 +1,7 @@
 //! `introspect`: run the demo, and see what is registered without writing code.
 
 mod output;
+mod route;
 mod rule_cmd;
 mod xds;
 
@@ -125,7 +126,8 @@ enum Command {
     },
     /// Where a call to an interface would go, as a balanced channel routes it: each
     /// provider routed or not, by which rule (its config-centre key) or parameter, and its
-    /// effective weight now; the rules in force, and those refused or not applied.
+    /// effective weight now (warm-up applied); the rules in force, and those refused or
+    /// not applied; and, when no provider is routed, that every such call fails and why.
     Route {
         #[command(flatten)]
         target: Target,
@@ -152,6 +154,10 @@ enum Command {
         /// The tag is forced (`dubbo.force.tag=true`).
         #[arg(long)]
         force_tag: bool,
+        /// Exit non-zero when every such call fails (no provider routed), as a script's
+        /// check; without it the report says so and the exit is 0.
+        #[arg(long)]
+        check: bool,
     },
     /// Follow the endpoints of an interface, printing each change until Ctrl-C or SIGTERM.
     Watch {
@@ -557,6 +563,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
             headers,
             tag,
             force_tag,
+            check,
             ..
         } => {
             let mut query = RouteQuery {
@@ -577,7 +584,17 @@ async fn run(cli: Cli) -> Result<(), Error> {
             let unread = introspect_cli::rule::readers::report(&backend, keys).await;
             // Which discovery level the providers come from, and why (the migration step).
             let level = subscription.level().to_string();
-            out.route(&report, &unread, &level)?;
+            let no_provider = if report.providers.is_empty() {
+                Some(resolver.explain(&target.subscription()).await?.to_string())
+            } else {
+                None
+            };
+            let why_empty = route::why_empty(&report, no_provider);
+            let warming = route::warming_up(&report);
+            out.route(&report, &unread, &level, why_empty.as_deref(), warming)?;
+            if let (true, Some(why)) = (*check, why_empty) {
+                return Err(Error::NotFound(format!("every such call fails: {why}")));
+            }
         }
         Command::Xds(args) => xds::run(resolver, args).await?,
         Command::Console(args) => introspect_cli::console::run(resolver, args).await?,
