@@ -8,12 +8,15 @@
 //! RUST_LOG=introspect=debug cargo run --example greeter   (default: warnings only)
 //! ```
 //!
-//! For separate processes over etcd, see `greeter_provider` and `greeter_consumer`.
+//! For separate processes over a registry, see `greeter_provider` and `greeter_consumer`.
+//! An error is printed as one line `error: ...`, and it exits non-zero; so it does when a
+//! call failed.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -138,9 +141,12 @@ async fn start_node(store: &Arc<dyn Store>, metrics: &mut Metrics) -> Result<Nod
 }
 
 #[tokio::main]
-async fn main() -> Result<(), BoxError> {
+async fn main() -> ExitCode {
     common::init_tracing("warn");
-    let args = Args::parse();
+    common::exit_on_error(run(Args::parse()).await)
+}
+
+async fn run(args: Args) -> Result<ExitCode, BoxError> {
     let phase = Duration::from_millis(args.phase_ms);
     let store = common::open_store(None).await?;
     let mut metrics = Metrics::new();
@@ -216,5 +222,5 @@ async fn main() -> Result<(), BoxError> {
     if failed > 0 {
         return Err(format!("{failed} call(s) failed").into());
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

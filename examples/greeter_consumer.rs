@@ -42,15 +42,19 @@ use introspect::metrics::Metrics;
 use introspect::{MigrationStep, Resolver, Subscription, SubscriptionHandle};
 use tokio_util::sync::CancellationToken;
 
-/// Calls Greeter providers found in a registry (etcd, ZooKeeper).
+/// Calls Greeter providers found in a registry (ZooKeeper, Nacos, etcd).
 #[derive(Parser)]
+#[command(
+    after_help = "Exit: 0 when a call succeeded (or none was made), 1 on an error \
+    (printed as one line `error: ...`) and when every call made failed."
+)]
 struct Args {
     #[command(flatten)]
     registry: common::RegistryArgs,
     /// The name to greet (with --name-prefix, each call's own name instead).
     #[arg(long, default_value = "world")]
     name: String,
-    /// Calls to make, by all tasks together (0: until Ctrl-C).
+    /// Calls to make, by all tasks together (0: until Ctrl-C), e.g. `--calls 10`.
     #[arg(long, default_value_t = 0)]
     calls: u64,
     /// Pause between calls (of each task), in milliseconds.
@@ -72,8 +76,9 @@ struct Args {
     /// Send tagged calls only to providers of their tag (`dubbo.force.tag`).
     #[arg(long, requires = "tag")]
     force_tag: bool,
-    /// Which level of discovery to read: FORCE_APPLICATION (the default), FORCE_INTERFACE or
-    /// APPLICATION_FIRST.
+    /// Which level of discovery to read, as Dubbo's `migration.step`: FORCE_APPLICATION,
+    /// FORCE_INTERFACE or APPLICATION_FIRST (default, as Dubbo Java's: APPLICATION_FIRST
+    /// where the registry has an interface level, FORCE_APPLICATION on memory://).
     #[arg(long, value_name = "STEP")]
     migration_step: Option<MigrationStep>,
     /// The Greeter method to call: only SayHello exists in proto/helloworld.proto.

@@ -36,7 +36,8 @@ use common::{BoxError, FaultGreeter};
 use introspect::Provider;
 use introspect::metrics::Metrics;
 
-/// A Greeter provider registered in a registry (etcd, ZooKeeper).
+/// A Greeter provider registered in a registry (ZooKeeper, Nacos, etcd). It serves until
+/// Ctrl-C or SIGTERM, then deregisters gracefully.
 #[derive(Parser)]
 struct Args {
     #[command(flatten)]
@@ -44,7 +45,8 @@ struct Args {
     /// The app name to register under.
     #[arg(long, default_value = "greeter")]
     app: String,
-    /// Where to listen (port 0: any free port).
+    /// Where to listen, e.g. `--listen 127.0.0.1:50052` (a rule that names a provider by
+    /// address needs a known port; the default port 0 takes any free one, printed at start).
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
     /// The host consumers reach this instance at (default: the listening IP; on all
@@ -57,10 +59,12 @@ struct Args {
     /// Serve Prometheus metrics at http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
-    /// A static tag (`dubbo.tag`): calls tagged the same come here, untagged ones never.
+    /// A static tag (`dubbo.tag`), e.g. `--tag gray`: calls tagged the same come here,
+    /// untagged ones never.
     #[arg(long)]
     tag: Option<String>,
-    /// The weight among the app's providers (default 100; negative is refused).
+    /// The weight among the app's providers, e.g. `--weight 300` (default 100; negative is
+    /// refused). Consumers ramp it up over --warmup-ms.
     #[arg(long, allow_negative_numbers = true)]
     weight: Option<i64>,
     /// The warm-up in milliseconds: consumers ramp the weight up over it (default 600000).

@@ -1,6 +1,7 @@
 //! `introspect`: run the demo, and see what is registered without writing code.
 
 mod output;
+mod route;
 mod rule_cmd;
 mod xds;
 
@@ -125,7 +126,8 @@ enum Command {
     },
     /// Where a call to an interface would go, as a balanced channel routes it: each
     /// provider routed or not, by which rule (its config-centre key) or parameter, and its
-    /// effective weight now; the rules in force, and those refused or not applied.
+    /// effective weight now (warm-up applied); the rules in force, and those refused or
+    /// not applied; and, when no provider is routed, that every such call fails and why.
     Route {
         #[command(flatten)]
         target: Target,
@@ -152,6 +154,10 @@ enum Command {
         /// The tag is forced (`dubbo.force.tag=true`).
         #[arg(long)]
         force_tag: bool,
+        /// Exit non-zero when every such call fails (no provider routed), as a script's
+        /// check; without it the report says so and the exit is 0.
+        #[arg(long)]
+        check: bool,
     },
     /// Follow the endpoints of an interface, printing each change until Ctrl-C or SIGTERM.
     Watch {
@@ -160,14 +166,15 @@ enum Command {
         /// Serve Prometheus metrics at http://ADDR/metrics while watching.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
-        /// Keep a snapshot of the endpoints in DIR: a watch started while etcd is down
-        /// shows the last ones known, then follows etcd once it answers.
+        /// Keep a snapshot of the endpoints in DIR: a watch started while the registry is
+        /// down shows the last ones known, then follows the registry once it answers.
         #[arg(long, value_name = "DIR")]
         snapshot: Option<std::path::PathBuf>,
     },
     /// Serve the registry's gRPC services over xDS (ADS) to gRPC clients and Envoy.
     Xds(xds::XdsArgs),
-    /// Serve a live, read-only web console of the fleet (loopback unless given a token).
+    /// Serve a live web console of the fleet: read-only on loopback without a token; with
+    /// one (--token-env), a logged-in person can disable, enable, weigh and tag instances.
     Console(introspect_cli::console::ConsoleArgs),
     /// Read, write, list and check governance rules where dubbo-admin writes them (the
     /// registry's config centre): every write is checked first and compare-and-set.
@@ -193,9 +200,11 @@ struct Target {
     #[arg(long, value_delimiter = ',')]
     provided_by: Vec<String>,
     /// Which level to read, as Dubbo's `migration.step` names it: FORCE_APPLICATION (the
-    /// default: instances, mapping, metadata), FORCE_INTERFACE (the interface-level
-    /// provider URLs of ZooKeeper and Nacos) or APPLICATION_FIRST (the application level
-    /// when it has an endpoint, else the interface level).
+    /// application level: instances, mapping, metadata), FORCE_INTERFACE (the
+    /// interface-level provider URLs of ZooKeeper, Nacos and etcd) or APPLICATION_FIRST
+    /// (the application level when it has an endpoint, else the interface level).
+    /// Default, as Dubbo Java's: APPLICATION_FIRST where the registry has an interface
+    /// level, FORCE_APPLICATION on the memory store.
     #[arg(long, value_name = "STEP")]
     migration_step: Option<introspect::MigrationStep>,
 }
@@ -219,17 +228,36 @@ impl Target {
     }
 }
 
+/// The log filter when `RUST_LOG` names none: warnings, and for a one-shot command none
+/// of the Nacos SDK's (an unreachable server logs a multi-line error for each retry before
+/// the command's own one-line error says the same). `RUST_LOG=nacos_sdk=warn` shows them.
+fn default_log_filter(command: &Command) -> &'static str {
+    let long_running = matches!(
+        command,
+        Command::Watch { .. }
+            | Command::Console(_)
+            | Command::Xds(_)
+            | Command::Demo { hold: true, .. }
+    );
+    if long_running {
+        "warn"
+    } else {
+        "warn,nacos_sdk=off"
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = default_log_filter(&cli.command);
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| filter.into()),
         )
         .with_writer(std::io::stderr)
         // Colours only on a terminal: a log redirected to a file stays plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         // `introspect ... | head`: the reader has gone, so stop quietly.
@@ -302,11 +330,9 @@ fn is_broken_pipe(error: &Error) -> bool {
 }
 
 async fn run(cli: Cli) -> Result<(), Error> {
-    // `rule check` works offline: no registry is opened. The global `--key` (a TLS flag,
-    // unused offline) names the rule's key there.
-    if let Command::Rule(rule_cmd::RuleCommand::Check { file, rule_key }) = &cli.command {
-        let from_tls_flag = cli.store.key.as_ref().map(|k| k.display().to_string());
-        let key = rule_key.clone().or(from_tls_flag);
+    // `rule check` works offline: no registry is opened.
+    if let Command::Rule(rule_cmd::RuleCommand::Check { file, key }) = &cli.command {
+        let key = key.as_ref().map(|k| k.display().to_string());
         return rule_cmd::check(&Output::new(cli.json), file, key.as_deref());
     }
     let mut store_args = cli.store.clone();
@@ -431,13 +457,14 @@ async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Mapping { interface } => {
             let apps = backend.mapping().get(interface, &limits).await?;
-            out.mapping(interface, &apps)?;
+            // Nothing found is an error, said once on stderr: stdout stays empty.
             if apps.is_empty() {
                 return Err(Error::NotFound(format!(
                     "no app is mapped to {interface} (is the name spelled as the provider \
                      exports it, package included?)"
                 )));
             }
+            out.mapping(interface, &apps)?;
         }
         Command::Revision {
             app,
@@ -536,6 +563,7 @@ async fn run(cli: Cli) -> Result<(), Error> {
             headers,
             tag,
             force_tag,
+            check,
             ..
         } => {
             let mut query = RouteQuery {
@@ -556,7 +584,17 @@ async fn run(cli: Cli) -> Result<(), Error> {
             let unread = introspect_cli::rule::readers::report(&backend, keys).await;
             // Which discovery level the providers come from, and why (the migration step).
             let level = subscription.level().to_string();
-            out.route(&report, &unread, &level)?;
+            let no_provider = if report.providers.is_empty() {
+                Some(resolver.explain(&target.subscription()).await?.to_string())
+            } else {
+                None
+            };
+            let why_empty = route::why_empty(&report, no_provider);
+            let warming = route::warming_up(&report);
+            out.route(&report, &unread, &level, why_empty.as_deref(), warming)?;
+            if let (true, Some(why)) = (*check, why_empty) {
+                return Err(Error::NotFound(format!("every such call fails: {why}")));
+            }
         }
         Command::Xds(args) => xds::run(resolver, args).await?,
         Command::Console(args) => introspect_cli::console::run(resolver, args).await?,

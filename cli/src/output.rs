@@ -127,9 +127,6 @@ impl Output {
 
     pub fn mapping(&self, interface: &str, apps: &BTreeSet<String>) -> io::Result<()> {
         self.emit(json!({"interface": interface, "apps": apps}), |t| {
-            if apps.is_empty() {
-                let _ = writeln!(t, "no app exports {interface}");
-            }
             for app in apps {
                 let _ = writeln!(t, "{app}");
             }
@@ -427,16 +424,21 @@ impl Output {
     /// Where a call would go: each provider, routed or not and why, and the rules; with
     /// `unread`, the rules present that no known member reads (a line, and the JSON field
     /// `rules_nobody_reads`: `null` when the registry could not be asked); `level` says which
-    /// discovery level the providers come from and why (`level`).
+    /// discovery level the providers come from and why (`level`); `why_empty`, why every
+    /// such call fails (`null` while a provider is routed), and `warming`, the line saying
+    /// the weights shown are still warming up.
     pub fn route(
         &self,
         report: &introspect::consumer::RouteReport,
         unread: &(Option<String>, serde_json::Value),
         level: &str,
+        why_empty: Option<&str>,
+        warming: Option<String>,
     ) -> io::Result<()> {
         let mut value = serde_json::to_value(report).unwrap_or_default();
         value["rules_nobody_reads"] = unread.1.clone();
         value["level"] = serde_json::Value::String(level.to_owned());
+        value["why_empty"] = json!(why_empty);
         self.emit(value, |t| {
             let _ = writeln!(
                 t,
@@ -474,6 +476,12 @@ impl Output {
             } else {
                 report.rules_in_force.join(", ")
             };
+            if let Some(line) = warming {
+                let _ = writeln!(t, "{line}");
+            }
+            if let Some(why) = why_empty {
+                let _ = writeln!(t, "every such call fails: {why}");
+            }
             let _ = writeln!(t, "level: {level}");
             let _ = writeln!(t, "rules in force: {in_force}");
             if let Some(line) = &unread.0 {

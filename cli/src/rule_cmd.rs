@@ -74,10 +74,12 @@ pub enum RuleCommand {
         /// The rule file.
         file: PathBuf,
         /// The key it is meant for, whose suffix says its form (default: guessed from
-        /// its fields). `--key KEY` works too: check opens no registry, so the TLS flag
-        /// of that name is read as the rule's key here.
-        #[arg(long, value_name = "KEY")]
-        rule_key: Option<String>,
+        /// its fields). Check opens no registry, so `--key` names the rule here, not a TLS
+        /// key file.
+        // The id `key` is the global TLS flag's: this one takes its place in `rule check`
+        // (clap propagates no global a subcommand defines), and a path holds any key.
+        #[arg(long = "key", visible_alias = "rule-key", value_name = "KEY")]
+        key: Option<PathBuf>,
     },
 }
 
@@ -272,7 +274,10 @@ pub async fn run(out: &Output, backend: &Backend, command: &RuleCommand) -> Resu
             let value = json!({"group": group, "keys": keys, "rules_nobody_reads": unread});
             out.show(value, &text)?;
         }
-        RuleCommand::Check { file, rule_key } => check(out, file, rule_key.as_deref())?,
+        RuleCommand::Check { file, key } => {
+            let key = key.as_ref().map(|k| k.display().to_string());
+            check(out, file, key.as_deref())?;
+        }
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! Opening the registry a command line names: a Dubbo registry URL (`--registry URL` or
-//! `INTROSPECT_REGISTRY`: `zookeeper://h:p?backup=h2:p2`, `etcd://h:p`, `memory://`), etcd
-//! by its endpoints (`--etcd URLS` or `INTROSPECT_ETCD`, with etcdctl's `--user`,
-//! `--cacert`, `--cert` and `--key`) or, only when asked for, the embedded in-memory store.
+//! `INTROSPECT_REGISTRY`: `zookeeper://h:p?backup=h2:p2`, `nacos://h:p`, `etcd://h:p`,
+//! `memory://`), etcd by its endpoints (`--etcd URLS` or `INTROSPECT_ETCD`, with etcdctl's
+//! `--user`, `--cacert`, `--cert` and `--key`) or, only when asked for, the embedded
+//! in-memory store.
 //! Naming the registry twice (`--registry` and `--etcd`) is an error.
 //!
 //! Secrets never appear on the command line or in a message: the password comes from
@@ -30,7 +31,8 @@ pub const PASSWORD_VAR: &str = "INTROSPECT_PASSWORD";
 #[derive(Args, Clone, Debug, Default)]
 pub struct StoreArgs {
     /// The registry as Dubbo names it: zookeeper://HOST:PORT?backup=HOST:PORT,…&group=G,
-    /// etcd://HOST:PORT (etcd3://), memory://. Credentials never go in it (see --user).
+    /// nacos://HOST:PORT?namespace=NS, etcd://HOST:PORT (etcd3://), memory://. Credentials
+    /// never go in it (see --user).
     #[arg(long, global = true, env = REGISTRY_VAR, value_name = "URL")]
     pub registry: Option<String>,
 
@@ -38,8 +40,8 @@ pub struct StoreArgs {
     #[arg(long, global = true, env = ENDPOINTS_VAR, hide_env_values = true, value_name = "URLS")]
     pub etcd: Option<String>,
 
-    /// Use the embedded in-memory store of this process instead of etcd (empty unless the
-    /// demo fills it; the demo's default).
+    /// Use the embedded in-memory store of this process instead of a registry (empty
+    /// unless the demo fills it; the demo's default).
     #[arg(long, global = true)]
     pub memory: bool,
 
@@ -79,14 +81,16 @@ pub async fn open_following(args: &StoreArgs) -> Result<Backend> {
 async fn open_with(args: &StoreArgs, background: bool) -> Result<Backend> {
     match (&args.registry, &args.etcd, args.memory) {
         (Some(_), Some(_), _) => Err(Error::config(format!(
-            "the registry is named twice: give --registry ({REGISTRY_VAR}) or --etcd              ({ENDPOINTS_VAR}), not both"
+            "the registry is named twice: give --registry ({REGISTRY_VAR}) or --etcd \
+             ({ENDPOINTS_VAR}), not both"
         ))),
         (Some(_), _, true) | (_, Some(_), true) => Err(Error::config(
             "--memory names the embedded store: leave out --registry and --etcd",
         )),
         (None, None, true) => Ok(Backend::from(std::sync::Arc::new(MemoryStore::new()))),
         (None, None, false) => Err(Error::config(format!(
-            "no store given: pass --registry URL (or set {REGISTRY_VAR}), --etcd URLS (or set              {ENDPOINTS_VAR}), or --memory for an empty embedded store"
+            "no store given: pass --registry URL (or set {REGISTRY_VAR}), --etcd URLS (or set \
+             {ENDPOINTS_VAR}), or --memory for an empty embedded store"
         ))),
         (None, Some(urls), false) => {
             let options = etcd_options(args, urls)?.with_connect_in_background(background);
@@ -103,11 +107,6 @@ async fn open_with(args: &StoreArgs, background: bool) -> Result<Backend> {
             let parsed = RegistryUrl::parse(url)?;
             let mut options = ConnectOptions::default().with_connect_in_background(background);
             if let Some(user) = &args.user {
-                if user.contains(':') {
-                    return Err(Error::config(format!(
-                        "--user takes a name only; give the password in {PASSWORD_VAR} or at the                          prompt"
-                    )));
-                }
                 options = options.with_credentials(user.clone(), password(user)?);
             }
             if args.cacert.is_some() || args.cert.is_some() || args.key.is_some() {
@@ -152,11 +151,6 @@ pub fn etcd_options(args: &StoreArgs, urls: &str) -> Result<EtcdOptions> {
     refuse_credentials_in_urls(urls)?;
     let mut options = EtcdOptions::new(EtcdOptions::parse_endpoints(urls)?);
     if let Some(user) = &args.user {
-        if user.contains(':') {
-            return Err(Error::config(format!(
-                "--user takes a name only; give the password in {PASSWORD_VAR} or at the prompt"
-            )));
-        }
         options = options.with_user(user.clone(), password(user)?);
     }
     if args.cacert.is_some() || args.cert.is_some() || args.key.is_some() {
@@ -185,6 +179,12 @@ fn refuse_credentials_in_urls(urls: &str) -> Result<()> {
 
 /// The password of `user`: from the environment, else asked for on the terminal.
 fn password(user: &str) -> Result<String> {
+    // `--user name:secret` would put the password on the command line, where `ps` shows it.
+    if user.contains(':') {
+        return Err(Error::config(format!(
+            "--user takes a name only; give the password in {PASSWORD_VAR} or at the prompt"
+        )));
+    }
     if let Ok(password) = std::env::var(PASSWORD_VAR) {
         return Ok(password);
     }

@@ -63,7 +63,8 @@ pub fn init_tracing(default: &str) {
 #[derive(clap::Args, Debug)]
 pub struct RegistryArgs {
     /// The registry as Dubbo names it: zookeeper://127.0.0.1:2181 (build with
-    /// `--features zookeeper`), etcd://127.0.0.1:2379, memory://.
+    /// `--features zookeeper`), nacos://127.0.0.1:8848 (`--features nacos`),
+    /// etcd://127.0.0.1:2379, memory:// (this process alone).
     #[arg(long, env = "INTROSPECT_REGISTRY", value_name = "URL")]
     pub registry: Option<String>,
     /// etcd endpoints, comma-separated (e.g. http://127.0.0.1:2379).

@@ -175,6 +175,12 @@ pub struct ProviderRoute {
     pub ejection: Option<Ejection>,
     /// Its effective weight now (warm-up applied) for the query's method.
     pub weight: u32,
+    /// Its weight for the query's method as published and configured, before warm-up:
+    /// above [`weight`](Self::weight) while it warms up, so a reader can tell a young
+    /// provider from a light one.
+    pub published_weight: u32,
+    /// Its warm-up period in ms (Dubbo's `warmup`, 10 minutes unless it says otherwise).
+    pub warmup_ms: u32,
     /// The parameters configurators changed, with their new values.
     pub configured: BTreeMap<String, String>,
     /// Parameters that did not parse, read as their defaults.
@@ -302,6 +308,7 @@ impl Resolver {
             .map(|(i, e)| {
                 let r = &routes[i];
                 let configured = reports_configured(e.params(), overridden[i].as_ref());
+                let published = r.weight_for(query.method.as_deref());
                 ProviderRoute {
                     address: e.address(),
                     app: e.app.to_string(),
@@ -312,12 +319,9 @@ impl Resolver {
                     routed_out_by: routing.routed_out[i].clone(),
                     set_aside: aside[i],
                     ejection: aside[i].then(|| ejection_of(i)).flatten(),
-                    weight: effective_weight(
-                        r.weight_for(query.method.as_deref()),
-                        r.warmup_ms,
-                        r.timestamp_ms,
-                        now,
-                    ),
+                    weight: effective_weight(published, r.warmup_ms, r.timestamp_ms, now),
+                    published_weight: published.max(0).unsigned_abs(),
+                    warmup_ms: r.warmup_ms.max(0).unsigned_abs(),
                     configured,
                     bad_params: r
                         .bad

@@ -54,14 +54,27 @@ pub async fn delete(
     group: &str,
     expected: Option<ConfigVersion>,
 ) -> Result<ConfigVersion, Error> {
-    let expected = match expected {
-        Some(version) => version,
-        None => get(config, key, group).await?.version,
+    let (expected, given) = match expected {
+        Some(version) => (version, true),
+        None => (get(config, key, group).await?.version, false),
     };
-    config
-        .delete(&ConfigKey::new(key, group)?, &expected)
-        .await?;
-    Ok(expected)
+    match config.delete(&ConfigKey::new(key, group)?, &expected).await {
+        Ok(()) => Ok(expected),
+        // A version the operator gave was never read here: say what is, not "changed".
+        Err(Error::Conflict { current, .. }) if given => Err(match current {
+            None => absent(key, group),
+            Some(item) => Error::Rule {
+                key: format!("{group}/{key}"),
+                reason: format!(
+                    "its version is {}, not the expected {expected}: nothing was deleted \
+                     (`introspect rule get {key} --group {group}` shows it)",
+                    item.version
+                ),
+                source: None,
+            },
+        }),
+        Err(e) => Err(e),
+    }
 }
 
 /// The error for a rule that is not there.
@@ -122,10 +135,16 @@ mod tests {
         let v3 = put(config, key, group, "tags: [a]", Expect::Current)
             .await
             .unwrap();
-        assert!(matches!(
-            delete(config, key, group, Some(v2)).await,
-            Err(Error::Conflict { .. })
-        ));
+        let stale = delete(config, key, group, Some(v2.clone())).await;
+        let said = stale
+            .expect_err("a stale version deletes nothing")
+            .to_string();
+        assert!(
+            said.contains(&format!("its version is {v3}, not the expected {v2}")),
+            "{said}"
+        );
+        let none = delete(config, "shop.none", group, Some(v2)).await;
+        assert!(matches!(none, Err(Error::NotFound(_))), "{none:?}");
         assert_eq!(delete(config, key, group, None).await.unwrap(), v3);
         assert!(matches!(
             delete(config, key, group, None).await,

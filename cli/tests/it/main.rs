@@ -5,6 +5,7 @@ mod browser;
 mod cli;
 mod console;
 mod demo;
+mod messages;
 mod metrics;
 mod misplaced;
 mod registries;

@@ -227,7 +227,13 @@ fn round_trip(registry: &[&str]) {
 
     // Deletes compare too.
     let (ok, _, err) = run(&["rule", "delete", key, "--expect", &base]);
-    assert!(!ok && err.contains("force: true"), "{err}");
+    assert!(
+        !ok && err.contains(&format!(
+            "its version is {current}, not the expected {base}"
+        )),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
     let (ok, _, err) = run(&["rule", "delete", key, "--expect", &current]);
     assert!(ok, "{err}");
     let (ok, _, _) = run(&["rule", "delete", "helloworld.Greeter::.condition-router"]);
