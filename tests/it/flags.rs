@@ -161,10 +161,10 @@ fn invocation(words: &[String]) -> Option<(&'static str, &[String])> {
         let base = word.rsplit('/').next().unwrap_or(word);
         NAMES.into_iter().find(|n| *n == base)
     };
-    if let Some(i) = words.iter().position(|w| name_of(w).is_some()) {
-        if !words[..i].iter().any(|w| w == "cargo") {
-            return Some((name_of(&words[i]).expect("found"), &words[i + 1..]));
-        }
+    if let Some(i) = words.iter().position(|w| name_of(w).is_some())
+        && !words[..i].iter().any(|w| w == "cargo")
+    {
+        return Some((name_of(&words[i]).expect("found"), &words[i + 1..]));
     }
     let cargo = words.iter().position(|w| w == "cargo")?;
     let words = &words[cargo..];
