@@ -28,7 +28,7 @@ use super::rules::RulesReport;
 use super::rules::{RulesScope, watch_rules};
 use super::subscribe::SubscriptionHandle;
 use crate::error::{Error, Result};
-use crate::governance::{RuleSet, service_key};
+use crate::governance::RuleSet;
 use crate::model::Authority;
 
 /// Follows and controls the task feeding a balanced channel. See the module docs.
@@ -133,18 +133,9 @@ impl Resolver {
             .seen()
             .map(|seen| RulesReport::new(seen.clone(), subscription.id()));
         let rules = if parts.rules {
-            let scope = RulesScope {
-                consumer_app: parts.consumer.app.clone(),
-                service: service_key(
-                    &wanted.interface,
-                    wanted.version.as_deref(),
-                    wanted.group.as_deref(),
-                ),
-                provided_by: wanted.provided_by.clone(),
-            };
             watch_rules(
                 parts.rule_follows.clone(),
-                scope,
+                RulesScope::of(&parts.consumer.app, wanted),
                 subscription.watch(),
                 report.clone(),
                 cancel.clone(),

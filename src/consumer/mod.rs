@@ -93,8 +93,8 @@ pub use route_report::{
 pub use select::policy::{DEFAULT_FORKS, DEFAULT_RETRIES, RETRIES_HEADER};
 pub use select::retry::IDEMPOTENT_RETRY_CODES;
 pub use select::{
-    CallPolicy, Cluster, ConsumerSettings, Idempotent, LoadBalance, MethodSettings, RetryBudget,
-    Setting, Source,
+    CallPolicy, Cluster, ConsumerSettings, Idempotent, LoadBalance, MethodSettings, PolicyInputs,
+    RetryBudget, Setting, Source,
 };
 pub use stats::{ResolverStats, RevisionChecks, RuleCounts};
 pub use subscribe::coalesce::CoalesceOptions;

@@ -1,14 +1,21 @@
-//! The rules the config centre holds now for a consumer's channel, read once
-//! ([`Resolver::rules_now`]): what a console compares a consumer record's rules digest
-//! with, to tell who routes by an older rule set.
+//! The rules the config centre holds for a consumer's channel: read once
+//! ([`Resolver::rules_now`]), what a console compares a consumer record's rules digest
+//! with, to tell who routes by an older rule set; or followed live
+//! ([`Resolver::rules_watch`]), what an xDS server translates for its clients.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::resolver::Resolver;
+use super::rules::{RulesScope, watch_rules};
+use super::subscribe::SubscriptionHandle;
 use super::subscription::Subscription;
 use crate::error::Result;
 use crate::governance::watch::read_rules;
-use crate::governance::{RuleSet, rule_keys, service_key};
+use crate::governance::{CallTag, ConsumerIdentity, RuleSet, rule_keys, service_key};
 
 impl Resolver {
     /// The rules the config centre holds now for a balanced channel of `subscription` in a
@@ -41,5 +48,40 @@ impl Resolver {
             return Err(error);
         }
         Ok(RuleSet::new(read.rules, read.refused))
+    }
+
+    /// The rules a balanced channel of `subscription` routes by, followed live through the
+    /// resolver's shared rule follows (each key followed once for every channel and
+    /// watch): [`RuleSet::pending`] until the config centre first answers (or half a
+    /// second passed), then a new set whenever a rule of the service, of its providers'
+    /// apps (as they come and go) or of the resolver's consumer app changes. Followed until
+    /// every receiver is dropped. [`RuleSet::none`] when the resolver reads no rules.
+    ///
+    /// Must be called within a Tokio runtime.
+    pub fn rules_watch(&self, subscription: &SubscriptionHandle) -> watch::Receiver<Arc<RuleSet>> {
+        let parts = self.channel_parts();
+        if !parts.rules {
+            return watch::channel(Arc::new(RuleSet::none())).1;
+        }
+        watch_rules(
+            parts.rule_follows.clone(),
+            RulesScope::of(&parts.consumer.app, subscription.subscription()),
+            subscription.watch(),
+            None,
+            CancellationToken::new(),
+        )
+    }
+
+    /// The consumer a balanced channel of `subscription` with no tag of its own routes as:
+    /// the resolver's consumer URL as a reference of the subscription's interface,
+    /// version and group (what rules match the consumer side against).
+    pub fn consumer_for(&self, subscription: &SubscriptionHandle) -> ConsumerIdentity {
+        let wanted = subscription.subscription();
+        self.channel_parts().consumer.for_channel(
+            &wanted.interface,
+            wanted.version.as_deref(),
+            wanted.group.as_deref(),
+            &CallTag::none(),
+        )
     }
 }

@@ -2,7 +2,7 @@
 //! providers' apps and its consumer's app, each parsed once when it changes. Pure: the
 //! rules watcher (`consumer/rules`, following keys through `governance/watch`) builds it, the balancer routes by it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::condition::{CallReads, ConditionRule};
@@ -123,11 +123,7 @@ impl RuleSet {
         let mut reads = CallReads::default();
         for (key, rule) in &rules {
             match &rule.kind {
-                RuleKind::Conditions(conditions) => {
-                    let more = conditions.reads();
-                    reads.method |= more.method;
-                    reads.attachments.extend(more.attachments);
-                }
+                RuleKind::Conditions(conditions) => reads.merge(conditions.reads()),
                 RuleKind::NotApplied => problems.push(RuleProblem {
                     key: key.key(),
                     reason: match key {
@@ -144,6 +140,16 @@ impl RuleSet {
             .into_iter()
             .map(|name| name.to_ascii_lowercase())
             .collect();
+        let mut exact: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (read, values) in std::mem::take(&mut reads.exact) {
+            let read = if read == "method" {
+                read
+            } else {
+                read.to_ascii_lowercase()
+            };
+            exact.entry(read).or_default().extend(values);
+        }
+        reads.exact = exact;
         RuleSet {
             loaded: true,
             rules,

@@ -56,6 +56,21 @@ pub(crate) struct RulesScope {
     pub provided_by: Vec<String>,
 }
 
+impl RulesScope {
+    /// The scope of the channels of `subscription` in a consumer of `consumer_app`.
+    pub(crate) fn of(consumer_app: &str, subscription: &crate::consumer::Subscription) -> Self {
+        RulesScope {
+            consumer_app: consumer_app.to_owned(),
+            service: crate::governance::service_key(
+                &subscription.interface,
+                subscription.version.as_deref(),
+                subscription.group.as_deref(),
+            ),
+            provided_by: subscription.provided_by.clone(),
+        }
+    }
+}
+
 /// Starts watching the rules of `scope` through `follows`, the provider apps following
 /// `endpoints`, until every receiver is dropped, the subscription ends or `cancel`. The
 /// receiver holds [`RuleSet::pending`] until the first answers, or [`FIRST_RULES_WAIT`].

@@ -17,5 +17,6 @@ pub(crate) mod retry;
 pub use budget::RetryBudget;
 pub use loadbalance::LoadBalance;
 pub use policy::{
-    CallPolicy, Cluster, ConsumerSettings, Idempotent, MethodSettings, Setting, Source,
+    CallPolicy, Cluster, ConsumerSettings, Idempotent, MethodSettings, PolicyInputs, Setting,
+    Source,
 };

@@ -2,7 +2,7 @@
 //! and Java 3.3 reads it (`ConditionRuleParser`, `ConditionRouterRule`,
 //! `MultiDestConditionRouterRule`, `AbstractRouterRule`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_yaml_ng::{Mapping, Value};
 
@@ -28,13 +28,52 @@ pub enum ConditionVersion {
 }
 
 /// What of a call a rule reads, so a caller can cache routed subsets per distinct input:
-/// calls equal in these (and the consumer) are routed alike.
+/// calls equal in these (and the consumer) are routed alike. An xDS server reads the rest
+/// to turn the rules into route matches: the values a `when` names exactly, and what it
+/// cannot name exactly.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CallReads {
     /// Whether some `when` reads the method called.
     pub method: bool,
     /// The attachments (request headers) some `when` reads, as named in the rule.
     pub attachments: BTreeSet<String>,
+    /// The values `when` patterns name exactly (no `*`, no `~` range), by what they read:
+    /// `method`, or an attachment's name. A call whose value is none of them is routed
+    /// like any other such call, unless [`inexact`](Self::inexact) says otherwise.
+    pub exact: BTreeMap<String, BTreeSet<String>>,
+    /// The `when` terms on the call that are not a set of exact values (a glob, a range,
+    /// an argument), as written: calls are not told apart by a list of values there.
+    pub inexact: BTreeSet<String>,
+    /// The keys of the consumer's own URL some `when` reads (`application`, `host`,
+    /// `interface`, ...): what a rule decides per consumer.
+    pub consumer: BTreeSet<String>,
+}
+
+impl CallReads {
+    /// Notes the values `term` (on `read`) names: exact ones, or the term as inexact.
+    fn note_values(&mut self, read: &str, term: &super::term::Term) {
+        let patterns = term.matches.iter().chain(&term.mismatches);
+        let mut exact = Vec::new();
+        for pattern in patterns {
+            if pattern.contains(['*', '~']) || pattern.starts_with('$') {
+                self.inexact.insert(term.written());
+                return;
+            }
+            exact.push(pattern.clone());
+        }
+        self.exact.entry(read.to_owned()).or_default().extend(exact);
+    }
+
+    /// Adds what `other` reads to this.
+    pub(crate) fn merge(&mut self, other: CallReads) {
+        self.method |= other.method;
+        self.attachments.extend(other.attachments);
+        for (read, values) in other.exact {
+            self.exact.entry(read).or_default().extend(values);
+        }
+        self.inexact.extend(other.inexact);
+        self.consumer.extend(other.consumer);
+    }
 }
 
 /// A parsed condition rule: its settings and conditions, ready to route calls.
@@ -210,11 +249,22 @@ impl ConditionRule {
                 match &term.source {
                     Source::Param(key) if key == "method" || key == "methods" => {
                         reads.method = true;
+                        reads.note_values("method", term);
                     }
                     Source::Attachment(Some(name)) => {
                         reads.attachments.insert(name.clone());
+                        reads.note_values(name, term);
                     }
-                    _ => {}
+                    Source::Argument(Some(_)) => {
+                        reads.inexact.insert(term.written());
+                    }
+                    Source::Param(key) if key != "address" => {
+                        reads.consumer.insert(key.clone());
+                    }
+                    Source::Param(_) => {
+                        reads.consumer.insert("host".to_owned());
+                    }
+                    Source::Attachment(None) | Source::Argument(None) => {}
                 }
             }
         }

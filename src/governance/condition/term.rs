@@ -114,6 +114,21 @@ impl Term {
         }
     }
 
+    /// The term as a rule writes it (`key=a,b&key!=c`, mismatches after the matches).
+    pub(super) fn written(&self) -> String {
+        let join = |set: &BTreeSet<String>| set.iter().cloned().collect::<Vec<_>>().join(",");
+        match (self.matches.is_empty(), self.mismatches.is_empty()) {
+            (false, true) => format!("{}={}", self.key, join(&self.matches)),
+            (true, false) => format!("{}!={}", self.key, join(&self.mismatches)),
+            _ => format!(
+                "{k}={} & {k}!={}",
+                join(&self.matches),
+                join(&self.mismatches),
+                k = self.key
+            ),
+        }
+    }
+
     /// Whether the term holds for `value`, as `AbstractConditionMatcher.isMatch`: an absent
     /// value never does, nor does a term without patterns; a mismatch pattern that matches
     /// excludes; otherwise a match pattern must match when there are any.

@@ -141,9 +141,35 @@ fn the_admin_06_form_without_config_version() {
         rule.reads(),
         CallReads {
             method: true,
-            attachments: Default::default()
+            exact: [(
+                "method".to_owned(),
+                ["sayHello".to_owned(), "sayHi".to_owned()].into()
+            )]
+            .into(),
+            ..CallReads::default()
         }
     );
+}
+
+#[test]
+fn what_a_rule_reads_names_its_exact_values_and_what_is_not_exact() {
+    let rule = rule(
+        "configVersion: v3.0\nscope: service\nkey: S\nenabled: true\nconditions:\n  \
+         - 'method=a,b & attachments[X-User]!=vip => region=hz'\n  \
+         - 'method=get* => region=bj'\n  - 'arguments[0]=1 & application=shop => region=sh'\n",
+    );
+    let reads = rule.reads();
+    assert!(reads.method);
+    assert_eq!(
+        reads.exact["method"],
+        ["a".to_owned(), "b".to_owned()].into()
+    );
+    assert_eq!(reads.exact["X-User"], ["vip".to_owned()].into());
+    assert_eq!(
+        reads.inexact,
+        ["arguments[0]=1".to_owned(), "method=get*".to_owned()].into()
+    );
+    assert_eq!(reads.consumer, ["application".to_owned()].into());
 }
 
 #[test]
@@ -160,7 +186,14 @@ fn the_v30_form_as_the_go_admin_writes_it() {
         [0, 2],
         "$region is the consumer's"
     );
-    assert_eq!(rule.reads(), CallReads::default());
+    assert_eq!(
+        rule.reads(),
+        CallReads {
+            consumer: ["application".to_owned()].into(),
+            ..CallReads::default()
+        },
+        "it reads no call, only who the consumer is"
+    );
 }
 
 #[test]
