@@ -1,5 +1,6 @@
 //! `introspect xds`: serve the registry's gRPC services over xDS (ADS, state of the world)
-//! until Ctrl-C or SIGTERM, so gRPC clients in any language (`xds:///NAME`) and Envoy can call them.
+//! until Ctrl-C or SIGTERM, so gRPC clients in any language (`xds:///NAME`) and Envoy can call
+//! them; or, with `--explain SERVICE`, print what a client is sent for a service and why.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -13,8 +14,12 @@ use introspect_xds::XdsServer;
 #[derive(Args, Clone, Debug)]
 pub struct XdsArgs {
     /// Where to serve ADS, e.g. 127.0.0.1:18000 (port 0: any free port, printed).
-    #[arg(long, value_name = "ADDR")]
-    pub listen: SocketAddr,
+    #[arg(long, value_name = "ADDR", required_unless_present = "explain")]
+    pub listen: Option<SocketAddr>,
+    /// Print what an xDS client is sent for SERVICE now (its routes, clusters and
+    /// weights, the rule or step behind each, what cannot be expressed) and exit.
+    #[arg(long, value_name = "SERVICE", conflicts_with = "listen")]
+    pub explain: Option<String>,
     /// A gRPC service to follow from the start, so wildcard clients (Envoy's CDS) see it
     /// before any client names it; repeatable. Services named by clients are followed on
     /// their first request either way.
@@ -39,8 +44,29 @@ fn read(path: &Path, flag: &str) -> Result<Vec<u8>> {
         .map_err(|e| Error::config(format!("{flag} {}: {e}", path.display())).caused_by(e))
 }
 
-/// Serves until Ctrl-C.
+/// Prints what a client is sent for `service`.
+async fn explain(resolver: Resolver, service: &str) -> Result<()> {
+    let server = XdsServer::builder(resolver).build();
+    match server.explain(service).await {
+        Some(translation) => {
+            let _ = write!(std::io::stdout(), "{translation}");
+            Ok(())
+        }
+        None => Err(Error::NotFound(format!(
+            "{service}: no provider of it can be called over gRPC (Triple or gRPC with \
+             protobuf), or it is no service name"
+        ))),
+    }
+}
+
+/// Serves until Ctrl-C (or explains one service and returns).
 pub async fn run(resolver: Resolver, args: &XdsArgs) -> Result<()> {
+    if let Some(service) = &args.explain {
+        return explain(resolver, service).await;
+    }
+    let Some(listen) = args.listen else {
+        return Err(Error::config("xds: --listen ADDR or --explain SERVICE"));
+    };
     let mut builder = XdsServer::builder(resolver)
         .services(args.services.iter().cloned())
         .max_services(args.max_services);
@@ -55,7 +81,7 @@ pub async fn run(resolver: Resolver, args: &XdsArgs) -> Result<()> {
             ca.as_deref(),
         );
     }
-    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    let listener = tokio::net::TcpListener::bind(listen).await?;
     let bound = listener.local_addr()?;
     let scheme = if args.tls_cert.is_some() {
         "https"

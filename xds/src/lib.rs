@@ -4,26 +4,38 @@
 //!
 //! It serves the Aggregated Discovery Service, state-of-the-world protocol
 //! (`StreamAggregatedResources`), with the version, nonce, ACK and NACK handling kept per
-//! stream and per resource type, and pushes a new version of each subscribed resource as
-//! soon as the registry changes it. For each gRPC service (exported over `tri` or `grpc`,
-//! serialized with protobuf) it serves four resources, all named after the service:
+//! stream and per resource type, and pushes a new version of the resources a change
+//! touches as soon as the registry, consumer-side health or a rule changes them. For each
+//! gRPC service (exported over `tri` or `grpc`, serialized with protobuf) it serves the
+//! routing a Dubbo consumer of the fleet applies, expressed in xDS ([`translate`]):
 //!
-//! | type | what it says |
-//! |---|---|
-//! | Listener | an `api_listener` HttpConnectionManager, routes over RDS through ADS, router filter last |
-//! | RouteConfiguration | every path of every host to the service's cluster |
-//! | Cluster | EDS over ADS, round robin, HTTP/2 upstream |
-//! | ClusterLoadAssignment | one locality of weight 1 with each instance serving it |
+//! | type | name | what it says |
+//! |---|---|---|
+//! | Listener | the service | an `api_listener` HttpConnectionManager, routes over RDS through ADS, router filter last |
+//! | RouteConfiguration | the service | routes on the gRPC path and the headers `dubbo.tag`, `dubbo.force.tag` and those condition rules read, to a cluster or weighted clusters, with retries and timeout |
+//! | Cluster | the service (an untagged call's providers), `{service}/{digest}` (another subset), `{service}/none` | EDS over ADS, HTTP/2 upstream, load balancer, outlier detection |
+//! | ClusterLoadAssignment | as its cluster | its providers, weighted (configurators, warm-up) |
+//!
+//! The rules are the config centre's (configurators, tag rules, condition rules v3.0 and
+//! v3.1), followed live through the resolver's shared rule follows
+//! ([`Resolver::rules_watch`](introspect::Resolver::rules_watch)) and evaluated by the
+//! library's own chain for the resolver's consumer, once per class of calls the rules tell
+//! apart: a client is sent what a balanced channel of the same consumer would do with the
+//! same call. What xDS cannot express (a condition on an argument or by a pattern, latency
+//! ejection, `random` or `consistenthash` balancing, conditions on the consumer's own URL,
+//! evaluated once for the server's consumer rather than per client) is listed by
+//! [`XdsServer::explain`] and `introspect xds --explain`, never approximated silently.
 //!
 //! The endpoints come from the library's own [`introspect::Resolver`] subscriptions, one per
 //! service, created when a client first asks for it: they share the resolver's per-app
 //! views and protections, so the registry as the resolver sees it and the xDS state cannot
 //! disagree. What the consumer-side health checks set aside (an endpoint failing, or an
 //! instance self-preservation holds that has not answered a probe yet) is left out, unless
-//! that would leave none, as a balanced channel does. A name that is no known gRPC service "does not exist": it is left out
-//! of every response (for LDS and CDS the protocol's way of saying so). The server is
-//! read-only and takes TLS, with optional client certificates (feature `tls`, on by
-//! default). Incremental (delta) xDS is not served.
+//! that would leave none, as a balanced channel does. A name that is no known gRPC service
+//! "does not exist": it is left out of every response (for LDS and CDS the protocol's way of
+//! saying so). Responses a client rejects are counted per node ([`NackCounts`], and the
+//! metric [`NACKS_METRIC`]). The server is read-only and takes TLS, with optional client
+//! certificates (feature `tls`, on by default). Incremental (delta) xDS is not served.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -42,31 +54,45 @@
 //! ```
 //!
 //! A gRPC client names the server in its bootstrap file (`GRPC_XDS_BOOTSTRAP`) and dials
-//! `xds:///helloworld.Greeter`. Envoy takes the clusters and endpoints over ADS (it does
-//! not take `api_listener` Listeners): a static listener routing to the cluster
-//! `helloworld.Greeter`, with `cds_config` and the cluster's `eds_config` on ADS.
+//! `xds:///helloworld.Greeter`. Envoy takes the routes, clusters and endpoints over ADS (it
+//! does not take `api_listener` Listeners): a static listener whose HttpConnectionManager
+//! takes the route configuration `helloworld.Greeter` over RDS, with `cds_config` on ADS.
+//! Each stream is served as its client balances: a node whose `user_agent_name` says Envoy
+//! gets endpoint weights within one locality, its load balancers and Envoy's retry
+//! conditions; any other gets gRPC's (a locality per provider, of its weight).
 //!
 //! # Layout
 //!
 //! * `types.rs`: the type URLs, and which types take wildcards and omission as absence;
-//! * `resources.rs`: the four resources of one service from its endpoints (pure), and
-//!   which endpoints a gRPC client can call;
+//! * `translate/`: a consumer's routing of one service in xDS terms: routes, clusters,
+//!   weights, call policy, what cannot be expressed (pure);
+//! * `callable.rs`: which endpoints a gRPC client can call;
+//! * `resources.rs`: the resources of one service from its translation, for one kind of
+//!   client (pure);
 //! * `protocol.rs`: one stream's state-of-the-world bookkeeping per type: subscriptions,
 //!   ACK, NACK, stale nonces, versions, when a response is due (pure);
-//! * `catalog.rs`: the followed services, one resolver subscription each, and the change
-//!   signal every stream waits on;
+//! * `catalog.rs`: the followed services, one resolver subscription and rules watch each,
+//!   their translations, and the change signal every stream waits on;
+//! * `nacks.rs`: the responses clients rejected, per node;
 //! * `stream.rs`: the task running one ADS stream;
 //! * `server.rs`: [`XdsServer`], its builder, the ADS service and serving it.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod callable;
 mod catalog;
+mod nacks;
 pub mod protocol;
 pub mod resources;
 mod server;
 mod stream;
+pub mod translate;
+#[cfg(test)]
+mod translation_tests;
 pub mod types;
 
 pub use envoy_types;
+pub use nacks::{MAX_COUNTED_NODES, NACKS_METRIC, NackCounts, OTHER_NODES};
 pub use server::{Ads, DEFAULT_MAX_SERVICES, XdsServer, XdsServerBuilder};
+pub use translate::Translation;

@@ -9,16 +9,19 @@
 //! * Any other request ACKs the version it names. A request whose names differ from the
 //!   current subscription (the first one, a subscribe, an unsubscribe) gets a response at
 //!   once, even when the resources are the same.
+//! * A change is pushed as a new version of the type carrying, for RDS and EDS, only the
+//!   resources that changed (a name left out of those says nothing); LDS and CDS carry
+//!   every resource, as their absence means removal.
 //! * For LDS and CDS an empty first request (or one naming `*`) subscribes to everything;
 //!   later empty requests keep a wildcard a wildcard. An empty request after named ones
 //!   unsubscribes from everything.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use envoy_types::pb::google::protobuf::Any;
 
-use crate::types::{SERVED, wildcard_allowed};
+use crate::types::{SERVED, omission_means_absent, wildcard_allowed};
 
 /// What a request asks of the server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,7 +50,8 @@ struct TypeState {
     names: BTreeSet<String>,
     nonce: String,
     version: u64,
-    sent: Option<Vec<Any>>,
+    /// The resources last sent, by name (`None`: nothing sent yet).
+    sent: Option<BTreeMap<String, Any>>,
     acked_version: String,
 }
 
@@ -130,27 +134,44 @@ impl StreamProtocol {
             .map_or("", |s| s.acked_version.as_str())
     }
 
-    /// A response of `type_url` carrying `resources`, when due: always when `force`d,
-    /// else only when they differ from the last ones sent. Records its version and nonce.
+    /// A response of `type_url` for `resources` (by name), when due: always when
+    /// `force`d (a new subscription), carrying them all; else only when some differ from
+    /// those last sent, carrying them all for LDS and CDS and the ones that changed for
+    /// RDS and EDS. Records its version and nonce.
     pub fn respond(
         &mut self,
         type_url: &str,
-        resources: Vec<Any>,
+        resources: Vec<(String, Any)>,
         force: bool,
     ) -> Option<DiscoveryResponse> {
         let state = self.types.get_mut(type_url)?;
-        if !force && state.sent.as_ref() == Some(&resources) {
+        let now: BTreeMap<String, Any> = resources.into_iter().collect();
+        let changed = state.sent.as_ref() != Some(&now);
+        if !force && !changed {
+            return None;
+        }
+        let carried: Vec<Any> = match &state.sent {
+            Some(sent) if !force && !omission_means_absent(type_url) => now
+                .iter()
+                .filter(|(name, any)| sent.get(*name) != Some(*any))
+                .map(|(_, any)| any.clone())
+                .collect(),
+            _ => now.values().cloned().collect(),
+        };
+        if !force && carried.is_empty() {
+            // Only removals, which RDS and EDS do not say: remembered, nothing sent.
+            state.sent = Some(now);
             return None;
         }
         self.nonces += 1;
-        if state.sent.as_ref() != Some(&resources) {
+        if changed {
             state.version += 1;
         }
         state.nonce = self.nonces.to_string();
-        state.sent = Some(resources.clone());
+        state.sent = Some(now);
         Some(DiscoveryResponse {
             version_info: state.version.to_string(),
-            resources,
+            resources: carried,
             type_url: type_url.to_owned(),
             nonce: state.nonce.clone(),
             ..Default::default()
@@ -181,19 +202,26 @@ mod tests {
         }
     }
 
+    fn named(resources: &[(&str, u8)]) -> Vec<(String, Any)> {
+        resources
+            .iter()
+            .map(|(name, n)| ((*name).to_owned(), any(*n)))
+            .collect()
+    }
+
     #[test]
     fn first_request_answers_then_ack_does_not() {
         let mut p = StreamProtocol::default();
         let first = p.on_request(&request(LISTENER, &["a"], ""));
         assert_eq!(first, Verdict::Ack { respond: true });
-        let r = p.respond(LISTENER, vec![any(1)], true).unwrap();
+        let r = p.respond(LISTENER, named(&[("a", 1)]), true).unwrap();
         assert_eq!(r.version_info, "1");
         let mut ack = request(LISTENER, &["a"], &r.nonce);
         ack.version_info = r.version_info.clone();
         assert_eq!(p.on_request(&ack), Verdict::Ack { respond: false });
         assert_eq!(p.acked_version(LISTENER), "1");
-        assert!(p.respond(LISTENER, vec![any(1)], false).is_none());
-        let pushed = p.respond(LISTENER, vec![any(2)], false).unwrap();
+        assert!(p.respond(LISTENER, named(&[("a", 1)]), false).is_none());
+        let pushed = p.respond(LISTENER, named(&[("a", 2)]), false).unwrap();
         assert_eq!(pushed.version_info, "2");
         assert_ne!(pushed.nonce, r.nonce);
     }
@@ -203,10 +231,10 @@ mod tests {
         let mut p = StreamProtocol::default();
         p.on_request(&request(CLUSTER_LOAD_ASSIGNMENT, &["a"], ""));
         let first = p
-            .respond(CLUSTER_LOAD_ASSIGNMENT, vec![any(1)], true)
+            .respond(CLUSTER_LOAD_ASSIGNMENT, named(&[("a", 1)]), true)
             .unwrap();
         let second = p
-            .respond(CLUSTER_LOAD_ASSIGNMENT, vec![any(2)], false)
+            .respond(CLUSTER_LOAD_ASSIGNMENT, named(&[("a", 2)]), false)
             .unwrap();
         let stale = request(CLUSTER_LOAD_ASSIGNMENT, &["a", "b"], &first.nonce);
         assert_eq!(p.on_request(&stale), Verdict::Stale);
@@ -233,7 +261,7 @@ mod tests {
         // Named, then empty: an unsubscribe, not a wildcard.
         let mut q = StreamProtocol::default();
         q.on_request(&request(LISTENER, &["a"], ""));
-        let r = q.respond(LISTENER, vec![], true).unwrap();
+        let r = q.respond(LISTENER, Vec::new(), true).unwrap();
         assert_eq!(
             q.on_request(&request(LISTENER, &[], &r.nonce)),
             Verdict::Ack { respond: true }
@@ -243,5 +271,27 @@ mod tests {
             q.on_request(&request("type.googleapis.com/other", &[], "")),
             Verdict::Unserved
         );
+    }
+
+    #[test]
+    fn a_change_carries_only_the_changed_routes_and_assignments() {
+        let mut p = StreamProtocol::default();
+        p.on_request(&request(CLUSTER_LOAD_ASSIGNMENT, &["a", "b"], ""));
+        let first = p
+            .respond(CLUSTER_LOAD_ASSIGNMENT, named(&[("a", 1), ("b", 1)]), true)
+            .unwrap();
+        assert_eq!(first.resources.len(), 2);
+        let pushed = p
+            .respond(CLUSTER_LOAD_ASSIGNMENT, named(&[("a", 1), ("b", 2)]), false)
+            .unwrap();
+        assert_eq!(pushed.resources, vec![any(2)], "b alone");
+        assert_eq!(pushed.version_info, "2");
+        // Listeners carry every one: a name left out is removed.
+        p.on_request(&request(LISTENER, &["a", "b"], ""));
+        p.respond(LISTENER, named(&[("a", 1), ("b", 1)]), true);
+        let listeners = p
+            .respond(LISTENER, named(&[("a", 1), ("b", 2)]), false)
+            .unwrap();
+        assert_eq!(listeners.resources.len(), 2);
     }
 }

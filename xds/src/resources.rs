@@ -1,18 +1,20 @@
-//! The four xDS resources of one gRPC service, built from its endpoints (pure).
+//! The xDS resources of one gRPC service, built from its [`Translation`] for one kind of
+//! client (pure).
 //!
-//! Every resource is named after the service (`helloworld.Greeter`), which is what a gRPC
-//! client asks for when it dials `xds:///helloworld.Greeter`:
+//! * a Listener named after the service (what a gRPC client asks for when it dials
+//!   `xds:///helloworld.Greeter`), whose `api_listener` is an HttpConnectionManager taking
+//!   its routes over RDS through ADS, with the router filter as its only (so last) filter;
+//! * a RouteConfiguration named after the service: one virtual host (`*`) holding the
+//!   translation's routes in order, each on the gRPC path and headers, to one cluster or
+//!   to weighted clusters, with its retry policy and timeout;
+//! * a Cluster per subset of providers the routes name (the service's own name for an
+//!   untagged call's), EDS over ADS, HTTP/2 upstream, with outlier detection;
+//! * a ClusterLoadAssignment per cluster, named like it.
 //!
-//! * a Listener whose `api_listener` is an HttpConnectionManager taking its routes over
-//!   RDS through ADS, with the router filter as its only (so last) HTTP filter;
-//! * a RouteConfiguration with one virtual host (`*`) sending every path to the cluster;
-//! * a Cluster of type EDS over ADS, round robin, speaking HTTP/2 upstream;
-//! * a ClusterLoadAssignment with one locality holding every instance that serves the
-//!   service over gRPC.
-
-use std::collections::BTreeMap;
-
-use introspect::governance::{RouteParams, effective_weight};
+//! The two kinds of client balance differently, so weights are sent the way each honours
+//! them: Envoy weighs endpoints within one locality, under the cluster's load balancer;
+//! gRPC's `round_robin` ignores endpoint weights but its locality picker weighs
+//! localities, so for gRPC each provider is a locality of its own, of its weight.
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
@@ -31,11 +33,20 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 };
 use envoy_types::pb::envoy::config::listener::v3::{ApiListener, Listener};
 use envoy_types::pb::envoy::config::route::v3::route::Action;
-use envoy_types::pb::envoy::config::route::v3::route_action::ClusterSpecifier;
+use envoy_types::pb::envoy::config::cluster::v3::OutlierDetection;
+use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
+use envoy_types::pb::envoy::config::route::v3::retry_policy::RetryHostPredicate;
+use envoy_types::pb::envoy::config::route::v3::retry_policy::retry_host_predicate::ConfigType as PredicateConfig;
+use envoy_types::pb::envoy::config::route::v3::route_action::{ClusterSpecifier, MaxStreamDuration};
 use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
+use envoy_types::pb::envoy::config::route::v3::weighted_cluster::ClusterWeight;
 use envoy_types::pb::envoy::config::route::v3::{
-    Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost,
+    HeaderMatcher, RetryPolicy, Route, RouteAction, RouteConfiguration, RouteMatch,
+    VirtualHost, WeightedCluster,
 };
+use envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher;
+use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
+use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_filter::ConfigType;
@@ -47,40 +58,25 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_optio
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
     ExplicitHttpConfig, UpstreamProtocolOptions,
 };
+use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::{Any, UInt32Value};
-use introspect::Endpoint;
+use introspect::consumer::LoadBalance;
 use prost::Message;
+
+pub use crate::callable::{GRPC_PROTOCOLS, SERIALIZATION_PARAM, grpc_callable};
+use crate::translate::classes::Matcher;
+use crate::translate::{ClusterPlan, RoutePlan, Translation};
 
 use crate::types::{
     CLUSTER, CLUSTER_LOAD_ASSIGNMENT, HTTP_CONNECTION_MANAGER, HTTP_PROTOCOL_OPTIONS, LISTENER,
     ROUTE_CONFIGURATION, ROUTER,
 };
 
-/// The protocols a gRPC client can speak to: Dubbo's Triple and plain gRPC.
-pub const GRPC_PROTOCOLS: [&str; 2] = ["tri", "grpc"];
-
-/// The service parameter naming the serialization (Dubbo's `serialization`).
-pub const SERIALIZATION_PARAM: &str = "serialization";
-
 /// The name the HTTP filter of the router goes by.
 const ROUTER_FILTER: &str = "envoy.filters.http.router";
 
 /// The key of the upstream HTTP options among a cluster's extension protocol options.
 const HTTP_OPTIONS_KEY: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
-
-/// Whether a gRPC client can call `endpoint`: exported over Triple or gRPC, serialized with
-/// protobuf (or no serialization named, which for these protocols means protobuf). A Java
-/// interface over Triple with Hessian, say, is not.
-pub fn grpc_callable(endpoint: &Endpoint) -> bool {
-    let protocol = endpoint.protocol.to_ascii_lowercase();
-    if !GRPC_PROTOCOLS.contains(&protocol.as_str()) {
-        return false;
-    }
-    match endpoint.params().get(SERIALIZATION_PARAM) {
-        None => true,
-        Some(s) => s.is_empty() || s.eq_ignore_ascii_case("protobuf"),
-    }
-}
 
 /// Wraps a message as an `Any` of `type_url`.
 pub fn pack(type_url: &str, message: &impl Message) -> Any {
@@ -124,32 +120,161 @@ pub fn listener(service: &str) -> Listener {
     }
 }
 
-/// The RouteConfiguration of `service`: any host, any path, to the service's cluster.
-pub fn route_configuration(service: &str) -> RouteConfiguration {
-    RouteConfiguration {
-        name: service.to_owned(),
-        virtual_hosts: vec![VirtualHost {
-            name: service.to_owned(),
-            domains: vec!["*".to_owned()],
-            routes: vec![Route {
-                r#match: Some(RouteMatch {
-                    path_specifier: Some(PathSpecifier::Prefix(String::new())),
+/// Which kind of client a stream serves: they take different settings for the same
+/// routing (weights, load balancers, retry conditions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Client {
+    /// A proxyless gRPC client (any language).
+    #[default]
+    Grpc,
+    /// Envoy.
+    Envoy,
+}
+
+impl Client {
+    /// The kind of the client a stream's `node` describes: Envoy when its user agent says
+    /// so, else gRPC.
+    pub fn of(node: Option<&Node>) -> Client {
+        match node {
+            Some(node) if node.user_agent_name.to_ascii_lowercase().contains("envoy") => {
+                Client::Envoy
+            }
+            _ => Client::Grpc,
+        }
+    }
+}
+
+/// The retry conditions of a route, as each client names them: the statuses the library
+/// retries a call that may not be processed twice on (a provider that declined it), and
+/// for Envoy the transport failures before a request was sent.
+fn retry_on(client: Client) -> &'static str {
+    match client {
+        Client::Grpc => "unavailable",
+        Client::Envoy => "unavailable,connect-failure,refused-stream",
+    }
+}
+
+/// Envoy's predicate that makes a retry go to another provider, as Dubbo's failover does.
+const PREVIOUS_HOSTS: &str = "envoy.retry_host_predicates.previous_hosts";
+const PREVIOUS_HOSTS_TYPE: &str =
+    "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate";
+
+fn proto_duration(d: std::time::Duration) -> ProtoDuration {
+    ProtoDuration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+fn header(name: &str, specifier: HeaderMatchSpecifier, invert: bool) -> HeaderMatcher {
+    HeaderMatcher {
+        name: name.to_owned(),
+        invert_match: invert,
+        header_match_specifier: Some(specifier),
+        ..Default::default()
+    }
+}
+
+fn string_match(value: &str, ignore_case: bool) -> HeaderMatchSpecifier {
+    HeaderMatchSpecifier::StringMatch(StringMatcher {
+        ignore_case,
+        match_pattern: Some(MatchPattern::Exact(value.to_owned())),
+    })
+}
+
+/// The route of `plan` in the RouteConfiguration of `service`.
+fn route(service: &str, plan: &RoutePlan, client: Client) -> Route {
+    let mut path = PathSpecifier::Prefix(String::new());
+    let mut headers = Vec::new();
+    for matcher in &plan.matchers {
+        match matcher {
+            Matcher::Method(m) => path = PathSpecifier::Path(format!("/{service}/{m}")),
+            Matcher::Header(name, value) => {
+                headers.push(header(name, string_match(value, false), false));
+            }
+            Matcher::HeaderTrue(name) => {
+                headers.push(header(name, string_match("true", true), false));
+            }
+            Matcher::Absent(name) => {
+                headers.push(header(name, HeaderMatchSpecifier::PresentMatch(true), true));
+            }
+        }
+    }
+    let cluster_specifier = match plan.destinations.as_slice() {
+        [(cluster, _)] => ClusterSpecifier::Cluster(cluster.clone()),
+        many => ClusterSpecifier::WeightedClusters(WeightedCluster {
+            clusters: many
+                .iter()
+                .map(|(name, weight)| ClusterWeight {
+                    name: name.clone(),
+                    weight: Some(UInt32Value { value: *weight }),
                     ..Default::default()
-                }),
-                action: Some(Action::Route(RouteAction {
-                    cluster_specifier: Some(ClusterSpecifier::Cluster(service.to_owned())),
-                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+    };
+    let retry_policy = (plan.policy.retries > 0).then(|| RetryPolicy {
+        retry_on: retry_on(client).to_owned(),
+        num_retries: Some(UInt32Value {
+            value: plan.policy.retries,
+        }),
+        retry_host_predicate: match client {
+            Client::Envoy => vec![RetryHostPredicate {
+                name: PREVIOUS_HOSTS.to_owned(),
+                config_type: Some(PredicateConfig::TypedConfig(Any {
+                    type_url: PREVIOUS_HOSTS_TYPE.to_owned(),
+                    value: Vec::new(),
                 })),
-                ..Default::default()
             }],
+            Client::Grpc => Vec::new(),
+        },
+        ..Default::default()
+    });
+    let timeout = plan.policy.timeout.map(proto_duration);
+    Route {
+        r#match: Some(RouteMatch {
+            path_specifier: Some(path),
+            headers,
+            ..Default::default()
+        }),
+        action: Some(Action::Route(RouteAction {
+            cluster_specifier: Some(cluster_specifier),
+            retry_policy,
+            timeout,
+            // What gRPC reads as the deadline of a call that sets none (Envoy: `timeout`).
+            max_stream_duration: timeout.map(|t| MaxStreamDuration {
+                max_stream_duration: Some(t),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// The RouteConfiguration of a service: any host, its routes in order.
+pub fn route_configuration(translation: &Translation, client: Client) -> RouteConfiguration {
+    let service = &translation.service;
+    RouteConfiguration {
+        name: service.clone(),
+        virtual_hosts: vec![VirtualHost {
+            name: service.clone(),
+            domains: vec!["*".to_owned()],
+            routes: translation
+                .routes
+                .iter()
+                .map(|plan| route(service, plan, client))
+                .collect(),
             ..Default::default()
         }],
         ..Default::default()
     }
 }
 
-/// The Cluster of `service`: EDS over ADS, round robin, HTTP/2 to the instances.
-pub fn cluster(service: &str) -> Cluster {
+/// The Cluster `plan` of `translation`: EDS over ADS, HTTP/2 to the providers, its load
+/// balancer as the client has it, outlier detection from consumer-side ejection.
+pub fn cluster(translation: &Translation, plan: &ClusterPlan, client: Client) -> Cluster {
     let http2 = HttpProtocolOptions {
         upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
             ExplicitHttpConfig {
@@ -160,14 +285,40 @@ pub fn cluster(service: &str) -> Cluster {
         )),
         ..Default::default()
     };
+    let lb_policy = match (client, plan.loadbalance) {
+        (
+            Client::Envoy,
+            LoadBalance::P2c | LoadBalance::LeastActive | LoadBalance::ShortestResponse,
+        ) => LbPolicy::LeastRequest,
+        _ => LbPolicy::RoundRobin,
+    };
+    let o = &translation.outliers;
+    let percent = |p: u32| Some(UInt32Value { value: p.min(100) });
+    let outlier_detection = OutlierDetection {
+        consecutive_5xx: Some(UInt32Value {
+            value: o.consecutive_failures,
+        }),
+        enforcing_consecutive_5xx: percent(100),
+        enforcing_consecutive_gateway_failure: percent(0),
+        enforcing_success_rate: percent(0),
+        failure_percentage_threshold: percent(o.failure_percent),
+        enforcing_failure_percentage: percent(100),
+        failure_percentage_minimum_hosts: Some(UInt32Value { value: 1 }),
+        failure_percentage_request_volume: Some(UInt32Value { value: o.min_calls }),
+        interval: Some(proto_duration(o.interval)),
+        base_ejection_time: Some(proto_duration(o.base_ejection)),
+        max_ejection_percent: percent(o.max_ejection_percent),
+        ..Default::default()
+    };
     Cluster {
-        name: service.to_owned(),
+        name: plan.name.clone(),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
         eds_cluster_config: Some(EdsClusterConfig {
             eds_config: Some(ads()),
-            service_name: service.to_owned(),
+            service_name: plan.name.clone(),
         }),
-        lb_policy: LbPolicy::RoundRobin as i32,
+        lb_policy: lb_policy as i32,
+        outlier_detection: Some(outlier_detection),
         typed_extension_protocol_options: [(
             HTTP_OPTIONS_KEY.to_owned(),
             pack(HTTP_PROTOCOL_OPTIONS, &http2),
@@ -178,204 +329,111 @@ pub fn cluster(service: &str) -> Cluster {
     }
 }
 
-/// The ClusterLoadAssignment of `service`: one locality of weight 1 holding one endpoint
-/// per distinct address among the gRPC-callable `endpoints`, each healthy (the catalog
-/// gives the subscription's healthy view: what health sets aside is left out), routed and weighted as an Introspect or Dubbo Java
-/// consumer routes an untagged call: no disabled or tagged provider, each weighed with
-/// warm-up, none of weight 0 while another weighs more.
-pub fn load_assignment(service: &str, endpoints: &[Endpoint]) -> ClusterLoadAssignment {
-    load_assignment_at(service, endpoints, now_ms())
-}
-
-/// [`load_assignment`] with the clock at `now_ms` (ms since the epoch).
-pub fn load_assignment_at(
-    service: &str,
-    endpoints: &[Endpoint],
-    now_ms: i64,
-) -> ClusterLoadAssignment {
-    let lb_endpoints = routed_weights(endpoints, now_ms)
-        .into_iter()
-        .map(|((host, port), weight)| LbEndpoint {
-            health_status: HealthStatus::Healthy as i32,
-            load_balancing_weight: Some(UInt32Value { value: weight }),
-            host_identifier: Some(HostIdentifier::Endpoint(EnvoyEndpoint {
-                address: Some(Address {
-                    address: Some(AddressKind::SocketAddress(SocketAddress {
-                        address: host,
-                        port_specifier: Some(PortSpecifier::PortValue(u32::from(port))),
-                        ..Default::default()
-                    })),
-                }),
-                ..Default::default()
-            })),
+fn lb_endpoint(host: &str, port: u16, weight: u32) -> LbEndpoint {
+    LbEndpoint {
+        health_status: HealthStatus::Healthy as i32,
+        load_balancing_weight: Some(UInt32Value { value: weight }),
+        host_identifier: Some(HostIdentifier::Endpoint(EnvoyEndpoint {
+            address: Some(Address {
+                address: Some(AddressKind::SocketAddress(SocketAddress {
+                    address: host.to_owned(),
+                    port_specifier: Some(PortSpecifier::PortValue(u32::from(port))),
+                    ..Default::default()
+                })),
+            }),
             ..Default::default()
-        })
-        .collect();
-    ClusterLoadAssignment {
-        cluster_name: service.to_owned(),
-        endpoints: vec![LocalityLbEndpoints {
-            locality: Some(Locality::default()),
-            lb_endpoints,
-            load_balancing_weight: Some(UInt32Value { value: 1 }),
-            ..Default::default()
-        }],
+        })),
         ..Default::default()
     }
 }
 
-/// The addresses an xDS client's calls may go to, with their weights: the gRPC-callable
-/// endpoints an untagged call is routed to (no `disabled` provider, no tagged one: an xDS
-/// client sends no `dubbo.tag`), each once, weighted by the same effective weight as a
-/// balanced channel's (`weight`, warm-up from the instance's `timestamp`). Envoy and gRPC
-/// take no weight of 0, so providers of weight 0 are left out while another weighs more,
-/// and all weigh 1 when none does (Java's uniform pick).
-fn routed_weights(endpoints: &[Endpoint], now_ms: i64) -> BTreeMap<(String, u16), u32> {
-    let mut by_address: BTreeMap<(String, u16), u32> = BTreeMap::new();
-    for e in endpoints.iter().filter(|e| grpc_callable(e)) {
-        let route = RouteParams::of(e);
-        if !route.enabled || route.tag.is_some() {
-            continue;
-        }
-        let weight = effective_weight(route.weight, route.warmup_ms, route.timestamp_ms, now_ms);
-        let host = e.host.trim_start_matches('[').trim_end_matches(']');
-        by_address
-            .entry((host.to_owned(), e.port))
-            .or_insert(weight);
+/// The ClusterLoadAssignment of the cluster `plan`: its providers, each healthy (health's
+/// verdicts are applied before), weighted as the client honours weights (see the module
+/// docs). No provider: no locality, and calls routed to it fail.
+pub fn load_assignment(plan: &ClusterPlan, client: Client) -> ClusterLoadAssignment {
+    let endpoints = match client {
+        Client::Envoy if !plan.members.is_empty() => vec![LocalityLbEndpoints {
+            locality: Some(Locality::default()),
+            lb_endpoints: plan
+                .members
+                .iter()
+                .map(|m| lb_endpoint(&m.host, m.port, m.weight))
+                .collect(),
+            load_balancing_weight: Some(UInt32Value { value: 1 }),
+            ..Default::default()
+        }],
+        Client::Envoy => Vec::new(),
+        Client::Grpc => plan
+            .members
+            .iter()
+            .map(|m| LocalityLbEndpoints {
+                locality: Some(Locality {
+                    sub_zone: format!("{}:{}", m.host, m.port),
+                    ..Default::default()
+                }),
+                lb_endpoints: vec![lb_endpoint(&m.host, m.port, m.weight)],
+                load_balancing_weight: Some(UInt32Value { value: m.weight }),
+                ..Default::default()
+            })
+            .collect(),
+    };
+    ClusterLoadAssignment {
+        cluster_name: plan.name.clone(),
+        endpoints,
+        ..Default::default()
     }
-    if by_address.values().all(|w| *w == 0) {
-        by_address.values_mut().for_each(|w| *w = 1);
-    } else {
-        by_address.retain(|_, w| *w > 0);
-    }
-    by_address
 }
 
-/// The wall clock in ms since the epoch, as providers write their start time.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+/// The service a resource named `name` belongs to: the name itself for a Listener, a
+/// RouteConfiguration or the untagged cluster, the part before `/` for another cluster.
+pub fn service_of(name: &str) -> &str {
+    name.split_once('/').map_or(name, |(service, _)| service)
 }
 
-/// The resource of type `type_url` for `service` with these endpoints, packed; `None` for a
-/// type this server does not serve.
-pub fn resource(type_url: &str, service: &str, endpoints: &[Endpoint]) -> Option<Any> {
+/// The resource of type `type_url` named `name` in `translation`, packed, for `client`;
+/// `None` when there is none of that name (or the type is not served).
+pub fn resource(
+    type_url: &str,
+    name: &str,
+    translation: &Translation,
+    client: Client,
+) -> Option<Any> {
+    let service = translation.service.as_str();
     Some(match type_url {
-        LISTENER => pack(LISTENER, &listener(service)),
-        ROUTE_CONFIGURATION => pack(ROUTE_CONFIGURATION, &route_configuration(service)),
-        CLUSTER => pack(CLUSTER, &cluster(service)),
+        LISTENER if name == service => pack(LISTENER, &listener(service)),
+        ROUTE_CONFIGURATION if name == service => pack(
+            ROUTE_CONFIGURATION,
+            &route_configuration(translation, client),
+        ),
+        CLUSTER => pack(
+            CLUSTER,
+            &cluster(translation, translation.cluster(name)?, client),
+        ),
         CLUSTER_LOAD_ASSIGNMENT => pack(
             CLUSTER_LOAD_ASSIGNMENT,
-            &load_assignment(service, endpoints),
+            &load_assignment(translation.cluster(name)?, client),
         ),
         _ => return None,
     })
 }
 
+/// The names of the resources of type `type_url` that `translation` holds (what a
+/// wildcard subscription gets).
+pub fn names(type_url: &str, translation: &Translation) -> Vec<String> {
+    match type_url {
+        LISTENER | ROUTE_CONFIGURATION => vec![translation.service.clone()],
+        CLUSTER | CLUSTER_LOAD_ASSIGNMENT => translation
+            .clusters
+            .iter()
+            .map(|c| c.name.clone())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use introspect::ServiceInfo;
-
     use super::*;
-
-    fn at(port: u16, protocol: &str, params: &[(&str, &str)]) -> Endpoint {
-        let mut service = ServiceInfo::new("helloworld.Greeter").with_protocol(protocol);
-        for (k, v) in params {
-            service = service.with_param(*k, *v);
-        }
-        Endpoint {
-            app: "greeter".into(),
-            host: "127.0.0.1".into(),
-            port,
-            instance_port: port,
-            protocol: protocol.into(),
-            revision: "r".into(),
-            service: Arc::new(service),
-            timestamp: 0,
-        }
-    }
-
-    #[test]
-    fn only_grpc_protocols_with_protobuf_are_callable() {
-        assert!(grpc_callable(&at(1, "tri", &[])));
-        assert!(grpc_callable(&at(
-            1,
-            "GRPC",
-            &[("serialization", "protobuf")]
-        )));
-        assert!(!grpc_callable(&at(
-            1,
-            "tri",
-            &[("serialization", "hessian2")]
-        )));
-        assert!(!grpc_callable(&at(1, "dubbo", &[])));
-        assert!(!grpc_callable(&at(1, "rest", &[])));
-    }
-
-    fn weights(endpoints: &[Endpoint], now_ms: i64) -> Vec<(u32, u32)> {
-        let cla = load_assignment_at("helloworld.Greeter", endpoints, now_ms);
-        assert_eq!(cla.cluster_name, "helloworld.Greeter");
-        assert_eq!(cla.endpoints.len(), 1);
-        cla.endpoints[0]
-            .lb_endpoints
-            .iter()
-            .map(|e| {
-                let Some(HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
-                    panic!("an endpoint")
-                };
-                let Some(AddressKind::SocketAddress(s)) =
-                    ep.address.as_ref().and_then(|a| a.address.as_ref())
-                else {
-                    panic!("a socket address")
-                };
-                let Some(PortSpecifier::PortValue(p)) = s.port_specifier else {
-                    panic!("a port")
-                };
-                (p, e.load_balancing_weight.as_ref().unwrap().value)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn the_load_assignment_holds_each_callable_routed_address_once_weighted_as_java() {
-        let endpoints = vec![
-            at(2, "tri", &[("weight", "7")]),
-            at(1, "tri", &[]),
-            at(1, "grpc", &[]),
-            at(3, "dubbo", &[]),
-            at(4, "tri", &[("weight", "zero")]),
-            at(5, "tri", &[("weight", "0")]),
-            at(6, "tri", &[("dubbo.tag", "gray")]),
-            at(7, "tri", &[("disabled", "true")]),
-            at(8, "tri", &[("weight", "-3")]),
-        ];
-        // Weight 0 and negative ones are left out; a weight that does not parse is 100.
-        assert_eq!(weights(&endpoints, 0), vec![(1, 100), (2, 7), (4, 100)]);
-        // All of weight 0: all alike.
-        let none = vec![
-            at(1, "tri", &[("weight", "0")]),
-            at(2, "tri", &[("weight", "0")]),
-        ];
-        assert_eq!(weights(&none, 0), vec![(1, 1), (2, 1)]);
-    }
-
-    #[test]
-    fn a_provider_warming_up_weighs_less() {
-        let started = 1_700_000_000_000_i64;
-        let mut warming = at(1, "tri", &[("weight", "300")]);
-        warming.timestamp = started as u64;
-        let endpoints = vec![warming, at(2, "tri", &[])];
-        assert_eq!(
-            weights(&endpoints, started + 60_000),
-            vec![(1, 30), (2, 100)]
-        );
-        assert_eq!(
-            weights(&endpoints, started + 600_000),
-            vec![(1, 300), (2, 100)]
-        );
-    }
 
     #[test]
     fn the_listener_routes_over_ads_with_the_router_last() {
@@ -392,19 +450,5 @@ mod tests {
             rds.config_source.unwrap().config_source_specifier,
             Some(ConfigSpecifier::Ads(_))
         ));
-    }
-
-    #[test]
-    fn the_cluster_is_eds_over_ads_round_robin() {
-        let c = cluster("helloworld.Greeter");
-        assert_eq!(
-            c.cluster_discovery_type,
-            Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32))
-        );
-        assert_eq!(c.lb_policy, LbPolicy::RoundRobin as i32);
-        assert_eq!(
-            c.eds_cluster_config.unwrap().service_name,
-            "helloworld.Greeter"
-        );
     }
 }

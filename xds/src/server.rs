@@ -10,6 +10,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
 use futures::Stream;
+use introspect::consumer::HealthOptions;
 use introspect::{Error, Resolver, Result};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -17,7 +18,9 @@ use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::catalog::Catalog;
+use crate::nacks::NackCounts;
 use crate::stream;
+use crate::translate::Translation;
 
 /// The most services a server follows unless told otherwise
 /// ([`XdsServerBuilder::max_services`]); names past it do not exist for the clients.
@@ -28,11 +31,21 @@ pub struct XdsServerBuilder {
     resolver: Resolver,
     services: Vec<String>,
     max_services: usize,
+    outliers: HealthOptions,
     #[cfg(feature = "tls")]
     tls: Option<tonic::transport::ServerTlsConfig>,
 }
 
 impl XdsServerBuilder {
+    /// The consumer-side ejection clients are told to apply, as each cluster's outlier
+    /// detection (default: [`HealthOptions::default`], the library's own consumers'):
+    /// failures in a row (Envoy), the failure rate over a window, the cap on providers
+    /// ejected at once. Pass the resolver's options to send what its channels apply.
+    pub fn outliers(mut self, options: HealthOptions) -> Self {
+        self.outliers = options;
+        self
+    }
+
     /// Follows `service` from the start, so that a wildcard subscription (Envoy's CDS)
     /// lists it before any client has asked for it by name. Services asked for by name are
     /// followed on their first request either way.
@@ -86,8 +99,13 @@ impl XdsServerBuilder {
         let (stop, stopped) = watch::channel(false);
         XdsServer {
             ads: Ads {
-                catalog: Arc::new(Catalog::new(self.resolver, self.max_services)),
+                catalog: Arc::new(Catalog::new(
+                    self.resolver,
+                    self.max_services,
+                    self.outliers,
+                )),
                 stopped,
+                nacks: NackCounts::default(),
             },
             services: self.services,
             stop,
@@ -116,6 +134,7 @@ impl XdsServer {
             resolver,
             services: Vec::new(),
             max_services: DEFAULT_MAX_SERVICES,
+            outliers: HealthOptions::default(),
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -128,6 +147,25 @@ impl XdsServer {
                 tracing::warn!(service, "xDS: cannot follow a configured service");
             }
         }
+    }
+
+    /// The responses clients rejected, per node (a handle that keeps counting while the
+    /// server serves; also exported as the metric
+    /// [`NACKS_METRIC`](crate::NACKS_METRIC)).
+    pub fn nack_counts(&self) -> NackCounts {
+        self.ads.nacks.clone()
+    }
+
+    /// What a client is sent for `service` now, and why: its routes, clusters and weights
+    /// with the rules and steps that produced them, and what cannot be expressed
+    /// ([`Translation`], whose `Display` says it in words). Follows the service first when
+    /// it is not followed yet (waiting for its rules' first answer). `None` for a name
+    /// that is no service, or one with no gRPC-callable provider.
+    pub async fn explain(&self, service: &str) -> Option<Arc<Translation>> {
+        if !self.ads.catalog.follow(service).await {
+            return None;
+        }
+        self.ads.catalog.view(service)
     }
 
     /// The ADS service, to add to a tonic router of the caller's. Its streams end when
@@ -182,6 +220,7 @@ impl Drop for XdsServer {
 pub struct Ads {
     catalog: Arc<Catalog>,
     stopped: watch::Receiver<bool>,
+    nacks: NackCounts,
 }
 
 type Responses<T> = std::pin::Pin<Box<dyn Stream<Item = std::result::Result<T, Status>> + Send>>;
@@ -200,6 +239,7 @@ impl AggregatedDiscoveryService for Ads {
             request.into_inner(),
             out,
             self.stopped.clone(),
+            self.nacks.clone(),
         ));
         Ok(Response::new(Box::pin(ReceiverStream::new(responses))))
     }

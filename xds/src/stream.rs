@@ -10,8 +10,9 @@ use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
 use crate::catalog::Catalog;
+use crate::nacks::NackCounts;
 use crate::protocol::{StreamProtocol, Verdict, Wanted};
-use crate::resources::resource;
+use crate::resources::{Client, names, resource, service_of};
 
 /// Responses a stream may have queued before it waits for the client to read them.
 const QUEUED_RESPONSES: usize = 16;
@@ -26,11 +27,15 @@ pub(crate) async fn run<S>(
     mut requests: S,
     out: Responses,
     mut stop: watch::Receiver<bool>,
+    nacks: NackCounts,
 ) where
     S: Stream<Item = Result<DiscoveryRequest, Status>> + Unpin,
 {
     let mut protocol = StreamProtocol::default();
     let mut changes = catalog.changes();
+    // Who the client is: its first request says (later ones may leave the node out).
+    let mut node: Option<String> = None;
+    let mut client = Client::Grpc;
     loop {
         tokio::select! {
             request = requests.next() => {
@@ -43,6 +48,10 @@ pub(crate) async fn run<S>(
                     None => return,
                 };
                 let type_url = request.type_url.clone();
+                if node.is_none() {
+                    node = Some(request.node.as_ref().map(|n| n.id.clone()).unwrap_or_default());
+                    client = Client::of(request.node.as_ref());
+                }
                 match protocol.on_request(&request) {
                     Verdict::Unserved => {
                         tracing::debug!(type_url, "xDS: request for a type not served");
@@ -52,13 +61,15 @@ pub(crate) async fn run<S>(
                     }
                     Verdict::Nack { respond } => {
                         let reason = request.error_detail.as_ref().map(|s| s.message.clone()).unwrap_or_default();
-                        tracing::warn!(type_url, version = request.version_info, reason, "xDS: client rejected a response");
-                        if respond && !send(&catalog, &mut protocol, &type_url, true, &out).await {
+                        let node = node.as_deref().unwrap_or_default();
+                        tracing::warn!(type_url, node, version = request.version_info, reason, "xDS: client rejected a response");
+                        nacks.count(node, &type_url);
+                        if respond && !send(&catalog, &mut protocol, &type_url, true, client, &out).await {
                             return;
                         }
                     }
                     Verdict::Ack { respond } => {
-                        if respond && !send(&catalog, &mut protocol, &type_url, true, &out).await {
+                        if respond && !send(&catalog, &mut protocol, &type_url, true, client, &out).await {
                             return;
                         }
                     }
@@ -69,7 +80,7 @@ pub(crate) async fn run<S>(
                     return;
                 }
                 for type_url in protocol.requested() {
-                    if !send(&catalog, &mut protocol, &type_url, false, &out).await {
+                    if !send(&catalog, &mut protocol, &type_url, false, client, &out).await {
                         return;
                     }
                 }
@@ -84,33 +95,46 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
-/// Builds the response of `type_url` and sends it when due. False when the client is gone.
+/// Builds the response of `type_url` for `client` and sends it when due. False when the
+/// client is gone.
 async fn send(
     catalog: &Catalog,
     protocol: &mut StreamProtocol,
     type_url: &str,
     force: bool,
+    client: Client,
     out: &Responses,
 ) -> bool {
     let Some(wanted) = protocol.wanted(type_url) else {
         return true;
     };
-    let names = match wanted {
-        Wanted::Wildcard => catalog.existing(),
-        Wanted::Names(names) => {
-            for name in &names {
-                catalog.follow(name).await;
+    let mut resources: Vec<(String, Any)> = Vec::new();
+    match wanted {
+        Wanted::Wildcard => {
+            for service in catalog.existing() {
+                let Some(translation) = catalog.view(&service) else {
+                    continue;
+                };
+                for name in names(type_url, &translation) {
+                    if let Some(any) = resource(type_url, &name, &translation, client) {
+                        resources.push((name, any));
+                    }
+                }
             }
-            names
         }
-    };
-    let resources: Vec<Any> = names
-        .iter()
-        .filter_map(|name| {
-            let endpoints = catalog.view(name)?;
-            resource(type_url, name, &endpoints)
-        })
-        .collect();
+        Wanted::Names(wanted) => {
+            for name in wanted {
+                let service = service_of(&name);
+                catalog.follow(service).await;
+                let Some(translation) = catalog.view(service) else {
+                    continue;
+                };
+                if let Some(any) = resource(type_url, &name, &translation, client) {
+                    resources.push((name, any));
+                }
+            }
+        }
+    }
     match protocol.respond(type_url, resources, force) {
         Some(response) => out.send(Ok(response)).await.is_ok(),
         None => true,

@@ -11,3 +11,4 @@ mod misplaced;
 mod registries;
 mod rules;
 mod support;
+mod xds;

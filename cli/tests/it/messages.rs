@@ -107,6 +107,14 @@ fn rule_check_takes_key_and_its_alias() {
 }
 
 #[test]
+fn xds_explain_without_a_callable_provider_is_one_line() {
+    fails_with_one_line(
+        &["--memory", "xds", "--explain", "no.Such"],
+        "no.Such: no provider of it can be called over gRPC",
+    );
+}
+
+#[test]
 fn route_without_a_provider_says_every_such_call_fails() {
     let (ok, out, err) = introspect(&["--memory", "route", "no.Such"]);
     assert!(ok, "without --check the report is the answer: {err}");
