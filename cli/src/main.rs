@@ -356,13 +356,21 @@ async fn run(cli: Cli) -> Result<(), Error> {
     let out = Output::new(cli.json);
     let instances = backend.instances().clone();
     let mut resolver = Resolver::builder(backend.clone());
-    if let Command::Route {
-        consumer_app,
-        consumer_host,
-        consumer_params,
-        ..
-    } = &cli.command
-    {
+    let consumer = match &cli.command {
+        Command::Route {
+            consumer_app,
+            consumer_host,
+            consumer_params,
+            ..
+        } => Some((consumer_app, consumer_host, consumer_params)),
+        Command::Xds(args) => Some((
+            &args.consumer_app,
+            &args.consumer_host,
+            &args.consumer_params,
+        )),
+        _ => None,
+    };
+    if let Some((consumer_app, consumer_host, consumer_params)) = consumer {
         for param in consumer_params {
             let (key, value) = param.split_once('=').ok_or_else(|| {
                 Error::config(format!("--consumer-param {param:?}: expected KEY=VALUE"))

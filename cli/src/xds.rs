@@ -25,6 +25,17 @@ pub struct XdsArgs {
     /// their first request either way.
     #[arg(long = "service", value_name = "NAME")]
     pub services: Vec<String>,
+    /// The consumer app every client is routed as: its `{app}.configurators` and
+    /// `{app}.condition-router` apply, and conditions on `application` read it.
+    #[arg(long)]
+    pub consumer_app: Option<String>,
+    /// The consumer's host, as rules' `addresses` match it (default: this machine's).
+    #[arg(long)]
+    pub consumer_host: Option<String>,
+    /// A parameter of the consumer's own URL, as a condition rule's `when` side reads it,
+    /// `KEY=VALUE`; repeatable.
+    #[arg(long = "consumer-param", value_name = "KEY=VALUE")]
+    pub consumer_params: Vec<String>,
     /// The most services followed at once (names past it do not exist for clients).
     #[arg(long, default_value_t = introspect_xds::DEFAULT_MAX_SERVICES)]
     pub max_services: usize,
