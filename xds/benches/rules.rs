@@ -94,9 +94,12 @@ fn translated(service: &str, endpoints: &[Endpoint], rules: &RuleSet) -> Arc<Tra
     })
 }
 
+/// One cluster's name, encoded Cluster and encoded ClusterLoadAssignment.
+type EncodedCluster = (String, Vec<u8>, Vec<u8>);
+
 /// The resources of `t` for `client`, encoded: the RouteConfiguration, then each
 /// cluster's Cluster and ClusterLoadAssignment.
-fn encoded(t: &Translation, client: Client) -> (Vec<u8>, Vec<(String, Vec<u8>, Vec<u8>)>) {
+fn encoded(t: &Translation, client: Client) -> (Vec<u8>, Vec<EncodedCluster>) {
     let routes = route_configuration(t, client).encode_to_vec();
     let clusters = t
         .clusters
