@@ -2,6 +2,7 @@
 //! a peer's provider, a peer's consumer calling a Rust provider, and what each side wrote
 //! into the registry (compared with the golden records in `tests/it/data/`).
 
+#[cfg(feature = "nacos")]
 use introspect::backend::{ConfigKey, ConfigWrite};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -6,8 +6,12 @@ With an xds:/// target, grpcio resolves the name through the xDS server its boot
 names (GRPC_XDS_BOOTSTRAP). Reads commands on stdin, one a line, and answers each with
 one JSON line on stdout:
 
-    call N   ->  {"answered": {"ADDRESS": COUNT, ...}, "errors": ["CODE: details", ...]}
-    quit     ->  exits
+    call N [KEY=VALUE ...]  ->  {"answered": {"ADDRESS": COUNT, ...},
+                                 "errors": ["CODE: details", ...]}
+    quit                    ->  exits
+
+Each KEY=VALUE after the count is request metadata every call of the command carries (a
+header: `dubbo.tag=gray` tags the calls as a Dubbo consumer's attachment does).
 
 The request and reply are encoded by hand (HelloRequest and HelloReply each hold one
 string in field 1), so no generated code is needed. The greeter's reply names the address
@@ -70,10 +74,12 @@ def main():
         if words[0] == "quit":
             break
         count = int(words[1]) if len(words) > 1 else 1
+        metadata = [tuple(word.split("=", 1)) for word in words[2:] if "=" in word]
         answered, errors = {}, []
         for i in range(count):
             try:
-                reply = decode_reply(say_hello(encode_request(f"python-{i}"), timeout=5))
+                request = encode_request(f"python-{i}")
+                reply = decode_reply(say_hello(request, timeout=5, metadata=metadata))
                 address = reply.rsplit(" from ", 1)[-1]
                 answered[address] = answered.get(address, 0) + 1
             except grpc.RpcError as e:

@@ -59,11 +59,22 @@ impl PythonClient {
 
     /// Makes `count` calls, one after another.
     pub async fn call(&mut self, count: usize) -> Calls {
+        self.call_with(count, &[]).await
+    }
+
+    /// Makes `count` calls, one after another, each carrying the request `metadata`
+    /// (headers such as `dubbo.tag`).
+    pub async fn call_with(&mut self, count: usize, metadata: &[(&str, &str)]) -> Calls {
+        let mut command = format!("call {count}");
+        for (key, value) in metadata {
+            command.push_str(&format!(" {key}={value}"));
+        }
+        command.push('\n');
         self.stdin
-            .write_all(format!("call {count}\n").as_bytes())
+            .write_all(command.as_bytes())
             .await
             .expect("python reads commands");
-        let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+        let line = tokio::time::timeout(Duration::from_secs(120), self.lines.next_line())
             .await
             .expect("python answers in time")
             .expect("python's output is readable")
