@@ -59,13 +59,25 @@ impl Resolver {
     ///
     /// Must be called within a Tokio runtime.
     pub fn rules_watch(&self, subscription: &SubscriptionHandle) -> watch::Receiver<Arc<RuleSet>> {
+        self.rules_watch_as(subscription, &self.channel_parts().consumer.app)
+    }
+
+    /// [`rules_watch`](Self::rules_watch) for a consumer of `consumer_app` rather than the
+    /// resolver's own: the rules keyed by that app (`{app}.configurators`,
+    /// `{app}.condition-router`) in place of the resolver's app's. What an xDS server
+    /// routes a client of another app by.
+    pub fn rules_watch_as(
+        &self,
+        subscription: &SubscriptionHandle,
+        consumer_app: &str,
+    ) -> watch::Receiver<Arc<RuleSet>> {
         let parts = self.channel_parts();
         if !parts.rules {
             return watch::channel(Arc::new(RuleSet::none())).1;
         }
         watch_rules(
             parts.rule_follows.clone(),
-            RulesScope::of(&parts.consumer.app, subscription.subscription()),
+            RulesScope::of(consumer_app, subscription.subscription()),
             subscription.watch(),
             None,
             CancellationToken::new(),

@@ -238,6 +238,15 @@ impl RuleSet {
         configure_for_consumer(&documents, &consumer.app, &consumer.host, provider)
     }
 
+    /// Whether a configurator document is in force: then who the consumer is (its app,
+    /// its host) may change how providers read, through items' `applications` and
+    /// `addresses`.
+    pub fn has_configurators(&self) -> bool {
+        self.rules
+            .values()
+            .any(|rule| matches!(rule.kind, RuleKind::Configurators(_)))
+    }
+
     /// The tag rule of the providers of `app`, if one is in force.
     pub fn tag_rule(&self, app: &str) -> Option<&TagRule> {
         match &self.rules.get(&RuleKey::TagRule(app.to_owned()))?.kind {

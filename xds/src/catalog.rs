@@ -7,32 +7,61 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use introspect::consumer::HealthOptions;
-use introspect::governance::RuleSet;
+use introspect::governance::{ConsumerIdentity, RuleSet};
 use introspect::{Endpoint, Resolver, Subscription, SubscriptionHandle};
 use tokio::sync::{OnceCell, watch};
 use tokio::task::JoinHandle;
 
 use crate::callable::grpc_callable;
+use crate::node::NodeFacts;
 use crate::translate::{Input, Translation, translate, until};
 
 /// How long following a service waits for the config centre's first answer on its rules
 /// (the rules watcher itself gives up after half a second and routes without them).
 const RULES_WAIT: Duration = Duration::from_secs(1);
 
+/// The most per-client translations kept per service (clients saying who they are, by
+/// what they say); past it they are made again as asked.
+const MAX_NODE_TRANSLATIONS: usize = 256;
+/// The most consumer apps whose own rules are followed per service for clients naming
+/// them; a client naming another is routed by the server's app's rules.
+const MAX_NODE_APPS: usize = 32;
+
+/// What a service's translation was made of, kept for the clients that say who they are.
+struct Inputs {
+    endpoints: Vec<Endpoint>,
+    consumer: ConsumerIdentity,
+    rules: Arc<RuleSet>,
+    now_ms: i64,
+}
+
 /// One followed service.
 #[derive(Default)]
 struct Entry {
     /// Whether the subscription was made; `false` inside when the store refused it.
     followed: OnceCell<bool>,
+    /// The subscription, once made.
+    handle: OnceLock<SubscriptionHandle>,
     /// Whether a gRPC-callable endpoint of it was ever seen: from then on the service
     /// exists (its Listener and Cluster are served, its endpoints possibly none).
     seen: AtomicBool,
-    /// Its translation now.
+    /// Its translation now, for the server's consumer.
     translation: Mutex<Option<Arc<Translation>>>,
+    /// What that translation was made of.
+    inputs: Mutex<Option<Arc<Inputs>>>,
+    /// Translations for clients that say who they are, by what they say; cleared when
+    /// anything they were made of changes.
+    per_node: Mutex<HashMap<NodeFacts, Arc<Translation>>>,
+    /// The rules of the consumer apps clients named, followed live.
+    app_rules: Mutex<HashMap<String, watch::Receiver<Arc<RuleSet>>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The followed services and a generation counter bumped on every change of any of them.
@@ -102,6 +131,7 @@ impl Catalog {
                 return false;
             }
         };
+        let _ = entry.handle.set(handle.clone());
         let mut rules = self.resolver.rules_watch(&handle);
         let _ = tokio::time::timeout(RULES_WAIT, rules.wait_for(|r| r.is_loaded())).await;
         let mut follower = Follower {
@@ -167,6 +197,91 @@ impl Catalog {
             .clone()
     }
 
+    /// The translation of `service` for a client that says `facts` of itself: the
+    /// server's own ([`view`](Self::view)) unless what it says changes its routing (it
+    /// names another consumer app, or the rules read who the consumer is: conditions on
+    /// its URL, configurators matching its app or address).
+    pub(crate) async fn view_for(
+        &self,
+        service: &str,
+        facts: &NodeFacts,
+    ) -> Option<Arc<Translation>> {
+        let default = self.view(service)?;
+        let entry = lock(&self.entries).get(service).cloned()?;
+        let Some(inputs) = lock(&entry.inputs).clone() else {
+            return Some(default);
+        };
+        let other_app = facts
+            .app
+            .as_ref()
+            .filter(|app| **app != inputs.consumer.app);
+        let rules = match other_app {
+            Some(app) => self.rules_of_app(&entry, app).await,
+            None => inputs.rules.clone(),
+        };
+        let reads_consumer = !rules.reads().consumer.is_empty() || rules.has_configurators();
+        if other_app.is_none() && !reads_consumer {
+            return Some(default);
+        }
+        if let Some(found) = lock(&entry.per_node).get(facts) {
+            return Some(found.clone());
+        }
+        let consumer = facts.apply(&inputs.consumer);
+        let translation = translate(&Input {
+            service,
+            endpoints: &inputs.endpoints,
+            rules: &rules,
+            consumer: &consumer,
+            outliers: &self.outliers,
+            now_ms: inputs.now_ms,
+        });
+        let mut per_node = lock(&entry.per_node);
+        if per_node.len() >= MAX_NODE_TRANSLATIONS {
+            per_node.clear();
+        }
+        per_node.insert(facts.clone(), translation.clone());
+        Some(translation)
+    }
+
+    /// The rules of `service` for a consumer of `app`, followed from the first client
+    /// naming it (waiting for the config centre's first answer then).
+    async fn rules_of_app(&self, entry: &Arc<Entry>, app: &str) -> Arc<RuleSet> {
+        if let Some(rules) = lock(&entry.app_rules).get(app) {
+            return rules.borrow().clone();
+        }
+        let server_rules = || {
+            lock(&entry.inputs)
+                .as_ref()
+                .map_or_else(|| Arc::new(RuleSet::none()), |i| i.rules.clone())
+        };
+        let Some(handle) = entry.handle.get() else {
+            return server_rules();
+        };
+        if lock(&entry.app_rules).len() >= MAX_NODE_APPS {
+            tracing::warn!(
+                app,
+                limit = MAX_NODE_APPS,
+                "xDS: a client names a consumer app past the limit: routed by the server's \
+                 app's rules"
+            );
+            return server_rules();
+        }
+        let mut rules = self.resolver.rules_watch_as(handle, app);
+        let _ = tokio::time::timeout(RULES_WAIT, rules.wait_for(|r| r.is_loaded())).await;
+        let now = rules.borrow_and_update().clone();
+        lock(&entry.app_rules).insert(app.to_owned(), rules.clone());
+        // When that app's rules change, its clients' translations are made again.
+        let (entry_now, generation) = (entry.clone(), self.generation.clone());
+        let forwarder = tokio::spawn(async move {
+            while rules.changed().await.is_ok() {
+                lock(&entry_now.per_node).clear();
+                generation.send_modify(|g| *g = g.wrapping_add(1));
+            }
+        });
+        lock(&self.forwarders).push(forwarder);
+        now
+    }
+
     /// Every followed service that exists, sorted (what a wildcard subscription gets).
     pub(crate) fn existing(&self) -> Vec<String> {
         let mut names: Vec<String> = self
@@ -185,7 +300,7 @@ impl Catalog {
 /// What follows one service: its subscription, its rules, and where its translation goes.
 struct Follower {
     service: String,
-    consumer: introspect::governance::ConsumerIdentity,
+    consumer: ConsumerIdentity,
     outliers: HealthOptions,
     handle: SubscriptionHandle,
     rules: watch::Receiver<Arc<RuleSet>>,
@@ -207,15 +322,28 @@ impl Follower {
             self.entry.seen.store(true, Ordering::Relaxed);
         }
         let rules = self.rules.borrow_and_update().clone();
+        let now = now_ms();
         let translation = translate(&Input {
             service: &self.service,
             endpoints: &endpoints,
             rules: &rules,
             consumer: &self.consumer,
             outliers: &self.outliers,
-            now_ms: now_ms(),
+            now_ms: now,
         });
         let next = translation.next_ramp_ms;
+        *lock(&self.entry.inputs) = Some(Arc::new(Inputs {
+            endpoints,
+            consumer: self.consumer.clone(),
+            rules,
+            now_ms: now,
+        }));
+        let had_clients = {
+            let mut per_node = lock(&self.entry.per_node);
+            let had = !per_node.is_empty();
+            per_node.clear();
+            had
+        };
         let changed = {
             let mut current = self
                 .entry
@@ -228,7 +356,8 @@ impl Follower {
             }
             changed
         };
-        if changed {
+        // Clients with translations of their own are told too: theirs are made again.
+        if changed || had_clients {
             self.generation.send_modify(|g| *g = g.wrapping_add(1));
         }
         next

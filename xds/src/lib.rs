@@ -19,11 +19,13 @@
 //! The rules are the config centre's (configurators, tag rules, condition rules v3.0 and
 //! v3.1), followed live through the resolver's shared rule follows
 //! ([`Resolver::rules_watch`](introspect::Resolver::rules_watch)) and evaluated by the
-//! library's own chain for the resolver's consumer, once per class of calls the rules tell
-//! apart: a client is sent what a balanced channel of the same consumer would do with the
-//! same call. What xDS cannot express (a condition on an argument or by a pattern, latency
-//! ejection, `random` or `consistenthash` balancing, conditions on the consumer's own URL,
-//! evaluated once for the server's consumer rather than per client) is listed by
+//! library's own chain, once per class of calls the rules tell apart: a client is sent
+//! what a balanced channel of the same consumer would do with the same call. The consumer
+//! is the resolver's, unless a client's node says who it is ([`NodeFacts`]: its
+//! `application`, `host` and other metadata, its locality, the address it calls from) and
+//! the rules read who the consumer is: then that client gets routes and assignments of its
+//! own. What xDS cannot express (a condition on an argument or by a pattern, latency
+//! ejection, `random` or `consistenthash` balancing, per-method weights) is listed by
 //! [`XdsServer::explain`] and `introspect xds --explain`, never approximated silently.
 //!
 //! The endpoints come from the library's own [`introspect::Resolver`] subscriptions, one per
@@ -74,6 +76,7 @@
 //! * `catalog.rs`: the followed services, one resolver subscription and rules watch each,
 //!   their translations, and the change signal every stream waits on;
 //! * `nacks.rs`: the responses clients rejected, per node;
+//! * `node.rs`: who a client is, as rules see a consumer, from its node (pure);
 //! * `stream.rs`: the task running one ADS stream;
 //! * `server.rs`: [`XdsServer`], its builder, the ADS service and serving it.
 
@@ -83,6 +86,7 @@
 mod callable;
 mod catalog;
 mod nacks;
+pub mod node;
 pub mod protocol;
 pub mod resources;
 mod server;
@@ -94,5 +98,6 @@ pub mod types;
 
 pub use envoy_types;
 pub use nacks::{MAX_COUNTED_NODES, NACKS_METRIC, NackCounts, OTHER_NODES};
+pub use node::NodeFacts;
 pub use server::{Ads, DEFAULT_MAX_SERVICES, XdsServer, XdsServerBuilder};
 pub use translate::Translation;

@@ -19,6 +19,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::catalog::Catalog;
 use crate::nacks::NackCounts;
+use crate::node::NodeFacts;
 use crate::stream;
 use crate::translate::Translation;
 
@@ -162,10 +163,16 @@ impl XdsServer {
     /// it is not followed yet (waiting for its rules' first answer). `None` for a name
     /// that is no service, or one with no gRPC-callable provider.
     pub async fn explain(&self, service: &str) -> Option<Arc<Translation>> {
+        self.explain_for(service, &NodeFacts::default()).await
+    }
+
+    /// [`explain`](Self::explain) for a client whose node says `facts` of itself (see
+    /// [`NodeFacts`] for the convention): what that client is sent.
+    pub async fn explain_for(&self, service: &str, facts: &NodeFacts) -> Option<Arc<Translation>> {
         if !self.ads.catalog.follow(service).await {
             return None;
         }
-        self.ads.catalog.view(service)
+        self.ads.catalog.view_for(service, facts).await
     }
 
     /// The ADS service, to add to a tonic router of the caller's. Its streams end when
@@ -234,12 +241,15 @@ impl AggregatedDiscoveryService for Ads {
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> std::result::Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
         let (out, responses) = stream::channel();
+        // Where the client calls from: its host, unless its node names one.
+        let peer = request.remote_addr().map(|a| a.ip());
         tokio::spawn(stream::run(
             self.catalog.clone(),
             request.into_inner(),
             out,
             self.stopped.clone(),
             self.nacks.clone(),
+            peer,
         ));
         Ok(Response::new(Box::pin(ReceiverStream::new(responses))))
     }

@@ -11,6 +11,7 @@ use tonic::Status;
 
 use crate::catalog::Catalog;
 use crate::nacks::NackCounts;
+use crate::node::NodeFacts;
 use crate::protocol::{StreamProtocol, Verdict, Wanted};
 use crate::resources::{Client, names, resource, service_of};
 
@@ -28,6 +29,7 @@ pub(crate) async fn run<S>(
     out: Responses,
     mut stop: watch::Receiver<bool>,
     nacks: NackCounts,
+    peer: Option<std::net::IpAddr>,
 ) where
     S: Stream<Item = Result<DiscoveryRequest, Status>> + Unpin,
 {
@@ -36,6 +38,7 @@ pub(crate) async fn run<S>(
     // Who the client is: its first request says (later ones may leave the node out).
     let mut node: Option<String> = None;
     let mut client = Client::Grpc;
+    let mut facts = NodeFacts::of(None, peer);
     loop {
         tokio::select! {
             request = requests.next() => {
@@ -51,6 +54,7 @@ pub(crate) async fn run<S>(
                 if node.is_none() {
                     node = Some(request.node.as_ref().map(|n| n.id.clone()).unwrap_or_default());
                     client = Client::of(request.node.as_ref());
+                    facts = NodeFacts::of(request.node.as_ref(), peer);
                 }
                 match protocol.on_request(&request) {
                     Verdict::Unserved => {
@@ -64,12 +68,12 @@ pub(crate) async fn run<S>(
                         let node = node.as_deref().unwrap_or_default();
                         tracing::warn!(type_url, node, version = request.version_info, reason, "xDS: client rejected a response");
                         nacks.count(node, &type_url);
-                        if respond && !send(&catalog, &mut protocol, &type_url, true, client, &out).await {
+                        if respond && !send(&catalog, &mut protocol, &type_url, true, (client, &facts), &out).await {
                             return;
                         }
                     }
                     Verdict::Ack { respond } => {
-                        if respond && !send(&catalog, &mut protocol, &type_url, true, client, &out).await {
+                        if respond && !send(&catalog, &mut protocol, &type_url, true, (client, &facts), &out).await {
                             return;
                         }
                     }
@@ -80,7 +84,7 @@ pub(crate) async fn run<S>(
                     return;
                 }
                 for type_url in protocol.requested() {
-                    if !send(&catalog, &mut protocol, &type_url, false, client, &out).await {
+                    if !send(&catalog, &mut protocol, &type_url, false, (client, &facts), &out).await {
                         return;
                     }
                 }
@@ -95,14 +99,14 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
-/// Builds the response of `type_url` for `client` and sends it when due. False when the
-/// client is gone.
+/// Builds the response of `type_url` for `client`, a client that says `facts` of itself,
+/// and sends it when due. False when the client is gone.
 async fn send(
     catalog: &Catalog,
     protocol: &mut StreamProtocol,
     type_url: &str,
     force: bool,
-    client: Client,
+    (client, facts): (Client, &NodeFacts),
     out: &Responses,
 ) -> bool {
     let Some(wanted) = protocol.wanted(type_url) else {
@@ -112,7 +116,7 @@ async fn send(
     match wanted {
         Wanted::Wildcard => {
             for service in catalog.existing() {
-                let Some(translation) = catalog.view(&service) else {
+                let Some(translation) = catalog.view_for(&service, facts).await else {
                     continue;
                 };
                 for name in names(type_url, &translation) {
@@ -126,7 +130,7 @@ async fn send(
             for name in wanted {
                 let service = service_of(&name);
                 catalog.follow(service).await;
-                let Some(translation) = catalog.view(service) else {
+                let Some(translation) = catalog.view_for(service, facts).await else {
                     continue;
                 };
                 if let Some(any) = resource(type_url, &name, &translation, client) {

@@ -32,6 +32,24 @@ fn matches(route: &RoutePlan) -> String {
 impl fmt::Display for Translation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "service {}", self.service)?;
+        let app = if self.consumer.app.is_empty() {
+            "(none)"
+        } else {
+            self.consumer.app.as_str()
+        };
+        writeln!(
+            f,
+            "routed as the consumer: app {app} on host {}",
+            self.consumer.host
+        )?;
+        if !self.reads_consumer.is_empty() {
+            writeln!(
+                f,
+                "per client: the rules read the consumer's {}; a client whose node says \
+                 otherwise is routed as it says",
+                self.reads_consumer.join(", ")
+            )?;
+        }
         if self.rules_in_force.is_empty() {
             writeln!(f, "rules in force: none")?;
         } else {

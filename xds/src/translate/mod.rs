@@ -89,6 +89,11 @@ pub struct ClusterPlan {
 pub struct Translation {
     /// The service.
     pub service: String,
+    /// The consumer it was evaluated for (the server's, or a client's as its node says).
+    pub consumer: ConsumerIdentity,
+    /// The keys of the consumer's own URL the rules read (`application`, `host`, ...):
+    /// what makes clients that say who they are routed apart.
+    pub reads_consumer: Vec<String>,
     /// The routes, in the order a client tries them (the last matches any call).
     pub routes: Vec<RoutePlan>,
     /// The clusters the routes name, sorted by name.
@@ -145,15 +150,6 @@ pub fn translate(input: &Input<'_>) -> Arc<Translation> {
         unexpressed.push(format!(
             "the condition {term}: a pattern or argument, not a set of values a route can \
              match; calls are routed as calls with a value no rule names"
-        ));
-    }
-    if !reads.consumer.is_empty() {
-        let keys: Vec<&str> = reads.consumer.iter().map(String::as_str).collect();
-        unexpressed.push(format!(
-            "conditions on the consumer's own {}: evaluated once, for this server's consumer \
-             (app {:?}), not per client",
-            keys.join(", "),
-            input.consumer.app
         ));
     }
 
@@ -214,6 +210,8 @@ pub fn translate(input: &Input<'_>) -> Arc<Translation> {
     unexpressed.dedup();
     Arc::new(Translation {
         service: input.service.to_owned(),
+        consumer: input.consumer.clone(),
+        reads_consumer: reads.consumer.iter().cloned().collect(),
         routes,
         clusters: clusters.into_values().collect(),
         outliers: Outliers::of(input.outliers),

@@ -5,6 +5,7 @@
 
 mod envoy;
 mod nacos;
+mod per_node;
 mod protocol;
 mod python_grpc;
 #[cfg(feature = "zookeeper")]

@@ -25,6 +25,8 @@ pub const ANSWER: Duration = Duration::from_secs(10);
 pub struct AdsClient {
     requests: mpsc::Sender<DiscoveryRequest>,
     responses: Streaming<DiscoveryResponse>,
+    /// The node its requests carry.
+    node: Node,
 }
 
 impl AdsClient {
@@ -49,18 +51,30 @@ impl AdsClient {
         Ok(AdsClient {
             requests,
             responses,
+            node: Node {
+                id: "test-client".into(),
+                ..Default::default()
+            },
         })
+    }
+
+    /// This client, saying `node` of itself in its requests.
+    pub fn saying(mut self, node: Node) -> AdsClient {
+        self.node = node;
+        self
     }
 
     /// Sends a request of `type_url` for `names`, answering `nonce` with `version`.
     pub async fn send(&self, type_url: &str, names: &[&str], version: &str, nonce: &str) {
-        self.send_request(request(type_url, names, version, nonce))
-            .await;
+        let mut request = request(type_url, names, version, nonce);
+        request.node = Some(self.node.clone());
+        self.send_request(request).await;
     }
 
     /// Sends a NACK of the response with `nonce` (still subscribed to `names`).
     pub async fn nack(&self, type_url: &str, names: &[&str], version: &str, nonce: &str) {
         let mut nack = request(type_url, names, version, nonce);
+        nack.node = Some(self.node.clone());
         nack.error_detail = Some(Status {
             code: 3,
             message: "rejected by the test".into(),
