@@ -423,3 +423,61 @@ fn a_client_that_says_who_it_is_is_routed_as_it_says() {
         "{hz}"
     );
 }
+
+#[test]
+fn hostile_rule_values_are_reported_and_weights_fit_what_clients_take() {
+    let text = "configVersion: v3.0\nscope: service\nkey: helloworld.Greeter\nenabled: true\n\
+                conditions:\n  - 'attachments[x@y] = 1 => port = 1'\n  \
+                - 'attachments[grpc-timeout] = 1 => port = 1'\n  - 'method = a/b => port = 2'\n";
+    let set = rules(&[(RuleKey::ServiceConditions(service_key()), text)]);
+    let t = translated(&set);
+    let said = t.unexpressed.join("\n");
+    assert!(said.contains("\"x@y\""), "{said}");
+    assert!(said.contains("\"grpc-timeout\""), "{said}");
+    assert!(
+        said.contains("method values no route can match (\"a/b\")"),
+        "{said}"
+    );
+    let headers: Vec<&Matcher> = t.routes.iter().flat_map(|r| &r.matchers).collect();
+    assert!(
+        headers.iter().all(|m| !matches!(m, Matcher::Header(n, _) | Matcher::Absent(n) if n == "x@y" || n == "grpc-timeout")),
+        "{t}"
+    );
+    // Weights summing past u32 are scaled down, none to 0.
+    let heavy = vec![
+        provider(1, "tri", &[("weight", "2147483647")]),
+        provider(2, "tri", &[("weight", "2147483647")]),
+        provider(3, "tri", &[("weight", "2147483647")]),
+        provider(4, "tri", &[("weight", "1")]),
+    ];
+    let t = translate_at(&heavy, &RuleSet::none(), 0);
+    let weights: Vec<u32> = members(&t, SERVICE).into_iter().map(|(_, w)| w).collect();
+    let sum: u64 = weights.iter().map(|w| u64::from(*w)).sum();
+    assert!(sum <= u64::from(u32::MAX), "{weights:?}");
+    assert!(weights.iter().all(|w| *w >= 1), "{weights:?}");
+    assert_eq!(weights[0], weights[1]);
+}
+
+#[test]
+fn many_values_are_capped_and_said() {
+    let conditions: String = (0..100)
+        .map(|i| format!("  - 'method = m{i} => port = 1'\n"))
+        .collect();
+    let text = format!(
+        "configVersion: v3.0\nscope: service\nkey: helloworld.Greeter\nenabled: true\nconditions:\n{conditions}"
+    );
+    let set = rules(&[(RuleKey::ServiceConditions(service_key()), text.as_str())]);
+    let t = translated(&set);
+    assert!(
+        t.routes.len() <= super::translate::MAX_ROUTES * 2,
+        "{}",
+        t.routes.len()
+    );
+    assert!(
+        t.unexpressed
+            .iter()
+            .any(|n| n.contains("method: 100 values named")),
+        "{:?}",
+        t.unexpressed
+    );
+}

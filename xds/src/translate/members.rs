@@ -186,6 +186,10 @@ impl Members {
         } else {
             members.retain(|m| m.weight > 0);
         }
+        let weights: Vec<u32> = members.iter().map(|m| m.weight).collect();
+        for (m, w) in members.iter_mut().zip(super::fit_u32(&weights)) {
+            m.weight = w;
+        }
         let loadbalance = subset
             .first()
             .and_then(|&i| self.params[i].get("loadbalance"))

@@ -41,6 +41,10 @@ pub const FORCE_TAG_HEADER: &str = "dubbo.force.tag";
 /// The most routes one service's configuration holds; past it the headers condition
 /// rules read are no longer told apart (said in [`Translation::unexpressed`]).
 pub const MAX_ROUTES: usize = 256;
+/// The most values of one dimension (methods a rule names, tags, values of a header) told
+/// apart; past it the rest are routed as values no rule names (said in
+/// [`Translation::unexpressed`]).
+pub const MAX_VALUES: usize = 64;
 
 /// What a translation reads.
 pub struct Input<'a> {
@@ -126,16 +130,30 @@ pub fn translate(input: &Input<'_>) -> Arc<Translation> {
     let mut dimensions = Vec::new();
     if reads.method {
         let methods = reads.exact.get("method").cloned().unwrap_or_default();
+        let methods = matchable("method", methods, is_method_name, &mut unexpressed);
         dimensions.push(Dimension::method(&methods));
     }
-    let tags = members.tags(input.rules);
+    let tags = matchable(
+        "tag",
+        members.tags(input.rules),
+        is_header_value,
+        &mut unexpressed,
+    );
     dimensions.push(Dimension::header(TAG_HEADER, &tags));
     dimensions.push(Dimension::flag(FORCE_TAG_HEADER));
     for name in &reads.attachments {
         if name == TAG_HEADER || name == FORCE_TAG_HEADER {
             continue;
         }
+        if !is_header_name(name) {
+            unexpressed.push(format!(
+                "the attachment {name:?} a condition rule reads: no header a client can send \
+                 or a route can match by that name; calls are routed as calls without it"
+            ));
+            continue;
+        }
         let values = reads.exact.get(name).cloned().unwrap_or_default();
+        let values = matchable(name, values, is_header_value, &mut unexpressed);
         let header = Dimension::header(name, &values);
         if class_count(&dimensions).saturating_mul(header.states.len()) > MAX_ROUTES {
             unexpressed.push(format!(
@@ -168,12 +186,13 @@ pub fn translate(input: &Input<'_>) -> Arc<Translation> {
     for i in needed(&dimensions, &routed) {
         let (class, how) = &routed[i];
         let mut destinations = Vec::new();
-        for (subset, weight) in &how.choices {
+        let weights: Vec<u32> = how.choices.iter().map(|(_, w)| *w).collect();
+        for ((subset, _), weight) in how.choices.iter().zip(fit_u32(&weights)) {
             let name = cluster_name(input.service, subset, &default_subset, &members);
             clusters
                 .entry(name.clone())
                 .or_insert_with(|| members.cluster(&name, subset));
-            destinations.push((name, *weight));
+            destinations.push((name, weight));
         }
         if destinations.is_empty() {
             // No provider: a cluster of none, so that calls fail rather than fall through.
@@ -304,6 +323,80 @@ fn route_class(
             .collect(),
         why: routing.steps,
     }
+}
+
+/// The values of `read` a route can match, at most [`MAX_VALUES`]; the others noted.
+fn matchable(
+    read: &str,
+    values: std::collections::BTreeSet<String>,
+    plain: fn(&str) -> bool,
+    unexpressed: &mut Vec<String>,
+) -> std::collections::BTreeSet<String> {
+    let (kept, odd): (Vec<String>, Vec<String>) = values.into_iter().partition(|v| plain(v));
+    if !odd.is_empty() {
+        unexpressed.push(format!(
+            "{read} values no route can match ({}): routed as values no rule names",
+            odd.iter()
+                .map(|v| format!("{v:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if kept.len() > MAX_VALUES {
+        unexpressed.push(format!(
+            "{read}: {} values named, routes for the first {MAX_VALUES}; the others are routed as \
+             values no rule names",
+            kept.len()
+        ));
+    }
+    kept.into_iter().take(MAX_VALUES).collect()
+}
+
+/// Whether `name` is a gRPC method name a path can hold.
+fn is_method_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 256
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'$'))
+}
+
+/// Whether `name` is a header gRPC clients send and routes match: lower-case token
+/// characters, not a gRPC-reserved (`grpc-`) or binary (`-bin`) one.
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 256
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b'-')
+        })
+        && !name.starts_with("grpc-")
+        && !name.ends_with("-bin")
+}
+
+/// Whether `value` can be a header's value (printable, at most 1 KiB).
+fn is_header_value(value: &str) -> bool {
+    !value.is_empty() && value.len() <= 1024 && value.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
+/// `weights` scaled down, when their sum does not fit a `u32` (what Envoy and gRPC take),
+/// keeping each at least 1.
+pub fn fit_u32(weights: &[u32]) -> Vec<u32> {
+    let sum: u64 = weights.iter().map(|w| u64::from(*w)).sum();
+    let room = u64::from(u32::MAX)
+        .saturating_sub(weights.len() as u64)
+        .max(1);
+    if sum <= u64::from(u32::MAX) {
+        return weights.to_vec();
+    }
+    let divisor = sum.div_ceil(room);
+    weights
+        .iter()
+        .map(|w| {
+            u32::try_from(u64::from(*w) / divisor)
+                .unwrap_or(u32::MAX)
+                .max(1)
+        })
+        .collect()
 }
 
 /// The ms from `now_ms` until `at_ms`, for timers.

@@ -100,8 +100,9 @@ impl Outliers {
                 .round()
                 .clamp(0.0, 100.0) as u32,
             min_calls: options.get_failure_rate_min_calls(),
-            interval: options.get_window(),
-            base_ejection: options.get_probe_interval(),
+            // Envoy takes neither of 0.
+            interval: options.get_window().max(Duration::from_millis(1)),
+            base_ejection: options.get_probe_interval().max(Duration::from_millis(1)),
             max_ejection_percent: u32::from(options.get_max_ejection_percent()),
         }
     }
