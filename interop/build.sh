@@ -177,14 +177,41 @@ build_go() {
   ln -sfn "$dir" "$out/dubbo-go"
 }
 
+# The grpc-go xDS client (interop/grpc-go): a plain gRPC client dialling xds:///, built
+# like the dubbo-go peer.
+build_grpc_go() {
+  local hash dir go started=$SECONDS
+  hash=$(source_hash interop/grpc-go)
+  dir=$cache/grpc-go-$hash
+  if [ -f "$dir/.complete" ]; then
+    say "grpc-go client up to date ($hash)"
+  else
+    go_tools
+    go=$(go_binary)
+    say "building the grpc-go client ($hash) with $("$go" version)"
+    mkdir -p "$dir"
+    (
+      cd "$root/interop/grpc-go"
+      export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOPATH="$cache/go/path"
+      export GOTOOLCHAIN=auto GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
+      "$go" build -trimpath -o "$dir/grpc-go-client" .
+    ) || { say "the grpc-go client did not build"; rm -rf "$dir"; return 1; }
+    touch "$dir/.complete"
+    say "grpc-go client built in $((SECONDS - started)) s"
+  fi
+  prune_builds grpc-go "$dir"
+  ln -sfn "$dir" "$out/grpc-go"
+}
+
 peers=("$@")
-[ ${#peers[@]} -gt 0 ] || peers=(java go)
+[ ${#peers[@]} -gt 0 ] || peers=(java go grpc-go)
 status=0
 for peer in "${peers[@]}"; do
   case "$peer" in
     java) build_java || status=1 ;;
     go) build_go || status=1 ;;
-    *) say "unknown peer $peer (known: java, go)"; exit 2 ;;
+    grpc-go) build_grpc_go || status=1 ;;
+    *) say "unknown peer $peer (known: java, go, grpc-go)"; exit 2 ;;
   esac
 done
 exit $status

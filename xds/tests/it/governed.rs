@@ -10,6 +10,8 @@
 //! * the judge, the real Dubbo Java 3.3 consumer (the Java peer of `interop/java`, with
 //!   `--config-centre`), started afresh for each step as `governance_rules.rs` starts it;
 //! * Python's grpcio dialling `xds:///helloworld.Greeter` (its bootstrap names the server);
+//! * grpc-go (`interop/grpc-go`, from the Go module proxy) dialling the same name with the
+//!   same bootstrap;
 //! * a real Envoy taking its routes over RDS and its clusters over CDS/EDS, all through ADS,
 //!   from the server, with a second grpcio client calling through it.
 //!
@@ -24,8 +26,8 @@
 //!
 //! Needs the virtualenv of `scripts/setup.sh --with-python` (grpcio and Envoy; missing, it
 //! fails unless `INTROSPECT_SKIP_PYTHON` is set, as the other Python tests do), the Java
-//! peer (`scripts/setup.sh --with-interop`) and ZooKeeper (each skipped when missing,
-//! unless `CI` is set).
+//! peer and the grpc-go client (`scripts/setup.sh --with-interop`) and ZooKeeper (each
+//! skipped when missing, unless `CI` is set).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -43,7 +45,7 @@ use crate::support::governed::{
 use crate::support::peer_cases::{INTERFACE, PeerRegistry};
 use crate::support::peers::{ConsumerOptions, Peer};
 use crate::support::process::{Calls, PythonClient};
-use crate::support::python::venv;
+use crate::support::python::{grpc_go_client, venv};
 
 /// Calls each client makes where shares are measured.
 const CALLS: u32 = 5_000;
@@ -381,9 +383,12 @@ async fn serve(server: &XdsServer) -> SocketAddr {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grpcio_and_envoy_route_as_a_dubbo_java_consumer_on_zookeeper() {
+async fn grpcio_grpc_go_and_envoy_route_as_a_dubbo_java_consumer_on_zookeeper() {
     let Some(venv) = venv() else { return };
     let Some(java) = Peer::Java.find() else {
+        return;
+    };
+    let Some(grpc_go) = grpc_go_client() else {
         return;
     };
     let Some(registry) = PeerRegistry::zookeeper().await else {
@@ -427,6 +432,11 @@ async fn grpcio_and_envoy_route_as_a_dubbo_java_consumer_on_zookeeper() {
         &format!("xds:///{INTERFACE}"),
         &[("GRPC_XDS_BOOTSTRAP", bootstrap.to_str().unwrap())],
     );
+    let mut go = PythonClient::start_grpc_go(
+        &grpc_go,
+        &format!("xds:///{INTERFACE}"),
+        &[("GRPC_XDS_BOOTSTRAP", bootstrap.to_str().unwrap())],
+    );
     let envoy = Envoy::start(&venv, xds, INTERFACE, Routes::Rds).await;
     let mut through_envoy = PythonClient::start(&venv.python(), &envoy.listener, &[]);
     eprintln!(
@@ -455,9 +465,10 @@ async fn grpcio_and_envoy_route_as_a_dubbo_java_consumer_on_zookeeper() {
                 java_shares(&java, &registry, &fleet, step.calls, step.tagging, options).await;
             (shares, run.output, started.elapsed())
         };
-        let ((java, output, java_took), grpcio_did, envoy_did) = tokio::join!(
+        let ((java, output, java_took), grpcio_did, go_did, envoy_did) = tokio::join!(
             java_run,
             xds_client_step(&mut grpcio, &fleet, step, written),
+            xds_client_step(&mut go, &fleet, step, written),
             xds_client_step(&mut through_envoy, &fleet, step, written),
         );
         eprintln!(
@@ -466,7 +477,12 @@ async fn grpcio_and_envoy_route_as_a_dubbo_java_consumer_on_zookeeper() {
             millis(java_took)
         );
         assert_outcome(step.what, step.outcome, step.calls, &java, &output);
-        for (client, did) in [("grpcio", grpcio_did), ("grpcio through Envoy", envoy_did)] {
+        let clients = [
+            ("grpcio", grpcio_did),
+            ("grpc-go", go_did),
+            ("grpcio through Envoy", envoy_did),
+        ];
+        for (client, did) in clients {
             match did {
                 Ok((obeyed, shares)) => {
                     eprintln!(

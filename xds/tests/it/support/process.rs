@@ -1,4 +1,5 @@
-//! Child processes of the interop tests: killed when dropped, talked to by lines.
+//! Child processes of the interop tests: killed when dropped, talked to by lines. The
+//! Python greeter client and the grpc-go one (`interop/grpc-go`) speak the same commands.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -37,8 +38,22 @@ impl PythonClient {
             "/tests/python/greeter_client.py"
         );
         let mut command = Command::new(python);
+        command.arg(script);
+        PythonClient::spawn(command, target, env)
+    }
+
+    /// Starts the grpc-go client (`interop/grpc-go`, built at `binary`) of `target`, with
+    /// extra environment `env`.
+    pub fn start_grpc_go(
+        binary: &std::path::Path,
+        target: &str,
+        env: &[(&str, &str)],
+    ) -> PythonClient {
+        PythonClient::spawn(Command::new(binary), target, env)
+    }
+
+    fn spawn(mut command: Command, target: &str, env: &[(&str, &str)]) -> PythonClient {
         command
-            .arg(script)
             .arg(target)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -47,7 +62,7 @@ impl PythonClient {
         for (k, v) in env {
             command.env(k, v);
         }
-        let mut child = command.spawn().expect("python starts");
+        let mut child = command.spawn().expect("the client starts");
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         PythonClient {

@@ -54,3 +54,28 @@ pub fn venv() -> Option<Venv> {
     }
     panic!("{message}");
 }
+
+/// The grpc-go client of `interop/grpc-go` (built by `interop/build.sh`, which
+/// `scripts/setup.sh --with-interop` runs), or `None` (after a SKIPPED line) when it is
+/// missing outside CI. Panics when it is missing under `CI`.
+pub fn grpc_go_client() -> Option<PathBuf> {
+    let binary = std::env::var_os("INTROSPECT_INTEROP_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/interop"))
+        .join("grpc-go/grpc-go-client");
+    if binary.is_file() {
+        return Some(binary);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"));
+    assert!(
+        !ci,
+        "the grpc-go client is missing at {} but CI is set. Run scripts/setup.sh --with-interop.",
+        binary.display()
+    );
+    eprintln!(
+        "\n*** SKIPPED: the grpc-go client is missing at {} (run scripts/setup.sh \
+         --with-interop). ***\n",
+        binary.display()
+    );
+    None
+}
