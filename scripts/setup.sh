@@ -18,7 +18,8 @@
 #     default target/browser-venv) with the pinned playwright that the console's browser
 #     test (cli/tests/it/browser.rs; scripts/test.sh sets INTROSPECT_BROWSER=1) drives it with;
 #   * with --with-interop: the real Dubbo Java 3.3 and dubbo-go 3.3 peers of the interop
-#     tests (interop/build.sh: a JDK, Maven and Go where missing, builds cached under
+#     tests, and the grpc-go client of the xDS tests (interop/build.sh: a JDK, Maven and Go
+#     where missing, builds cached under
 #     ~/.cache/introspect-interop). When a peer does not build, CI (CI=true) fails here;
 #     elsewhere this warns and goes on, and those tests skip loudly.
 # Does nothing when everything is already there. Flags combine. Needs apt-get (Debian,

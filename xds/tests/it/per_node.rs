@@ -3,7 +3,7 @@
 //! app and a parameter, and scripted ADS clients whose nodes say different things of
 //! themselves (see `node.rs` for the convention): each is sent the routes and assignment of
 //! a consumer as its node says, a client saying nothing the server's own; and a rule change
-//! reaches each as a new version.
+//! reaches each as a new version. Beside them, the warm-up ramp pushed in steps.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,4 +149,80 @@ async fn each_client_is_routed_as_its_node_says() {
     assert_eq!(addresses(&pushed), vec![a.address.to_string()]);
     a.shutdown().await;
     b.shutdown().await;
+}
+
+/// The weight each address has in an assignment, whatever the client kind's layout.
+fn weights(
+    response: &envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse,
+) -> Vec<u32> {
+    use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+    response
+        .resources
+        .iter()
+        .flat_map(|any| {
+            let cla = ClusterLoadAssignment::decode(any.value.as_slice()).unwrap();
+            cla.endpoints
+                .into_iter()
+                .flat_map(|l| l.lb_endpoints)
+                .map(|e| e.load_balancing_weight.map_or(0, |w| w.value))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// A provider warming up is sent again as its weight grows, in steps, not on every tick:
+/// a warm-up of 5 s (steps of a second, the shortest) is pushed about six times, rising,
+/// until it weighs what it publishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warming_provider_is_pushed_again_as_its_weight_grows() {
+    use crate::support::greeter::{greeter_service, start_greeter_exporting};
+
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let backend = Backend::kv(store.clone(), Default::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let warming = start_greeter_exporting(
+        backend.clone(),
+        "greeter",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        listener,
+        None,
+        greeter_service()
+            .with_param("weight", "100")
+            .with_param("warmup", "5000"),
+    )
+    .await;
+    let server = XdsServer::builder(Resolver::new(store.clone())).build();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    let (_stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.serve(listener, async {
+        let _ = stopped.await;
+    }));
+    let mut client = AdsClient::connect(address).await;
+    client
+        .send(CLUSTER_LOAD_ASSIGNMENT, &[GREETER], "", "")
+        .await;
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let response = client.next().await;
+        client.ack(&response, &[GREETER]).await;
+        let weight = weights(&response)[0];
+        seen.push(weight);
+        if weight >= 100 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still warming after 20 s: {seen:?}"
+        );
+    }
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "rising: {seen:?}");
+    assert!(
+        (3..=7).contains(&seen.len()),
+        "a few steps, not every tick: {seen:?}"
+    );
+    eprintln!("weights pushed while warming: {seen:?}");
+    warming.shutdown().await;
 }
