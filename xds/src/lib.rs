@@ -97,7 +97,7 @@ mod translation_tests;
 pub mod types;
 
 pub use envoy_types;
-pub use nacks::{MAX_COUNTED_NODES, NACKS_METRIC, NackCounts, OTHER_NODES};
+pub use nacks::{MAX_COUNTED_NODES, MAX_NODE_ID, NACKS_METRIC, NackCounts, OTHER_NODES};
 pub use node::NodeFacts;
 pub use server::{Ads, DEFAULT_MAX_SERVICES, XdsServer, XdsServerBuilder};
 pub use translate::Translation;

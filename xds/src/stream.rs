@@ -61,12 +61,11 @@ pub(crate) async fn run<S>(
                         tracing::debug!(type_url, "xDS: request for a type not served");
                     }
                     Verdict::Stale => {
-                        tracing::debug!(type_url, nonce = request.response_nonce, "xDS: stale request ignored");
+                        tracing::debug!(type_url, nonce = short(&request.response_nonce), "xDS: stale request ignored");
                     }
                     Verdict::Nack { respond } => {
-                        let reason = request.error_detail.as_ref().map(|s| s.message.clone()).unwrap_or_default();
                         let node = node.as_deref().unwrap_or_default();
-                        tracing::warn!(type_url, node, version = request.version_info, reason, "xDS: client rejected a response");
+                        log_nack(&request, node);
                         nacks.count(node, &type_url);
                         if respond && !send(&catalog, &mut protocol, &type_url, true, (client, &facts), &out).await {
                             return;
@@ -92,6 +91,31 @@ pub(crate) async fn run<S>(
             () = stopped(&mut stop) => return,
         }
     }
+}
+
+/// The client's own words, cut short enough for a log line.
+fn short(text: &str) -> String {
+    const MAX: usize = 256;
+    match text.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// Logs a NACK from `node`, with the client's reason.
+fn log_nack(request: &DiscoveryRequest, node: &str) {
+    let reason = request
+        .error_detail
+        .as_ref()
+        .map(|s| s.message.as_str())
+        .unwrap_or_default();
+    tracing::warn!(
+        type_url = request.type_url,
+        node = short(node),
+        version = short(&request.version_info),
+        reason = short(reason),
+        "xDS: client rejected a response"
+    );
 }
 
 /// Completes once the server stops (or is gone).
