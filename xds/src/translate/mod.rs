@@ -128,19 +128,33 @@ pub fn translate(input: &Input<'_>) -> Arc<Translation> {
     let mut unexpressed = members.unexpressed.clone();
     let reads = input.rules.reads();
     let mut dimensions = Vec::new();
-    if reads.method {
-        let methods = reads.exact.get("method").cloned().unwrap_or_default();
-        let methods = matchable("method", methods, is_method_name, &mut unexpressed);
-        dimensions.push(Dimension::method(&methods));
-    }
     let tags = matchable(
         "tag",
         members.tags(input.rules),
         is_header_value,
         &mut unexpressed,
     );
-    dimensions.push(Dimension::header(TAG_HEADER, &tags));
-    dimensions.push(Dimension::flag(FORCE_TAG_HEADER));
+    let tag_dimensions = [
+        Dimension::header(TAG_HEADER, &tags),
+        Dimension::flag(FORCE_TAG_HEADER),
+    ];
+    if reads.method {
+        let methods = reads.exact.get("method").cloned().unwrap_or_default();
+        let mut methods = matchable("method", methods, is_method_name, &mut unexpressed);
+        // Methods times tags: at most MAX_ROUTES classes before any header is told apart.
+        let room = (MAX_ROUTES / class_count(&tag_dimensions)).saturating_sub(1);
+        if methods.len() > room {
+            unexpressed.push(format!(
+                "method: with {} tags, routes for {room} of the {} methods named; the others \
+                 are routed as methods no rule names",
+                tags.len(),
+                methods.len()
+            ));
+            methods = methods.into_iter().take(room).collect();
+        }
+        dimensions.push(Dimension::method(&methods));
+    }
+    dimensions.extend(tag_dimensions);
     for name in &reads.attachments {
         if name == TAG_HEADER || name == FORCE_TAG_HEADER {
             continue;
